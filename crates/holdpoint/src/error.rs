@@ -1,0 +1,206 @@
+//! The one error type of the core, and the gRPC-style status names of the wire.
+
+use serde::{Deserialize, Serialize};
+
+/// A status name, as Genkit and gRPC spell them on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// The caller sent something malformed or inconsistent.
+    InvalidArgument,
+    /// The named session, snapshot or agent does not exist.
+    NotFound,
+    /// The call is well-formed but not allowed in the current state.
+    FailedPrecondition,
+    /// A concurrent operation won (for example: already resumed).
+    Aborted,
+    /// The thing to create exists already.
+    AlreadyExists,
+    /// The principal may not do this.
+    PermissionDenied,
+    /// No valid credentials were given.
+    Unauthenticated,
+    /// A deadline passed before the work finished.
+    DeadlineExceeded,
+    /// A quota or size limit was hit.
+    ResourceExhausted,
+    /// The caller cancelled the work.
+    Cancelled,
+    /// A dependency (store, model provider) is unreachable; retry later.
+    Unavailable,
+    /// A bug or broken invariant.
+    Internal,
+}
+
+impl Status {
+    /// The wire name, e.g. `INVALID_ARGUMENT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InvalidArgument => "INVALID_ARGUMENT",
+            Status::NotFound => "NOT_FOUND",
+            Status::FailedPrecondition => "FAILED_PRECONDITION",
+            Status::Aborted => "ABORTED",
+            Status::AlreadyExists => "ALREADY_EXISTS",
+            Status::PermissionDenied => "PERMISSION_DENIED",
+            Status::Unauthenticated => "UNAUTHENTICATED",
+            Status::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Status::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Status::Cancelled => "CANCELLED",
+            Status::Unavailable => "UNAVAILABLE",
+            Status::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error as it travels on the wire: `{"status": NAME, "message": "…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The status name.
+    pub status: Status,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+/// Everything that can go wrong in Holdpoint's core.
+///
+/// Each variant knows its [`Status`]; `Display` is the message the wire shows.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Input that cannot be decoded or violates the wire rules (a part with two
+    /// kinds, interrupt data that is not an object, an unknown role, …).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A named thing (snapshot, session, tool, agent) does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The call is not allowed in the current state (sending after the agent
+    /// ended, resuming a pending snapshot, `state` sent to a server-managed agent).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A concurrent operation won: the snapshot was already resumed, or a
+    /// compare-and-set lost.
+    #[error("{0}")]
+    Aborted(String),
+    /// The principal may not do this, or signed state did not verify.
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// The work was cancelled.
+    #[error("{0}")]
+    Cancelled(String),
+    /// A dependency is unreachable; retrying later may work.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A tool returned a plain error: the whole generation fails.
+    #[error("tool \"{tool}\" failed: {message}")]
+    ToolFailed {
+        /// The tool's name.
+        tool: String,
+        /// The tool's error text.
+        message: String,
+    },
+    /// A resume left an interrupted tool request without an answer.
+    #[error("unresolved tool request \"{name}\" (ref {reference}): every interrupt must be answered with a restart or a respond")]
+    UnresolvedToolRequest {
+        /// The tool's name.
+        name: String,
+        /// The request's ref.
+        reference: String,
+    },
+    /// The model asked for tools more often than `max_turns` allows.
+    #[error("exceeded maximum tool call iterations ({0})")]
+    MaxTurnsExceeded(u32),
+    /// The model named a tool the generation does not have.
+    #[error("tool \"{0}\" not found")]
+    ToolNotFound(String),
+    /// An error with an explicit status, e.g. from a model provider or store.
+    #[error("{message}")]
+    Status {
+        /// The status.
+        status: Status,
+        /// The message.
+        message: String,
+    },
+    /// A broken invariant or an unexpected failure (serialisation, a task panicked).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The status this error carries on the wire.
+    pub fn status(&self) -> Status {
+        match self {
+            Error::InvalidArgument(_) => Status::InvalidArgument,
+            Error::NotFound(_) | Error::ToolNotFound(_) => Status::NotFound,
+            Error::FailedPrecondition(_) => Status::FailedPrecondition,
+            Error::Aborted(_) => Status::Aborted,
+            Error::PermissionDenied(_) => Status::PermissionDenied,
+            Error::Cancelled(_) => Status::Cancelled,
+            Error::Unavailable(_) => Status::Unavailable,
+            Error::ToolFailed { .. } => Status::Internal,
+            Error::UnresolvedToolRequest { .. } => Status::InvalidArgument,
+            Error::MaxTurnsExceeded(_) => Status::Aborted,
+            Error::Status { status, .. } => *status,
+            Error::Internal(_) => Status::Internal,
+        }
+    }
+
+    /// An error with the given status and message.
+    pub fn with_status(status: Status, message: impl Into<String>) -> Self {
+        Error::Status {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// The `{status, message}` body of this error.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            status: self.status(),
+            message: self.to_string(),
+        }
+    }
+
+    /// Rebuilds an error from its wire body.
+    pub fn from_body(body: &ErrorBody) -> Self {
+        Error::with_status(body.status, body.message.clone())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(err: serde_json::Error) -> Self {
+        Error::InvalidArgument(err.to_string())
+    }
+}
+
+/// `Result` with Holdpoint's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_serialises_as_wire_name() {
+        let body = Error::Aborted("already resumed".into()).body();
+        let json = serde_json::to_string(&body).unwrap();
+        assert_eq!(json, r#"{"status":"ABORTED","message":"already resumed"}"#);
+        assert_eq!(Status::FailedPrecondition.as_str(), "FAILED_PRECONDITION");
+    }
+
+    #[test]
+    fn tool_failure_message_names_tool() {
+        let err = Error::ToolFailed {
+            tool: "x".into(),
+            message: "boom".into(),
+        };
+        assert_eq!(err.to_string(), "tool \"x\" failed: boom");
+        assert_eq!(Error::MaxTurnsExceeded(5).to_string(), "exceeded maximum tool call iterations (5)");
+    }
+}

@@ -1,0 +1,124 @@
+//! Running the tool calls of one model message concurrently and turning
+//! their outcomes into parts, in request order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+use serde_json::{Map, Value, json};
+use tracing::Instrument;
+
+use crate::error::{Error, Result};
+use crate::message::{Part, PartKind, metadata};
+use crate::middleware::{Chain, HeldBy, RestartPlan, ToolHookCall};
+use crate::model::ChunkSink;
+use crate::tool::{Tool, ToolContext, ToolOutcome};
+
+/// What every tool call of one generation shares.
+pub(crate) struct Dispatcher {
+    pub tools: HashMap<String, Arc<dyn Tool>>,
+    pub chain: Chain,
+    pub sink: ChunkSink,
+    pub context: Arc<Map<String, Value>>,
+}
+
+/// One call to make.
+pub(crate) struct PlannedCall {
+    pub name: String,
+    pub reference: Option<String>,
+    pub input: Value,
+    pub plan: RestartPlan,
+}
+
+/// One call's result.
+pub(crate) struct CallResult {
+    pub outcome: ToolOutcome,
+    pub held_by: Option<HeldBy>,
+}
+
+impl Dispatcher {
+    pub fn tool(&self, name: &str) -> Result<&Arc<dyn Tool>> {
+        self.tools.get(name).ok_or_else(|| Error::ToolNotFound(name.to_owned()))
+    }
+
+    /// Runs all calls concurrently; results come back in the calls' order.
+    pub async fn run_all(&self, calls: Vec<PlannedCall>, index: u32) -> Result<Vec<CallResult>> {
+        try_join_all(calls.into_iter().map(|c| self.run_one(c, index))).await
+    }
+
+    async fn run_one(&self, call: PlannedCall, index: u32) -> Result<CallResult> {
+        let tool = self.tool(&call.name)?;
+        let span = tracing::debug_span!("tool_call", tool = %call.name, r#ref = call.reference.as_deref().unwrap_or(""));
+        let ctx = ToolContext {
+            name: call.name.clone(),
+            reference: call.reference.clone(),
+            resumed: None,
+            original_input: None,
+            chunks: self.sink.clone(),
+            index,
+            request: Arc::clone(&self.context),
+        };
+        let hook_call = ToolHookCall {
+            name: call.name,
+            reference: call.reference,
+            input: call.input,
+            resumed: None,
+            original_input: None,
+            released: false,
+            context: Arc::clone(&self.context),
+        };
+        let (outcome, held_by) = self
+            .chain
+            .call_tool(tool.as_ref(), hook_call, &call.plan, &ctx)
+            .instrument(span)
+            .await?;
+        Ok(CallResult { outcome, held_by })
+    }
+}
+
+/// The value the model sees for a soft failure.
+pub(crate) fn failure_output(message: &str) -> Value {
+    json!({ "error": message })
+}
+
+/// The response part for a finished (successful or softly failed) call.
+pub(crate) fn response_part(name: &str, reference: Option<&str>, outcome: &ToolOutcome) -> Option<Part> {
+    let (output, content) = match outcome {
+        ToolOutcome::Output { output, content } => (output.clone(), content.clone()),
+        ToolOutcome::Failed(msg) => (failure_output(msg), Vec::new()),
+        ToolOutcome::Interrupt(_) => return None,
+    };
+    let mut part = Part::tool_response(name, reference.map(str::to_owned), Some(output));
+    if let PartKind::ToolResponse(resp) = &mut part.kind
+        && !content.is_empty()
+    {
+        resp.content = Some(content);
+    }
+    Some(part)
+}
+
+/// The output stored as `pendingOutput` for a call that finished beside a
+/// paused sibling.
+pub(crate) fn pending_value(outcome: &ToolOutcome) -> Option<Value> {
+    match outcome {
+        ToolOutcome::Output { output, .. } => Some(output.clone()),
+        ToolOutcome::Failed(msg) => Some(failure_output(msg)),
+        ToolOutcome::Interrupt(_) => None,
+    }
+}
+
+/// Marks a request part as paused with `data`, held by `held_by`.
+pub(crate) fn mark_interrupt(part: &mut Part, data: &Map<String, Value>, held_by: Option<&HeldBy>) {
+    let value = if data.is_empty() {
+        Value::Bool(true)
+    } else {
+        Value::Object(data.clone())
+    };
+    part.set_meta(metadata::INTERRUPT, value);
+    match held_by {
+        Some(HeldBy::Stage(label)) => part.set_meta(metadata::INTERRUPTED_BY, Value::String(label.clone())),
+        _ => {
+            part.remove_meta(metadata::INTERRUPTED_BY);
+        }
+    }
+}

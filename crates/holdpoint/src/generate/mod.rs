@@ -1,0 +1,335 @@
+//! The generate loop (SPEC §3): model call, concurrent tool calls, next
+//! model call, until the model stops, a call pauses, or `max_turns` is hit.
+
+mod dispatch;
+mod resume;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tracing::Instrument;
+
+pub use resume::{Resume, validate as validate_resume};
+
+use crate::error::{Error, Result};
+use crate::message::{Message, Part, Role, metadata};
+use crate::middleware::{Chain, Middleware, RestartPlan};
+use crate::model::{ChunkSink, FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
+use crate::tool::{Tool, ToolOutcome};
+use dispatch::{Dispatcher, PlannedCall};
+
+/// The finish message of an interrupted generation.
+pub const INTERRUPTED_MESSAGE: &str = "One or more tool calls resulted in interrupts.";
+
+/// The default limit on tool-call rounds.
+pub const DEFAULT_MAX_TURNS: u32 = 5;
+
+/// Everything one generation needs.
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdpoint::{generate, GenerateOptions, Message, ScriptedModel, ScriptedTurn};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let model = ScriptedModel::new("m");
+/// model.push(ScriptedTurn::text("hello"));
+/// let out = generate(GenerateOptions::new(Arc::new(model)).messages(vec![Message::user_text("hi")])).await?;
+/// assert_eq!(out.response.text(), "hello");
+/// # Ok::<(), holdpoint::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct GenerateOptions {
+    /// The model to call.
+    pub model: Arc<dyn Model>,
+    /// A system prompt sent first on every model call (not part of the history).
+    pub system: Option<Message>,
+    /// The history so far.
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Model config (temperature, …).
+    pub config: Option<Value>,
+    /// The limit on tool-call rounds (default 5).
+    pub max_turns: u32,
+    /// Answers to a paused generation whose history ends with the paused
+    /// model message.
+    pub resume: Option<Resume>,
+    /// Hooks around model and tool calls, outermost first.
+    pub middleware: Vec<Arc<dyn Middleware>>,
+    /// Where streamed chunks go (model chunks and tool-role chunks).
+    pub chunks: ChunkSink,
+    /// Request context visible to tools and middleware (principal, …).
+    pub context: Arc<Map<String, Value>>,
+}
+
+impl GenerateOptions {
+    /// Options for `model` with no history, tools or config.
+    pub fn new(model: Arc<dyn Model>) -> Self {
+        GenerateOptions {
+            model,
+            system: None,
+            messages: Vec::new(),
+            tools: Vec::new(),
+            config: None,
+            max_turns: DEFAULT_MAX_TURNS,
+            resume: None,
+            middleware: Vec::new(),
+            chunks: ChunkSink::none(),
+            context: Arc::new(Map::new()),
+        }
+    }
+
+    /// Sets the history.
+    pub fn messages(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Sets the tools.
+    pub fn tools(mut self, tools: Vec<Arc<dyn Tool>>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the resume directives.
+    pub fn resume(mut self, resume: Resume) -> Self {
+        self.resume = Some(resume);
+        self
+    }
+
+    /// Sets the chunk sink.
+    pub fn chunks(mut self, chunks: ChunkSink) -> Self {
+        self.chunks = chunks;
+        self
+    }
+
+    /// Sets the model config.
+    pub fn config(mut self, config: Value) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Sets the tool-round limit.
+    pub fn max_turns(mut self, max_turns: u32) -> Self {
+        self.max_turns = max_turns;
+        self
+    }
+}
+
+/// The result of a generation: the final response and the whole history
+/// after it (the paused model message last, when interrupted).
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// The final response (its `request` is the last model request).
+    pub response: GenerateResponse,
+    /// The history, including the final message.
+    pub messages: Vec<Message>,
+}
+
+impl Generation {
+    /// Whether a tool call paused.
+    pub fn is_interrupted(&self) -> bool {
+        self.response.finish_reason == Some(FinishReason::Interrupted)
+    }
+}
+
+/// Runs the generate loop.
+pub async fn generate(options: GenerateOptions) -> Result<Generation> {
+    let span = tracing::info_span!("generate", model = %options.model.name());
+    run(options).instrument(span).await
+}
+
+fn fresh_ref(taken: &[String]) -> String {
+    loop {
+        let candidate = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        if !taken.contains(&candidate) {
+            return candidate;
+        }
+    }
+}
+
+/// Gives every tool request without a ref a fresh ref unique in the message.
+fn assign_refs(message: &mut Message) {
+    let mut taken: Vec<String> = message
+        .content
+        .iter()
+        .filter_map(|p| p.as_tool_request().and_then(|r| r.reference.clone()))
+        .collect();
+    for part in &mut message.content {
+        if let Some(req) = part.as_tool_request_mut()
+            && req.reference.is_none()
+        {
+            let r = fresh_ref(&taken);
+            taken.push(r.clone());
+            req.reference = Some(r);
+        }
+    }
+}
+
+struct Loop {
+    model: Arc<dyn Model>,
+    system: Option<Message>,
+    config: Option<Value>,
+    dispatcher: Dispatcher,
+    usage: Usage,
+    index: u32,
+    last_request: Option<GenerateRequest>,
+}
+
+impl Loop {
+    fn request(&self, history: &[Message]) -> GenerateRequest {
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        messages.extend(self.system.iter().cloned());
+        messages.extend(history.iter().cloned());
+        let mut tools: Vec<_> = self.dispatcher.tools.values().map(|t| t.definition().clone()).collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut req = GenerateRequest::new(messages);
+        req.tools = tools;
+        req.config = self.config.clone();
+        req
+    }
+
+    fn emit_tool_chunk(&self, parts: Vec<Part>) {
+        let mut chunk = GenerateChunk::new(Role::Tool, parts);
+        chunk.index = Some(self.index);
+        self.dispatcher.sink.send(chunk);
+    }
+
+    fn interrupted(&self, history: Vec<Message>) -> Generation {
+        Generation {
+            response: GenerateResponse {
+                message: history.last().cloned(),
+                finish_reason: Some(FinishReason::Interrupted),
+                finish_message: Some(INTERRUPTED_MESSAGE.to_owned()),
+                usage: self.usage.clone(),
+                custom: Value::Object(Map::new()),
+                request: self.last_request.clone(),
+                latency_ms: None,
+            },
+            messages: history,
+        }
+    }
+}
+
+async fn run(options: GenerateOptions) -> Result<Generation> {
+    let tools: HashMap<String, Arc<dyn Tool>> =
+        options.tools.iter().map(|t| (t.name().to_owned(), Arc::clone(t))).collect();
+    let mut lp = Loop {
+        model: options.model,
+        system: options.system,
+        config: options.config,
+        dispatcher: Dispatcher {
+            tools,
+            chain: Chain::new(&options.middleware),
+            sink: options.chunks,
+            context: options.context,
+        },
+        usage: Usage::default(),
+        index: 0,
+        last_request: None,
+    };
+    let mut history = options.messages;
+
+    if let Some(resume) = options.resume {
+        resume::validate(&history, &resume)?;
+        match resume::apply(&mut history, &resume, &lp.dispatcher, lp.index).await? {
+            resume::Applied::Interrupted => return Ok(lp.interrupted(history)),
+            resume::Applied::Continue(tool_message) => {
+                lp.emit_tool_chunk(tool_message.content.clone());
+                history.push(tool_message);
+                lp.index += 1;
+            }
+        }
+    }
+
+    let mut rounds: u32 = 0;
+    loop {
+        let request = lp.request(&history);
+        let index = lp.index;
+        let outer = lp.dispatcher.sink.clone();
+        let sink = if outer.is_listening() {
+            ChunkSink::new(move |mut chunk: GenerateChunk| {
+                chunk.index = Some(index);
+                if chunk.role.is_none() {
+                    chunk.role = Some(Role::Model);
+                }
+                outer.send(chunk);
+            })
+        } else {
+            ChunkSink::none()
+        };
+        let started = std::time::Instant::now();
+        let mut response = lp
+            .dispatcher
+            .chain
+            .call_model(lp.model.as_ref(), request.clone(), &sink)
+            .instrument(tracing::debug_span!("model_call", index))
+            .await?;
+        lp.usage.add(&response.usage);
+        lp.last_request = Some(request);
+        let Some(mut message) = response.message.take() else {
+            return Err(Error::with_status(
+                crate::Status::Internal,
+                format!("model \"{}\" returned no message", lp.model.name()),
+            ));
+        };
+        message.role = Role::Model;
+        assign_refs(&mut message);
+        history.push(message.clone());
+        lp.index += 1;
+
+        let calls: Vec<PlannedCall> = message
+            .tool_requests()
+            .filter_map(Part::as_tool_request)
+            .map(|r| PlannedCall {
+                name: r.name.clone(),
+                reference: r.reference.clone(),
+                input: r.input.clone().unwrap_or(Value::Object(Map::new())),
+                plan: RestartPlan::default(),
+            })
+            .collect();
+        if calls.is_empty() {
+            response.message = Some(message);
+            response.usage = lp.usage.clone();
+            response.request = lp.last_request.clone();
+            response.latency_ms.get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
+            return Ok(Generation {
+                response,
+                messages: history,
+            });
+        }
+        if rounds >= options.max_turns {
+            return Err(Error::MaxTurnsExceeded(options.max_turns));
+        }
+        rounds += 1;
+
+        let results = lp.dispatcher.run_all(calls, lp.index).await?;
+        let paused = results.iter().any(|r| matches!(r.outcome, ToolOutcome::Interrupt(_)));
+        if paused {
+            if let Some(last) = history.last_mut() {
+                let requests = last.content.iter_mut().filter(|p| p.as_tool_request().is_some());
+                for (part, result) in requests.zip(&results) {
+                    match &result.outcome {
+                        ToolOutcome::Interrupt(data) => dispatch::mark_interrupt(part, data, result.held_by.as_ref()),
+                        other => {
+                            if let Some(v) = dispatch::pending_value(other) {
+                                part.set_meta(metadata::PENDING_OUTPUT, v);
+                            }
+                        }
+                    }
+                }
+            }
+            return Ok(lp.interrupted(history));
+        }
+        let responses: Vec<Part> = message
+            .tool_requests()
+            .filter_map(Part::as_tool_request)
+            .zip(&results)
+            .filter_map(|(r, res)| dispatch::response_part(&r.name, r.reference.as_deref(), &res.outcome))
+            .collect();
+        lp.emit_tool_chunk(responses.clone());
+        history.push(Message::new(Role::Tool, responses));
+        lp.index += 1;
+    }
+}

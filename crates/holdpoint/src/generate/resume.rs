@@ -1,0 +1,293 @@
+//! Resume: validating restart/respond directives against the history, and
+//! applying them to the paused model message.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::dispatch::{self, Dispatcher, PlannedCall};
+use crate::error::{Error, Result};
+use crate::message::{Message, Part, Role, metadata};
+use crate::middleware::RestartPlan;
+use crate::tool::ToolOutcome;
+
+/// The answers to a paused generation: restart directives (re-run a call)
+/// and respond directives (supply its output).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resume {
+    /// Tool-request parts marked `resumed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart: Vec<Part>,
+    /// Tool-response parts answering paused calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub respond: Vec<Part>,
+}
+
+impl Resume {
+    /// Sorts directive parts into restarts and responds by their kind.
+    pub fn from_parts(parts: impl IntoIterator<Item = Part>) -> Self {
+        let mut resume = Resume::default();
+        for p in parts {
+            if p.as_tool_response().is_some() {
+                resume.respond.push(p);
+            } else {
+                resume.restart.push(p);
+            }
+        }
+        resume
+    }
+
+    /// Whether there is no directive at all.
+    pub fn is_empty(&self) -> bool {
+        self.restart.is_empty() && self.respond.is_empty()
+    }
+}
+
+fn key(name: &str, reference: Option<&str>) -> String {
+    match reference {
+        Some(r) => format!("\"{name}\" (ref {r})"),
+        None => format!("\"{name}\" (no ref)"),
+    }
+}
+
+fn same_call(part: &Part, name: &str, reference: Option<&str>) -> bool {
+    part.as_tool_request()
+        .is_some_and(|r| r.name == name && r.reference.as_deref() == reference)
+}
+
+/// Checks every directive against the history (SPEC §4): it must answer a
+/// paused request of the latest model message, by name and ref, and a
+/// restart must keep the original input unless it declares the change.
+pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
+    let Some(pending_at) = history.iter().rposition(|m| m.role == Role::Model) else {
+        return Err(Error::InvalidArgument("nothing to resume: the session has no model message".into()));
+    };
+    let pending = &history[pending_at];
+    let earlier = &history[..pending_at];
+    let mut seen: Vec<String> = Vec::new();
+
+    let find = |name: &str, reference: Option<&str>| -> Result<&Part> {
+        if let Some(p) = pending.content.iter().find(|p| same_call(p, name, reference)) {
+            return Ok(p);
+        }
+        let in_earlier = earlier
+            .iter()
+            .filter(|m| m.role == Role::Model)
+            .any(|m| m.content.iter().any(|p| same_call(p, name, reference)));
+        if in_earlier {
+            Err(Error::InvalidArgument(format!(
+                "tool request {} is from an earlier turn which is no longer pending; only the latest model message can be resumed",
+                key(name, reference)
+            )))
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "tool request {} not found in session history",
+                key(name, reference)
+            )))
+        }
+    };
+
+    for part in &resume.restart {
+        let Some(req) = part.as_tool_request() else {
+            return Err(Error::InvalidArgument(format!(
+                "a restart directive must be a toolRequest part, got a {} part",
+                part.kind.key()
+            )));
+        };
+        let target = find(&req.name, req.reference.as_deref())?;
+        let call = key(&req.name, req.reference.as_deref());
+        if !target.is_interrupt() {
+            return Err(Error::InvalidArgument(format!("tool request {call} is not waiting for an answer")));
+        }
+        let original = target.as_tool_request().and_then(|r| r.input.clone()).unwrap_or(Value::Null);
+        let given = req.input.clone().unwrap_or(Value::Null);
+        match part.meta(metadata::REPLACED_INPUT) {
+            Some(declared) => {
+                if *declared != original {
+                    return Err(Error::InvalidArgument(format!(
+                        "restart of {call} declares replacedInput that is not the original input"
+                    )));
+                }
+            }
+            None => {
+                if given != original {
+                    return Err(Error::InvalidArgument(format!(
+                        "restart of {call} has modified inputs; a changed input must be declared with replacedInput (restart_with_input)"
+                    )));
+                }
+            }
+        }
+        if seen.contains(&call) {
+            return Err(Error::InvalidArgument(format!("tool request {call} is answered twice")));
+        }
+        seen.push(call);
+    }
+    for part in &resume.respond {
+        let Some(resp) = part.as_tool_response() else {
+            return Err(Error::InvalidArgument(format!(
+                "a respond directive must be a toolResponse part, got a {} part",
+                part.kind.key()
+            )));
+        };
+        let target = find(&resp.name, resp.reference.as_deref())?;
+        let call = key(&resp.name, resp.reference.as_deref());
+        if !target.is_interrupt() {
+            return Err(Error::InvalidArgument(format!("tool request {call} is not waiting for an answer")));
+        }
+        if seen.contains(&call) {
+            return Err(Error::InvalidArgument(format!("tool request {call} is answered twice")));
+        }
+        seen.push(call);
+    }
+    Ok(())
+}
+
+enum Action {
+    Pending(Value),
+    Respond(Part),
+    Restart(usize),
+}
+
+/// What applying the directives produced.
+pub(crate) enum Applied {
+    /// Every call is answered: append this tool message and call the model.
+    Continue(Message),
+    /// A restarted call paused again; the last message was revised in place.
+    Interrupted,
+}
+
+/// Applies validated directives to the last (model) message of `history`.
+pub(crate) async fn apply(history: &mut [Message], resume: &Resume, dispatcher: &Dispatcher, index: u32) -> Result<Applied> {
+    let Some(last) = history.last_mut() else {
+        return Err(Error::FailedPrecondition("cannot resume: the history is empty".into()));
+    };
+    if last.role != Role::Model || last.tool_requests().next().is_none() {
+        return Err(Error::FailedPrecondition(
+            "cannot resume: the last message must be a model message with tool requests".into(),
+        ));
+    }
+
+    let mut actions: Vec<Option<Action>> = Vec::with_capacity(last.content.len());
+    let mut calls: Vec<PlannedCall> = Vec::new();
+    for part in &last.content {
+        let Some(req) = part.as_tool_request() else {
+            actions.push(None);
+            continue;
+        };
+        let reference = req.reference.as_deref();
+        let respond = resume.respond.iter().find(|p| {
+            p.as_tool_response()
+                .is_some_and(|r| r.name == req.name && r.reference.as_deref() == reference)
+        });
+        let restart = resume.restart.iter().find(|p| same_call(p, &req.name, reference));
+        let action = if let Some(pending) = part.meta(metadata::PENDING_OUTPUT).filter(|v| !v.is_null()) {
+            Action::Pending(pending.clone())
+        } else if let Some(resp) = respond {
+            let output = resp.as_tool_response().and_then(|r| r.output.clone()).unwrap_or(Value::Null);
+            dispatcher.tool(&req.name)?.check_output(&output)?;
+            let mut answer = resp.clone();
+            let marker = metadata::marker(resp.metadata.as_ref(), metadata::INTERRUPT_RESPONSE)?
+                .map(|m| m.to_value())
+                .unwrap_or(Value::Bool(true));
+            answer.metadata = None;
+            answer.set_meta(metadata::INTERRUPT_RESPONSE, marker);
+            Action::Respond(answer)
+        } else if let Some(directive) = restart {
+            let target_stage = match part.interrupted_by() {
+                Some(label) => Some(dispatcher.chain.stage_of(label)?),
+                None => None,
+            };
+            let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?
+                .map(metadata::Marker::into_object)
+                .unwrap_or_default();
+            let replaced = directive.meta(metadata::REPLACED_INPUT).cloned();
+            let input = directive
+                .as_tool_request()
+                .and_then(|r| r.input.clone())
+                .unwrap_or(Value::Null);
+            calls.push(PlannedCall {
+                name: req.name.clone(),
+                reference: req.reference.clone(),
+                input,
+                plan: RestartPlan {
+                    target_stage,
+                    resumed: Some(resumed),
+                    input_replaced: replaced.is_some(),
+                    original_input: replaced,
+                },
+            });
+            Action::Restart(calls.len() - 1)
+        } else {
+            return Err(Error::UnresolvedToolRequest {
+                name: req.name.clone(),
+                reference: req.reference.clone().unwrap_or_default(),
+            });
+        };
+        actions.push(Some(action));
+    }
+
+    let inputs: Vec<Value> = calls.iter().map(|c| c.input.clone()).collect();
+    let replaced: Vec<Option<Value>> = calls.iter().map(|c| c.plan.original_input.clone()).collect();
+    let results = dispatcher.run_all(calls, index).await?;
+
+    let mut responses: Vec<Option<Part>> = Vec::with_capacity(actions.len());
+    let mut repaused = false;
+    for (part, action) in last.content.iter_mut().zip(actions) {
+        let Some(action) = action else {
+            responses.push(None);
+            continue;
+        };
+        let (name, reference) = match part.as_tool_request() {
+            Some(r) => (r.name.clone(), r.reference.clone()),
+            None => continue,
+        };
+        resolve(part);
+        match action {
+            Action::Pending(value) => {
+                part.remove_meta(metadata::PENDING_OUTPUT);
+                let mut resp = Part::tool_response(name, reference, Some(value));
+                resp.set_meta(metadata::SOURCE, Value::String("pending".into()));
+                responses.push(Some(resp));
+            }
+            Action::Respond(answer) => responses.push(Some(answer)),
+            Action::Restart(i) => {
+                if let Some(original) = &replaced[i] {
+                    if let Some(r) = part.as_tool_request_mut() {
+                        r.input = Some(inputs[i].clone());
+                    }
+                    part.set_meta(metadata::REPLACED_INPUT, original.clone());
+                }
+                let result = &results[i];
+                match &result.outcome {
+                    ToolOutcome::Interrupt(data) => {
+                        dispatch::mark_interrupt(part, data, result.held_by.as_ref());
+                        repaused = true;
+                        responses.push(None);
+                    }
+                    outcome => responses.push(dispatch::response_part(&name, reference.as_deref(), outcome)),
+                }
+            }
+        }
+    }
+
+    if repaused {
+        for (part, resp) in last.content.iter_mut().zip(&responses) {
+            if let Some(output) = resp.as_ref().and_then(Part::as_tool_response).and_then(|r| r.output.clone()) {
+                part.set_meta(metadata::PENDING_OUTPUT, output);
+            }
+        }
+        return Ok(Applied::Interrupted);
+    }
+    let mut meta = Map::new();
+    meta.insert(metadata::RESUMED.into(), Value::Bool(true));
+    let mut message = Message::new(Role::Tool, responses.into_iter().flatten().collect());
+    message.metadata = Some(meta);
+    Ok(Applied::Continue(message))
+}
+
+/// Moves `interrupt` to `resolvedInterrupt` on a request part.
+fn resolve(part: &mut Part) {
+    if let Some(old) = part.remove_meta(metadata::INTERRUPT).filter(|v| !matches!(v, Value::Null | Value::Bool(false))) {
+        part.set_meta(metadata::RESOLVED_INTERRUPT, old);
+    }
+}

@@ -1,0 +1,138 @@
+//! The part-metadata keys that carry interrupt state (SPEC §1), and the only
+//! code that knows their spelling.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// Part metadata: an arbitrary JSON object.
+pub type Metadata = Map<String, Value>;
+
+/// `toolRequest`: paused, not yet answered (interrupt data or `true`).
+pub const INTERRUPT: &str = "interrupt";
+/// `toolRequest`: was paused and has been answered.
+pub const RESOLVED_INTERRUPT: &str = "resolvedInterrupt";
+/// `toolRequest`: the middleware that raised the hold.
+pub const INTERRUPTED_BY: &str = "interruptedBy";
+/// `toolRequest`: a restart directive (resume data or `true`).
+pub const RESUMED: &str = "resumed";
+/// `toolRequest`: on a restart with new input, the original input.
+pub const REPLACED_INPUT: &str = "replacedInput";
+/// `toolResponse`: a respond directive.
+pub const INTERRUPT_RESPONSE: &str = "interruptResponse";
+/// `toolRequest`: output of a call that finished while a sibling paused.
+pub const PENDING_OUTPUT: &str = "pendingOutput";
+/// `toolResponse`: `"pending"` when made from `pendingOutput`.
+pub const SOURCE: &str = "source";
+/// `toolResponse`: a streamed partial result.
+pub const PARTIAL: &str = "partial";
+/// `toolRequest`: when an interrupt stops being answerable (RFC 3339).
+pub const EXPIRES_AT: &str = "expiresAt";
+
+/// A metadata marker that is either set without data (`true`) or set with a
+/// JSON object. Absent, `null` and `false` mean "not set".
+#[derive(Debug, Clone, PartialEq)]
+pub enum Marker {
+    /// `true`: the state holds, with no data.
+    Flag,
+    /// The state holds, with this data object.
+    Data(Map<String, Value>),
+}
+
+impl Marker {
+    /// The data object, or an empty object for a bare flag.
+    pub fn into_object(self) -> Map<String, Value> {
+        match self {
+            Marker::Flag => Map::new(),
+            Marker::Data(map) => map,
+        }
+    }
+
+    /// The JSON value to store under the key.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Marker::Flag => Value::Bool(true),
+            Marker::Data(map) => Value::Object(map.clone()),
+        }
+    }
+
+    /// Builds a marker from optional data: `None` is a bare flag; data must
+    /// serialise to a JSON object (or `true`).
+    pub fn from_data(key: &str, data: Option<Value>) -> Result<Marker> {
+        match data {
+            None | Some(Value::Bool(true)) => Ok(Marker::Flag),
+            Some(Value::Object(map)) => Ok(Marker::Data(map)),
+            Some(other) => Err(not_an_object(key, &other)),
+        }
+    }
+}
+
+fn not_an_object(key: &str, value: &Value) -> Error {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    Error::InvalidArgument(format!(
+        "metadata \"{key}\" must be a JSON object or true, got {kind}"
+    ))
+}
+
+/// Reads a marker key: `Ok(None)` when absent, null or false.
+pub fn marker(meta: Option<&Metadata>, key: &str) -> Result<Option<Marker>> {
+    match meta.and_then(|m| m.get(key)) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
+        Some(Value::Bool(true)) => Ok(Some(Marker::Flag)),
+        Some(Value::Object(map)) => Ok(Some(Marker::Data(map.clone()))),
+        Some(other) => Err(not_an_object(key, other)),
+    }
+}
+
+/// Whether a key is set to something other than absent, null or false.
+pub fn is_set(meta: Option<&Metadata>, key: &str) -> bool {
+    !matches!(
+        meta.and_then(|m| m.get(key)),
+        None | Some(Value::Null) | Some(Value::Bool(false))
+    )
+}
+
+/// Checks the marker keys of a decoded part: interrupt and resume data must
+/// be JSON objects (or `true`).
+pub fn validate(meta: &Metadata) -> Result<()> {
+    for key in [INTERRUPT, RESUMED, INTERRUPT_RESPONSE, RESOLVED_INTERRUPT] {
+        marker(Some(meta), key)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(v: Value) -> Metadata {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn absent_null_false_mean_no_state() {
+        for v in [json!({}), json!({"interrupt": null}), json!({"interrupt": false})] {
+            assert_eq!(marker(Some(&meta(v)), INTERRUPT).unwrap(), None);
+        }
+        assert_eq!(
+            marker(Some(&meta(json!({"interrupt": true}))), INTERRUPT).unwrap(),
+            Some(Marker::Flag)
+        );
+    }
+
+    #[test]
+    fn non_object_data_is_rejected_with_key_name() {
+        let err = validate(&meta(json!({"resumed": "yes"}))).unwrap_err();
+        assert_eq!(err.status(), crate::Status::InvalidArgument);
+        assert!(err.to_string().contains("\"resumed\""), "{err}");
+        assert!(err.to_string().contains("a string"), "{err}");
+    }
+}

@@ -1,0 +1,196 @@
+//! Running a list of middleware around one model call or one tool call.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+
+use super::{Middleware, ToolHookCall};
+use crate::error::{Error, Result};
+use crate::model::{ChunkSink, GenerateRequest, GenerateResponse, Model};
+use crate::tool::{Tool, ToolCall, ToolContext, ToolOutcome};
+
+type Stage = (String, Arc<dyn Middleware>);
+
+/// Who raised a hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HeldBy {
+    /// The tool itself.
+    Tool,
+    /// The middleware stage with this label.
+    Stage(String),
+}
+
+/// Where a restart's resume data goes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RestartPlan {
+    /// The stage index that raised the hold; `None` means the tool.
+    pub target_stage: Option<usize>,
+    pub resumed: Option<Map<String, Value>>,
+    pub original_input: Option<Value>,
+    pub input_replaced: bool,
+}
+
+/// The middleware of one generation, with their labels (`name`, then
+/// `name#2`, … when a name repeats).
+#[derive(Clone, Default)]
+pub(crate) struct Chain {
+    stages: Vec<Stage>,
+}
+
+impl Chain {
+    pub fn new(middleware: &[Arc<dyn Middleware>]) -> Self {
+        let mut stages: Vec<Stage> = Vec::with_capacity(middleware.len());
+        for mw in middleware {
+            let name = mw.name().to_owned();
+            let seen = stages
+                .iter()
+                .filter(|(label, _)| label == &name || label.starts_with(&format!("{name}#")))
+                .count();
+            let label = if seen == 0 { name } else { format!("{name}#{}", seen + 1) };
+            stages.push((label, Arc::clone(mw)));
+        }
+        Chain { stages }
+    }
+
+    /// The stage index of a hold label, for routing a restart.
+    pub fn stage_of(&self, label: &str) -> Result<usize> {
+        self.stages
+            .iter()
+            .position(|(l, _)| l == label)
+            .ok_or_else(|| Error::InvalidArgument(format!("the hold was raised by middleware \"{label}\", which this agent does not have")))
+    }
+
+    pub async fn call_model(&self, model: &dyn Model, request: GenerateRequest, sink: &ChunkSink) -> Result<GenerateResponse> {
+        ModelNext {
+            rest: &self.stages,
+            model,
+            sink,
+        }
+        .run(request)
+        .await
+    }
+
+    pub async fn call_tool(
+        &self,
+        tool: &dyn Tool,
+        call: ToolHookCall,
+        plan: &RestartPlan,
+        context: &ToolContext,
+    ) -> Result<(ToolOutcome, Option<HeldBy>)> {
+        let holder = Mutex::new(None);
+        let outcome = ToolNext {
+            rest: &self.stages,
+            index: 0,
+            tool,
+            plan,
+            context,
+            holder: &holder,
+        }
+        .run(call)
+        .await?;
+        let held = holder.into_inner().unwrap_or_else(|e| e.into_inner());
+        Ok((outcome, held))
+    }
+}
+
+/// The rest of the chain of a model call.
+pub struct ModelNext<'a> {
+    rest: &'a [Stage],
+    model: &'a dyn Model,
+    sink: &'a ChunkSink,
+}
+
+impl ModelNext<'_> {
+    /// Calls the next stage, or the model itself.
+    pub async fn run(self, request: GenerateRequest) -> Result<GenerateResponse> {
+        match self.rest.split_first() {
+            None => self.model.generate(request, self.sink.clone()).await,
+            Some(((_, mw), rest)) => {
+                mw.model(
+                    request,
+                    ModelNext {
+                        rest,
+                        model: self.model,
+                        sink: self.sink,
+                    },
+                )
+                .await
+            }
+        }
+    }
+}
+
+/// The rest of the chain of a tool call.
+pub struct ToolNext<'a> {
+    rest: &'a [Stage],
+    index: usize,
+    tool: &'a dyn Tool,
+    plan: &'a RestartPlan,
+    context: &'a ToolContext,
+    holder: &'a Mutex<Option<HeldBy>>,
+}
+
+impl ToolNext<'_> {
+    fn note_hold(&self, by: HeldBy) {
+        let mut h = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+        if h.is_none() {
+            *h = Some(by);
+        }
+    }
+
+    /// Calls the next stage, or the tool itself.
+    pub async fn run(self, mut call: ToolHookCall) -> Result<ToolOutcome> {
+        let is_restart = self.plan.resumed.is_some();
+        match self.rest.split_first() {
+            None => {
+                let resumed = if is_restart && self.plan.target_stage.is_none() {
+                    self.plan.resumed.clone()
+                } else {
+                    None
+                };
+                let ctx = self
+                    .context
+                    .clone()
+                    .with_resumed(resumed, self.plan.original_input.clone());
+                let outcome = self
+                    .tool
+                    .call(ToolCall {
+                        input: call.input,
+                        context: ctx,
+                    })
+                    .await?;
+                if matches!(outcome, ToolOutcome::Interrupt(_)) {
+                    self.note_hold(HeldBy::Tool);
+                }
+                Ok(outcome)
+            }
+            Some(((label, mw), rest)) => {
+                let here = self.index;
+                let target_is_inner = match self.plan.target_stage {
+                    None => true,
+                    Some(t) => t > here,
+                };
+                call.resumed = if is_restart && self.plan.target_stage == Some(here) {
+                    self.plan.resumed.clone()
+                } else {
+                    None
+                };
+                call.released = is_restart && !self.plan.input_replaced && target_is_inner;
+                call.original_input = self.plan.original_input.clone();
+                let next = ToolNext {
+                    rest,
+                    index: here + 1,
+                    tool: self.tool,
+                    plan: self.plan,
+                    context: self.context,
+                    holder: self.holder,
+                };
+                let outcome = mw.tool(call, next).await?;
+                if matches!(outcome, ToolOutcome::Interrupt(_)) {
+                    self.note_hold(HeldBy::Stage(label.clone()));
+                }
+                Ok(outcome)
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Tools: the `Tool` trait, typed and resumable tools, the call context and
+//! the three non-success outcomes (interrupt, soft failure, hard error).
+
+mod context;
+mod dynamic;
+mod schema;
+mod typed;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+pub use context::{ToolCall, ToolContext, ToolError};
+pub use dynamic::DynamicTool;
+pub use schema::{SchemaValidator, schema_for};
+pub use typed::{Interrupted, ResumableTool, TypedTool, tool};
+
+use crate::error::Result;
+use crate::message::Part;
+use crate::model::ToolDefinition;
+
+/// What a tool call produced, as the generate loop sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// Success: the output (and any extra parts) becomes a `toolResponse`.
+    Output {
+        /// The output value.
+        output: Value,
+        /// Extra parts attached to the response.
+        content: Vec<Part>,
+    },
+    /// The call pauses with this interrupt data.
+    Interrupt(Map<String, Value>),
+    /// A soft failure: the model is told this error as the tool's result.
+    Failed(String),
+}
+
+impl ToolOutcome {
+    /// A successful outcome with no extra parts.
+    pub fn output(output: Value) -> Self {
+        ToolOutcome::Output {
+            output,
+            content: Vec::new(),
+        }
+    }
+}
+
+/// A tool the model can call.
+///
+/// Most users build tools with [`tool`] or [`ResumableTool::define`]; implement
+/// this trait directly for tools whose schema is only known at run time.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Name, description and schemas, as sent to the model.
+    fn definition(&self) -> &ToolDefinition;
+
+    /// The tool's name.
+    fn name(&self) -> &str {
+        &self.definition().name
+    }
+
+    /// Runs the call. `Err` values are hard errors that fail the generation;
+    /// interrupts and soft failures are `Ok` outcomes.
+    async fn call(&self, call: ToolCall) -> Result<ToolOutcome>;
+
+    /// Checks an output supplied by a respond directive against the output
+    /// schema (no check when the tool has none).
+    fn check_output(&self, output: &Value) -> Result<()>;
+}
