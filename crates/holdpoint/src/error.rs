@@ -106,7 +106,9 @@ pub enum Error {
         message: String,
     },
     /// A resume left an interrupted tool request without an answer.
-    #[error("unresolved tool request \"{name}\" (ref {reference}): every interrupt must be answered with a restart or a respond")]
+    #[error(
+        "unresolved tool request \"{name}\" (ref {reference}): every interrupt must be answered with a restart or a respond"
+    )]
     UnresolvedToolRequest {
         /// The tool's name.
         name: String,
@@ -201,6 +203,9 @@ mod tests {
             message: "boom".into(),
         };
         assert_eq!(err.to_string(), "tool \"x\" failed: boom");
-        assert_eq!(Error::MaxTurnsExceeded(5).to_string(), "exceeded maximum tool call iterations (5)");
+        assert_eq!(
+            Error::MaxTurnsExceeded(5).to_string(),
+            "exceeded maximum tool call iterations (5)"
+        );
     }
 }

@@ -48,7 +48,8 @@ impl Dispatcher {
 
     async fn run_one(&self, call: PlannedCall, index: u32) -> Result<CallResult> {
         let tool = self.tool(&call.name)?;
-        let span = tracing::debug_span!("tool_call", tool = %call.name, r#ref = call.reference.as_deref().unwrap_or(""));
+        let span =
+            tracing::debug_span!("tool_call", tool = %call.name, r#ref = call.reference.as_deref().unwrap_or(""));
         let ctx = ToolContext {
             name: call.name.clone(),
             reference: call.reference.clone(),

@@ -213,8 +213,11 @@ impl Loop {
 }
 
 async fn run(options: GenerateOptions) -> Result<Generation> {
-    let tools: HashMap<String, Arc<dyn Tool>> =
-        options.tools.iter().map(|t| (t.name().to_owned(), Arc::clone(t))).collect();
+    let tools: HashMap<String, Arc<dyn Tool>> = options
+        .tools
+        .iter()
+        .map(|t| (t.name().to_owned(), Arc::clone(t)))
+        .collect();
     let mut lp = Loop {
         model: options.model,
         system: options.system,
@@ -293,7 +296,9 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
             response.message = Some(message);
             response.usage = lp.usage.clone();
             response.request = lp.last_request.clone();
-            response.latency_ms.get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
+            response
+                .latency_ms
+                .get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
             return Ok(Generation {
                 response,
                 messages: history,

@@ -60,7 +60,9 @@ fn same_call(part: &Part, name: &str, reference: Option<&str>) -> bool {
 /// restart must keep the original input unless it declares the change.
 pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
     let Some(pending_at) = history.iter().rposition(|m| m.role == Role::Model) else {
-        return Err(Error::InvalidArgument("nothing to resume: the session has no model message".into()));
+        return Err(Error::InvalidArgument(
+            "nothing to resume: the session has no model message".into(),
+        ));
     };
     let pending = &history[pending_at];
     let earlier = &history[..pending_at];
@@ -97,9 +99,14 @@ pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
         let target = find(&req.name, req.reference.as_deref())?;
         let call = key(&req.name, req.reference.as_deref());
         if !target.is_interrupt() {
-            return Err(Error::InvalidArgument(format!("tool request {call} is not waiting for an answer")));
+            return Err(Error::InvalidArgument(format!(
+                "tool request {call} is not waiting for an answer"
+            )));
         }
-        let original = target.as_tool_request().and_then(|r| r.input.clone()).unwrap_or(Value::Null);
+        let original = target
+            .as_tool_request()
+            .and_then(|r| r.input.clone())
+            .unwrap_or(Value::Null);
         let given = req.input.clone().unwrap_or(Value::Null);
         match part.meta(metadata::REPLACED_INPUT) {
             Some(declared) => {
@@ -132,7 +139,9 @@ pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
         let target = find(&resp.name, resp.reference.as_deref())?;
         let call = key(&resp.name, resp.reference.as_deref());
         if !target.is_interrupt() {
-            return Err(Error::InvalidArgument(format!("tool request {call} is not waiting for an answer")));
+            return Err(Error::InvalidArgument(format!(
+                "tool request {call} is not waiting for an answer"
+            )));
         }
         if seen.contains(&call) {
             return Err(Error::InvalidArgument(format!("tool request {call} is answered twice")));
@@ -157,7 +166,12 @@ pub(crate) enum Applied {
 }
 
 /// Applies validated directives to the last (model) message of `history`.
-pub(crate) async fn apply(history: &mut [Message], resume: &Resume, dispatcher: &Dispatcher, index: u32) -> Result<Applied> {
+pub(crate) async fn apply(
+    history: &mut [Message],
+    resume: &Resume,
+    dispatcher: &Dispatcher,
+    index: u32,
+) -> Result<Applied> {
     let Some(last) = history.last_mut() else {
         return Err(Error::FailedPrecondition("cannot resume: the history is empty".into()));
     };
@@ -183,7 +197,10 @@ pub(crate) async fn apply(history: &mut [Message], resume: &Resume, dispatcher: 
         let action = if let Some(pending) = part.meta(metadata::PENDING_OUTPUT).filter(|v| !v.is_null()) {
             Action::Pending(pending.clone())
         } else if let Some(resp) = respond {
-            let output = resp.as_tool_response().and_then(|r| r.output.clone()).unwrap_or(Value::Null);
+            let output = resp
+                .as_tool_response()
+                .and_then(|r| r.output.clone())
+                .unwrap_or(Value::Null);
             dispatcher.tool(&req.name)?.check_output(&output)?;
             let mut answer = resp.clone();
             let marker = metadata::marker(resp.metadata.as_ref(), metadata::INTERRUPT_RESPONSE)?
@@ -272,7 +289,11 @@ pub(crate) async fn apply(history: &mut [Message], resume: &Resume, dispatcher: 
 
     if repaused {
         for (part, resp) in last.content.iter_mut().zip(&responses) {
-            if let Some(output) = resp.as_ref().and_then(Part::as_tool_response).and_then(|r| r.output.clone()) {
+            if let Some(output) = resp
+                .as_ref()
+                .and_then(Part::as_tool_response)
+                .and_then(|r| r.output.clone())
+            {
                 part.set_meta(metadata::PENDING_OUTPUT, output);
             }
         }
@@ -287,7 +308,10 @@ pub(crate) async fn apply(history: &mut [Message], resume: &Resume, dispatcher: 
 
 /// Moves `interrupt` to `resolvedInterrupt` on a request part.
 fn resolve(part: &mut Part) {
-    if let Some(old) = part.remove_meta(metadata::INTERRUPT).filter(|v| !matches!(v, Value::Null | Value::Bool(false))) {
+    if let Some(old) = part
+        .remove_meta(metadata::INTERRUPT)
+        .filter(|v| !matches!(v, Value::Null | Value::Bool(false)))
+    {
         part.set_meta(metadata::RESOLVED_INTERRUPT, old);
     }
 }

@@ -76,9 +76,7 @@ fn not_an_object(key: &str, value: &Value) -> Error {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     };
-    Error::InvalidArgument(format!(
-        "metadata \"{key}\" must be a JSON object or true, got {kind}"
-    ))
+    Error::InvalidArgument(format!("metadata \"{key}\" must be a JSON object or true, got {kind}"))
 }
 
 /// Reads a marker key: `Ok(None)` when absent, null or false.

@@ -99,7 +99,10 @@ mod tests {
 
     #[test]
     fn text_concatenates_text_parts() {
-        let m = Message::new(Role::Model, vec![Part::text("a"), Part::data(serde_json::json!(1)), Part::text("b")]);
+        let m = Message::new(
+            Role::Model,
+            vec![Part::text("a"), Part::data(serde_json::json!(1)), Part::text("b")],
+        );
         assert_eq!(m.text(), "ab");
     }
 }

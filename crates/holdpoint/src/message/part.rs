@@ -191,7 +191,9 @@ impl Part {
 
     /// Sets a metadata value.
     pub fn set_meta(&mut self, key: &str, value: Value) {
-        self.metadata.get_or_insert_with(Metadata::new).insert(key.to_owned(), value);
+        self.metadata
+            .get_or_insert_with(Metadata::new)
+            .insert(key.to_owned(), value);
     }
 
     /// Removes a metadata value, dropping the map when it becomes empty.
@@ -406,7 +408,12 @@ mod tests {
     #[test]
     fn empty_and_unknown_fields_are_rejected() {
         assert!(Part::from_json("{}").unwrap_err().to_string().contains("needs one of"));
-        assert!(Part::from_json(r#"{"txt":"a"}"#).unwrap_err().to_string().contains("txt"));
+        assert!(
+            Part::from_json(r#"{"txt":"a"}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("txt")
+        );
     }
 
     #[test]

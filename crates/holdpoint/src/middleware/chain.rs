@@ -46,7 +46,11 @@ impl Chain {
                 .iter()
                 .filter(|(label, _)| label == &name || label.starts_with(&format!("{name}#")))
                 .count();
-            let label = if seen == 0 { name } else { format!("{name}#{}", seen + 1) };
+            let label = if seen == 0 {
+                name
+            } else {
+                format!("{name}#{}", seen + 1)
+            };
             stages.push((label, Arc::clone(mw)));
         }
         Chain { stages }
@@ -54,13 +58,19 @@ impl Chain {
 
     /// The stage index of a hold label, for routing a restart.
     pub fn stage_of(&self, label: &str) -> Result<usize> {
-        self.stages
-            .iter()
-            .position(|(l, _)| l == label)
-            .ok_or_else(|| Error::InvalidArgument(format!("the hold was raised by middleware \"{label}\", which this agent does not have")))
+        self.stages.iter().position(|(l, _)| l == label).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "the hold was raised by middleware \"{label}\", which this agent does not have"
+            ))
+        })
     }
 
-    pub async fn call_model(&self, model: &dyn Model, request: GenerateRequest, sink: &ChunkSink) -> Result<GenerateResponse> {
+    pub async fn call_model(
+        &self,
+        model: &dyn Model,
+        request: GenerateRequest,
+        sink: &ChunkSink,
+    ) -> Result<GenerateResponse> {
         ModelNext {
             rest: &self.stages,
             model,

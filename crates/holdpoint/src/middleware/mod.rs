@@ -14,8 +14,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-pub use chain::{ModelNext, ToolNext};
 pub(crate) use chain::{Chain, HeldBy, RestartPlan};
+pub use chain::{ModelNext, ToolNext};
 
 use crate::error::Result;
 use crate::model::{GenerateRequest, GenerateResponse};

@@ -47,7 +47,9 @@ impl ChunkSink {
 
 impl std::fmt::Debug for ChunkSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkSink").field("listening", &self.is_listening()).finish()
+        f.debug_struct("ChunkSink")
+            .field("listening", &self.is_listening())
+            .finish()
     }
 }
 

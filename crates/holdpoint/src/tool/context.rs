@@ -98,10 +98,7 @@ impl ToolContext {
         match serde_json::to_value(data) {
             Ok(Value::Object(map)) => ToolError::Interrupt(map),
             Ok(Value::Bool(true)) | Ok(Value::Null) => ToolError::Interrupt(Map::new()),
-            Ok(other) => ToolError::Error(format!(
-                "interrupt data must be a JSON object, got {}",
-                short(&other)
-            )),
+            Ok(other) => ToolError::Error(format!("interrupt data must be a JSON object, got {}", short(&other))),
             Err(e) => ToolError::Error(format!("interrupt data does not serialise: {e}")),
         }
     }
@@ -115,7 +112,11 @@ impl ToolContext {
 
 fn short(v: &Value) -> String {
     let s = v.to_string();
-    if s.len() > 60 { format!("{}…", &s[..s.floor_char_boundary(60)]) } else { s }
+    if s.len() > 60 {
+        format!("{}…", &s[..s.floor_char_boundary(60)])
+    } else {
+        s
+    }
 }
 
 /// What a tool function returns instead of an output.

@@ -62,7 +62,10 @@ impl SchemaValidator {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(Error::InvalidArgument(format!("invalid {what}: {}", problems.join("; "))))
+            Err(Error::InvalidArgument(format!(
+                "invalid {what}: {}",
+                problems.join("; ")
+            )))
         }
     }
 }
@@ -91,7 +94,9 @@ mod tests {
         let v = SchemaValidator::new(schema_for::<Transfer>());
         assert!(v.is_enforced());
         v.check("input", &json!({"amount": 5, "to_account": "x"})).unwrap();
-        let err = v.check("input", &json!({"amount": "lots", "to_account": "x"})).unwrap_err();
+        let err = v
+            .check("input", &json!({"amount": "lots", "to_account": "x"}))
+            .unwrap_err();
         assert!(err.to_string().contains("/amount"), "{err}");
         let err = v.check("input", &json!({"amount": 1})).unwrap_err();
         assert!(err.to_string().contains("to_account"), "{err}");

@@ -200,7 +200,9 @@ where
         }
         let input: In = match serde_json::from_value(call.input) {
             Ok(v) => v,
-            Err(e) => return Ok(ToolOutcome::Failed(format!("tool \"{name}\": invalid input: {e}"))),
+            Err(e) => {
+                return Ok(ToolOutcome::Failed(format!("tool \"{name}\": invalid input: {e}")));
+            }
         };
         let resume = self.decode_resume(call.context.resumed())?;
         match (self.inner.f)(call.context, input, resume).await {
@@ -259,20 +261,23 @@ where
 
     /// Re-runs the call with new input; `replacedInput` keeps the original.
     pub fn restart_with_input(&self, input: In, res: Option<Res>) -> Result<Part> {
-        let input = serde_json::to_value(input).map_err(|e| Error::InvalidArgument(format!("input does not serialise: {e}")))?;
+        let input = serde_json::to_value(input)
+            .map_err(|e| Error::InvalidArgument(format!("input does not serialise: {e}")))?;
         self.part.restart_with_input(input, encode_resume(res)?)
     }
 
     /// Answers the call with `output` without running the tool.
     pub fn respond(&self, output: Out) -> Result<Part> {
-        let output =
-            serde_json::to_value(output).map_err(|e| Error::InvalidArgument(format!("output does not serialise: {e}")))?;
+        let output = serde_json::to_value(output)
+            .map_err(|e| Error::InvalidArgument(format!("output does not serialise: {e}")))?;
         self.tool.check_output(&output)?;
         self.part.respond(output)
     }
 }
 
 fn encode_resume<Res: Serialize>(res: Option<Res>) -> Result<Option<Value>> {
-    res.map(|r| serde_json::to_value(r).map_err(|e| Error::InvalidArgument(format!("resume data does not serialise: {e}"))))
-        .transpose()
+    res.map(|r| {
+        serde_json::to_value(r).map_err(|e| Error::InvalidArgument(format!("resume data does not serialise: {e}")))
+    })
+    .transpose()
 }

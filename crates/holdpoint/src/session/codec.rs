@@ -1,0 +1,29 @@
+//! `StateCodec`: how client-held state leaves and re-enters an agent. The
+//! server plugs in a signing codec; the default is plain JSON.
+
+use serde_json::Value;
+
+use super::snapshot::SessionState;
+use crate::error::{Error, Result};
+
+/// Encodes outbound client-held state and decodes (and checks) inbound state.
+pub trait StateCodec: Send + Sync {
+    /// The JSON the caller receives as `AgentOutput.state`.
+    fn encode(&self, state: &SessionState) -> Result<Value>;
+    /// The state from `AgentInit.state`; reject anything not trusted.
+    fn decode(&self, value: Value) -> Result<SessionState>;
+}
+
+/// Plain JSON state, unsigned: the state is trusted as sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JsonStateCodec;
+
+impl StateCodec for JsonStateCodec {
+    fn encode(&self, state: &SessionState) -> Result<Value> {
+        serde_json::to_value(state).map_err(|e| Error::Internal(format!("state does not serialise: {e}")))
+    }
+
+    fn decode(&self, value: Value) -> Result<SessionState> {
+        serde_json::from_value(value).map_err(|e| Error::InvalidArgument(format!("invalid state: {e}")))
+    }
+}

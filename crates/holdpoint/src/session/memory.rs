@@ -1,0 +1,130 @@
+//! `InMemoryStore`: a session store in process memory, for tests and demos.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::watch;
+use tokio_stream::wrappers::WatchStream;
+
+use super::snapshot::{Snapshot, SnapshotStatus};
+use super::store::{SessionStore, SnapshotUpdate, mint_id, prepare_row};
+use crate::error::Result;
+
+#[derive(Default)]
+struct Rows {
+    rows: HashMap<String, Snapshot>,
+    watchers: HashMap<String, watch::Sender<SnapshotStatus>>,
+}
+
+/// A [`SessionStore`] in memory: fast, shared by clones, gone with the
+/// process.
+///
+/// ```
+/// use holdpoint::session::{InMemoryStore, SessionStore, Snapshot, SessionState};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let store = InMemoryStore::new();
+/// let saved = store
+///     .save_snapshot(None, Box::new(|_| Ok(Some(Snapshot::new(SessionState::new("s1"))))))
+///     .await?
+///     .expect("written");
+/// let read = store.get_snapshot(&saved.snapshot_id).await?.expect("present");
+/// assert_eq!(read.session_id, "s1");
+/// # Ok::<(), holdpoint::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone, Default)]
+pub struct InMemoryStore {
+    inner: Arc<Mutex<Rows>>,
+}
+
+impl InMemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Rows> {
+        // Every critical section leaves the maps consistent, so a poisoned
+        // lock (a panicking test thread) is safe to keep using.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many snapshots the store holds.
+    pub fn len(&self) -> usize {
+        self.lock().rows.len()
+    }
+
+    /// Whether the store holds no snapshot.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[async_trait]
+impl SessionStore for InMemoryStore {
+    async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
+        Ok(self.lock().rows.get(snapshot_id).cloned().map(Snapshot::as_read))
+    }
+
+    async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
+        let rows = self.lock();
+        let latest = rows
+            .rows
+            .values()
+            .filter(|s| s.session_id == session_id)
+            .max_by(|a, b| {
+                a.created_at
+                    .cmp(&b.created_at)
+                    .then_with(|| a.snapshot_id.cmp(&b.snapshot_id))
+            });
+        Ok(latest.cloned().map(Snapshot::as_read))
+    }
+
+    async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
+        let id = match snapshot_id {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => mint_id(),
+        };
+        let mut rows = self.lock();
+        let existing = rows.rows.get(&id);
+        let Some(next) = update(existing)? else {
+            return Ok(None);
+        };
+        let row = prepare_row(&id, existing, next)?;
+        let status = row.status;
+        rows.rows.insert(id.clone(), row.clone());
+        if let Some(tx) = rows.watchers.get(&id) {
+            tx.send_replace(status);
+        }
+        Ok(Some(row))
+    }
+
+    async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
+        let mut rows = self.lock();
+        let Some(current) = rows.rows.get(snapshot_id).map(|s| s.as_read_status()) else {
+            return Ok(futures::stream::empty().boxed());
+        };
+        let rx = match rows.watchers.get(snapshot_id) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = watch::channel(current);
+                rows.watchers.insert(snapshot_id.to_owned(), tx);
+                rx
+            }
+        };
+        Ok(WatchStream::new(rx).boxed())
+    }
+}
+
+trait ReadStatus {
+    fn as_read_status(&self) -> SnapshotStatus;
+}
+
+impl ReadStatus for Snapshot {
+    fn as_read_status(&self) -> SnapshotStatus {
+        self.read_status(chrono::Utc::now())
+    }
+}
