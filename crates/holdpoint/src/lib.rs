@@ -1,6 +1,7 @@
 //! Holdpoint core (placeholder docs, rewritten below).
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod error;
 pub mod generate;
 pub mod message;

@@ -1,0 +1,177 @@
+//! `Connection`: a multi-turn, streaming conversation with an agent.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::AgentDef;
+use super::io::{AgentInput, AgentOutput, AgentStreamChunk};
+use super::load::Session;
+use super::turn::Responder;
+use super::worker::{self, WorkerIo};
+use crate::error::{Error, Result};
+use crate::generate::Resume;
+use crate::message::{Message, Part};
+
+enum OutputSlot {
+    Waiting(oneshot::Receiver<Result<AgentOutput>>),
+    Done(Result<AgentOutput>),
+}
+
+/// A live conversation with an agent.
+///
+/// Inputs are processed one at a time; each turn streams its chunks and
+/// ends with exactly one `turnEnd`. [`receive`](Self::receive) yields the
+/// chunks of the current turn and stops after its `turnEnd`: send the next
+/// input, then receive again. Dropping a receive stream cancels nothing.
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use holdpoint::agent::{Agent, AgentInit};
+/// use holdpoint::{ScriptedModel, ScriptedTurn};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let model = ScriptedModel::new("m");
+/// model.push(ScriptedTurn::text("one"));
+/// model.push(ScriptedTurn::text("two"));
+/// let agent = Agent::builder("a").model(Arc::new(model)).build()?;
+/// let conn = agent.connect(AgentInit::new()).await?;
+/// conn.send_text("first")?;
+/// let chunks: Vec<_> = conn.receive().collect().await;
+/// assert!(chunks.last().unwrap().turn_end.is_some());
+/// conn.send_text("second")?;
+/// let out = conn.output().await?;
+/// assert_eq!(out.text(), "two");
+/// # Ok::<(), holdpoint::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct Connection {
+    inputs: Mutex<Option<mpsc::UnboundedSender<AgentInput>>>,
+    chunks: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<AgentStreamChunk>>>,
+    output: tokio::sync::Mutex<OutputSlot>,
+    ended: Arc<AtomicBool>,
+    worker: tokio::task::AbortHandle,
+    session_id: String,
+}
+
+impl Connection {
+    pub(crate) fn start(def: Arc<AgentDef>, session: Session, context: Arc<Map<String, Value>>) -> Self {
+        let (input_tx, input_rx) = mpsc::unbounded_channel();
+        let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
+        let (output_tx, output_rx) = oneshot::channel();
+        let ended = Arc::new(AtomicBool::new(false));
+        let session_id = session.state.session_id.clone();
+        let io = WorkerIo {
+            inputs: input_rx,
+            responder: Responder::new(chunk_tx),
+            output: Some(output_tx),
+            ended: Arc::clone(&ended),
+        };
+        let handle = tokio::spawn(worker::run(def, session, context, io));
+        Connection {
+            inputs: Mutex::new(Some(input_tx)),
+            chunks: Arc::new(tokio::sync::Mutex::new(chunk_rx)),
+            output: tokio::sync::Mutex::new(OutputSlot::Waiting(output_rx)),
+            ended,
+            worker: handle.abort_handle(),
+            session_id,
+        }
+    }
+
+    /// The session this connection works on.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Queues an input. Fails with `INVALID_ARGUMENT` for a malformed input
+    /// and `FAILED_PRECONDITION` once the agent has ended or the input side
+    /// was closed.
+    pub fn send(&self, input: AgentInput) -> Result<()> {
+        input.validate()?;
+        if self.ended.load(Ordering::SeqCst) {
+            return Err(Error::FailedPrecondition(
+                "the agent has ended (finished, failed or detached); open a new connection".into(),
+            ));
+        }
+        let guard = self.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tx) = guard.as_ref() else {
+            return Err(Error::FailedPrecondition("the connection's input is closed".into()));
+        };
+        tx.send(input)
+            .map_err(|_| Error::FailedPrecondition("the agent has ended; open a new connection".into()))
+    }
+
+    /// Sends a user text message.
+    pub fn send_text(&self, text: impl Into<String>) -> Result<()> {
+        self.send(AgentInput::text(text))
+    }
+
+    /// Sends a user message.
+    pub fn send_message(&self, message: Message) -> Result<()> {
+        self.send(AgentInput::message(message))
+    }
+
+    /// Sends resume directives (restart and respond parts, sorted by kind).
+    pub fn send_resume(&self, directives: impl IntoIterator<Item = Part>) -> Result<()> {
+        self.send(AgentInput::resume(Resume::from_parts(directives)))
+    }
+
+    /// The chunks of the current turn, ending after its `turnEnd` (or when
+    /// the agent ends). Dropping the stream cancels nothing.
+    pub fn receive(&self) -> BoxStream<'static, AgentStreamChunk> {
+        let rx = Arc::clone(&self.chunks);
+        futures::stream::unfold((rx, false), |(rx, done)| async move {
+            if done {
+                return None;
+            }
+            let chunk = rx.lock().await.recv().await?;
+            let end = chunk.turn_end.is_some();
+            Some((chunk, (rx, end)))
+        })
+        .boxed()
+    }
+
+    /// Asks the agent to go on in the background and returns its output
+    /// (`finishReason: detached` with the pending snapshot).
+    pub async fn detach(&self) -> Result<AgentOutput> {
+        self.send(AgentInput::detach())?;
+        self.output().await
+    }
+
+    /// Closes the input side: queued inputs still run, then the agent ends.
+    pub fn close(&self) {
+        self.inputs.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    /// Closes the input, waits for the agent to finish and returns its
+    /// output. Chunks not yet received are discarded. Idempotent.
+    pub async fn output(&self) -> Result<AgentOutput> {
+        self.close();
+        let mut slot = self.output.lock().await;
+        if let OutputSlot::Waiting(rx) = &mut *slot {
+            let out = match rx.await {
+                Ok(out) => out,
+                Err(_) => Err(Error::Internal("the agent stopped without an output".into())),
+            };
+            *slot = OutputSlot::Done(out);
+            let mut chunks = self.chunks.lock().await;
+            while chunks.try_recv().is_ok() {}
+        }
+        match &*slot {
+            OutputSlot::Done(out) => out.clone(),
+            OutputSlot::Waiting(_) => Err(Error::Internal("output not settled".into())),
+        }
+    }
+
+    /// Stops the agent now: the running turn is dropped (its changes are
+    /// lost, nothing is written) and every task of the connection ends.
+    pub fn cancel(&self) {
+        self.close();
+        self.ended.store(true, Ordering::SeqCst);
+        self.worker.abort();
+    }
+}

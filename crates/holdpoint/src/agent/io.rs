@@ -1,0 +1,255 @@
+//! The agent's wire types: `AgentInit`, `AgentInput`, `AgentStreamChunk`,
+//! `TurnEnd` and `AgentOutput`, in Genkit's JSON shapes (SPEC §4).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, ErrorBody, Result};
+use crate::generate::Resume;
+use crate::message::{Message, Part, Role};
+use crate::model::{FinishReason, GenerateChunk};
+use crate::session::Artifact;
+
+/// Where a run starts: a new conversation (empty), a stored session or
+/// snapshot (server-managed agents), or client-held state.
+///
+/// ```
+/// use holdpoint::agent::AgentInit;
+/// let init: AgentInit = serde_json::from_str(r#"{"sessionId":"s1"}"#)?;
+/// assert_eq!(init, AgentInit::session("s1"));
+/// assert!(serde_json::from_str::<AgentInit>(r#"{"sesionId":"typo"}"#).is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentInit {
+    /// Continue (or start, with this id) a stored session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Continue from exactly this stored snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// Client-held state from an earlier `AgentOutput.state`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+}
+
+impl AgentInit {
+    /// A new conversation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The stored session with this id (its latest snapshot), or a new
+    /// session bound to it.
+    pub fn session(id: impl Into<String>) -> Self {
+        AgentInit {
+            session_id: Some(id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Exactly this stored snapshot.
+    pub fn snapshot(id: impl Into<String>) -> Self {
+        AgentInit {
+            snapshot_id: Some(id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Client-held state.
+    pub fn state(state: Value) -> Self {
+        AgentInit {
+            state: Some(state),
+            ..Self::default()
+        }
+    }
+}
+
+/// One input to an agent: a user message, answers to paused calls, and/or
+/// a request to detach.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentInput {
+    /// A user message (role `user`, no tool parts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    /// Restart and respond directives for the paused calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+    /// Return at once and go on in the background (server-managed only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detach: Option<bool>,
+}
+
+impl AgentInput {
+    /// A user text message.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::message(Message::user_text(text))
+    }
+
+    /// A user message.
+    pub fn message(message: Message) -> Self {
+        AgentInput {
+            message: Some(message),
+            ..Self::default()
+        }
+    }
+
+    /// Answers to paused calls.
+    pub fn resume(resume: Resume) -> Self {
+        AgentInput {
+            resume: Some(resume),
+            ..Self::default()
+        }
+    }
+
+    /// A bare detach request.
+    pub fn detach() -> Self {
+        AgentInput {
+            detach: Some(true),
+            ..Self::default()
+        }
+    }
+
+    /// Whether this input asks to detach.
+    pub fn is_detach(&self) -> bool {
+        self.detach == Some(true)
+    }
+
+    /// Whether it carries a message or directives (something to run).
+    pub fn has_payload(&self) -> bool {
+        self.message.is_some() || self.resume.as_ref().is_some_and(|r| !r.is_empty())
+    }
+
+    /// Checks the input rules: a user message without tool parts, and a
+    /// message, a resume or a detach.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(m) = &self.message {
+            if m.role != Role::User {
+                return Err(Error::InvalidArgument(format!(
+                    "input message must have role user, got {}",
+                    serde_json::to_string(&m.role).unwrap_or_default()
+                )));
+            }
+            if m.content
+                .iter()
+                .any(|p: &Part| p.as_tool_request().is_some() || p.as_tool_response().is_some())
+            {
+                return Err(Error::InvalidArgument(
+                    "input message must not contain tool parts; answer paused calls with resume".into(),
+                ));
+            }
+        }
+        if self.message.is_some() && self.resume.as_ref().is_some_and(|r| !r.is_empty()) {
+            return Err(Error::InvalidArgument(
+                "an input carries a message or a resume, not both: answer the paused calls first".into(),
+            ));
+        }
+        if !self.has_payload() && !self.is_detach() {
+            return Err(Error::InvalidArgument(
+                "an input needs a message, a resume with at least one directive, or detach".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The end of one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnEnd {
+    /// How the turn ended.
+    pub finish_reason: FinishReason,
+    /// The snapshot written for it (server-managed agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+}
+
+/// One streamed event of an agent run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStreamChunk {
+    /// A model chunk (role `model`) or tool results (role `tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_chunk: Option<GenerateChunk>,
+    /// An artifact added or replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
+    /// RFC 6902 operations on the custom state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_patch: Option<Value>,
+    /// The turn ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_end: Option<TurnEnd>,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOutput {
+    /// The session's id.
+    pub session_id: String,
+    /// The latest snapshot (server-managed agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// How the last turn ended.
+    pub finish_reason: FinishReason,
+    /// The last model message (the paused one when interrupted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    /// The session's artifacts.
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+    /// Client-held state (client-managed agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    /// Why the turn failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+impl AgentOutput {
+    /// The text of the output message.
+    pub fn text(&self) -> String {
+        self.message.as_ref().map(Message::text).unwrap_or_default()
+    }
+
+    /// The paused tool requests, to answer with a resume.
+    pub fn interrupts(&self) -> Vec<Part> {
+        self.message
+            .as_ref()
+            .map(|m| m.interrupts().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Turns a failed output into its error.
+    pub fn into_result(self) -> Result<AgentOutput> {
+        match &self.error {
+            Some(body) if self.finish_reason == FinishReason::Failed => Err(Error::from_body(body)),
+            _ => Ok(self),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_rules() {
+        assert!(AgentInput::text("hi").validate().is_ok());
+        assert!(AgentInput::detach().validate().is_ok());
+        assert!(AgentInput::default().validate().is_err());
+        let err = AgentInput::message(Message::model_text("x")).validate().unwrap_err();
+        assert!(err.to_string().contains("role user"), "{err}");
+        let with_tool = Message::new(Role::User, vec![Part::tool_request("t", None, None)]);
+        assert!(AgentInput::message(with_tool).validate().is_err());
+    }
+
+    #[test]
+    fn unknown_input_fields_rejected() {
+        assert!(serde_json::from_str::<AgentInput>(r#"{"messages":[]}"#).is_err());
+        assert!(serde_json::from_str::<AgentInit>(r#"{"state":{},"extra":1}"#).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! Loading the session an `AgentInit` names (SPEC §4, §5).
+
+use super::AgentDef;
+use super::io::AgentInit;
+use crate::error::{Error, Result};
+use crate::session::{SessionState, Snapshot, SnapshotStatus, check_session_id};
+
+/// The session a connection works on: the committed state and the
+/// snapshot it was last saved as.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub state: SessionState,
+    pub snapshot_id: Option<String>,
+}
+
+fn fresh_session_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn check_resumable(snapshot: &Snapshot) -> Result<()> {
+    match snapshot.status {
+        SnapshotStatus::Completed | SnapshotStatus::Failed | SnapshotStatus::Aborted => Ok(()),
+        SnapshotStatus::Pending | SnapshotStatus::Aborting => Err(Error::FailedPrecondition(format!(
+            "snapshot {} is {}: still running; wait for it to settle or abort it",
+            snapshot.snapshot_id,
+            snapshot.status.as_str()
+        ))),
+        SnapshotStatus::Expired => Err(Error::FailedPrecondition(format!(
+            "snapshot {} expired while running (its worker stopped sending heartbeats); its calls are in doubt and must be settled by an operator",
+            snapshot.snapshot_id
+        ))),
+    }
+}
+
+fn from_snapshot(snapshot: Snapshot) -> Session {
+    let state = snapshot
+        .state
+        .unwrap_or_else(|| SessionState::new(snapshot.session_id.clone()));
+    let state = SessionState {
+        session_id: snapshot.session_id,
+        ..state
+    };
+    Session {
+        state,
+        snapshot_id: Some(snapshot.snapshot_id),
+    }
+}
+
+/// Resolves `init` into a session, or the init error to report.
+pub(crate) async fn load(def: &AgentDef, init: AgentInit) -> Result<Session> {
+    let Some(store) = &def.store else {
+        if init.session_id.is_some() {
+            return Err(Error::FailedPrecondition(format!(
+                "Cannot use 'sessionId' with agent \"{}\": it has no session store (client-managed state); send 'state' instead",
+                def.name
+            )));
+        }
+        if init.snapshot_id.is_some() {
+            return Err(Error::FailedPrecondition(format!(
+                "Cannot use 'snapshotId' with agent \"{}\": it has no session store (client-managed state); send 'state' instead",
+                def.name
+            )));
+        }
+        let state = match init.state {
+            Some(value) => {
+                let mut state = def.codec.decode(value)?;
+                if state.session_id.is_empty() {
+                    state.session_id = fresh_session_id();
+                }
+                check_session_id(&state.session_id)?;
+                state
+            }
+            None => SessionState::new(fresh_session_id()),
+        };
+        return Ok(Session {
+            state,
+            snapshot_id: None,
+        });
+    };
+
+    if init.state.is_some() {
+        return Err(Error::FailedPrecondition(format!(
+            "Cannot send 'state' to agent \"{}\": it keeps sessions in a store; send 'snapshotId' or 'sessionId'",
+            def.name
+        )));
+    }
+    if let Some(id) = &init.session_id {
+        check_session_id(id)?;
+    }
+    if let Some(snapshot_id) = &init.snapshot_id {
+        let snapshot = store
+            .get_snapshot(snapshot_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
+        if let Some(session_id) = &init.session_id
+            && *session_id != snapshot.session_id
+        {
+            // Same answer as a missing snapshot, so ids cannot be probed.
+            return Err(Error::NotFound(format!(
+                "snapshot {snapshot_id} not found in session {session_id}"
+            )));
+        }
+        check_resumable(&snapshot)?;
+        return Ok(from_snapshot(snapshot));
+    }
+    if let Some(session_id) = init.session_id {
+        return match store.get_latest_snapshot(&session_id).await? {
+            Some(snapshot) => {
+                check_resumable(&snapshot)?;
+                Ok(from_snapshot(snapshot))
+            }
+            None => Ok(Session {
+                state: SessionState::new(session_id),
+                snapshot_id: None,
+            }),
+        };
+    }
+    Ok(Session {
+        state: SessionState::new(fresh_session_id()),
+        snapshot_id: None,
+    })
+}

@@ -1,0 +1,357 @@
+//! Agents (SPEC §4): a definition (model, prompt, tools, middleware, store)
+//! run turn by turn over a [`Connection`], or one input at a time with
+//! [`Agent::run`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use holdpoint::agent::{Agent, AgentInit, AgentInput};
+//! use holdpoint::session::InMemoryStore;
+//! use holdpoint::{FinishReason, ScriptedModel, ScriptedTurn};
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let model = ScriptedModel::new("scripted");
+//! model.push(ScriptedTurn::text("hello back"));
+//! let agent = Agent::builder("greeter")
+//!     .model(Arc::new(model))
+//!     .system("Be brief.")
+//!     .store(Arc::new(InMemoryStore::new()))
+//!     .build()?;
+//! let out = agent.run(AgentInput::text("hi"), AgentInit::new()).await?;
+//! assert_eq!(out.finish_reason, FinishReason::Stop);
+//! assert_eq!(out.text(), "hello back");
+//! assert!(out.snapshot_id.is_some());
+//! # Ok::<(), holdpoint::Error>(())
+//! # }).unwrap();
+//! ```
+
+mod connection;
+mod detach;
+mod io;
+mod load;
+mod prompt;
+mod turn;
+mod worker;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+pub use connection::Connection;
+pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
+pub use turn::{Responder, Turn};
+
+use crate::error::{Error, Result};
+use crate::middleware::Middleware;
+use crate::model::Model;
+use crate::session::{JsonStateCodec, SessionStore, Snapshot, SnapshotStatus, StateCodec};
+use crate::tool::Tool;
+
+/// What runs one turn of an agent. Prompt agents use a built-in handler;
+/// custom agents supply their own (see [`Agent::custom`]).
+#[async_trait]
+pub trait TurnHandler: Send + Sync {
+    /// Handles the turn's input, changing the session through `turn`.
+    /// An `Err` fails the turn; its changes are discarded.
+    async fn handle(&self, turn: Turn) -> Result<()>;
+}
+
+struct FnHandler<F>(F);
+
+#[async_trait]
+impl<F, Fut> TurnHandler for FnHandler<F>
+where
+    F: Fn(Turn) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<()>> + Send,
+{
+    async fn handle(&self, turn: Turn) -> Result<()> {
+        (self.0)(turn).await
+    }
+}
+
+pub(crate) struct AgentDef {
+    pub name: String,
+    pub description: Option<String>,
+    pub handler: Arc<dyn TurnHandler>,
+    pub store: Option<Arc<dyn SessionStore>>,
+    pub codec: Arc<dyn StateCodec>,
+    pub heartbeat: Duration,
+    pub abort_wait: Duration,
+}
+
+/// An agent definition: immutable and cheap to clone.
+#[derive(Clone)]
+pub struct Agent {
+    def: Arc<AgentDef>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.def.name)
+            .field("server_managed", &self.def.store.is_some())
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Starts defining a prompt agent.
+    pub fn builder(name: impl Into<String>) -> AgentBuilder {
+        AgentBuilder::new(name.into(), None)
+    }
+
+    /// Starts defining a custom agent whose turns run `f`.
+    ///
+    /// ```
+    /// use holdpoint::agent::{Agent, AgentInit, AgentInput, Turn};
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let counter = Agent::custom("counter", |turn: Turn| async move {
+    ///     let next = turn.custom()["counter"].as_i64().unwrap_or(0) + 1;
+    ///     turn.update_custom(|_| serde_json::json!({"counter": next}));
+    ///     turn.reply_text("done");
+    ///     Ok(())
+    /// })
+    /// .build()?;
+    /// let out = counter.run(AgentInput::text("go"), AgentInit::new()).await?;
+    /// assert_eq!(out.state.unwrap()["custom"]["counter"], 1);
+    /// # Ok::<(), holdpoint::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn custom<F, Fut>(name: impl Into<String>, f: F) -> AgentBuilder
+    where
+        F: Fn(Turn) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        AgentBuilder::new(name.into(), Some(Arc::new(FnHandler(f))))
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    /// The agent's description.
+    pub fn description(&self) -> Option<&str> {
+        self.def.description.as_deref()
+    }
+
+    /// The session store, for server-managed agents.
+    pub fn store(&self) -> Option<&Arc<dyn SessionStore>> {
+        self.def.store.as_ref()
+    }
+
+    /// Opens a connection: loads the session named by `init` and starts
+    /// the worker that processes inputs one at a time. Init errors (unknown
+    /// snapshot, `state` sent to a server-managed agent, …) fail here.
+    pub async fn connect(&self, init: AgentInit) -> Result<Connection> {
+        self.connect_with_context(init, Map::new()).await
+    }
+
+    /// [`connect`](Self::connect) with a request context (the principal and
+    /// anything else tools and middleware should see).
+    pub async fn connect_with_context(&self, init: AgentInit, context: Map<String, Value>) -> Result<Connection> {
+        let session = load::load(&self.def, init).await?;
+        Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
+    }
+
+    /// Runs one input on a new connection and returns its output.
+    pub async fn run(&self, input: AgentInput, init: AgentInit) -> Result<AgentOutput> {
+        let conn = self.connect(init).await?;
+        conn.send(input)?;
+        conn.output().await
+    }
+
+    /// Runs one user text in a new conversation.
+    pub async fn run_text(&self, text: impl Into<String>) -> Result<AgentOutput> {
+        self.run(AgentInput::text(text), AgentInit::new()).await
+    }
+
+    fn require_store(&self) -> Result<&Arc<dyn SessionStore>> {
+        self.def.store.as_ref().ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "agent \"{}\" keeps no sessions (client-managed state); it has no snapshots",
+                self.def.name
+            ))
+        })
+    }
+
+    /// A stored snapshot by id.
+    pub async fn snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
+        self.require_store()?.get_snapshot(snapshot_id).await
+    }
+
+    /// The latest snapshot of a session.
+    pub async fn latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
+        self.require_store()?.get_latest_snapshot(session_id).await
+    }
+
+    /// Aborts a detached run. Returns the status the snapshot had (`None`
+    /// for an unknown id). For a pending run it waits briefly for the
+    /// worker to settle the row as `aborted`.
+    pub async fn abort(&self, snapshot_id: &str) -> Result<Option<SnapshotStatus>> {
+        let store = self.require_store()?;
+        let previous = store.abort(snapshot_id).await?;
+        if previous == Some(SnapshotStatus::Pending) {
+            let mut statuses = store.watch_status(snapshot_id).await?;
+            let settle = async {
+                while let Some(status) = statuses.next().await {
+                    if status.is_terminal() {
+                        break;
+                    }
+                }
+            };
+            if tokio::time::timeout(self.def.abort_wait, settle).await.is_err() {
+                tracing::warn!(snapshot_id, "abort requested; the run has not settled yet");
+            }
+        }
+        Ok(previous)
+    }
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    name: String,
+    description: Option<String>,
+    custom: Option<Arc<dyn TurnHandler>>,
+    model: Option<Arc<dyn Model>>,
+    system: Option<String>,
+    tools: Vec<Arc<dyn Tool>>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    max_turns: u32,
+    config: Option<Value>,
+    store: Option<Arc<dyn SessionStore>>,
+    codec: Arc<dyn StateCodec>,
+    heartbeat: Duration,
+    abort_wait: Duration,
+}
+
+impl AgentBuilder {
+    fn new(name: String, custom: Option<Arc<dyn TurnHandler>>) -> Self {
+        AgentBuilder {
+            name,
+            description: None,
+            custom,
+            model: None,
+            system: None,
+            tools: Vec::new(),
+            middleware: Vec::new(),
+            max_turns: crate::generate::DEFAULT_MAX_TURNS,
+            config: None,
+            store: None,
+            codec: Arc::new(JsonStateCodec),
+            heartbeat: Duration::from_secs(30),
+            abort_wait: Duration::from_secs(5),
+        }
+    }
+
+    /// A description, for listings and the HTTP API.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The model (prompt agents).
+    pub fn model(mut self, model: Arc<dyn Model>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The system prompt (prompt agents).
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a middleware (the first added is the outermost).
+    pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// The limit on tool-call rounds per turn (default 5).
+    pub fn max_turns(mut self, max_turns: u32) -> Self {
+        self.max_turns = max_turns;
+        self
+    }
+
+    /// Model config (temperature, …).
+    pub fn config(mut self, config: Value) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Keeps sessions in `store` (server-managed state). Without a store
+    /// the agent is client-managed: its state travels in `AgentOutput.state`.
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How client-held state is encoded and checked (the server signs it).
+    pub fn state_codec(mut self, codec: Arc<dyn StateCodec>) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// The heartbeat period of detached runs (default 30 s).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// Builds the agent. A prompt agent needs a model.
+    pub fn build(self) -> Result<Agent> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidArgument("an agent needs a name".into()));
+        }
+        let handler: Arc<dyn TurnHandler> = match self.custom {
+            Some(h) => h,
+            None => {
+                let Some(model) = self.model else {
+                    return Err(Error::InvalidArgument(format!("agent \"{}\" needs a model", self.name)));
+                };
+                let mut names: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+                names.sort_unstable();
+                if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(Error::InvalidArgument(format!(
+                        "agent \"{}\" has two tools named \"{}\"",
+                        self.name, w[0]
+                    )));
+                }
+                Arc::new(prompt::PromptHandler {
+                    model,
+                    system: self.system,
+                    tools: self.tools,
+                    middleware: self.middleware,
+                    max_turns: self.max_turns,
+                    config: self.config,
+                })
+            }
+        };
+        Ok(Agent {
+            def: Arc::new(AgentDef {
+                name: self.name,
+                description: self.description,
+                handler,
+                store: self.store,
+                codec: self.codec,
+                heartbeat: self.heartbeat,
+                abort_wait: self.abort_wait,
+            }),
+        })
+    }
+}

@@ -1,0 +1,55 @@
+//! The built-in turn handler of prompt agents: system prompt, model, tools,
+//! middleware, run through the generate loop.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::TurnHandler;
+use super::turn::Turn;
+use crate::error::Result;
+use crate::generate::{GenerateOptions, generate};
+use crate::message::{Message, Part, Role};
+use crate::middleware::Middleware;
+use crate::model::{FinishReason, Model};
+use crate::tool::Tool;
+
+/// A prompt agent's definition: what each turn sends to the model.
+#[derive(Clone)]
+pub(crate) struct PromptHandler {
+    pub model: Arc<dyn Model>,
+    pub system: Option<String>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub middleware: Vec<Arc<dyn Middleware>>,
+    pub max_turns: u32,
+    pub config: Option<Value>,
+}
+
+#[async_trait]
+impl TurnHandler for PromptHandler {
+    async fn handle(&self, turn: Turn) -> Result<()> {
+        let mut messages = turn.messages();
+        if let Some(m) = &turn.input().message {
+            messages.push(m.clone());
+        }
+        let mut options = GenerateOptions::new(Arc::clone(&self.model));
+        options.system = self
+            .system
+            .as_ref()
+            .map(|s| Message::new(Role::System, vec![Part::text(s.clone())]));
+        options.messages = messages;
+        options.tools = self.tools.clone();
+        options.middleware = self.middleware.clone();
+        options.max_turns = self.max_turns;
+        options.config = self.config.clone();
+        options.resume = turn.input().resume.clone();
+        options.chunks = turn.chunk_sink();
+        options.context = turn.request_context();
+        let generation = generate(options).await?;
+        let finish = generation.response.finish_reason.unwrap_or(FinishReason::Stop);
+        turn.set_messages(generation.messages);
+        turn.finish(generation.response.message, finish);
+        Ok(())
+    }
+}

@@ -1,0 +1,356 @@
+//! The worker behind a connection: takes inputs one at a time, runs each
+//! turn, persists it, then announces it (SPEC §4, §9.1, §9.2).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::Utc;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::Instrument;
+
+use super::AgentDef;
+use super::detach::{self, AbortOnDrop, Detached};
+use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
+use super::load::Session;
+use super::turn::{Responder, Turn};
+use crate::error::{Error, Result};
+use crate::generate::validate_resume;
+use crate::message::{Message, Role};
+use crate::model::{FinishReason, GenerateChunk};
+use crate::session::{SessionState, SessionStore, Snapshot, SnapshotStatus};
+
+/// The worker's ends of the connection's channels.
+pub(crate) struct WorkerIo {
+    pub inputs: mpsc::UnboundedReceiver<AgentInput>,
+    pub responder: Responder,
+    pub output: Option<oneshot::Sender<Result<AgentOutput>>>,
+    pub ended: Arc<AtomicBool>,
+}
+
+struct TurnFailure {
+    error: Error,
+    claimed: bool,
+}
+
+type TurnResult = std::result::Result<(SessionState, Option<Message>, FinishReason), TurnFailure>;
+
+impl WorkerIo {
+    fn send_output(&mut self, output: Result<AgentOutput>) {
+        self.ended.store(true, Ordering::SeqCst);
+        if let Some(tx) = self.output.take() {
+            // The caller may have dropped the connection; the run still counts.
+            let _ = tx.send(output);
+        }
+    }
+}
+
+fn output(
+    def: &AgentDef,
+    session: &Session,
+    message: Option<Message>,
+    finish_reason: FinishReason,
+    error: Option<&Error>,
+) -> Result<AgentOutput> {
+    let state = if def.store.is_none() {
+        Some(def.codec.encode(&session.state)?)
+    } else {
+        None
+    };
+    Ok(AgentOutput {
+        session_id: session.state.session_id.clone(),
+        snapshot_id: session.snapshot_id.clone(),
+        finish_reason,
+        message,
+        artifacts: session.state.artifacts.clone(),
+        state,
+        error: error.map(Error::body),
+    })
+}
+
+/// Records the exactly-once claim on the snapshot being resumed.
+async fn claim(store: &Arc<dyn SessionStore>, snapshot_id: &str) -> Result<()> {
+    let id = snapshot_id.to_owned();
+    store
+        .save_snapshot(
+            Some(snapshot_id),
+            Box::new(move |existing| {
+                let Some(row) = existing else {
+                    return Err(Error::NotFound(format!("snapshot {id} not found")));
+                };
+                if row.resumed_at.is_some() {
+                    return Err(Error::Aborted(format!("snapshot {id} was already resumed")));
+                }
+                let mut next = row.clone();
+                next.resumed_at = Some(Utc::now());
+                Ok(Some(next))
+            }),
+        )
+        .await
+        .map(|_| ())
+}
+
+async fn run_turn(
+    def: Arc<AgentDef>,
+    session: Session,
+    input: AgentInput,
+    responder: Responder,
+    context: Arc<Map<String, Value>>,
+) -> TurnResult {
+    let fail = |error, claimed| TurnFailure { error, claimed };
+    let mut claimed = false;
+    if let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) {
+        validate_resume(&session.state.messages, resume).map_err(|e| fail(e, false))?;
+        if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
+            claim(store, id).await.map_err(|e| fail(e, false))?;
+            claimed = true;
+        }
+    }
+    let turn = Turn::new(input, session.state, responder, context);
+    match def.handler.handle(turn.clone()).await {
+        Ok(()) => Ok(turn.into_parts()),
+        Err(e) => Err(fail(e, claimed)),
+    }
+}
+
+/// Writes the completed snapshot of a turn (server-managed agents).
+async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, finish: FinishReason) -> Result<()> {
+    if let Some(store) = &def.store {
+        let mut row = Snapshot::new(state.clone());
+        row.parent_id = session.snapshot_id.clone();
+        row.finish_reason = Some(finish);
+        row.agent = Some(def.name.clone());
+        let saved = store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await?
+            .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?;
+        session.snapshot_id = Some(saved.snapshot_id);
+    }
+    session.state = state;
+    Ok(())
+}
+
+/// After a claimed resume failed: a `failed` child of the claimed snapshot,
+/// holding the state before the turn, so the session can go on.
+async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error) {
+    let Some(store) = &def.store else { return };
+    let mut row = Snapshot::new(session.state.clone());
+    row.parent_id = session.snapshot_id.clone();
+    row.status = SnapshotStatus::Failed;
+    row.finish_reason = Some(FinishReason::Failed);
+    row.error = Some(error.body());
+    row.agent = Some(def.name.clone());
+    match store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await {
+        Ok(Some(saved)) => session.snapshot_id = Some(saved.snapshot_id),
+        Ok(None) => {}
+        Err(e) => tracing::error!(error = %e, "could not record a failed turn"),
+    }
+}
+
+fn turn_end(responder: &Responder, finish_reason: FinishReason, snapshot_id: Option<String>) {
+    responder.send(AgentStreamChunk {
+        turn_end: Some(TurnEnd {
+            finish_reason,
+            snapshot_id,
+        }),
+        ..Default::default()
+    });
+}
+
+struct Worker {
+    def: Arc<AgentDef>,
+    session: Session,
+    context: Arc<Map<String, Value>>,
+    io: WorkerIo,
+    queue: VecDeque<AgentInput>,
+    inputs_open: bool,
+    detached: Option<Detached>,
+    abort_tx: watch::Sender<bool>,
+    abort_rx: watch::Receiver<bool>,
+    last_message: Option<Message>,
+    last_finish: FinishReason,
+}
+
+/// Runs the worker until its inputs end, it fails, or it is aborted.
+pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<String, Value>>, io: WorkerIo) {
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let span = tracing::info_span!("agent", agent = %def.name, session_id = %session.state.session_id);
+    let worker = Worker {
+        def,
+        session,
+        context,
+        io,
+        queue: VecDeque::new(),
+        inputs_open: true,
+        detached: None,
+        abort_tx,
+        abort_rx,
+        last_message: None,
+        last_finish: FinishReason::Stop,
+    };
+    worker.run().instrument(span).await;
+}
+
+impl Worker {
+    async fn next_input(&mut self) -> Option<AgentInput> {
+        if let Some(i) = self.queue.pop_front() {
+            return Some(i);
+        }
+        if !self.inputs_open || self.detached.is_some() {
+            return None;
+        }
+        let next = self.io.inputs.recv().await;
+        if next.is_none() {
+            self.inputs_open = false;
+        }
+        next
+    }
+
+    async fn detach(&mut self, at: &Session) -> Result<()> {
+        let d = detach::begin(&self.def, at, self.abort_tx.clone()).await?;
+        self.io.responder.detach();
+        let out = AgentOutput {
+            session_id: at.state.session_id.clone(),
+            snapshot_id: Some(d.id.clone()),
+            finish_reason: FinishReason::Detached,
+            message: None,
+            artifacts: at.state.artifacts.clone(),
+            state: None,
+            error: None,
+        };
+        self.io.send_output(Ok(out));
+        self.detached = Some(d);
+        Ok(())
+    }
+
+    fn fail_attached(&mut self, error: Error) {
+        tracing::warn!(error = %error, "turn failed");
+        turn_end(
+            &self.io.responder,
+            FinishReason::Failed,
+            self.session.snapshot_id.clone(),
+        );
+        let out = output(&self.def, &self.session, None, FinishReason::Failed, Some(&error));
+        self.io.send_output(out);
+    }
+
+    async fn run(mut self) {
+        while let Some(mut input) = self.next_input().await {
+            if input.is_detach() && self.detached.is_none() {
+                let at = self.session.clone();
+                if let Err(e) = self.detach(&at).await {
+                    self.fail_attached(e);
+                    return;
+                }
+            }
+            input.detach = None;
+            if !input.has_payload() {
+                continue;
+            }
+            let before = self.session.clone();
+            let mut task = AbortOnDrop(tokio::spawn(
+                run_turn(
+                    Arc::clone(&self.def),
+                    self.session.clone(),
+                    input,
+                    self.io.responder.clone(),
+                    Arc::clone(&self.context),
+                )
+                .instrument(tracing::info_span!("turn")),
+            ));
+            let result: TurnResult = loop {
+                tokio::select! {
+                    joined = &mut task.0 => {
+                        break joined.unwrap_or_else(|e| Err(TurnFailure {
+                            error: Error::Internal(format!("the turn task stopped: {e}")),
+                            claimed: false,
+                        }));
+                    }
+                    next = self.io.inputs.recv(), if self.inputs_open && self.detached.is_none() => match next {
+                        Some(mut i) if i.is_detach() => {
+                            if let Err(e) = self.detach(&before).await {
+                                drop(task);
+                                self.fail_attached(e);
+                                return;
+                            }
+                            i.detach = None;
+                            if i.has_payload() {
+                                self.queue.push_back(i);
+                            }
+                        }
+                        Some(i) => self.queue.push_back(i),
+                        None => self.inputs_open = false,
+                    },
+                    changed = self.abort_rx.changed() => {
+                        if changed.is_ok() && *self.abort_rx.borrow() {
+                            drop(task);
+                            if let Some(d) = &self.detached {
+                                d.finalize(SnapshotStatus::Aborted, before.state, FinishReason::Aborted, None).await;
+                            }
+                            return;
+                        }
+                    }
+                }
+            };
+            match result {
+                Ok((state, message, finish)) => {
+                    if self.detached.is_some() {
+                        self.session.state = state;
+                    } else {
+                        if let Err(e) = commit(&self.def, &mut self.session, state, finish).await {
+                            self.fail_attached(e);
+                            return;
+                        }
+                        if finish == FinishReason::Interrupted
+                            && let Some(m) = &message
+                        {
+                            let parts: Vec<_> = m.interrupts().cloned().collect();
+                            self.io
+                                .responder
+                                .send_model_chunk(GenerateChunk::new(Role::Tool, parts));
+                        }
+                        turn_end(&self.io.responder, finish, self.session.snapshot_id.clone());
+                    }
+                    self.last_message = message;
+                    self.last_finish = finish;
+                }
+                Err(TurnFailure { error, claimed }) => {
+                    if let Some(d) = &self.detached {
+                        d.finalize(
+                            SnapshotStatus::Failed,
+                            self.session.state.clone(),
+                            FinishReason::Failed,
+                            Some(error.body()),
+                        )
+                        .await;
+                        return;
+                    }
+                    if claimed {
+                        record_failure(&self.def, &mut self.session, &error).await;
+                    }
+                    self.fail_attached(error);
+                    return;
+                }
+            }
+        }
+        if let Some(d) = &self.detached {
+            d.finalize(
+                SnapshotStatus::Completed,
+                self.session.state.clone(),
+                self.last_finish,
+                None,
+            )
+            .await;
+            return;
+        }
+        let out = output(
+            &self.def,
+            &self.session,
+            self.last_message.take(),
+            self.last_finish,
+            None,
+        );
+        self.io.send_output(out);
+    }
+}
