@@ -29,10 +29,7 @@ pub(crate) struct PromptHandler {
 #[async_trait]
 impl TurnHandler for PromptHandler {
     async fn handle(&self, turn: Turn) -> Result<()> {
-        let mut messages = turn.messages();
-        if let Some(m) = &turn.input().message {
-            messages.push(m.clone());
-        }
+        let messages = turn.messages();
         let mut options = GenerateOptions::new(Arc::clone(&self.model));
         options.system = self
             .system

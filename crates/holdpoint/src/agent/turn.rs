@@ -66,7 +66,7 @@ struct TurnState {
 }
 
 /// One turn of an agent: the input being handled and the session it
-/// changes. Cheap to clone (a handle); changes are kept only when the turn
+/// changes. The input's user message is already in [`messages`](Self::messages). Cheap to clone (a handle); changes are kept only when the turn
 /// succeeds.
 #[derive(Clone)]
 pub struct Turn {
@@ -83,6 +83,10 @@ impl Turn {
         responder: Responder,
         context: Arc<Map<String, Value>>,
     ) -> Self {
+        let mut state = state;
+        if let Some(m) = &input.message {
+            state.messages.push(m.clone());
+        }
         let patches = PatchTracker::new(state.custom.clone());
         Turn {
             input: Arc::new(input),
