@@ -27,7 +27,7 @@ pub enum Role {
 /// A message: a role and its parts.
 ///
 /// ```
-/// use holdpoint::{Message, Role};
+/// use holdpoint::Message;
 /// let m = Message::user_text("hi");
 /// assert_eq!(serde_json::to_string(&m)?, r#"{"role":"user","content":[{"text":"hi"}]}"#);
 /// assert!(serde_json::from_str::<Message>(r#"{"role":"robot","content":[]}"#).is_err());

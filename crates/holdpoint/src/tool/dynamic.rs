@@ -20,9 +20,11 @@ type DynFn = dyn Fn(ToolContext, Value) -> BoxFuture<'static, std::result::Resul
 ///
 /// ```
 /// use holdpoint::tool::DynamicTool;
+/// use holdpoint::Tool;
 /// let echo = DynamicTool::new("echo", "Echoes its input", serde_json::json!({"type": "object"}), |_ctx, input| async move {
 ///     Ok(input)
 /// });
+/// assert_eq!(echo.name(), "echo");
 /// ```
 #[derive(Clone)]
 pub struct DynamicTool {

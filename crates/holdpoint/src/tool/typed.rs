@@ -2,7 +2,6 @@
 //! `<In, Out, Res>`, and the claim of a paused call (`Interrupted`).
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -49,6 +48,8 @@ type ToolFn<In, Out, Res> =
 ///         }
 ///     },
 /// )?;
+/// use holdpoint::Tool;
+/// assert_eq!(transfer.definition().name, "transferMoney");
 /// # Ok::<(), holdpoint::Error>(())
 /// ```
 pub struct ResumableTool<In, Out, Res> {
@@ -64,7 +65,6 @@ struct Inner<In, Out, Res> {
     input: SchemaValidator,
     output: SchemaValidator,
     f: Box<ToolFn<In, Out, Res>>,
-    _types: PhantomData<fn() -> (In, Out, Res)>,
 }
 
 impl<In, Out, Res> Clone for ResumableTool<In, Out, Res> {
@@ -88,6 +88,8 @@ impl<In, Out, Res> Clone for ResumableTool<In, Out, Res> {
 /// let get_balance = tool("getBalance", "Returns the balance", |_ctx: ToolContext, a: Account| async move {
 ///     Ok(format!("{}: $1,250.00", a.account))
 /// });
+/// use holdpoint::Tool;
+/// assert!(get_balance.definition().input_schema.is_some());
 /// ```
 pub fn tool<In, Out, F, Fut>(name: impl Into<String>, description: impl Into<String>, f: F) -> TypedTool<In, Out>
 where
@@ -141,7 +143,6 @@ where
                 input: SchemaValidator::new(input_schema),
                 output: SchemaValidator::new(output_schema),
                 f: Box::new(move |ctx, input, res| Box::pin(f(ctx, input, res))),
-                _types: PhantomData,
             }),
         }
     }

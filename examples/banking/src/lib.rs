@@ -1,0 +1,221 @@
+//! The seed's banking agent, defined once: `transferMoney` pauses for the
+//! person's approval, `getBalance` runs freely, and an offline scripted
+//! model plays the bank's assistant when no provider key is set.
+
+use std::sync::Arc;
+
+use holdpoint::agent::{Agent, AgentBuilder};
+use holdpoint::message::{Part, PartKind, Role};
+use holdpoint::session::SessionStore;
+use holdpoint::tool::{ResumableTool, TypedTool, tool};
+use holdpoint::{GenerateRequest, Model, ScriptedModel, ScriptedTurn, ToolContext};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The agent's name, as served over HTTP.
+pub const AGENT_NAME: &str = "bankingAgent";
+
+/// The system prompt.
+pub const SYSTEM_PROMPT: &str = "You are a helpful banking assistant. Use getBalance to look up balances \
+and transferMoney to move money. Every transfer needs the account holder's approval.";
+
+/// Arguments of `transferMoney`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Transfer {
+    /// Amount in dollars.
+    pub amount: f64,
+    /// The destination account.
+    pub to_account: String,
+}
+
+/// Result of `transferMoney`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferResult {
+    /// Whether the money moved.
+    pub success: bool,
+    /// The bank's transaction id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction_id: Option<String>,
+}
+
+/// What the person answers when a transfer pauses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Approval {
+    /// Approve (true) or decline (false).
+    pub approved: bool,
+}
+
+/// The interrupt data a paused transfer shows the person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TransferDetails {
+    /// A sentence describing the transfer.
+    pub details: String,
+}
+
+/// Arguments of `getBalance`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BalanceQuery {
+    /// The account, e.g. `checking`.
+    pub account: String,
+}
+
+/// `transferMoney`: pauses for approval, then moves the money (in this
+/// example, pretends to).
+pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferResult, Approval>> {
+    ResumableTool::define(
+        "transferMoney",
+        "Transfers money to another account. Requires the account holder's approval.",
+        |ctx: ToolContext, t: Transfer, approval: Option<Approval>| async move {
+            match approval {
+                None => Err(ctx.interrupt(TransferDetails {
+                    details: format!("Transfer ${:.2} to {}", t.amount, t.to_account),
+                })),
+                Some(a) if a.approved => Ok(TransferResult {
+                    success: true,
+                    transaction_id: Some("txn-123".into()),
+                }),
+                Some(_) => Ok(TransferResult {
+                    success: false,
+                    transaction_id: None,
+                }),
+            }
+        },
+    )
+}
+
+/// `getBalance`: runs freely.
+pub fn get_balance() -> TypedTool<BalanceQuery, Value> {
+    tool(
+        "getBalance",
+        "Returns the balance of an account.",
+        |_ctx: ToolContext, q: BalanceQuery| async move {
+            let balance = match q.account.as_str() {
+                "savings" => 5_400.00,
+                _ => 1_250.00,
+            };
+            Ok(json!({ "account": q.account, "balance": balance }))
+        },
+    )
+}
+
+/// The agent, on any model and (optionally) a store.
+pub fn banking_agent(model: Arc<dyn Model>, store: Option<Arc<dyn SessionStore>>) -> holdpoint::Result<Agent> {
+    builder(model, store)?.build()
+}
+
+/// The agent's builder, for adding middleware or a state codec.
+pub fn builder(model: Arc<dyn Model>, store: Option<Arc<dyn SessionStore>>) -> holdpoint::Result<AgentBuilder> {
+    let mut b = Agent::builder(AGENT_NAME)
+        .description("A banking assistant whose transfers pause for approval")
+        .model(model)
+        .system(SYSTEM_PROMPT)
+        .tool(transfer_money()?)
+        .tool(get_balance());
+    if let Some(store) = store {
+        b = b.store(store);
+    }
+    Ok(b)
+}
+
+fn parse_transfer(text: &str) -> Option<Transfer> {
+    let lower = text.to_lowercase();
+    if !lower.contains("transfer") && !lower.contains("send") {
+        return None;
+    }
+    let dollar = lower.find('$')?;
+    let digits: String = lower[dollar + 1..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    let amount: f64 = digits.parse().ok()?;
+    let to_account = lower
+        .split(" to ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned())
+        .filter(|w| !w.is_empty())
+        .unwrap_or_else(|| "savings".to_owned());
+    Some(Transfer { amount, to_account })
+}
+
+fn reply_to_tools(parts: &[Part]) -> String {
+    let mut lines = Vec::new();
+    for p in parts {
+        let PartKind::ToolResponse(r) = &p.kind else { continue };
+        let out = r.output.clone().unwrap_or(Value::Null);
+        match r.name.as_str() {
+            "transferMoney" => match out.get("transactionId").and_then(Value::as_str) {
+                Some(txn) if out["success"] == json!(true) => lines.push(format!("Done: {txn}")),
+                _ => {
+                    let why = out
+                        .get("error")
+                        .and_then(Value::as_str)
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default();
+                    lines.push(format!("The transfer was not made{why}."));
+                }
+            },
+            "getBalance" => lines.push(format!(
+                "Your {} balance is ${:.2}.",
+                out["account"].as_str().unwrap_or("account"),
+                out["balance"].as_f64().unwrap_or(0.0)
+            )),
+            other => lines.push(format!("{other} answered {out}.")),
+        }
+    }
+    lines.join(" ")
+}
+
+fn demo_turn(request: &GenerateRequest) -> ScriptedTurn {
+    let Some(last) = request.messages.last() else {
+        return ScriptedTurn::text("How can I help?");
+    };
+    if last.role == Role::Tool {
+        return ScriptedTurn::text(reply_to_tools(&last.content));
+    }
+    let text = last.text();
+    if let Some(t) = parse_transfer(&text) {
+        return ScriptedTurn::tool_call(
+            "transferMoney",
+            json!({ "amount": t.amount, "toAccount": t.to_account }),
+        );
+    }
+    if text.to_lowercase().contains("balance") {
+        let account = if text.to_lowercase().contains("savings") {
+            "savings"
+        } else {
+            "checking"
+        };
+        return ScriptedTurn::tool_call("getBalance", json!({ "account": account }));
+    }
+    ScriptedTurn::text("I can check a balance or transfer money, e.g. \"Transfer $500 to savings\".")
+}
+
+/// An offline model that plays the bank's assistant: it asks for
+/// `transferMoney` when the user asks to transfer `$N to ACCOUNT`, for
+/// `getBalance` when they ask for a balance, and reports tool results.
+pub fn demo_model() -> ScriptedModel {
+    ScriptedModel::from_fn("scripted/banking-demo", |request, _| Some(demo_turn(request)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_transfers() {
+        assert_eq!(
+            parse_transfer("Transfer $500 to savings"),
+            Some(Transfer {
+                amount: 500.0,
+                to_account: "savings".into()
+            })
+        );
+        assert_eq!(parse_transfer("send $1,250.50 to bob please").unwrap().amount, 1250.5);
+        assert_eq!(parse_transfer("what is my balance"), None);
+    }
+}
