@@ -54,8 +54,18 @@ pub struct Connection {
     chunks: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<AgentStreamChunk>>>,
     output: tokio::sync::Mutex<OutputSlot>,
     ended: Arc<AtomicBool>,
+    cancelled: AtomicBool,
     worker: tokio::task::AbortHandle,
     session_id: String,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("session_id", &self.session_id)
+            .field("ended", &self.ended.load(Ordering::SeqCst))
+            .finish()
+    }
 }
 
 impl Connection {
@@ -77,6 +87,7 @@ impl Connection {
             chunks: Arc::new(tokio::sync::Mutex::new(chunk_rx)),
             output: tokio::sync::Mutex::new(OutputSlot::Waiting(output_rx)),
             ended,
+            cancelled: AtomicBool::new(false),
             worker: handle.abort_handle(),
             session_id,
         }
@@ -155,6 +166,9 @@ impl Connection {
         if let OutputSlot::Waiting(rx) = &mut *slot {
             let out = match rx.await {
                 Ok(out) => out,
+                Err(_) if self.cancelled.load(Ordering::SeqCst) => {
+                    Err(Error::Cancelled("the connection was cancelled".into()))
+                }
                 Err(_) => Err(Error::Internal("the agent stopped without an output".into())),
             };
             *slot = OutputSlot::Done(out);
@@ -172,6 +186,7 @@ impl Connection {
     pub fn cancel(&self) {
         self.close();
         self.ended.store(true, Ordering::SeqCst);
+        self.cancelled.store(true, Ordering::SeqCst);
         self.worker.abort();
     }
 }

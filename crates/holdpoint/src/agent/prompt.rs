@@ -43,6 +43,8 @@ impl TurnHandler for PromptHandler {
         options.resume = turn.input().resume.clone();
         options.chunks = turn.chunk_sink();
         options.context = turn.request_context();
+        let seam_turn = turn.clone();
+        options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
         let generation = generate(options).await?;
         let finish = generation.response.finish_reason.unwrap_or(FinishReason::Stop);
         turn.set_messages(generation.messages);

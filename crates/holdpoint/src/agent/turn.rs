@@ -63,6 +63,7 @@ struct TurnState {
     patches: PatchTracker,
     message: Option<Message>,
     finish_reason: Option<FinishReason>,
+    seam: Option<Vec<Message>>,
 }
 
 /// One turn of an agent: the input being handled and the session it
@@ -95,6 +96,7 @@ impl Turn {
                 patches,
                 message: None,
                 finish_reason: None,
+                seam: None,
             })),
             responder,
             context,
@@ -204,6 +206,21 @@ impl Turn {
         }
         let responder = self.responder.clone();
         ChunkSink::new(move |chunk| responder.send_model_chunk(chunk))
+    }
+
+    /// Records the history at a seam: tool calls up to here completed, so a
+    /// failure later in the turn keeps them (they never run twice).
+    pub fn record_seam(&self, messages: &[Message]) {
+        self.lock().seam = Some(messages.to_vec());
+    }
+
+    /// The state to keep when the turn fails after a seam.
+    pub(crate) fn seam_state(&self) -> Option<SessionState> {
+        let s = self.lock();
+        s.seam.as_ref().map(|messages| SessionState {
+            messages: messages.clone(),
+            ..s.state.clone()
+        })
     }
 
     /// The session state as the turn left it, with the output message and

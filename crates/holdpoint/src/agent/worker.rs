@@ -32,6 +32,8 @@ pub(crate) struct WorkerIo {
 struct TurnFailure {
     error: Error,
     claimed: bool,
+    /// The state at the turn's last seam, when tools already ran.
+    seam: Option<Box<SessionState>>,
 }
 
 type TurnResult = std::result::Result<(SessionState, Option<Message>, FinishReason), TurnFailure>;
@@ -98,7 +100,11 @@ async fn run_turn(
     responder: Responder,
     context: Arc<Map<String, Value>>,
 ) -> TurnResult {
-    let fail = |error, claimed| TurnFailure { error, claimed };
+    let fail = |error, claimed| TurnFailure {
+        error,
+        claimed,
+        seam: None,
+    };
     let mut claimed = false;
     if let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) {
         validate_resume(&session.state.messages, resume).map_err(|e| fail(e, false))?;
@@ -110,7 +116,11 @@ async fn run_turn(
     let turn = Turn::new(input, session.state, responder, context);
     match def.handler.handle(turn.clone()).await {
         Ok(()) => Ok(turn.into_parts()),
-        Err(e) => Err(fail(e, claimed)),
+        Err(error) => Err(TurnFailure {
+            error,
+            claimed,
+            seam: turn.seam_state().map(Box::new),
+        }),
     }
 }
 
@@ -131,8 +141,9 @@ async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, fini
     Ok(())
 }
 
-/// After a claimed resume failed: a `failed` child of the claimed snapshot,
-/// holding the state before the turn, so the session can go on.
+/// After a turn failed past a claim or a seam: a `failed` child snapshot
+/// holding the conversation up to its last completed tool round, so the
+/// session can go on and nothing that ran is run again.
 async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error) {
     let Some(store) = &def.store else { return };
     let mut row = Snapshot::new(session.state.clone());
@@ -265,6 +276,7 @@ impl Worker {
                         break joined.unwrap_or_else(|e| Err(TurnFailure {
                             error: Error::Internal(format!("the turn task stopped: {e}")),
                             claimed: false,
+                            seam: None,
                         }));
                     }
                     next = self.io.inputs.recv(), if self.inputs_open && self.detached.is_none() => match next {
@@ -315,7 +327,11 @@ impl Worker {
                     self.last_message = message;
                     self.last_finish = finish;
                 }
-                Err(TurnFailure { error, claimed }) => {
+                Err(TurnFailure { error, claimed, seam }) => {
+                    let kept_seam = seam.is_some();
+                    if let Some(state) = seam {
+                        self.session.state = *state;
+                    }
                     if let Some(d) = &self.detached {
                         d.finalize(
                             SnapshotStatus::Failed,
@@ -326,7 +342,7 @@ impl Worker {
                         .await;
                         return;
                     }
-                    if claimed {
+                    if claimed || kept_seam {
                         record_failure(&self.def, &mut self.session, &error).await;
                     }
                     self.fail_attached(error);

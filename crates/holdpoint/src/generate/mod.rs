@@ -61,7 +61,13 @@ pub struct GenerateOptions {
     pub chunks: ChunkSink,
     /// Request context visible to tools and middleware (principal, …).
     pub context: Arc<Map<String, Value>>,
+    /// Called with the history after each completed tool round (a "seam"),
+    /// so a caller can keep what already ran if a later step fails.
+    pub on_seam: Option<SeamHook>,
 }
+
+/// A callback that sees the history at each seam of the loop.
+pub type SeamHook = Arc<dyn Fn(&[Message]) + Send + Sync>;
 
 impl GenerateOptions {
     /// Options for `model` with no history, tools or config.
@@ -77,6 +83,7 @@ impl GenerateOptions {
             middleware: Vec::new(),
             chunks: ChunkSink::none(),
             context: Arc::new(Map::new()),
+            on_seam: None,
         }
     }
 
@@ -175,6 +182,7 @@ struct Loop {
     usage: Usage,
     index: u32,
     last_request: Option<GenerateRequest>,
+    on_seam: Option<SeamHook>,
 }
 
 impl Loop {
@@ -188,6 +196,12 @@ impl Loop {
         req.tools = tools;
         req.config = self.config.clone();
         req
+    }
+
+    fn seam(&self, history: &[Message]) {
+        if let Some(hook) = &self.on_seam {
+            hook(history);
+        }
     }
 
     fn emit_tool_chunk(&self, parts: Vec<Part>) {
@@ -231,6 +245,7 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
         usage: Usage::default(),
         index: 0,
         last_request: None,
+        on_seam: options.on_seam,
     };
     let mut history = options.messages;
 
@@ -242,6 +257,7 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
                 lp.emit_tool_chunk(tool_message.content.clone());
                 history.push(tool_message);
                 lp.index += 1;
+                lp.seam(&history);
             }
         }
     }
@@ -336,5 +352,6 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
         lp.emit_tool_chunk(responses.clone());
         history.push(Message::new(Role::Tool, responses));
         lp.index += 1;
+        lp.seam(&history);
     }
 }

@@ -1,0 +1,157 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use holdpoint::agent::{Agent, AgentInit, AgentStreamChunk, Turn};
+use holdpoint::message::metadata;
+use holdpoint::{FinishReason, GenerateChunk, Role, ScriptedModel, ScriptedTurn, Status};
+
+use crate::bank;
+
+#[tokio::test]
+async fn interrupt_reaches_the_caller_three_ways() {
+    let b = bank();
+    let conn = b.agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("Transfer $500 to savings").unwrap();
+    let chunks: Vec<AgentStreamChunk> = conn.receive().collect().await;
+
+    // 1. one tool-role chunk holding the interrupt parts, right before turnEnd
+    let n = chunks.len();
+    assert!(n >= 2, "{chunks:?}");
+    let tool_chunk = chunks[n - 2]
+        .model_chunk
+        .as_ref()
+        .expect("tool-role chunk before turnEnd");
+    assert_eq!(tool_chunk.role, Some(Role::Tool));
+    assert!(tool_chunk.content.iter().all(|p| p.is_interrupt()));
+    assert_eq!(tool_chunk.content.len(), 1);
+    // 2. turnEnd says interrupted, with the snapshot that holds it
+    let end = chunks[n - 1].turn_end.as_ref().expect("turnEnd last");
+    assert_eq!(end.finish_reason, FinishReason::Interrupted);
+    let snap_id = end.snapshot_id.clone().expect("snapshot id on turnEnd");
+    // persisted before it was announced
+    let snap = b.store_snapshot(&snap_id).await;
+    assert_eq!(snap.finish_reason, Some(FinishReason::Interrupted));
+    // 3. the output message carries the paused request
+    let out = conn.output().await.unwrap();
+    let paused = out.interrupts();
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0].as_tool_request().unwrap().name, "transferMoney");
+    assert!(paused[0].meta(metadata::INTERRUPT).is_some());
+    assert_eq!(out.snapshot_id.as_deref(), Some(snap_id.as_str()));
+}
+
+impl crate::Bank {
+    pub async fn store_snapshot(&self, id: &str) -> holdpoint::session::Snapshot {
+        use holdpoint::session::SessionStore;
+        self.store.get_snapshot(id).await.unwrap().expect("snapshot stored")
+    }
+}
+
+#[tokio::test]
+async fn inputs_are_processed_one_at_a_time_with_history() {
+    let model = ScriptedModel::new("m");
+    model.push(ScriptedTurn::text("one"));
+    model.push(ScriptedTurn::text("two"));
+    let agent = Agent::builder("a").model(Arc::new(model.clone())).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("first").unwrap();
+    conn.send_text("second").unwrap();
+    let first: Vec<_> = conn.receive().collect().await;
+    assert_eq!(first.iter().filter(|c| c.turn_end.is_some()).count(), 1);
+    let second: Vec<_> = conn.receive().collect().await;
+    assert_eq!(
+        second.last().unwrap().turn_end.as_ref().unwrap().finish_reason,
+        FinishReason::Stop
+    );
+    let out = conn.output().await.unwrap();
+    assert_eq!(out.text(), "two");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let texts: Vec<String> = requests[1].messages.iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["first", "one", "second"]);
+}
+
+#[tokio::test]
+async fn sending_after_the_agent_ended_is_failed_precondition() {
+    let model = ScriptedModel::new("m");
+    model.push(ScriptedTurn::text("hi"));
+    let agent = Agent::builder("a").model(Arc::new(model)).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("hello").unwrap();
+    let first = conn.output().await.unwrap();
+    let again = conn.output().await.unwrap();
+    assert_eq!(first, again, "output() is idempotent");
+    let err = conn.send_text("more").unwrap_err();
+    assert_eq!(err.status(), Status::FailedPrecondition);
+}
+
+#[tokio::test]
+async fn a_failed_turn_ends_the_agent_with_one_turn_end() {
+    let model = ScriptedModel::new("m"); // no responses: the model call fails
+    let agent = Agent::builder("a").model(Arc::new(model)).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("hello").unwrap();
+    let chunks: Vec<_> = conn.receive().collect().await;
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].turn_end.as_ref().unwrap().finish_reason, FinishReason::Failed);
+    let out = conn.output().await.unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Failed);
+    assert!(out.error.unwrap().message.contains("no response left"));
+    assert_eq!(
+        conn.send_text("again").unwrap_err().status(),
+        Status::FailedPrecondition
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_receive_stream_does_not_cancel() {
+    let model = ScriptedModel::new("m");
+    model.push(ScriptedTurn::text("streamed").with_chunks(vec![GenerateChunk::new(
+        Role::Model,
+        vec![holdpoint::Part::text("str")],
+    )]));
+    let agent = Agent::builder("a").model(Arc::new(model)).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("go").unwrap();
+    let mut stream = conn.receive();
+    let first = stream.next().await.unwrap();
+    assert_eq!(first.model_chunk.unwrap().text(), "str");
+    drop(stream);
+    let out = conn.output().await.unwrap();
+    assert_eq!(out.text(), "streamed");
+}
+
+#[tokio::test]
+async fn malformed_inputs_are_rejected_before_queueing() {
+    let model = ScriptedModel::new("m");
+    let agent = Agent::builder("a").model(Arc::new(model)).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    let err = conn
+        .send_message(holdpoint::Message::model_text("pretending to be the model"))
+        .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    let err = conn.send(Default::default()).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+}
+
+#[tokio::test]
+async fn cancel_stops_a_blocked_turn_without_deadlock() {
+    let agent = Agent::custom("blocked", |_turn: Turn| async move {
+        futures::future::pending::<()>().await;
+        Ok(())
+    })
+    .build()
+    .unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("go").unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    conn.cancel();
+    // The output resolves (with an error) rather than hanging; the timeout
+    // only turns a deadlock into a failure.
+    let out = tokio::time::timeout(Duration::from_secs(10), conn.output())
+        .await
+        .expect("output after cancel must not hang");
+    assert_eq!(out.unwrap_err().status(), Status::Cancelled);
+    assert_eq!(conn.send_text("more").unwrap_err().status(), Status::FailedPrecondition);
+}

@@ -1,0 +1,281 @@
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use holdpoint::agent::{AgentInit, AgentInput};
+use holdpoint::message::metadata;
+use holdpoint::session::SessionStore;
+use holdpoint::{FinishReason, Part, Resume, ScriptedTurn, Status};
+use serde_json::json;
+
+use crate::{Approval, Transfer, approve, bank};
+
+fn resume(parts: Vec<Part>) -> AgentInput {
+    AgentInput::resume(Resume::from_parts(parts))
+}
+
+#[tokio::test]
+async fn approved_transfer_runs_once_and_finishes() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done: txn-123"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    assert_eq!(paused.finish_reason, FinishReason::Interrupted);
+    assert_eq!(b.runs.load(Ordering::SeqCst), 0);
+    let done = b
+        .agent
+        .run(
+            resume(vec![approve(&b.tool, &paused)]),
+            AgentInit::session(paused.session_id.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(done.text(), "Done: txn-123");
+    assert_eq!(b.runs.load(Ordering::SeqCst), 1);
+    // the answered request is kept in history as resolved
+    let snap = b
+        .store
+        .get_snapshot(done.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.parent_id, paused.snapshot_id);
+    let history = snap.state.unwrap().messages;
+    let request = history[1].content[0].clone();
+    assert!(request.meta(metadata::RESOLVED_INTERRUPT).is_some());
+    assert!(!request.is_interrupt());
+}
+
+#[tokio::test]
+async fn second_resume_of_the_same_snapshot_is_aborted() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    b.model.push(ScriptedTurn::text("Done again"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snap = paused.snapshot_id.clone().unwrap();
+    let first = b
+        .agent
+        .run(
+            resume(vec![approve(&b.tool, &paused)]),
+            AgentInit::snapshot(snap.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.finish_reason, FinishReason::Stop);
+    let second = b
+        .agent
+        .run(resume(vec![approve(&b.tool, &paused)]), AgentInit::snapshot(snap))
+        .await
+        .unwrap();
+    assert_eq!(second.finish_reason, FinishReason::Failed);
+    let err = second.error.unwrap();
+    assert_eq!(err.status, Status::Aborted);
+    assert!(err.message.contains("already resumed"), "{}", err.message);
+    assert_eq!(
+        b.runs.load(Ordering::SeqCst),
+        1,
+        "the approved transfer ran exactly once"
+    );
+}
+
+async fn rejected(b: &crate::Bank, session_id: &str, parts: Vec<Part>, needle: &str) {
+    let rows_before = b.store.len();
+    let latest_before = b.agent.latest_snapshot(session_id).await.unwrap();
+    let out = b
+        .agent
+        .run(resume(parts), AgentInit::session(session_id))
+        .await
+        .unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Failed, "{out:?}");
+    let err = out.error.unwrap();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(
+        err.message.contains(needle),
+        "{:?} should contain {needle:?}",
+        err.message
+    );
+    // the session is exactly as it was: nothing written, nothing claimed
+    assert_eq!(b.store.len(), rows_before);
+    let latest_after = b.agent.latest_snapshot(session_id).await.unwrap();
+    assert_eq!(latest_before, latest_after);
+    assert_eq!(b.runs.load(Ordering::SeqCst), 0);
+}
+
+async fn paused_bank() -> (crate::Bank, holdpoint::agent::AgentOutput) {
+    let b = bank();
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    (b, paused)
+}
+
+#[tokio::test]
+async fn forged_input_is_rejected_and_nothing_changes() {
+    let (b, paused) = paused_bank().await;
+    let mut forged = approve(&b.tool, &paused);
+    forged.as_tool_request_mut().unwrap().input = Some(json!({"amount": 50000, "toAccount": "mallory"}));
+    rejected(&b, &paused.session_id, vec![forged], "modified inputs").await;
+}
+
+#[tokio::test]
+async fn unknown_ref_is_not_found_in_history() {
+    let (b, paused) = paused_bank().await;
+    let mut wrong = approve(&b.tool, &paused);
+    wrong.as_tool_request_mut().unwrap().reference = Some("nope".into());
+    rejected(&b, &paused.session_id, vec![wrong], "not found in session history").await;
+}
+
+#[tokio::test]
+async fn respond_to_a_call_that_does_not_exist_is_rejected() {
+    let (b, paused) = paused_bank().await;
+    let fake = Part::tool_response("fakeTool", Some("x".into()), Some(json!({})));
+    rejected(&b, &paused.session_id, vec![fake], "not found in session history").await;
+}
+
+#[tokio::test]
+async fn declared_input_change_is_accepted_and_the_tool_sees_it() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let call = b.tool.interrupted(&paused.interrupts()[0]).unwrap();
+    let revised = call
+        .restart_with_input(
+            Transfer {
+                amount: 400.0,
+                to_account: "checking".into(),
+            },
+            Some(Approval { approved: true }),
+        )
+        .unwrap();
+    assert!(revised.meta(metadata::REPLACED_INPUT).is_some());
+    let done = b
+        .agent
+        .run(resume(vec![revised]), AgentInit::session(paused.session_id))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    let last_request = b.model.requests().pop().unwrap();
+    let tool_msg = last_request.messages.last().unwrap();
+    assert_eq!(
+        tool_msg.content[0].as_tool_response().unwrap().output.as_ref().unwrap()["to"],
+        json!("checking")
+    );
+}
+
+#[tokio::test]
+async fn resuming_an_earlier_turn_is_rejected_as_no_longer_pending() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    b.model.push(ScriptedTurn::text("Anything else?"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let directive = approve(&b.tool, &paused);
+    let conn = b
+        .agent
+        .connect(AgentInit::session(paused.session_id.clone()))
+        .await
+        .unwrap();
+    conn.send(resume(vec![directive.clone()])).unwrap();
+    conn.send_text("thanks").unwrap();
+    let out = conn.output().await.unwrap();
+    assert_eq!(out.text(), "Anything else?");
+    let stale = b
+        .agent
+        .run(resume(vec![directive]), AgentInit::session(paused.session_id))
+        .await
+        .unwrap();
+    assert_eq!(stale.finish_reason, FinishReason::Failed);
+    assert!(stale.error.unwrap().message.contains("no longer pending"));
+}
+
+#[tokio::test]
+async fn unanswered_interrupt_is_rejected() {
+    let b = bank();
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    // a resume that answers nothing the turn is waiting for
+    let out = b
+        .agent
+        .run(
+            AgentInput::resume(Resume::default()),
+            AgentInit::session(paused.session_id.clone()),
+        )
+        .await;
+    assert_eq!(
+        out.unwrap_err().status(),
+        Status::InvalidArgument,
+        "an empty resume is not an input"
+    );
+}
+
+#[tokio::test]
+async fn declined_transfer_is_a_soft_failure_the_model_sees() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("I did not transfer anything."));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let call = b.tool.interrupted(&paused.interrupts()[0]).unwrap();
+    let deny = call.restart(Some(Approval { approved: false })).unwrap();
+    let out = b
+        .agent
+        .run(resume(vec![deny]), AgentInit::session(paused.session_id))
+        .await
+        .unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    let seen = b.model.requests().pop().unwrap();
+    let response = seen.messages.last().unwrap().content[0]
+        .as_tool_response()
+        .unwrap()
+        .clone();
+    assert_eq!(response.output, Some(json!({"error": "declined"})));
+    assert_eq!(b.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
+    let b = bank();
+    // No model response is queued after the tool: the resume fails after the
+    // approved transfer ran. The failed snapshot keeps the tool round.
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let failed = b
+        .agent
+        .run(
+            resume(vec![approve(&b.tool, &paused)]),
+            AgentInit::session(paused.session_id.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.finish_reason, FinishReason::Failed);
+    assert_eq!(b.runs.load(Ordering::SeqCst), 1);
+    let failed_snap = b
+        .agent
+        .snapshot(failed.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed_snap.status, holdpoint::session::SnapshotStatus::Failed);
+    assert_eq!(failed_snap.parent_id, paused.snapshot_id);
+    let kept = failed_snap.state.unwrap().messages;
+    let last = kept.last().unwrap();
+    assert_eq!(last.role, holdpoint::Role::Tool, "the completed tool round is kept");
+    assert_eq!(
+        last.content[0].as_tool_response().unwrap().output.as_ref().unwrap()["transactionId"],
+        json!("txn-123")
+    );
+
+    // Approving again is refused: nothing is waiting any more.
+    let again = b
+        .agent
+        .run(
+            resume(vec![approve(&b.tool, &paused)]),
+            AgentInit::session(paused.session_id.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.finish_reason, FinishReason::Failed);
+    assert!(again.error.unwrap().message.contains("not waiting"));
+    // The conversation goes on from the kept round; the tool is not re-run.
+    b.model.push(ScriptedTurn::text("Done: txn-123"));
+    let done = b
+        .agent
+        .run(AgentInput::text("did it work?"), AgentInit::session(paused.session_id))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(b.runs.load(Ordering::SeqCst), 1, "the transfer ran exactly once");
+    let _ = Arc::clone(&b.runs);
+}

@@ -1,0 +1,200 @@
+use std::sync::Arc;
+
+use futures::StreamExt;
+use holdpoint::agent::{Agent, AgentInit, AgentInput, Turn};
+use holdpoint::session::{Artifact, InMemoryStore, SessionState, StateCodec};
+use holdpoint::{Error, FinishReason, Status};
+use serde_json::{Value, json};
+
+fn counter() -> Agent {
+    Agent::custom("counter", |turn: Turn| async move {
+        let n = turn.custom()["counter"].as_i64().unwrap_or(0) + 1;
+        if turn.input().message.as_ref().is_some_and(|m| m.text() == "fail") {
+            turn.update_custom(|_| json!({"counter": 999}));
+            return Err(Error::Internal("asked to fail".into()));
+        }
+        turn.update_custom(|_| json!({ "counter": n }));
+        turn.reply_text(format!("count {n}"));
+        Ok(())
+    })
+    .build()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn client_state_round_trips_and_failure_returns_the_last_good_state() {
+    let agent = counter();
+    let first = agent.run_text("go").await.unwrap();
+    let state = first.state.clone().unwrap();
+    assert_eq!(state["custom"]["counter"], 1);
+    assert_eq!(state["sessionId"], json!(first.session_id));
+    let second = agent
+        .run(AgentInput::text("again"), AgentInit::state(state.clone()))
+        .await
+        .unwrap();
+    assert_eq!(second.text(), "count 2");
+    assert_eq!(
+        second.session_id, first.session_id,
+        "the session id travels in the state"
+    );
+    let failed = agent
+        .run(
+            AgentInput::text("fail"),
+            AgentInit::state(second.state.clone().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.finish_reason, FinishReason::Failed);
+    assert_eq!(
+        failed.state, second.state,
+        "a failed turn hands back the last good state"
+    );
+}
+
+#[tokio::test]
+async fn init_errors_are_typed() {
+    let client = counter();
+    let err = client.connect(AgentInit::session("s1")).await.unwrap_err();
+    assert_eq!(err.status(), Status::FailedPrecondition);
+    assert!(err.to_string().contains("Cannot use 'sessionId'"));
+    let err = client
+        .connect(AgentInit::state(json!({"messages": 5})))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+
+    let server = Agent::custom("s", |_t: Turn| async move { Ok(()) })
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap();
+    let err = server.connect(AgentInit::state(json!({}))).await.unwrap_err();
+    assert_eq!(err.status(), Status::FailedPrecondition);
+    assert!(err.to_string().contains("Cannot send 'state'"));
+    let err = server.connect(AgentInit::snapshot("missing")).await.unwrap_err();
+    assert_eq!(err.status(), Status::NotFound);
+    let err = server.connect(AgentInit::session("")).await.unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+}
+
+#[tokio::test]
+async fn session_ids_come_from_the_snapshot_then_the_caller_then_a_fresh_uuid() {
+    let store = Arc::new(InMemoryStore::new());
+    let agent = Agent::custom("s", |t: Turn| async move {
+        t.reply_text("ok");
+        Ok(())
+    })
+    .store(store)
+    .build()
+    .unwrap();
+    let fresh = agent.run_text("a").await.unwrap();
+    assert!(uuid_like(&fresh.session_id), "{}", fresh.session_id);
+    let named = agent
+        .run(AgentInput::text("a"), AgentInit::session("my-app-1"))
+        .await
+        .unwrap();
+    assert_eq!(named.session_id, "my-app-1");
+    let from_snapshot = agent
+        .run(
+            AgentInput::text("b"),
+            AgentInit::snapshot(named.snapshot_id.clone().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(from_snapshot.session_id, "my-app-1");
+    let snap = agent
+        .snapshot(from_snapshot.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.parent_id, named.snapshot_id, "snapshots chain to their parent");
+    // a snapshot of another session is not found through this session id
+    let err = agent
+        .connect(AgentInit {
+            session_id: Some(fresh.session_id.clone()),
+            snapshot_id: named.snapshot_id.clone(),
+            state: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Status::NotFound);
+}
+
+fn uuid_like(s: &str) -> bool {
+    s.len() == 36 && s.chars().filter(|c| *c == '-').count() == 4
+}
+
+#[tokio::test]
+async fn custom_patches_start_with_a_replace_then_diff() {
+    let agent = Agent::custom("multi", |turn: Turn| async move {
+        turn.update_custom(|_| json!({"counter": 1, "status": "working"}));
+        turn.update_custom(|p| {
+            let mut n = p.clone();
+            n["counter"] = json!(2);
+            n
+        });
+        turn.add_artifact(Artifact::text("doc", "v1"));
+        turn.add_artifact(Artifact::text("doc", "v2"));
+        turn.reply_text("done");
+        Ok(())
+    })
+    .build()
+    .unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("go").unwrap();
+    let chunks: Vec<_> = conn.receive().collect().await;
+    let patches: Vec<Value> = chunks.iter().filter_map(|c| c.custom_patch.clone()).collect();
+    assert_eq!(
+        patches,
+        vec![
+            json!([{"op": "replace", "path": "", "value": {"counter": 1, "status": "working"}}]),
+            json!([{"op": "replace", "path": "/counter", "value": 2}]),
+        ]
+    );
+    let artifacts: Vec<_> = chunks.iter().filter_map(|c| c.artifact.clone()).collect();
+    assert_eq!(artifacts.len(), 2);
+    let out = conn.output().await.unwrap();
+    assert_eq!(
+        out.artifacts,
+        vec![Artifact::text("doc", "v2")],
+        "artifacts replace by name"
+    );
+}
+
+/// A codec that refuses state it did not produce, as a signing codec would.
+struct Tagged;
+
+impl StateCodec for Tagged {
+    fn encode(&self, state: &SessionState) -> holdpoint::Result<Value> {
+        Ok(json!({"tag": "ok", "state": state}))
+    }
+    fn decode(&self, value: Value) -> holdpoint::Result<SessionState> {
+        if value["tag"] != "ok" {
+            return Err(Error::PermissionDenied("state was not issued by this server".into()));
+        }
+        serde_json::from_value(value["state"].clone()).map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+}
+
+#[tokio::test]
+async fn the_state_codec_encodes_and_checks_client_state() {
+    let agent = Agent::custom("c", |t: Turn| async move {
+        t.reply_text("hi");
+        Ok(())
+    })
+    .state_codec(Arc::new(Tagged))
+    .build()
+    .unwrap();
+    let out = agent.run_text("a").await.unwrap();
+    let state = out.state.unwrap();
+    assert_eq!(state["tag"], "ok");
+    assert!(
+        agent
+            .run(AgentInput::text("b"), AgentInit::state(state.clone()))
+            .await
+            .is_ok()
+    );
+    let mut forged = state;
+    forged["tag"] = json!("forged");
+    let err = agent.connect(AgentInit::state(forged)).await.unwrap_err();
+    assert_eq!(err.status(), Status::PermissionDenied);
+}
