@@ -45,6 +45,7 @@ pub(crate) async fn begin(def: &AgentDef, session: &Session, abort: watch::Sende
     row.status = SnapshotStatus::Pending;
     row.heartbeat_at = Some(row.created_at);
     row.agent = Some(def.name.clone());
+    row.owner = session.owner.clone();
     let saved = store
         .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
         .await?

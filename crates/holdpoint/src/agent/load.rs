@@ -11,6 +11,8 @@ use crate::session::{SessionState, Snapshot, SnapshotStatus, check_session_id};
 pub(crate) struct Session {
     pub state: SessionState,
     pub snapshot_id: Option<String>,
+    /// Who owns the session (stamped on every snapshot written).
+    pub owner: Option<String>,
 }
 
 fn fresh_session_id() -> String {
@@ -32,7 +34,7 @@ fn check_resumable(snapshot: &Snapshot) -> Result<()> {
     }
 }
 
-fn from_snapshot(snapshot: Snapshot) -> Session {
+fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
     let state = snapshot
         .state
         .unwrap_or_else(|| SessionState::new(snapshot.session_id.clone()));
@@ -43,11 +45,13 @@ fn from_snapshot(snapshot: Snapshot) -> Session {
     Session {
         state,
         snapshot_id: Some(snapshot.snapshot_id),
+        owner: snapshot.owner.or_else(|| principal.map(str::to_owned)),
     }
 }
 
 /// Resolves `init` into a session, or the init error to report.
-pub(crate) async fn load(def: &AgentDef, init: AgentInit) -> Result<Session> {
+pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str>) -> Result<Session> {
+    let owner = principal.map(str::to_owned);
     let Some(store) = &def.store else {
         if init.session_id.is_some() {
             return Err(Error::FailedPrecondition(format!(
@@ -75,6 +79,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit) -> Result<Session> {
         return Ok(Session {
             state,
             snapshot_id: None,
+            owner,
         });
     };
 
@@ -91,6 +96,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit) -> Result<Session> {
         let snapshot = store
             .get_snapshot(snapshot_id)
             .await?
+            .filter(|s| s.visible_to(principal))
             .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
         if let Some(session_id) = &init.session_id
             && *session_id != snapshot.session_id
@@ -101,22 +107,27 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit) -> Result<Session> {
             )));
         }
         check_resumable(&snapshot)?;
-        return Ok(from_snapshot(snapshot));
+        return Ok(from_snapshot(snapshot, principal));
     }
     if let Some(session_id) = init.session_id {
         return match store.get_latest_snapshot(&session_id).await? {
+            Some(snapshot) if !snapshot.visible_to(principal) => {
+                Err(Error::NotFound(format!("session {session_id} not found")))
+            }
             Some(snapshot) => {
                 check_resumable(&snapshot)?;
-                Ok(from_snapshot(snapshot))
+                Ok(from_snapshot(snapshot, principal))
             }
             None => Ok(Session {
                 state: SessionState::new(session_id),
                 snapshot_id: None,
+                owner,
             }),
         };
     }
     Ok(Session {
         state: SessionState::new(fresh_session_id()),
         snapshot_id: None,
+        owner,
     })
 }

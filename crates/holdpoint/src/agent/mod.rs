@@ -23,6 +23,7 @@
 //! # }).unwrap();
 //! ```
 
+mod audit;
 mod connection;
 mod detach;
 mod io;
@@ -39,6 +40,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 pub use turn::{Responder, Turn};
@@ -46,8 +48,19 @@ pub use turn::{Responder, Turn};
 use crate::error::{Error, Result};
 use crate::middleware::Middleware;
 use crate::model::Model;
-use crate::session::{JsonStateCodec, SessionStore, Snapshot, SnapshotStatus, StateCodec};
+use crate::session::{
+    AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, StateCodec,
+};
 use crate::tool::Tool;
+
+/// The request-context key holding the authenticated principal (a string).
+/// Sessions belong to the principal that starts them.
+pub const PRINCIPAL: &str = "principal";
+
+/// The principal in a request context.
+pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
+    context.get(PRINCIPAL).and_then(Value::as_str)
+}
 
 /// What runs one turn of an agent. Prompt agents use a built-in handler;
 /// custom agents supply their own (see [`Agent::custom`]).
@@ -152,7 +165,7 @@ impl Agent {
     /// [`connect`](Self::connect) with a request context (the principal and
     /// anything else tools and middleware should see).
     pub async fn connect_with_context(&self, init: AgentInit, context: Map<String, Value>) -> Result<Connection> {
-        let session = load::load(&self.def, init).await?;
+        let session = load::load(&self.def, init, principal_of(&context)).await?;
         Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
     }
 
@@ -185,6 +198,51 @@ impl Agent {
     /// The latest snapshot of a session.
     pub async fn latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
         self.require_store()?.get_latest_snapshot(session_id).await
+    }
+
+    /// A stored snapshot by id, as `principal` may see it (`None` when it
+    /// belongs to someone else, so ids cannot be probed).
+    pub async fn snapshot_as(&self, snapshot_id: &str, principal: Option<&str>) -> Result<Option<Snapshot>> {
+        Ok(self.snapshot(snapshot_id).await?.filter(|s| s.visible_to(principal)))
+    }
+
+    /// The latest snapshot of a session, as `principal` may see it.
+    pub async fn latest_snapshot_as(&self, session_id: &str, principal: Option<&str>) -> Result<Option<Snapshot>> {
+        Ok(self
+            .latest_snapshot(session_id)
+            .await?
+            .filter(|s| s.visible_to(principal)))
+    }
+
+    /// [`abort`](Self::abort) on behalf of `principal`: another principal's
+    /// snapshot reads as unknown (`None`).
+    pub async fn abort_as(&self, snapshot_id: &str, principal: Option<&str>) -> Result<Option<SnapshotStatus>> {
+        if self.snapshot_as(snapshot_id, principal).await?.is_none() {
+            return Ok(None);
+        }
+        self.abort(snapshot_id).await
+    }
+
+    /// The paused calls of this agent's sessions that wait for an answer,
+    /// newest first. `query.agent` is set to this agent; set `owner` to list
+    /// one principal's, `session_id` for one session's.
+    pub async fn pending(&self, query: SnapshotQuery) -> Result<Vec<PendingApproval>> {
+        let query = SnapshotQuery {
+            agent: Some(self.def.name.clone()),
+            waiting_only: true,
+            ..query
+        };
+        let snapshots = self.require_store()?.list_snapshots(&query).await?;
+        Ok(snapshots.iter().flat_map(audit::pending_of).collect())
+    }
+
+    /// This agent's audit trail, newest first (`query.agent` is set to it).
+    pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {
+        let query = AuditQuery {
+            agent: Some(self.def.name.clone()),
+            ..query
+        };
+        self.require_store()?.list_audit(&query).await
     }
 
     /// Aborts a detached run. Returns the status the snapshot had (`None`

@@ -5,21 +5,21 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use chrono::Utc;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
-use super::AgentDef;
+use super::audit::{self, AuditContext};
 use super::detach::{self, AbortOnDrop, Detached};
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 use super::load::Session;
 use super::turn::{Responder, Turn};
+use super::{AgentDef, principal_of};
 use crate::error::{Error, Result};
 use crate::generate::validate_resume;
 use crate::message::{Message, Role};
 use crate::model::{FinishReason, GenerateChunk};
-use crate::session::{SessionState, SessionStore, Snapshot, SnapshotStatus};
+use crate::session::{SessionState, Snapshot, SnapshotStatus};
 
 /// The worker's ends of the connection's channels.
 pub(crate) struct WorkerIo {
@@ -71,28 +71,6 @@ fn output(
     })
 }
 
-/// Records the exactly-once claim on the snapshot being resumed.
-async fn claim(store: &Arc<dyn SessionStore>, snapshot_id: &str) -> Result<()> {
-    let id = snapshot_id.to_owned();
-    store
-        .save_snapshot(
-            Some(snapshot_id),
-            Box::new(move |existing| {
-                let Some(row) = existing else {
-                    return Err(Error::NotFound(format!("snapshot {id} not found")));
-                };
-                if row.resumed_at.is_some() {
-                    return Err(Error::Aborted(format!("snapshot {id} was already resumed")));
-                }
-                let mut next = row.clone();
-                next.resumed_at = Some(Utc::now());
-                Ok(Some(next))
-            }),
-        )
-        .await
-        .map(|_| ())
-}
-
 async fn run_turn(
     def: Arc<AgentDef>,
     session: Session,
@@ -109,7 +87,14 @@ async fn run_turn(
     if let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) {
         validate_resume(&session.state.messages, resume).map_err(|e| fail(e, false))?;
         if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
-            claim(store, id).await.map_err(|e| fail(e, false))?;
+            let ctx = AuditContext {
+                principal: principal_of(&context),
+                agent: &def.name,
+                session_id: &session.state.session_id,
+                snapshot_id: id,
+            };
+            let records = audit::records(&ctx, &session.state.messages, resume);
+            store.claim_resume(id, records).await.map_err(|e| fail(e, false))?;
             claimed = true;
         }
     }
@@ -131,6 +116,7 @@ async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, fini
         row.parent_id = session.snapshot_id.clone();
         row.finish_reason = Some(finish);
         row.agent = Some(def.name.clone());
+        row.owner = session.owner.clone();
         let saved = store
             .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
             .await?
@@ -152,6 +138,7 @@ async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error) {
     row.finish_reason = Some(FinishReason::Failed);
     row.error = Some(error.body());
     row.agent = Some(def.name.clone());
+    row.owner = session.owner.clone();
     match store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await {
         Ok(Some(saved)) => session.snapshot_id = Some(saved.snapshot_id),
         Ok(None) => {}

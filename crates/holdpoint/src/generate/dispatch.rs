@@ -42,7 +42,13 @@ impl Dispatcher {
     }
 
     /// Runs all calls concurrently; results come back in the calls' order.
+    ///
+    /// Every named tool must exist before any call starts, so a missing
+    /// tool fails the round without a sibling's side effects.
     pub async fn run_all(&self, calls: Vec<PlannedCall>, index: u32) -> Result<Vec<CallResult>> {
+        for call in &calls {
+            self.tool(&call.name)?;
+        }
         try_join_all(calls.into_iter().map(|c| self.run_one(c, index))).await
     }
 
@@ -58,6 +64,7 @@ impl Dispatcher {
             chunks: self.sink.clone(),
             index,
             request: Arc::clone(&self.context),
+            attached: Arc::default(),
         };
         let hook_call = ToolHookCall {
             name: call.name,

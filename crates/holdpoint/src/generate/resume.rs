@@ -217,6 +217,9 @@ pub(crate) async fn apply(
             let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?
                 .map(metadata::Marker::into_object)
                 .unwrap_or_default();
+            if target_stage.is_none() {
+                dispatcher.tool(&req.name)?.check_resume(&resumed)?;
+            }
             let replaced = directive.meta(metadata::REPLACED_INPUT).cloned();
             let input = directive
                 .as_tool_request()

@@ -222,6 +222,25 @@ impl Part {
             .map(Marker::into_object)
     }
 
+    /// When this paused request stops being answerable: the `expiresAt`
+    /// metadata key, or an `expiresAt` field of the interrupt data (RFC 3339).
+    pub fn expires_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let raw = self
+            .meta(metadata::EXPIRES_AT)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                self.meta(metadata::INTERRUPT)
+                    .or_else(|| self.meta(metadata::RESOLVED_INTERRUPT))
+                    .and_then(|d| d.get(metadata::EXPIRES_AT))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })?;
+        chrono::DateTime::parse_from_rfc3339(&raw)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
+
     /// The middleware that raised this hold, when one did.
     pub fn interrupted_by(&self) -> Option<&str> {
         self.meta(metadata::INTERRUPTED_BY).and_then(Value::as_str)

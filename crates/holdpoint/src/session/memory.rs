@@ -9,13 +9,15 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 
+use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{SessionStore, SnapshotUpdate, mint_id, prepare_row};
+use super::store::{SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};
 use crate::error::Result;
 
 #[derive(Default)]
 struct Rows {
     rows: HashMap<String, Snapshot>,
+    audit: Vec<AuditRecord>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>>,
 }
 
@@ -100,6 +102,39 @@ impl SessionStore for InMemoryStore {
             tx.send_replace(status);
         }
         Ok(Some(row))
+    }
+
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+        Ok(filter_snapshots(self.lock().rows.values(), query))
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
+        self.lock().audit.extend(records);
+        Ok(())
+    }
+
+    async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        let rows = self.lock();
+        Ok(rows
+            .audit
+            .iter()
+            .rev()
+            .filter(|r| query.matches(r))
+            .take(query.limit())
+            .cloned()
+            .collect())
+    }
+
+    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
+        let mut rows = self.lock();
+        let existing = rows.rows.get(snapshot_id);
+        let next = claim_update(snapshot_id)(existing)?;
+        if let Some(next) = next {
+            let row = prepare_row(snapshot_id, existing, next)?;
+            rows.rows.insert(snapshot_id.to_owned(), row);
+        }
+        rows.audit.extend(audit);
+        Ok(())
     }
 
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {

@@ -1,16 +1,18 @@
 //! Sessions: snapshots, the store trait, the in-memory store, custom-state
 //! patches and the codec of client-held state (SPEC §5).
 
+mod audit;
 mod codec;
 mod memory;
 pub mod patch;
 mod snapshot;
 mod store;
 
+pub use audit::{AuditDecision, AuditQuery, AuditRecord, SnapshotQuery, canonical_json, hash_json};
 pub use codec::{JsonStateCodec, StateCodec};
 pub use memory::InMemoryStore;
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, SessionState, Snapshot, SnapshotStatus, check_session_id,
     upsert_artifact,
 };
-pub use store::{SessionStore, SnapshotUpdate, mint_id, prepare_row};
+pub use store::{SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};

@@ -160,6 +160,10 @@ pub struct Snapshot {
     /// The agent that wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The principal that owns the session: no other principal may read,
+    /// resume, abort or list it. `None` for sessions started in-process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Application metadata (the server records the owning principal here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
@@ -186,6 +190,7 @@ impl Snapshot {
             state: Some(state),
             resumed_at: None,
             agent: None,
+            owner: None,
             metadata: None,
         }
     }
@@ -201,6 +206,24 @@ impl Snapshot {
             }
         }
         self.status
+    }
+
+    /// Whether `principal` may see this snapshot: unowned snapshots are
+    /// visible to everyone, owned ones only to their owner.
+    pub fn visible_to(&self, principal: Option<&str>) -> bool {
+        match (&self.owner, principal) {
+            (None, _) => true,
+            (Some(owner), Some(p)) => owner == p,
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Whether this snapshot is waiting for an answer: completed, ended
+    /// interrupted, and not yet claimed by a resume.
+    pub fn is_waiting(&self) -> bool {
+        self.status == SnapshotStatus::Completed
+            && self.finish_reason == Some(FinishReason::Interrupted)
+            && self.resumed_at.is_none()
     }
 
     /// This snapshot with its status as a reader should see it now.

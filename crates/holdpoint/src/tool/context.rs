@@ -1,7 +1,7 @@
 //! What a running tool sees (`ToolContext`) and what it may return besides
 //! its output (`ToolError`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -28,6 +28,7 @@ pub struct ToolContext {
     pub(crate) chunks: ChunkSink,
     pub(crate) index: u32,
     pub(crate) request: Arc<Map<String, Value>>,
+    pub(crate) attached: Arc<Mutex<Vec<Part>>>,
 }
 
 impl ToolContext {
@@ -84,6 +85,18 @@ impl ToolContext {
         let mut chunk = GenerateChunk::new(Role::Tool, vec![part]);
         chunk.index = Some(self.index);
         self.chunks.send(chunk);
+    }
+
+    /// Attaches an extra part (an image, a file, …) to this call's
+    /// response; it is sent as the response's `content` when the call
+    /// succeeds.
+    pub fn attach(&self, part: Part) {
+        self.attached.lock().unwrap_or_else(|e| e.into_inner()).push(part);
+    }
+
+    /// Takes the parts attached so far.
+    pub(crate) fn take_attached(&self) -> Vec<Part> {
+        std::mem::take(&mut *self.attached.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Builds the error that pauses this call with `data` (a JSON object).

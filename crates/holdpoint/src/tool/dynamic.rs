@@ -79,8 +79,12 @@ impl Tool for DynamicTool {
         if let Err(e) = self.input.check("input", &call.input) {
             return Ok(ToolOutcome::Failed(format!("tool \"{name}\": {e}")));
         }
+        let context = call.context.clone();
         match (self.f)(call.context, call.input).await {
-            Ok(output) => Ok(ToolOutcome::output(output)),
+            Ok(output) => Ok(ToolOutcome::Output {
+                output,
+                content: context.take_attached(),
+            }),
             Err(ToolError::Interrupt(data)) => Ok(ToolOutcome::Interrupt(data)),
             Err(ToolError::Fail(msg)) => Ok(ToolOutcome::Failed(msg)),
             Err(ToolError::Error(message)) => Err(Error::ToolFailed {

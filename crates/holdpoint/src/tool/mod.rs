@@ -65,4 +65,12 @@ pub trait Tool: Send + Sync {
     /// Checks an output supplied by a respond directive against the output
     /// schema (no check when the tool has none).
     fn check_output(&self, output: &Value) -> Result<()>;
+
+    /// Checks the resume data of a restart before any call of the resume
+    /// runs, so bad data fails the resume without a sibling's side effects.
+    /// The default accepts anything.
+    fn check_resume(&self, resumed: &Map<String, Value>) -> Result<()> {
+        let _ = resumed;
+        Ok(())
+    }
 }

@@ -206,11 +206,15 @@ where
             }
         };
         let resume = self.decode_resume(call.context.resumed())?;
+        let context = call.context.clone();
         match (self.inner.f)(call.context, input, resume).await {
             Ok(out) => {
                 let output = serde_json::to_value(out)
                     .map_err(|e| Error::Internal(format!("tool \"{name}\": output does not serialise: {e}")))?;
-                Ok(ToolOutcome::output(output))
+                Ok(ToolOutcome::Output {
+                    output,
+                    content: context.take_attached(),
+                })
             }
             Err(ToolError::Interrupt(data)) => Ok(ToolOutcome::Interrupt(data)),
             Err(ToolError::Fail(msg)) => Ok(ToolOutcome::Failed(msg)),
@@ -225,6 +229,10 @@ where
         self.inner
             .output
             .check(&format!("output for tool \"{}\"", self.inner.definition.name), output)
+    }
+
+    fn check_resume(&self, resumed: &Map<String, Value>) -> Result<()> {
+        self.decode_resume(Some(resumed)).map(drop)
     }
 }
 

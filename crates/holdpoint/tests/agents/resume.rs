@@ -279,3 +279,49 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
     assert_eq!(b.runs.load(Ordering::SeqCst), 1, "the transfer ran exactly once");
     let _ = Arc::clone(&b.runs);
 }
+
+#[tokio::test]
+async fn pending_listing_and_audit_trail_follow_the_decisions() {
+    use holdpoint::session::{AuditDecision, AuditQuery, SnapshotQuery};
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let pending = b.agent.pending(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    let p = &pending[0];
+    assert_eq!(p.tool, "transferMoney");
+    assert_eq!(p.session_id, paused.session_id);
+    assert_eq!(p.snapshot_id, paused.snapshot_id.clone().unwrap());
+    assert_eq!(p.interrupt["details"], json!("Transfer $500.00 to savings"));
+    assert_eq!(p.input["amount"], json!(500));
+    assert!(!p.expired);
+    // filters
+    let other = SnapshotQuery {
+        session_id: Some("someone-else".into()),
+        ..Default::default()
+    };
+    assert!(b.agent.pending(other).await.unwrap().is_empty());
+
+    let done = b
+        .agent
+        .run(
+            resume(vec![approve(&b.tool, &paused)]),
+            AgentInit::session(paused.session_id.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop);
+    assert!(
+        b.agent.pending(SnapshotQuery::default()).await.unwrap().is_empty(),
+        "answered calls leave the listing"
+    );
+    let audit = b.agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].decision, AuditDecision::Restart);
+    assert_eq!(audit[0].tool, "transferMoney");
+    assert_eq!(audit[0].snapshot_id, paused.snapshot_id.unwrap());
+    assert_eq!(
+        audit[0].input_hash,
+        holdpoint::session::hash_json(&json!({"amount": 500, "toAccount": "savings"}))
+    );
+}

@@ -198,3 +198,66 @@ async fn the_state_codec_encodes_and_checks_client_state() {
     let err = agent.connect(AgentInit::state(forged)).await.unwrap_err();
     assert_eq!(err.status(), Status::PermissionDenied);
 }
+
+fn as_principal(p: &str) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(holdpoint::agent::PRINCIPAL.into(), json!(p));
+    m
+}
+
+#[tokio::test]
+async fn another_principal_cannot_read_resume_or_abort_a_session() {
+    let agent = Agent::custom("owned", |t: Turn| async move {
+        t.reply_text("ok");
+        Ok(())
+    })
+    .store(Arc::new(InMemoryStore::new()))
+    .build()
+    .unwrap();
+    let conn = agent
+        .connect_with_context(AgentInit::new(), as_principal("alice"))
+        .await
+        .unwrap();
+    conn.send_text("mine").unwrap();
+    let out = conn.output().await.unwrap();
+    let snap = out.snapshot_id.clone().unwrap();
+    let stored = agent.snapshot(&snap).await.unwrap().unwrap();
+    assert_eq!(stored.owner.as_deref(), Some("alice"));
+
+    for init in [
+        AgentInit::snapshot(snap.clone()),
+        AgentInit::session(out.session_id.clone()),
+    ] {
+        let err = agent
+            .connect_with_context(init, as_principal("mallory"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), Status::NotFound, "{err}");
+    }
+    assert!(agent.snapshot_as(&snap, Some("mallory")).await.unwrap().is_none());
+    assert!(
+        agent
+            .latest_snapshot_as(&out.session_id, Some("mallory"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        agent.snapshot_as(&snap, None).await.unwrap().is_none(),
+        "anonymous callers see no owned session"
+    );
+    assert_eq!(agent.abort_as(&snap, Some("mallory")).await.unwrap(), None);
+    // the owner continues, and the next snapshot keeps the owner
+    let again = agent
+        .connect_with_context(AgentInit::snapshot(snap), as_principal("alice"))
+        .await
+        .unwrap();
+    again.send_text("still mine").unwrap();
+    let next = again.output().await.unwrap();
+    let row = agent
+        .snapshot(next.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.owner.as_deref(), Some("alice"));
+}

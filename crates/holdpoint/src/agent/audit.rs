@@ -1,0 +1,174 @@
+//! Audit records for a resume (SPEC §9.7) and pending-approval listings
+//! (SPEC §9.8).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::generate::Resume;
+use crate::message::{Message, Part, Role, metadata};
+use crate::session::{AuditDecision, AuditRecord, Snapshot, hash_json};
+
+/// The key of resume data that approves (`true`) or denies (`false`) an
+/// approval gate's hold.
+pub const TOOL_APPROVED: &str = "toolApproved";
+
+/// Context for the records of one resume.
+pub(crate) struct AuditContext<'a> {
+    pub principal: Option<&'a str>,
+    pub agent: &'a str,
+    pub session_id: &'a str,
+    pub snapshot_id: &'a str,
+}
+
+fn record(
+    ctx: &AuditContext<'_>,
+    request: &Part,
+    decision: AuditDecision,
+    reason: Option<String>,
+) -> Option<AuditRecord> {
+    let req = request.as_tool_request()?;
+    Some(AuditRecord {
+        id: uuid::Uuid::new_v4().to_string(),
+        at: Utc::now(),
+        principal: ctx.principal.map(str::to_owned),
+        agent: Some(ctx.agent.to_owned()),
+        session_id: ctx.session_id.to_owned(),
+        snapshot_id: ctx.snapshot_id.to_owned(),
+        tool: req.name.clone(),
+        reference: req.reference.clone(),
+        input_hash: hash_json(req.input.as_ref().unwrap_or(&Value::Null)),
+        decision,
+        reason,
+        held_by: request.interrupted_by().map(str::to_owned),
+    })
+}
+
+fn matching<'a>(pending: &'a Message, name: &str, reference: Option<&str>) -> Option<&'a Part> {
+    pending.content.iter().find(|p| {
+        p.as_tool_request()
+            .is_some_and(|r| r.name == name && r.reference.as_deref() == reference)
+    })
+}
+
+/// One record per directive of a validated resume.
+pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resume) -> Vec<AuditRecord> {
+    let Some(pending) = history.iter().rev().find(|m| m.role == Role::Model) else {
+        return Vec::new();
+    };
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for d in &resume.restart {
+        let Some(req) = d.as_tool_request() else { continue };
+        let Some(target) = matching(pending, &req.name, req.reference.as_deref()) else {
+            continue;
+        };
+        let data = metadata::marker(d.metadata.as_ref(), metadata::RESUMED)
+            .ok()
+            .flatten()
+            .map(metadata::Marker::into_object)
+            .unwrap_or_default();
+        let reason = data.get("reason").and_then(Value::as_str).map(str::to_owned);
+        let decision = if target.expires_at().is_some_and(|t| t <= now) {
+            AuditDecision::Expired
+        } else if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
+            if data.get(TOOL_APPROVED) == Some(&Value::Bool(true)) {
+                AuditDecision::Approve
+            } else {
+                AuditDecision::Deny
+            }
+        } else {
+            AuditDecision::Restart
+        };
+        out.extend(record(ctx, target, decision, reason));
+    }
+    for d in &resume.respond {
+        let Some(resp) = d.as_tool_response() else { continue };
+        let Some(target) = matching(pending, &resp.name, resp.reference.as_deref()) else {
+            continue;
+        };
+        let reason = d
+            .meta(metadata::INTERRUPT_RESPONSE)
+            .and_then(|v| v.get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let decision = if target.expires_at().is_some_and(|t| t <= now) {
+            AuditDecision::Expired
+        } else {
+            AuditDecision::Respond
+        };
+        out.extend(record(ctx, target, decision, reason));
+    }
+    out
+}
+
+/// A paused call waiting for an answer, as listings show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    /// The agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The session.
+    pub session_id: String,
+    /// The snapshot to resume.
+    pub snapshot_id: String,
+    /// The principal that owns the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The tool.
+    pub tool: String,
+    /// The call's ref.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The call's input.
+    #[serde(default)]
+    pub input: Value,
+    /// The interrupt data (e.g. `{"message": "Tool not in approved list: X"}`).
+    #[serde(default)]
+    pub interrupt: Map<String, Value>,
+    /// The middleware that raised the hold (absent for a tool's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
+    /// Since when it waits.
+    pub held_since: DateTime<Utc>,
+    /// When it stops being answerable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Whether `expires_at` has passed.
+    pub expired: bool,
+    /// The paused request part itself, to build a directive from.
+    pub part: Part,
+}
+
+/// The paused calls of a waiting snapshot.
+pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
+    let Some(state) = &snapshot.state else {
+        return Vec::new();
+    };
+    let Some(last) = state.messages.iter().rev().find(|m| m.role == Role::Model) else {
+        return Vec::new();
+    };
+    let now = Utc::now();
+    last.interrupts()
+        .filter_map(|part| {
+            let req = part.as_tool_request()?;
+            let expires_at = part.expires_at();
+            Some(PendingApproval {
+                agent: snapshot.agent.clone(),
+                session_id: snapshot.session_id.clone(),
+                snapshot_id: snapshot.snapshot_id.clone(),
+                owner: snapshot.owner.clone(),
+                tool: req.name.clone(),
+                reference: req.reference.clone(),
+                input: req.input.clone().unwrap_or(Value::Null),
+                interrupt: part.interrupt_data().unwrap_or_default(),
+                interrupted_by: part.interrupted_by().map(str::to_owned),
+                held_since: snapshot.created_at,
+                expires_at,
+                expired: expires_at.is_some_and(|t| t <= now),
+                part: part.clone(),
+            })
+        })
+        .collect()
+}
