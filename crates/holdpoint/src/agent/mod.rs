@@ -84,6 +84,7 @@ where
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct AgentDef {
     pub name: String,
     pub description: Option<String>,
@@ -148,6 +149,19 @@ impl Agent {
     /// The agent's description.
     pub fn description(&self) -> Option<&str> {
         self.def.description.as_deref()
+    }
+
+    /// The same agent with another state codec (a server installs its
+    /// signing codec this way).
+    pub fn with_state_codec(&self, codec: Arc<dyn StateCodec>) -> Agent {
+        let mut def = (*self.def).clone();
+        def.codec = codec;
+        Agent { def: Arc::new(def) }
+    }
+
+    /// Whether the agent keeps sessions in a store (server-managed state).
+    pub fn is_server_managed(&self) -> bool {
+        self.def.store.is_some()
     }
 
     /// The session store, for server-managed agents.
