@@ -294,7 +294,7 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
             ));
         };
         message.role = Role::Model;
-        // assign_refs(&mut message);
+        assign_refs(&mut message);
         history.push(message.clone());
         lp.index += 1;
 

@@ -266,7 +266,7 @@ pub(crate) async fn apply(
             Action::Pending(value) => {
                 part.remove_meta(metadata::PENDING_OUTPUT);
                 let mut resp = Part::tool_response(name, reference, Some(value));
-                
+                resp.set_meta(metadata::SOURCE, Value::String("pending".into()));
                 responses.push(Some(resp));
             }
             Action::Respond(answer) => responses.push(Some(answer)),
