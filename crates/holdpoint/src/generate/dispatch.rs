@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
-use crate::message::{Part, PartKind, metadata};
+use crate::message::{Message, Part, PartKind, metadata};
 use crate::middleware::{Chain, HeldBy, RestartPlan, ToolHookCall};
 use crate::model::ChunkSink;
 use crate::tool::{Tool, ToolContext, ToolOutcome};
@@ -45,14 +45,18 @@ impl Dispatcher {
     ///
     /// Every named tool must exist before any call starts, so a missing
     /// tool fails the round without a sibling's side effects.
-    pub async fn run_all(&self, calls: Vec<PlannedCall>, index: u32) -> Result<Vec<CallResult>> {
+    pub async fn run_all(&self, calls: Vec<PlannedCall>, index: u32, history: &[Message]) -> Result<Vec<CallResult>> {
         for call in &calls {
             self.tool(&call.name)?;
         }
-        try_join_all(calls.into_iter().map(|c| self.run_one(c, index))).await
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let history = Arc::new(history.to_vec());
+        try_join_all(calls.into_iter().map(|c| self.run_one(c, index, Arc::clone(&history)))).await
     }
 
-    async fn run_one(&self, call: PlannedCall, index: u32) -> Result<CallResult> {
+    async fn run_one(&self, call: PlannedCall, index: u32, history: Arc<Vec<Message>>) -> Result<CallResult> {
         let tool = self.tool(&call.name)?;
         let span =
             tracing::debug_span!("tool_call", tool = %call.name, r#ref = call.reference.as_deref().unwrap_or(""));
@@ -74,6 +78,8 @@ impl Dispatcher {
             original_input: None,
             released: false,
             context: Arc::clone(&self.context),
+            interrupt: None,
+            history,
         };
         let (outcome, held_by) = self
             .chain

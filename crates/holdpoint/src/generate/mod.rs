@@ -325,7 +325,7 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
         }
         rounds += 1;
 
-        let results = lp.dispatcher.run_all(calls, lp.index).await?;
+        let results = lp.dispatcher.run_all(calls, lp.index, &history).await?;
         let paused = results.iter().any(|r| matches!(r.outcome, ToolOutcome::Interrupt(_)));
         if paused {
             if let Some(last) = history.last_mut() {

@@ -153,6 +153,7 @@ pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
 
 enum Action {
     Pending(Value),
+    Expired(chrono::DateTime<chrono::Utc>),
     Respond(Part),
     Restart(usize),
 }
@@ -172,6 +173,8 @@ pub(crate) async fn apply(
     dispatcher: &Dispatcher,
     index: u32,
 ) -> Result<Applied> {
+    let snapshot_of_history: Vec<Message> = history.to_vec();
+    let now = chrono::Utc::now();
     let Some(last) = history.last_mut() else {
         return Err(Error::FailedPrecondition("cannot resume: the history is empty".into()));
     };
@@ -194,8 +197,11 @@ pub(crate) async fn apply(
                 .is_some_and(|r| r.name == req.name && r.reference.as_deref() == reference)
         });
         let restart = resume.restart.iter().find(|p| same_call(p, &req.name, reference));
+        let expired = part.expires_at().filter(|t| *t <= now);
         let action = if let Some(pending) = part.meta(metadata::PENDING_OUTPUT).filter(|v| !v.is_null()) {
             Action::Pending(pending.clone())
+        } else if let (Some(at), true) = (expired, respond.is_some() || restart.is_some()) {
+            Action::Expired(at)
         } else if let Some(resp) = respond {
             let output = resp
                 .as_tool_response()
@@ -234,6 +240,7 @@ pub(crate) async fn apply(
                     resumed: Some(resumed),
                     input_replaced: replaced.is_some(),
                     original_input: replaced,
+                    interrupt: part.interrupt_data(),
                 },
             });
             Action::Restart(calls.len() - 1)
@@ -248,7 +255,7 @@ pub(crate) async fn apply(
 
     let inputs: Vec<Value> = calls.iter().map(|c| c.input.clone()).collect();
     let replaced: Vec<Option<Value>> = calls.iter().map(|c| c.plan.original_input.clone()).collect();
-    let results = dispatcher.run_all(calls, index).await?;
+    let results = dispatcher.run_all(calls, index, &snapshot_of_history).await?;
 
     let mut responses: Vec<Option<Part>> = Vec::with_capacity(actions.len());
     let mut repaused = false;
@@ -270,6 +277,13 @@ pub(crate) async fn apply(
                 responses.push(Some(resp));
             }
             Action::Respond(answer) => responses.push(Some(answer)),
+            Action::Expired(at) => {
+                let msg = format!(
+                    "approval expired: the answer came after {}; the call was not run",
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                );
+                responses.push(dispatch::response_part(&name, reference.as_deref(), &ToolOutcome::Failed(msg)));
+            }
             Action::Restart(i) => {
                 if let Some(original) = &replaced[i] {
                     if let Some(r) = part.as_tool_request_mut() {

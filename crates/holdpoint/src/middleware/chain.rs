@@ -28,6 +28,8 @@ pub(crate) struct RestartPlan {
     pub resumed: Option<Map<String, Value>>,
     pub original_input: Option<Value>,
     pub input_replaced: bool,
+    /// The interrupt data of the hold being answered.
+    pub interrupt: Option<Map<String, Value>>,
 }
 
 /// The middleware of one generation, with their labels (`name`, then
@@ -180,11 +182,9 @@ impl ToolNext<'_> {
                     None => true,
                     Some(t) => t > here,
                 };
-                call.resumed = if is_restart && self.plan.target_stage == Some(here) {
-                    self.plan.resumed.clone()
-                } else {
-                    None
-                };
+                let is_target = is_restart && self.plan.target_stage == Some(here);
+                call.resumed = if is_target { self.plan.resumed.clone() } else { None };
+                call.interrupt = if is_target { self.plan.interrupt.clone() } else { None };
                 call.released = is_restart && !self.plan.input_replaced && target_is_inner;
                 call.original_input = self.plan.original_input.clone();
                 let next = ToolNext {

@@ -18,6 +18,7 @@ pub(crate) use chain::{Chain, HeldBy, RestartPlan};
 pub use chain::{ModelNext, ToolNext};
 
 use crate::error::Result;
+use crate::message::Message;
 use crate::model::{GenerateRequest, GenerateResponse};
 use crate::tool::ToolOutcome;
 
@@ -39,6 +40,11 @@ pub struct ToolHookCall {
     pub released: bool,
     /// The request context (principal, …).
     pub context: Arc<Map<String, Value>>,
+    /// On a restart of this stage's hold: the interrupt data it raised.
+    pub interrupt: Option<Map<String, Value>>,
+    /// The conversation so far in this generation (the model message that
+    /// asked for this call is last).
+    pub history: Arc<Vec<Message>>,
 }
 
 /// A hook around model and tool calls. Every method has a pass-through
