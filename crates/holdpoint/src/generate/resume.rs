@@ -227,10 +227,11 @@ pub(crate) async fn apply(
                 dispatcher.tool(&req.name)?.check_resume(&resumed)?;
             }
             let replaced = directive.meta(metadata::REPLACED_INPUT).cloned();
+            // A request without input ran with `{}` (as in the main loop).
             let input = directive
                 .as_tool_request()
                 .and_then(|r| r.input.clone())
-                .unwrap_or(Value::Null);
+                .unwrap_or_else(|| Value::Object(Map::new()));
             calls.push(PlannedCall {
                 name: req.name.clone(),
                 reference: req.reference.clone(),
@@ -282,7 +283,11 @@ pub(crate) async fn apply(
                     "approval expired: the answer came after {}; the call was not run",
                     at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 );
-                responses.push(dispatch::response_part(&name, reference.as_deref(), &ToolOutcome::Failed(msg)));
+                responses.push(dispatch::response_part(
+                    &name,
+                    reference.as_deref(),
+                    &ToolOutcome::Failed(msg),
+                ));
             }
             Action::Restart(i) => {
                 if let Some(original) = &replaced[i] {

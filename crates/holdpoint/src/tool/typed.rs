@@ -155,7 +155,7 @@ where
         if req.name != self.inner.definition.name || !part.is_interrupt() || part.interrupted_by().is_some() {
             return None;
         }
-        let input: In = serde_json::from_value(req.input.clone().unwrap_or(Value::Null)).ok()?;
+        let input: In = serde_json::from_value(req.input.clone().unwrap_or_else(|| Value::Object(Map::new()))).ok()?;
         Some(Interrupted {
             input,
             part: part.clone(),

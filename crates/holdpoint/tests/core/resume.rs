@@ -871,3 +871,52 @@ fn resume_decodes_from_json_and_sorts_parts_by_kind() {
     assert!(serde_json::from_str::<Resume>(r#"{"restart":[],"extra":1}"#).is_err());
     assert!(Resume::default().is_empty());
 }
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+struct Options {
+    #[serde(default)]
+    verbose: bool,
+}
+
+#[tokio::test]
+async fn request_without_input_is_claimed_and_restarted_like_an_empty_object() {
+    let inputs: Arc<std::sync::Mutex<Vec<Options>>> = Arc::default();
+    let i2 = Arc::clone(&inputs);
+    let confirm = ResumableTool::<Options, String, Step>::define(
+        "confirm",
+        "asks first",
+        move |ctx: ToolContext, o: Options, res: Option<Step>| {
+            let i2 = Arc::clone(&i2);
+            async move {
+                i2.lock().unwrap().push(o);
+                match res {
+                    None => Err(ctx.interrupt(json!({"ask": "sure?"}))),
+                    Some(_) => Ok("confirmed".to_owned()),
+                }
+            }
+        },
+    )
+    .unwrap();
+    // The model omits `input` altogether.
+    let m = model([
+        turn(vec![Part::tool_request("confirm", None, None)]),
+        ScriptedTurn::text("ok"),
+    ]);
+    let g = start(&m, vec![confirm.clone().into_tool()], "go").await.unwrap();
+    assert!(g.is_interrupted());
+    let call = confirm
+        .interrupted(&g.response.interrupts()[0])
+        .expect("a request without input must be claimable when {} decodes");
+    assert_eq!(call.input, Options::default());
+    let done = resume(
+        &m,
+        vec![confirm.into_tool()],
+        &g,
+        vec![call.restart(None).unwrap()],
+        vec![],
+    )
+    .await
+    .unwrap();
+    assert_eq!(output(&responses(&done.messages[2])[0]), json!("confirmed"));
+    assert_eq!(inputs.lock().unwrap().len(), 2);
+}
