@@ -7,6 +7,7 @@
 //! stages outside it see the call as [`ToolHookCall::released`] unless the
 //! input was replaced.
 
+mod approval;
 mod chain;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub use approval::{ApprovalHold, DENIED, TOOL_APPROVAL, ToolApproval, Verdict};
 pub(crate) use chain::{Chain, HeldBy, RestartPlan};
 pub use chain::{ModelNext, ToolNext};
 

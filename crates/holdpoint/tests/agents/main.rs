@@ -2,6 +2,7 @@
 //! detach and abort, client-held state, custom agents.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod approval;
 mod connection;
 mod detach;
 mod resume;
