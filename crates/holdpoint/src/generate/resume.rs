@@ -198,7 +198,10 @@ pub(crate) async fn apply(
         });
         let restart = resume.restart.iter().find(|p| same_call(p, &req.name, reference));
         let expired = part.expires_at().filter(|t| *t <= now);
-        let action = if let Some(pending) = part.meta(metadata::PENDING_OUTPUT).filter(|v| !v.is_null()) {
+        // `pendingOutput` holds a finished call's output, which may itself be
+        // null; a call still marked paused needs an answer regardless.
+        let pending = part.meta(metadata::PENDING_OUTPUT).filter(|_| !part.is_interrupt());
+        let action = if let Some(pending) = pending {
             Action::Pending(pending.clone())
         } else if let (Some(at), true) = (expired, respond.is_some() || restart.is_some()) {
             Action::Expired(at)

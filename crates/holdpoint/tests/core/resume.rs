@@ -920,3 +920,36 @@ async fn request_without_input_is_claimed_and_restarted_like_an_empty_object() {
     assert_eq!(output(&responses(&done.messages[2])[0]), json!("confirmed"));
     assert_eq!(inputs.lock().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn finished_sibling_with_a_null_output_is_replayed_on_resume() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r2 = Arc::clone(&runs);
+    let lookup = holdpoint::tool("lookup", "may find nothing", move |_ctx: ToolContext, _a: Account| {
+        let r2 = Arc::clone(&r2);
+        async move {
+            r2.fetch_add(1, Ordering::SeqCst);
+            Ok(None::<String>)
+        }
+    });
+    let log = log();
+    let tools: Vec<Arc<dyn Tool>> = vec![lookup.into_tool(), transfer_tool(log.clone()).into_tool()];
+    let m = model([
+        calls(&[("lookup", json!({"account": "a"})), ("transfer", BOB())]),
+        ScriptedTurn::text("ok"),
+    ]);
+    let g = start(&m, tools.clone(), "go").await.unwrap();
+    let reqs = requests(g.messages.last().unwrap());
+    assert_eq!(reqs[0].meta(metadata::PENDING_OUTPUT), Some(&Value::Null));
+    // The null survives the wire.
+    let wire: Vec<Message> = serde_json::from_str(&serde_json::to_string(&g.messages).unwrap()).unwrap();
+    assert_eq!(wire, g.messages);
+    let call = transfer_tool(log).interrupted(&reqs[1]).unwrap();
+    let done = resume(&m, tools, &g, vec![call.restart(Some(approved())).unwrap()], vec![])
+        .await
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let resps = responses(&done.messages[2]);
+    assert_eq!(resps[0].as_tool_response().unwrap().output, Some(Value::Null));
+    assert_eq!(resps[0].meta(metadata::SOURCE), Some(&json!("pending")));
+}
