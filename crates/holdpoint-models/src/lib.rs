@@ -1,0 +1,84 @@
+//! Model providers for Holdpoint: thin adapters over reqwest and serde
+//! that implement [`holdpoint::Model`] for Google's Gemini API, OpenAI's
+//! Chat Completions (and the servers that speak it: Ollama, vLLM,
+//! llama.cpp) and Anthropic's Messages API. No provider SDKs.
+//!
+//! # How the pieces fit
+//!
+//! - [`resolve_model`] turns a `provider/model` name
+//!   (`googleai/gemini-flash-latest`, `openai/gpt-4o-mini`,
+//!   `anthropic/claude-sonnet-4-5`, `ollama/llama3.2`,
+//!   `openai-compatible/qwen2.5`) into an `Arc<dyn Model>`, with keys and
+//!   base URLs from the environment ([`registry`] lists the variables).
+//!   [`first_available_provider`] names a default model for the first
+//!   provider whose key is set.
+//! - [`Registry`] does the same from explicit configs ([`GeminiConfig`],
+//!   [`OpenAiConfig`], [`AnthropicConfig`]), so tests and applications can
+//!   point a provider at any base URL with any key, without env vars.
+//! - Each model maps a [`GenerateRequest`](holdpoint::GenerateRequest)
+//!   faithfully: the system prompt (leading `system` messages), the
+//!   history, tool declarations (schemas shaped to what the provider
+//!   accepts), parallel tool calls, tool results (soft failures included),
+//!   and config with Genkit's names (`temperature`, `maxOutputTokens`,
+//!   `stopSequences`, `topP`, …). When the [`ChunkSink`](holdpoint::model::ChunkSink)
+//!   listens, it uses the provider's streaming endpoint, sends a chunk per
+//!   text delta, and assembles streamed tool-call arguments into whole
+//!   tool requests; the final response holds the full message, finish
+//!   reason and usage.
+//! - Failures carry a [`Status`](holdpoint::Status): 401
+//!   `UNAUTHENTICATED`, 403 `PERMISSION_DENIED`, 429 `RESOURCE_EXHAUSTED`
+//!   and 5xx `UNAVAILABLE` after retries that honour `Retry-After`
+//!   ([`HttpOptions`]), each with the provider's own message; a malformed
+//!   or truncated stream is `INTERNAL`. Keys ([`ApiKey`]) never appear in
+//!   `Debug` output, logs or error messages.
+//!
+//! # Features
+//!
+//! | feature | adds | default |
+//! |---|---|---|
+//! | `gemini` | [`GeminiModel`] (`googleai/…`) | yes |
+//! | `openai` | [`OpenAiModel`] (`openai/…`, `ollama/…`, `openai-compatible/…`) | yes |
+//! | `anthropic` | [`AnthropicModel`] (`anthropic/…`) | yes |
+//!
+//! # Example
+//!
+//! ```no_run
+//! use holdpoint::{generate, GenerateOptions, Message};
+//! # async fn run() -> holdpoint::Result<()> {
+//! let model = holdpoint_models::resolve_model("googleai/gemini-flash-latest")?;
+//! let out = generate(GenerateOptions::new(model).messages(vec![Message::user_text("Hello!")])).await?;
+//! println!("{}", out.response.text());
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+// Helpers shared by the providers go partly unused when a build leaves some out.
+#![cfg_attr(
+    not(all(feature = "gemini", feature = "openai", feature = "anthropic")),
+    allow(dead_code, unused)
+)]
+
+mod config;
+mod content;
+mod http;
+mod key;
+pub mod registry;
+mod schema;
+mod sse;
+
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
+#[cfg(feature = "gemini")]
+pub mod gemini;
+#[cfg(feature = "openai")]
+pub mod openai;
+
+#[cfg(feature = "anthropic")]
+pub use anthropic::{AnthropicConfig, AnthropicModel};
+#[cfg(feature = "gemini")]
+pub use gemini::{GeminiConfig, GeminiModel};
+pub use http::HttpOptions;
+pub use key::ApiKey;
+#[cfg(feature = "openai")]
+pub use openai::{MaxTokensField, OpenAiConfig, OpenAiModel};
+pub use registry::{Registry, first_available_provider, resolve_model};

@@ -1,0 +1,18 @@
+//! Provider adapters against loopback servers that speak each provider's
+//! wire format. No live network.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(
+    not(all(feature = "gemini", feature = "openai", feature = "anthropic")),
+    allow(dead_code, unused_imports)
+)]
+
+mod support;
+
+#[cfg(feature = "anthropic")]
+mod anthropic;
+#[cfg(all(feature = "gemini", feature = "openai", feature = "anthropic"))]
+mod errors;
+#[cfg(feature = "gemini")]
+mod gemini;
+#[cfg(feature = "openai")]
+mod openai;
