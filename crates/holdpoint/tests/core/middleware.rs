@@ -675,3 +675,75 @@ async fn model_hooks_nest_outermost_first_and_may_rewrite() {
     assert_eq!(sent, ["go", "note from a", "note from b"]);
     assert_eq!(g.response.text(), "hi [b] [a]");
 }
+
+#[tokio::test]
+async fn stages_see_the_original_input_of_a_revised_restart() {
+    type Originals = Arc<Mutex<Vec<(Value, Option<Value>)>>>;
+    struct Watch(Originals);
+    #[async_trait]
+    impl Middleware for Watch {
+        fn name(&self) -> &str {
+            "watch"
+        }
+        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((call.input.clone(), call.original_input.clone()));
+            next.run(call).await
+        }
+    }
+    let originals: Originals = Arc::default();
+    let log = log();
+    let tool = transfer_tool(log.clone());
+    let chain = || -> Vec<Arc<dyn Middleware>> { vec![Arc::new(Watch(Arc::clone(&originals)))] };
+    let m = model([
+        calls(&[("transfer", json!({"to": "bob", "amount": 5.0}))]),
+        ScriptedTurn::text("ok"),
+    ]);
+    let g = run_with(
+        &m,
+        vec![tool.clone().into_tool()],
+        chain(),
+        vec![Message::user_text("go")],
+        None,
+    )
+    .await
+    .unwrap();
+    let call = tool.interrupted(&g.response.interrupts()[0]).unwrap();
+    let revised = call
+        .restart_with_input(
+            Transfer {
+                to: "bob".into(),
+                amount: 1.0,
+            },
+            Some(Approval {
+                approved: true,
+                level: 1,
+            }),
+        )
+        .unwrap();
+    run_with(
+        &m,
+        vec![tool.into_tool()],
+        chain(),
+        g.messages.clone(),
+        Some(Resume {
+            restart: vec![revised],
+            respond: vec![],
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        *originals.lock().unwrap(),
+        vec![
+            (json!({"to": "bob", "amount": 5.0}), None),
+            (
+                json!({"to": "bob", "amount": 1.0}),
+                Some(json!({"to": "bob", "amount": 5.0}))
+            ),
+        ]
+    );
+    assert_eq!(seen(&log)[1].input.amount, 1.0);
+}

@@ -953,3 +953,35 @@ async fn finished_sibling_with_a_null_output_is_replayed_on_resume() {
     assert_eq!(resps[0].as_tool_response().unwrap().output, Some(Value::Null));
     assert_eq!(resps[0].meta(metadata::SOURCE), Some(&json!("pending")));
 }
+
+#[tokio::test]
+async fn revised_call_that_pauses_again_can_be_restarted_with_its_new_input() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let w = wizard(runs.clone());
+    let m = model([calls(&[("wizard", json!({"account": "a"}))]), ScriptedTurn::text("ok")]);
+    let tools: Vec<Arc<dyn Tool>> = vec![w.clone().into_tool()];
+    let g = start(&m, tools.clone(), "go").await.unwrap();
+    let call = w.interrupted(&g.response.interrupts()[0]).unwrap();
+    let revised = call
+        .restart_with_input(Account { account: "b".into() }, Some(Step { step: 1 }))
+        .unwrap();
+    let g2 = resume(&m, tools.clone(), &g, vec![revised], vec![]).await.unwrap();
+    assert!(g2.is_interrupted());
+    let paused = &g2.response.interrupts()[0];
+    // The paused request now carries the revised input and remembers the original.
+    assert_eq!(paused.as_tool_request().unwrap().input, Some(json!({"account": "b"})));
+    assert_eq!(paused.meta(metadata::REPLACED_INPUT), Some(&json!({"account": "a"})));
+    let again = w.interrupted(paused).unwrap();
+    assert_eq!(again.input.account, "b");
+    let done = resume(
+        &m,
+        tools,
+        &g2,
+        vec![again.restart(Some(Step { step: 2 })).unwrap()],
+        vec![],
+    )
+    .await
+    .unwrap();
+    assert_eq!(output(&responses(&done.messages[2])[0]), json!("b finished at 2"));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}
