@@ -19,7 +19,7 @@ use crate::message::{Message, Part};
 
 enum OutputSlot {
     Waiting(oneshot::Receiver<Result<AgentOutput>>),
-    Done(Result<AgentOutput>),
+    Done(Box<Result<AgentOutput>>),
 }
 
 /// A live conversation with an agent.
@@ -171,12 +171,12 @@ impl Connection {
                 }
                 Err(_) => Err(Error::Internal("the agent stopped without an output".into())),
             };
-            *slot = OutputSlot::Done(out);
+            *slot = OutputSlot::Done(Box::new(out));
             let mut chunks = self.chunks.lock().await;
             while chunks.try_recv().is_ok() {}
         }
         match &*slot {
-            OutputSlot::Done(out) => out.clone(),
+            OutputSlot::Done(out) => (**out).clone(),
             OutputSlot::Waiting(_) => Err(Error::Internal("output not settled".into())),
         }
     }

@@ -183,11 +183,33 @@ impl Agent {
         Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
     }
 
-    /// Runs one input on a new connection and returns its output.
+    /// Runs one input in a new or loaded session and returns its output.
     pub async fn run(&self, input: AgentInput, init: AgentInit) -> Result<AgentOutput> {
-        let conn = self.connect(init).await?;
-        conn.send(input)?;
-        conn.output().await
+        self.run_with_context(input, init, Map::new()).await
+    }
+
+    /// [`run`](Self::run) with a request context (principal, …).
+    pub async fn run_with_context(
+        &self,
+        input: AgentInput,
+        init: AgentInit,
+        context: Map<String, Value>,
+    ) -> Result<AgentOutput> {
+        input.validate()?;
+        let session = load::load(&self.def, init, principal_of(&context)).await?;
+        let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input);
+        tokio::select! {
+            biased;
+            () = &mut work => {}
+            out = &mut output => {
+                // Detached: the output is out, the run goes on in the background.
+                tokio::spawn(work);
+                return out.unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())));
+            }
+        }
+        output
+            .await
+            .unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
     }
 
     /// Runs one user text in a new conversation.

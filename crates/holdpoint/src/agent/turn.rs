@@ -27,6 +27,13 @@ impl Responder {
         }
     }
 
+    /// A responder nobody listens to (single-shot runs).
+    pub(crate) fn disconnected() -> Self {
+        Responder {
+            tx: Arc::new(Mutex::new(None)),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<mpsc::UnboundedSender<AgentStreamChunk>>> {
         self.tx.lock().unwrap_or_else(|e| e.into_inner())
     }

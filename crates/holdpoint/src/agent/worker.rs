@@ -2,6 +2,9 @@
 //! turn, persists it, then announces it (SPEC §4, §9.1, §9.2).
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use super::audit::{self, AuditContext};
-use super::detach::{self, AbortOnDrop, Detached};
+use super::detach::{self, Detached};
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 use super::load::Session;
 use super::turn::{Responder, Turn};
@@ -146,6 +149,14 @@ async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error) {
     }
 }
 
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 fn turn_end(responder: &Responder, finish_reason: FinishReason, snapshot_id: Option<String>) {
     responder.send(AgentStreamChunk {
         turn_end: Some(TurnEnd {
@@ -168,6 +179,32 @@ struct Worker {
     abort_rx: watch::Receiver<bool>,
     last_message: Option<Message>,
     last_finish: FinishReason,
+}
+
+/// A worker's whole run, as a future to drive or spawn.
+pub(crate) type WorkerFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// A worker for one input with nobody listening to chunks: the future to
+/// drive, and where its output arrives. `Agent::run` drives it in the
+/// caller's task and only spawns what is left after a detach.
+pub(crate) fn single(
+    def: Arc<AgentDef>,
+    session: Session,
+    context: Arc<Map<String, Value>>,
+    input: AgentInput,
+) -> (WorkerFuture, oneshot::Receiver<Result<AgentOutput>>) {
+    let (input_tx, input_rx) = mpsc::unbounded_channel();
+    // The receiver is alive: the send cannot fail.
+    let _ = input_tx.send(input);
+    drop(input_tx);
+    let (output_tx, output_rx) = oneshot::channel();
+    let io = WorkerIo {
+        inputs: input_rx,
+        responder: Responder::disconnected(),
+        output: Some(output_tx),
+        ended: Arc::new(AtomicBool::new(false)),
+    };
+    (Box::pin(run(def, session, context, io)), output_rx)
 }
 
 /// Runs the worker until its inputs end, it fails, or it is aborted.
@@ -247,21 +284,26 @@ impl Worker {
                 continue;
             }
             let before = self.session.clone();
-            let mut task = AbortOnDrop(tokio::spawn(
-                run_turn(
-                    Arc::clone(&self.def),
-                    self.session.clone(),
-                    input,
-                    self.io.responder.clone(),
-                    Arc::clone(&self.context),
+            // The turn runs inside this task (no spawn per turn); a panic in
+            // a tool or handler becomes a failed turn instead of a lost worker.
+            let mut task = Box::pin(
+                AssertUnwindSafe(
+                    run_turn(
+                        Arc::clone(&self.def),
+                        self.session.clone(),
+                        input,
+                        self.io.responder.clone(),
+                        Arc::clone(&self.context),
+                    )
+                    .instrument(tracing::info_span!("turn")),
                 )
-                .instrument(tracing::info_span!("turn")),
-            ));
+                .catch_unwind(),
+            );
             let result: TurnResult = loop {
                 tokio::select! {
-                    joined = &mut task.0 => {
-                        break joined.unwrap_or_else(|e| Err(TurnFailure {
-                            error: Error::Internal(format!("the turn task stopped: {e}")),
+                    joined = &mut task => {
+                        break joined.unwrap_or_else(|panic| Err(TurnFailure {
+                            error: Error::Internal(format!("the turn panicked: {}", panic_message(&*panic))),
                             claimed: false,
                             seam: None,
                         }));

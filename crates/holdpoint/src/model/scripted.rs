@@ -52,6 +52,7 @@ type Handler = dyn Fn(&GenerateRequest, usize) -> Option<ScriptedTurn> + Send + 
 struct Script {
     queue: VecDeque<ScriptedTurn>,
     requests: Vec<GenerateRequest>,
+    calls: usize,
     given: usize,
 }
 
@@ -75,6 +76,7 @@ pub struct ScriptedModel {
     name: String,
     script: Arc<Mutex<Script>>,
     handler: Option<Arc<Handler>>,
+    recording: bool,
 }
 
 impl ScriptedModel {
@@ -84,6 +86,7 @@ impl ScriptedModel {
             name: name.into(),
             script: Arc::default(),
             handler: None,
+            recording: true,
         }
     }
 
@@ -105,6 +108,14 @@ impl ScriptedModel {
         self.script.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Stops recording requests (for benchmarks and long demos, where the
+    /// record would grow without bound). [`requests`](Self::requests) then
+    /// stays empty.
+    pub fn without_recording(mut self) -> Self {
+        self.recording = false;
+        self
+    }
+
     /// Queues one turn.
     pub fn push(&self, turn: ScriptedTurn) {
         let mut s = self.lock();
@@ -118,6 +129,7 @@ impl ScriptedModel {
         s.queue = turns.into_iter().collect();
         s.given = s.queue.len();
         s.requests.clear();
+        s.calls = 0;
     }
 
     /// Every request received so far, in order.
@@ -140,8 +152,11 @@ impl Model for ScriptedModel {
     async fn generate(&self, request: GenerateRequest, chunks: ChunkSink) -> Result<GenerateResponse> {
         let turn = {
             let mut s = self.lock();
-            let index = s.requests.len();
-            s.requests.push(request.clone());
+            let index = s.calls;
+            s.calls += 1;
+            if self.recording {
+                s.requests.push(request.clone());
+            }
             let from_handler = self.handler.as_ref().and_then(|h| h(&request, index));
             match from_handler.or_else(|| s.queue.pop_front()) {
                 Some(turn) => turn,

@@ -17,6 +17,8 @@ use crate::error::Result;
 #[derive(Default)]
 struct Rows {
     rows: HashMap<String, Snapshot>,
+    /// Snapshot ids by session, for `get_latest_snapshot`.
+    by_session: HashMap<String, Vec<String>>,
     audit: Vec<AuditRecord>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>>,
 }
@@ -73,15 +75,14 @@ impl SessionStore for InMemoryStore {
 
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
         let rows = self.lock();
-        let latest = rows
-            .rows
-            .values()
-            .filter(|s| s.session_id == session_id)
-            .max_by(|a, b| {
-                a.created_at
-                    .cmp(&b.created_at)
-                    .then_with(|| a.snapshot_id.cmp(&b.snapshot_id))
-            });
+        let Some(ids) = rows.by_session.get(session_id) else {
+            return Ok(None);
+        };
+        let latest = ids.iter().filter_map(|id| rows.rows.get(id)).max_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.snapshot_id.cmp(&b.snapshot_id))
+        });
         Ok(latest.cloned().map(Snapshot::as_read))
     }
 
@@ -97,6 +98,12 @@ impl SessionStore for InMemoryStore {
         };
         let row = prepare_row(&id, existing, next)?;
         let status = row.status;
+        if existing.is_none() {
+            rows.by_session
+                .entry(row.session_id.clone())
+                .or_default()
+                .push(id.clone());
+        }
         rows.rows.insert(id.clone(), row.clone());
         if let Some(tx) = rows.watchers.get(&id) {
             tx.send_replace(status);

@@ -155,3 +155,20 @@ async fn cancel_stops_a_blocked_turn_without_deadlock() {
     assert_eq!(out.unwrap_err().status(), Status::Cancelled);
     assert_eq!(conn.send_text("more").unwrap_err().status(), Status::FailedPrecondition);
 }
+
+#[tokio::test]
+async fn a_panicking_turn_fails_the_turn_not_the_process() {
+    let agent = Agent::custom("panicky", |_turn: Turn| async move {
+        if std::hint::black_box(true) {
+            panic!("tool bug");
+        }
+        Ok(())
+    })
+    .build()
+    .unwrap();
+    let out = agent.run_text("go").await.unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Failed);
+    let err = out.error.unwrap();
+    assert_eq!(err.status, Status::Internal);
+    assert!(err.message.contains("tool bug"), "{}", err.message);
+}

@@ -194,6 +194,8 @@ fn a_part_with_two_kinds_is_rejected() {
     assert_eq!(err.status(), Status::InvalidArgument);
 }
 
+/// Key order is the order the model produced (serde_json's
+/// `preserve_order`), so a paused request round-trips byte for byte.
 #[tokio::test]
 async fn paused_generation_serialises_in_genkit_shape() {
     let (part, _) = paused_transfer().await;
@@ -201,7 +203,7 @@ async fn paused_generation_serialises_in_genkit_shape() {
     assert_eq!(
         serde_json::to_string(&part).unwrap(),
         format!(
-            r#"{{"toolRequest":{{"name":"transfer","ref":"{r}","input":{{"amount":5.0,"to":"bob"}}}},"metadata":{{"interrupt":{{"details":"send 5 to bob"}}}}}}"#
+            r#"{{"toolRequest":{{"name":"transfer","ref":"{r}","input":{{"to":"bob","amount":5.0}}}},"metadata":{{"interrupt":{{"details":"send 5 to bob"}}}}}}"#
         )
     );
     let back = Part::from_json(&serde_json::to_string(&part).unwrap()).unwrap();

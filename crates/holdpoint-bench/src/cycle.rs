@@ -1,0 +1,190 @@
+//! One approval cycle: new session → "Transfer $500 to savings" → the
+//! transfer pauses → the caller claims and approves it by session id → the
+//! tool runs → "Done: txn-123". Every step is checked.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use holdpoint::agent::{Agent, AgentInit, AgentInput};
+use holdpoint::message::Role;
+use holdpoint::session::{
+    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+};
+use holdpoint::{Error, FinishReason, Part, ResumableTool, Resume, ScriptedModel, ScriptedTurn, ToolContext};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The user's request.
+pub const REQUEST: &str = "Transfer $500 to savings";
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Transfer {
+    amount: f64,
+    to_account: String,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, PartialEq, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferResult {
+    success: bool,
+    transaction_id: String,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+pub struct Approval {
+    approved: bool,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    details: String,
+}
+
+/// The transfer tool of the workload.
+pub type TransferTool = ResumableTool<Transfer, TransferResult, Approval>;
+
+/// A store wrapper that counts durable commits (saves and claims).
+pub struct CountingStore {
+    inner: Arc<dyn SessionStore>,
+    /// Commits so far.
+    pub commits: AtomicU64,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn SessionStore>) -> Self {
+        CountingStore {
+            inner,
+            commits: AtomicU64::new(0),
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for CountingStore {
+    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_snapshot(id).await
+    }
+    async fn get_latest_snapshot(&self, session_id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_latest_snapshot(session_id).await
+    }
+    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.inner.save_snapshot(id, update).await
+    }
+    async fn watch_status(&self, id: &str) -> holdpoint::Result<BoxStream<'static, SnapshotStatus>> {
+        self.inner.watch_status(id).await
+    }
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
+        self.inner.list_snapshots(query).await
+    }
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.append_audit(records).await
+    }
+    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
+        self.inner.list_audit(query).await
+    }
+    async fn claim_resume(&self, id: &str, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.inner.claim_resume(id, audit).await
+    }
+}
+
+/// The scripted model of the workload: turn 1 asks for the transfer, turn 2
+/// reports the transaction id it finds in the tool result.
+fn model() -> ScriptedModel {
+    ScriptedModel::from_fn("scripted/bench", |request, _| {
+        let last = request.messages.last()?;
+        Some(if last.role == Role::Tool {
+            let output = last.content.first()?.as_tool_response()?.output.clone()?;
+            match output.get("transactionId").and_then(|v| v.as_str()) {
+                Some(txn) if output["success"] == json!(true) => ScriptedTurn::text(format!("Done: {txn}")),
+                _ => ScriptedTurn::text("failed"),
+            }
+        } else {
+            ScriptedTurn::tool_call("transferMoney", json!({"amount": 500, "toAccount": "savings"}))
+        })
+    })
+    .without_recording()
+}
+
+/// The agent and the tool whose interrupts the caller claims.
+pub fn setup(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, TransferTool)> {
+    let tool = TransferTool::define(
+        "transferMoney",
+        "Transfers money; needs approval",
+        |ctx: ToolContext, t: Transfer, approval: Option<Approval>| async move {
+            match approval {
+                None => {
+                    Err(ctx.interrupt(json!({"details": format!("Transfer ${:.2} to {}", t.amount, t.to_account)})))
+                }
+                Some(a) if a.approved => Ok(TransferResult {
+                    success: true,
+                    transaction_id: "txn-123".into(),
+                }),
+                Some(_) => Err(ctx.fail("declined")),
+            }
+        },
+    )?;
+    let agent = Agent::builder("bankingAgent")
+        .model(Arc::new(model()))
+        .tool(tool.clone())
+        .store(store)
+        .build()?;
+    Ok((agent, tool))
+}
+
+fn check(ok: bool, what: &str) -> holdpoint::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!("cycle check failed: {what}")))
+    }
+}
+
+/// A session paused at the transfer, ready to approve.
+pub struct Paused {
+    pub session_id: String,
+    pub part: Part,
+}
+
+/// Starts a session and runs it to the pause.
+pub async fn pause(agent: &Agent) -> holdpoint::Result<Paused> {
+    let out = agent.run(AgentInput::text(REQUEST), AgentInit::new()).await?;
+    check(out.finish_reason == FinishReason::Interrupted, "turn 1 pauses")?;
+    let part = out
+        .interrupts()
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Internal("no interrupt".into()))?;
+    Ok(Paused {
+        session_id: out.session_id,
+        part,
+    })
+}
+
+/// Claims and approves a paused session by its id; returns the resume
+/// latency.
+pub async fn approve(agent: &Agent, tool: &TransferTool, paused: Paused) -> holdpoint::Result<Duration> {
+    let call = tool
+        .interrupted(&paused.part)
+        .ok_or_else(|| Error::Internal("claim refused".into()))?;
+    let details: Details = call.interrupt_as()?;
+    check(details.details == "Transfer $500.00 to savings", "interrupt payload")?;
+    let directive = call.restart(Some(Approval { approved: true }))?;
+    let started = Instant::now();
+    let done = agent
+        .run(
+            AgentInput::resume(Resume::from_parts([directive])),
+            AgentInit::session(paused.session_id),
+        )
+        .await?;
+    let latency = started.elapsed();
+    check(done.finish_reason == FinishReason::Stop, "turn 2 finishes")?;
+    check(done.text() == "Done: txn-123", "tool result and final text")?;
+    Ok(latency)
+}

@@ -1,0 +1,263 @@
+//! `holdpoint-bench`: the approval cycle, measured against the floor.
+//!
+//! ```text
+//! cargo run --release -p holdpoint-bench -- --store memory --n 20000
+//! cargo run --release -p holdpoint-bench -- --store memory --paused 10000
+//! cargo run --release -p holdpoint-bench -- --concurrency 64 --n 20000
+//! ```
+
+mod cycle;
+mod sys;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use holdpoint::session::{InMemoryStore, SessionStore};
+use serde_json::json;
+
+use cycle::CountingStore;
+
+/// Benchmark the pause → approve → resume cycle.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Session store: `memory`.
+    #[arg(long, default_value = "memory")]
+    store: String,
+    /// Cycles to run.
+    #[arg(long, default_value_t = 10_000)]
+    n: usize,
+    /// Sessions in flight at once.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Hold this many sessions paused, then resume them all (overrides --n).
+    #[arg(long)]
+    paused: Option<usize>,
+    /// Warm-up cycles before measuring.
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+    match url {
+        "memory" | "memory:" => Ok(Arc::new(InMemoryStore::new())),
+        other => Err(format!("unsupported store {other:?}; use memory")),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+struct Report {
+    cycles: usize,
+    elapsed: Duration,
+    cycle_times: Vec<Duration>,
+    resume_times: Vec<Duration>,
+    commits: u64,
+    bytes_per_paused: Option<f64>,
+}
+
+async fn run_cycles(
+    agent: &holdpoint::agent::Agent,
+    tool: &cycle::TransferTool,
+    n: usize,
+    concurrency: usize,
+) -> holdpoint::Result<(Vec<Duration>, Vec<Duration>)> {
+    let per_worker = n.div_ceil(concurrency.max(1));
+    let mut workers = Vec::new();
+    for w in 0..concurrency.max(1) {
+        let agent = agent.clone();
+        let tool = tool.clone();
+        let count = per_worker.min(n.saturating_sub(w * per_worker));
+        workers.push(tokio::spawn(async move {
+            let mut cycles = Vec::with_capacity(count);
+            let mut resumes = Vec::with_capacity(count);
+            for _ in 0..count {
+                let started = Instant::now();
+                let paused = cycle::pause(&agent).await?;
+                resumes.push(cycle::approve(&agent, &tool, paused).await?);
+                cycles.push(started.elapsed());
+            }
+            Ok::<_, holdpoint::Error>((cycles, resumes))
+        }));
+    }
+    let mut cycles = Vec::with_capacity(n);
+    let mut resumes = Vec::with_capacity(n);
+    for w in workers {
+        let (c, r) = w
+            .await
+            .map_err(|e| holdpoint::Error::Internal(format!("worker panicked: {e}")))??;
+        cycles.extend(c);
+        resumes.extend(r);
+    }
+    Ok((cycles, resumes))
+}
+
+async fn run_paused(
+    agent: &holdpoint::agent::Agent,
+    tool: &cycle::TransferTool,
+    k: usize,
+    concurrency: usize,
+) -> holdpoint::Result<(Vec<Duration>, f64)> {
+    let before = sys::rss_bytes();
+    let mut paused = Vec::with_capacity(k);
+    for _ in 0..k {
+        paused.push(cycle::pause(agent).await?);
+    }
+    let after = sys::rss_bytes();
+    let per_session = after.saturating_sub(before) as f64 / k.max(1) as f64;
+    let chunks: Vec<Vec<cycle::Paused>> = {
+        let mut chunks: Vec<Vec<cycle::Paused>> = (0..concurrency.max(1)).map(|_| Vec::new()).collect();
+        for (i, p) in paused.into_iter().enumerate() {
+            chunks[i % concurrency.max(1)].push(p);
+        }
+        chunks
+    };
+    let mut workers = Vec::new();
+    for chunk in chunks {
+        let agent = agent.clone();
+        let tool = tool.clone();
+        workers.push(tokio::spawn(async move {
+            let mut times = Vec::with_capacity(chunk.len());
+            for p in chunk {
+                times.push(cycle::approve(&agent, &tool, p).await?);
+            }
+            Ok::<_, holdpoint::Error>(times)
+        }));
+    }
+    let mut resumes = Vec::with_capacity(k);
+    for w in workers {
+        resumes.extend(
+            w.await
+                .map_err(|e| holdpoint::Error::Internal(format!("worker panicked: {e}")))??,
+        );
+    }
+    Ok((resumes, per_session))
+}
+
+fn print(args: &Args, r: &Report) {
+    let mut cycles = r.cycle_times.clone();
+    cycles.sort();
+    let mut resumes = r.resume_times.clone();
+    resumes.sort();
+    let rate = r.cycles as f64 / r.elapsed.as_secs_f64();
+    let mean = if cycles.is_empty() {
+        0.0
+    } else {
+        cycles.iter().map(|d| us(*d)).sum::<f64>() / cycles.len() as f64
+    };
+    let commits = r.commits as f64 / r.cycles.max(1) as f64;
+    let peak = sys::peak_rss_bytes();
+    if args.json {
+        let out = json!({
+            "store": args.store,
+            "cycles": r.cycles,
+            "concurrency": args.concurrency,
+            "paused": args.paused,
+            "cyclesPerSec": rate,
+            "cycleUs": {"mean": mean, "p50": us(percentile(&cycles, 0.5)), "p99": us(percentile(&cycles, 0.99))},
+            "resumeUs": {"p50": us(percentile(&resumes, 0.5)), "p99": us(percentile(&resumes, 0.99))},
+            "commitsPerCycle": commits,
+            "bytesPerPausedSession": r.bytes_per_paused,
+            "peakRssBytes": peak,
+        });
+        println!("{out}");
+        return;
+    }
+    println!(
+        "holdpoint-bench: store={} cycles={} concurrency={}",
+        args.store, r.cycles, args.concurrency
+    );
+    println!("| metric | value |");
+    println!("|---|---|");
+    println!("| cycles/s | {rate:.0} |");
+    if !cycles.is_empty() {
+        println!("| µs per cycle (mean) | {mean:.1} |");
+        println!("| µs per cycle (p50) | {:.1} |", us(percentile(&cycles, 0.5)));
+        println!("| µs per cycle (p99) | {:.1} |", us(percentile(&cycles, 0.99)));
+    }
+    println!("| resume latency p50 (µs) | {:.1} |", us(percentile(&resumes, 0.5)));
+    println!("| resume latency p99 (µs) | {:.1} |", us(percentile(&resumes, 0.99)));
+    println!("| store commits per cycle | {commits:.2} |");
+    if let Some(b) = r.bytes_per_paused {
+        println!("| bytes per paused session | {b:.0} |");
+    }
+    if let Some(p) = peak {
+        println!("| peak RSS (MiB) | {:.1} |", p as f64 / (1024.0 * 1024.0));
+    }
+}
+
+async fn main_async(args: Args) -> Result<(), String> {
+    let counting = Arc::new(CountingStore::new(open_store(&args.store)?));
+    let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
+    if args.warmup > 0 && args.paused.is_none() {
+        run_cycles(&agent, &tool, args.warmup, args.concurrency)
+            .await
+            .map_err(|e| format!("warm-up failed: {e}"))?;
+    }
+    counting.commits.store(0, Ordering::Relaxed);
+    let started = Instant::now();
+    let report = match args.paused {
+        Some(k) => {
+            let (resumes, per) = run_paused(&agent, &tool, k, args.concurrency)
+                .await
+                .map_err(|e| e.to_string())?;
+            Report {
+                cycles: k,
+                elapsed: started.elapsed(),
+                cycle_times: Vec::new(),
+                resume_times: resumes,
+                commits: counting.commits.load(Ordering::Relaxed),
+                bytes_per_paused: Some(per),
+            }
+        }
+        None => {
+            let (cycles, resumes) = run_cycles(&agent, &tool, args.n, args.concurrency)
+                .await
+                .map_err(|e| e.to_string())?;
+            Report {
+                cycles: cycles.len(),
+                elapsed: started.elapsed(),
+                cycle_times: cycles,
+                resume_times: resumes,
+                commits: counting.commits.load(Ordering::Relaxed),
+                bytes_per_paused: None,
+            }
+        }
+    };
+    print(&args, &report);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(main_async(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
