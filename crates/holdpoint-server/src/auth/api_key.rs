@@ -1,0 +1,139 @@
+//! [`ApiKeys`]: static API keys from configuration, each naming a principal.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use axum::http::request::Parts;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
+
+#[derive(Clone)]
+struct Entry {
+    principal: String,
+    scope: AgentScope,
+}
+
+/// API keys from configuration. A request presents one in `X-API-Key`, or
+/// as `Authorization: Bearer KEY`. Several keys may name one principal (a
+/// program's key and its approvers' keys, say).
+///
+/// Keys are held only as SHA-256 digests, so the map lookup reveals nothing
+/// about a key's bytes through timing.
+///
+/// ```
+/// use holdpoint_server::auth::{AgentScope, ApiKeys};
+/// let keys = ApiKeys::new()
+///     .key("k-alice-1234567890", "alice")
+///     .scoped_key("k-ops-1234567890", "ops", AgentScope::only(["bankingAgent"]));
+/// assert_eq!(keys.len(), 2);
+/// ```
+#[derive(Clone, Default)]
+pub struct ApiKeys {
+    keys: HashMap<[u8; 32], Entry>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKeys").field("keys", &self.keys.len()).finish()
+    }
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+impl ApiKeys {
+    /// No keys.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a key for `principal`, allowed every agent.
+    pub fn key(self, key: impl AsRef<str>, principal: impl Into<String>) -> Self {
+        self.scoped_key(key, principal, AgentScope::All)
+    }
+
+    /// Adds a key for `principal`, allowed the agents in `scope`.
+    pub fn scoped_key(mut self, key: impl AsRef<str>, principal: impl Into<String>, scope: AgentScope) -> Self {
+        self.keys.insert(
+            digest(key.as_ref()),
+            Entry {
+                principal: principal.into(),
+                scope,
+            },
+        );
+        self
+    }
+
+    /// How many keys there are.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    fn identity(&self, key: &str) -> Option<Identity> {
+        let entry = self.keys.get(&digest(key))?;
+        Some(
+            Identity::new(entry.principal.clone())
+                .with_scope(entry.scope.clone())
+                .with_context("auth", json!({"method": "apiKey"})),
+        )
+    }
+}
+
+#[async_trait]
+impl ContextProvider for ApiKeys {
+    async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError> {
+        if let Some(value) = request.headers.get("x-api-key") {
+            let key = value.to_str().unwrap_or("").trim();
+            return self
+                .identity(key)
+                .map(Some)
+                .ok_or_else(|| AuthError::Unauthenticated("unknown API key".into()));
+        }
+        // A bearer token may be an API key or something another provider
+        // understands (a JWT): only claim it when it is one of ours.
+        Ok(bearer(request).and_then(|token| self.identity(token)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request;
+
+    fn parts(header: (&str, &str)) -> Parts {
+        Request::builder()
+            .header(header.0, header.1)
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0
+    }
+
+    #[tokio::test]
+    async fn keys_in_either_header() {
+        let keys = ApiKeys::new().key("secret-1", "alice");
+        let id = keys.authenticate(&parts(("x-api-key", "secret-1"))).await.unwrap().unwrap();
+        assert_eq!(id.principal(), Some("alice"));
+        let id = keys
+            .authenticate(&parts(("authorization", "Bearer secret-1")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(id.principal(), Some("alice"));
+        assert!(keys.authenticate(&parts(("x-api-key", "nope"))).await.is_err());
+        assert!(
+            keys.authenticate(&parts(("authorization", "Bearer a.b.c")))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}

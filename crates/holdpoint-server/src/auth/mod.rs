@@ -1,0 +1,261 @@
+//! Authentication: context providers that turn a request's credentials into
+//! an [`Identity`] (SPEC §7).
+//!
+//! Providers run per request, in the order they were added. Each looks at
+//! the request head and answers one of three ways:
+//!
+//! - `Ok(None)`: no credentials it understands; the next provider tries;
+//! - `Ok(Some(identity))`: authenticated;
+//! - `Err(AuthError)`: credentials it understands but refuses (401), or a
+//!   caller it knows but will not let in (403).
+//!
+//! When no provider authenticates the request it is answered 401, unless
+//! anonymous access is on (the default only when no provider is
+//! configured). Two providers are built in: [`ApiKeys`] (keys from
+//! configuration, `X-API-Key` or `Authorization: Bearer`) and [`JwtHs256`]
+//! (HS256 bearer tokens). Implement [`ContextProvider`] for anything else.
+//!
+//! The identity's principal goes into the request context under
+//! [`holdpoint::agent::PRINCIPAL`]: tools and middleware see it, the sessions
+//! it starts belong to it (another principal gets 404 for them), and it is
+//! written into the audit trail.
+
+mod api_key;
+mod jwt;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::extract::FromRequestParts;
+use axum::http::header;
+use axum::http::request::Parts;
+use holdpoint::agent::PRINCIPAL;
+use serde_json::{Map, Value};
+
+pub use api_key::ApiKeys;
+pub use jwt::JwtHs256;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Why a provider refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The credentials are missing, malformed, expired or wrong (401).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The caller is known but not allowed in (403).
+    #[error("{0}")]
+    PermissionDenied(String),
+}
+
+impl From<AuthError> for ApiError {
+    fn from(err: AuthError) -> Self {
+        match err {
+            AuthError::Unauthenticated(m) => ApiError::unauthenticated(m),
+            AuthError::PermissionDenied(m) => ApiError::permission_denied(m),
+        }
+    }
+}
+
+/// Which agents an identity may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AgentScope {
+    /// Every agent.
+    #[default]
+    All,
+    /// Only these (by name).
+    Only(BTreeSet<String>),
+}
+
+impl AgentScope {
+    /// Only the named agents.
+    pub fn only<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        AgentScope::Only(names.into_iter().map(Into::into).collect())
+    }
+
+    /// Whether `agent` is in scope.
+    pub fn allows(&self, agent: &str) -> bool {
+        match self {
+            AgentScope::All => true,
+            AgentScope::Only(names) => names.contains(agent),
+        }
+    }
+}
+
+/// An authenticated (or anonymous) caller.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Identity {
+    /// Who it is; `None` only for anonymous access.
+    pub principal: Option<String>,
+    /// Extra request context for tools and middleware (for example JWT
+    /// claims). The principal is added under [`PRINCIPAL`].
+    pub context: Map<String, Value>,
+    /// The agents it may use.
+    pub scope: AgentScope,
+}
+
+impl Identity {
+    /// An identity for `principal`, allowed every agent.
+    pub fn new(principal: impl Into<String>) -> Self {
+        Identity {
+            principal: Some(principal.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The anonymous caller (no principal; sees only sessions nobody owns).
+    pub fn anonymous() -> Self {
+        Self::default()
+    }
+
+    /// The same identity limited to `scope`.
+    pub fn with_scope(mut self, scope: AgentScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The same identity with an extra context entry.
+    pub fn with_context(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.context.insert(key.into(), value);
+        self
+    }
+
+    /// The principal, for ownership checks.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+
+    /// The request context handed to the agent.
+    pub fn request_context(&self) -> Map<String, Value> {
+        let mut context = self.context.clone();
+        match &self.principal {
+            Some(p) => {
+                context.insert(PRINCIPAL.to_owned(), Value::String(p.clone()));
+            }
+            None => {
+                context.remove(PRINCIPAL);
+            }
+        }
+        context
+    }
+
+    /// `Ok` when this identity may use `agent`, else 403.
+    pub fn check_agent(&self, agent: &str) -> Result<(), ApiError> {
+        if self.scope.allows(agent) {
+            return Ok(());
+        }
+        Err(ApiError::permission_denied(format!(
+            "principal \"{}\" may not use agent \"{agent}\"",
+            self.principal.as_deref().unwrap_or("anonymous")
+        )))
+    }
+}
+
+/// Turns a request's credentials into an [`Identity`]. See the module docs
+/// for what each answer means.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use axum::http::request::Parts;
+/// use holdpoint_server::auth::{AuthError, ContextProvider, Identity};
+///
+/// /// Trusts a header set by an authenticating proxy in front of the server.
+/// struct ProxyUser;
+///
+/// #[async_trait]
+/// impl ContextProvider for ProxyUser {
+///     async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError> {
+///         Ok(request
+///             .headers
+///             .get("x-forwarded-user")
+///             .and_then(|v| v.to_str().ok())
+///             .map(Identity::new))
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait ContextProvider: Send + Sync {
+    /// Looks at the request head (method, URI, headers).
+    async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError>;
+}
+
+/// The providers of a server, run in order.
+#[derive(Clone, Default)]
+pub(crate) struct Authenticator {
+    providers: Vec<Arc<dyn ContextProvider>>,
+    anonymous: bool,
+}
+
+impl Authenticator {
+    pub(crate) fn new(providers: Vec<Arc<dyn ContextProvider>>, anonymous: bool) -> Self {
+        Authenticator { providers, anonymous }
+    }
+
+    pub(crate) async fn authenticate(&self, request: &Parts) -> Result<Identity, ApiError> {
+        for provider in &self.providers {
+            if let Some(identity) = provider.authenticate(request).await? {
+                return Ok(identity);
+            }
+        }
+        let presented = request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key("x-api-key");
+        if presented {
+            return Err(ApiError::unauthenticated("the credentials were not recognised"));
+        }
+        if self.anonymous {
+            return Ok(Identity::anonymous());
+        }
+        Err(ApiError::unauthenticated(
+            "authentication required: send an API key (X-API-Key) or a bearer token (Authorization: Bearer …)",
+        ))
+    }
+}
+
+/// The caller of a request, as the server's providers established it.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Identity);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        state.authenticator().authenticate(parts).await.map(Caller)
+    }
+}
+
+/// The bearer token of a request, if any.
+pub(crate) fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn request_context_carries_the_principal() {
+        let id = Identity::new("alice").with_context("tenant", json!("t1"));
+        let ctx = id.request_context();
+        assert_eq!(ctx[PRINCIPAL], json!("alice"));
+        assert_eq!(ctx["tenant"], json!("t1"));
+        // A provider cannot smuggle a principal in through the context.
+        let anon = Identity::anonymous().with_context(PRINCIPAL, json!("mallory"));
+        assert!(!anon.request_context().contains_key(PRINCIPAL));
+    }
+
+    #[test]
+    fn scopes() {
+        let id = Identity::new("bob").with_scope(AgentScope::only(["a"]));
+        assert!(id.check_agent("a").is_ok());
+        assert_eq!(id.check_agent("b").unwrap_err().status(), holdpoint::Status::PermissionDenied);
+    }
+}

@@ -1,0 +1,84 @@
+//! The HTTP face of Holdpoint agents: an axum [`Router`](axum::Router) that
+//! serves any set of agents as SPEC §7 describes, with the approval page a
+//! person uses to answer paused calls.
+//!
+//! # The map
+//!
+//! | item | what it does |
+//! |---|---|
+//! | [`Server`], [`ServerBuilder`] | agents + auth + signing keys + limits → [`Server::router`] |
+//! | [`serve`], [`serve_app`], [`shutdown_signal`] | serving with a graceful, bounded shutdown |
+//! | [`auth`] | context providers: [`ApiKeys`](auth::ApiKeys), [`JwtHs256`](auth::JwtHs256), your own [`ContextProvider`](auth::ContextProvider) |
+//! | [`signing`] | signed client-held state: [`KeyRing`](signing::KeyRing), [`SigningCodec`](signing::SigningCodec) |
+//! | [`envelope`] | the `{"data","init"}` / `{"result"}` / `{"error"}` wire structs and JSON extractors |
+//! | [`error`] | [`ApiError`] and [`http_status`](error::http_status), the one status → HTTP table |
+//! | [`Limits`] | body and message size limits (default 1 MiB) |
+//!
+//! # Routes
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /agents/{name}` | one turn: `{"data": AgentInput, "init"?: AgentInit}` → `{"result": AgentOutput}`; SSE with `?stream=true` or `Accept: text/event-stream` |
+//! | `POST /agents/{name}/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}` → `{"result": Snapshot}` |
+//! | `POST /agents/{name}/abort` | `{"data": {"snapshotId"}}` → `{"result": {"snapshotId", "status", "previousStatus"}}` |
+//! | `GET /agents/{name}/pending` | paused calls waiting for an answer (`?sessionId=&limit=`) |
+//! | `GET /agents/{name}/audit` | decisions about paused calls (`?sessionId=&limit=`) |
+//! | `GET /agents/{name}/connect` | a multi-turn connection over a WebSocket ([`routes`] has the protocol) |
+//! | `GET /agents` | the agents the caller may use |
+//! | `GET /healthz`, `GET /openapi.json` | liveness; the OpenAPI document of all of the above |
+//! | `GET /` | the approval page |
+//!
+//! Errors are `{"error": {"status": NAME, "message": "…"}}` with the HTTP
+//! code of [`http_status`](error::http_status). A turn that fails is still a
+//! 200 with `finishReason: failed`; a resume that lost the exactly-once claim
+//! ("already resumed", perhaps on another replica) is a 409.
+//!
+//! # Serving agents
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use holdpoint::session::InMemoryStore;
+//! use holdpoint_server::Server;
+//! use holdpoint_server::auth::ApiKeys;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Arc::new(InMemoryStore::new());
+//! let bank = banking::banking_agent(Arc::new(banking::demo_model()), Some(store))?;
+//! let server = Server::builder()
+//!     .agent(bank)
+//!     .api_keys(ApiKeys::new().key(std::env::var("BANK_API_KEY")?, "alice"))
+//!     .data_dir("/var/lib/holdpoint")
+//!     .build()?;
+//! let listener = tokio::net::TcpListener::bind("0.0.0.0:3400").await?;
+//! holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Who may do what
+//!
+//! Each request runs the configured context providers; the principal they
+//! establish owns the sessions it starts. Another principal gets 404 for
+//! them — reading, resuming, aborting and listing alike — so ids cannot be
+//! probed. The principal is written into the audit trail of every decision.
+//! Client-held state (agents without a store) is signed with the server's
+//! key and refused (403) when altered, unsigned or signed with an unknown key.
+#![deny(missing_docs)]
+#![doc(test(attr(deny(warnings))))]
+
+pub mod auth;
+pub mod envelope;
+pub mod error;
+mod limits;
+pub mod routes;
+mod server;
+mod shutdown;
+pub mod signing;
+mod state;
+mod turns;
+
+pub use error::ApiError;
+pub use limits::{DEFAULT_BODY_LIMIT, Limits};
+pub use server::{BuildError, Server, ServerBuilder};
+pub use shutdown::{Turns, serve, serve_app, shutdown_signal};
+pub use state::AppState;

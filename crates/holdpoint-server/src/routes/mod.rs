@@ -1,0 +1,95 @@
+//! The routes (SPEC §7), one module per concern; [`ROUTES`], the list the
+//! OpenAPI document ([`OPENAPI`]) is checked against.
+//!
+//! # The WebSocket protocol of `GET /agents/{name}/connect`
+//!
+//! JSON text messages:
+//!
+//! 1. The client sends `{"init": AgentInit}` (or `{}` for a new
+//!    conversation). An init error is answered `{"error": {…}}` and the
+//!    socket is closed with code 4000 + the HTTP status (4404, 4400, 4403).
+//! 2. The client sends inputs, each an `AgentInput` (or `{"data":
+//!    AgentInput}`). They are processed one at a time; each turn streams
+//!    `{"message": AgentStreamChunk}` frames ending with its `turnEnd` chunk.
+//!    A malformed input is answered `{"error": {…}}`; the connection stays.
+//! 3. The client sends `{"close": true}`: the server finishes queued inputs,
+//!    sends `{"result": AgentOutput}` (or `{"error": {…}}`, e.g. `ABORTED`
+//!    for a resume that lost the exactly-once claim) and closes with 1000.
+//!    The same happens when the agent ends by itself (a failed turn, a
+//!    detach) or the server shuts down.
+//!
+//! A client that disconnects mid-turn cancels nothing: the turn finishes
+//! and is persisted. Requests carrying an `Origin` header must come from
+//! the server's own origin.
+
+mod agents;
+mod connect;
+mod meta;
+mod pending;
+mod snapshots;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+pub use meta::OPENAPI;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Every route the server serves: method and path (axum syntax).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("GET", "/app.js"),
+    ("GET", "/app.css"),
+    ("GET", "/healthz"),
+    ("GET", "/openapi.json"),
+    ("GET", "/agents"),
+    ("POST", "/agents/{name}"),
+    ("POST", "/agents/{name}/getSnapshot"),
+    ("POST", "/agents/{name}/abort"),
+    ("GET", "/agents/{name}/pending"),
+    ("GET", "/agents/{name}/audit"),
+    ("GET", "/agents/{name}/connect"),
+];
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::invalid(format!("{method} is not allowed on {}", uri.path())).with_http(StatusCode::METHOD_NOT_ALLOWED)
+}
+
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::new(holdpoint::Status::Internal, "internal error").into_response()
+}
+
+/// The router of a server with this state.
+pub(crate) fn router(state: AppState) -> Router {
+    let limits = state.limits();
+    Router::new()
+        .route("/", get(meta::index))
+        .route("/app.js", get(meta::app_js))
+        .route("/app.css", get(meta::app_css))
+        .route("/healthz", get(meta::healthz))
+        .route("/openapi.json", get(meta::openapi))
+        .route("/agents", get(pending::list_agents))
+        .route("/agents/{name}", post(agents::run))
+        .route("/agents/{name}/getSnapshot", post(snapshots::get_snapshot))
+        .route("/agents/{name}/abort", post(snapshots::abort))
+        .route("/agents/{name}/pending", get(pending::pending))
+        .route("/agents/{name}/audit", get(pending::audit))
+        .route("/agents/{name}/connect", get(connect::connect))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limits.body))
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

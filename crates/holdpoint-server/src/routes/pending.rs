@@ -1,0 +1,119 @@
+//! `GET /agents`, `GET /agents/{name}/pending` and `GET /agents/{name}/audit`:
+//! what the approval page lists.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use holdpoint::agent::Agent;
+use holdpoint::session::{AuditQuery, SnapshotQuery};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Caller, Identity};
+use crate::envelope::{ApiPath, ApiQuery, reply};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// An agent as `GET /agents` lists it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentInfo {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// `server` (sessions in a store) or `client` (state travels with the caller).
+    state_management: &'static str,
+}
+
+/// `GET /agents`: the agents the caller may use.
+pub(crate) async fn list_agents(State(state): State<AppState>, Caller(caller): Caller) -> Response {
+    let agents: Vec<AgentInfo> = state
+        .agents()
+        .values()
+        .filter(|a| caller.scope.allows(a.name()))
+        .map(|a| AgentInfo {
+            name: a.name().to_owned(),
+            description: a.description().map(str::to_owned),
+            state_management: if a.is_server_managed() { "server" } else { "client" },
+        })
+        .collect();
+    reply(agents).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+fn limit(state: &AppState, query: &ListQuery) -> usize {
+    query.limit.unwrap_or(100).clamp(1, state.limits().max_list)
+}
+
+/// 404 unless the caller may see `session_id` of `agent`.
+async fn check_session(agent: &Agent, caller: &Identity, session_id: &str) -> Result<(), ApiError> {
+    match agent.latest_snapshot_as(session_id, caller.principal()).await? {
+        Some(s) if s.agent.as_deref().is_none_or(|a| a == agent.name()) => Ok(()),
+        _ => Err(ApiError::not_found(format!("session {session_id} not found"))),
+    }
+}
+
+/// `GET /agents/{name}/pending?sessionId=&limit=`: the caller's paused
+/// calls waiting for an answer, newest first.
+pub(crate) async fn pending(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Response, ApiError> {
+    let agent = state.agent(&caller, &name)?;
+    let session_id = query.session_id.clone().filter(|s| !s.is_empty());
+    if let Some(id) = &session_id {
+        check_session(agent, &caller, id).await?;
+    }
+    let principal = caller.principal();
+    let items = agent
+        .pending(SnapshotQuery {
+            owner: principal.map(str::to_owned),
+            session_id,
+            limit: Some(limit(&state, &query)),
+            ..SnapshotQuery::default()
+        })
+        .await?;
+    let items: Vec<_> = items
+        .into_iter()
+        .filter(|p| p.owner.is_none() || p.owner.as_deref() == principal)
+        .collect();
+    Ok(reply(items).into_response())
+}
+
+/// `GET /agents/{name}/audit?sessionId=&limit=`: decisions, newest first —
+/// of one session the caller may see, or else the caller's own.
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Response, ApiError> {
+    let agent = state.agent(&caller, &name)?;
+    let session_id = query.session_id.clone().filter(|s| !s.is_empty());
+    let principal = caller.principal().map(str::to_owned);
+    let by_session = session_id.is_some();
+    if let Some(id) = &session_id {
+        check_session(agent, &caller, id).await?;
+    }
+    let records = agent
+        .audit(AuditQuery {
+            session_id,
+            principal: if by_session { None } else { principal.clone() },
+            limit: Some(limit(&state, &query)),
+            ..AuditQuery::default()
+        })
+        .await?;
+    let records: Vec<_> = records
+        .into_iter()
+        .filter(|r| by_session || principal.is_some() || r.principal.is_none())
+        .collect();
+    Ok(reply(records).into_response())
+}

@@ -1,0 +1,225 @@
+//! [`Server`] and [`ServerBuilder`]: agents, auth, keys and limits composed
+//! into an axum [`Router`].
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use holdpoint::agent::Agent;
+
+use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtHs256};
+use crate::limits::Limits;
+use crate::shutdown::Turns;
+use crate::signing::{KeyRing, SigningCodec};
+use crate::state::{AppState, StateInner};
+
+/// Why a server could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Two agents have the same name.
+    #[error("two agents are named \"{0}\"")]
+    DuplicateAgent(String),
+    /// An agent name cannot be a path segment (empty, or contains `/`).
+    #[error("agent name {0:?} cannot be served (empty or contains '/')")]
+    BadAgentName(String),
+    /// The state-signing keys could not be loaded or created.
+    #[error("state-signing keys: {0}")]
+    Keys(#[from] io::Error),
+}
+
+/// Builds a [`Server`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdpoint::agent::Agent;
+/// use holdpoint::session::InMemoryStore;
+/// use holdpoint::{ScriptedModel, ScriptedTurn};
+/// use holdpoint_server::Server;
+/// use holdpoint_server::auth::ApiKeys;
+///
+/// let model = ScriptedModel::new("m");
+/// model.push(ScriptedTurn::text("hello"));
+/// let agent = Agent::builder("greeter")
+///     .model(Arc::new(model))
+///     .store(Arc::new(InMemoryStore::new()))
+///     .build()?;
+/// let data = tempfile::tempdir()?;
+/// let server = Server::builder()
+///     .agent(agent)
+///     .api_keys(ApiKeys::new().key("k-alice-0123456789", "alice"))
+///     .data_dir(data.path())
+///     .build()?;
+/// let app: axum::Router = axum::Router::new().merge(server.router());
+/// # let _ = app;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use]
+pub struct ServerBuilder {
+    agents: Vec<Agent>,
+    providers: Vec<Arc<dyn ContextProvider>>,
+    anonymous: Option<bool>,
+    limits: Limits,
+    keys: Option<KeyRing>,
+    data_dir: Option<PathBuf>,
+    grace: Duration,
+}
+
+impl Default for ServerBuilder {
+    fn default() -> Self {
+        ServerBuilder {
+            agents: Vec::new(),
+            providers: Vec::new(),
+            anonymous: None,
+            limits: Limits::default(),
+            keys: None,
+            data_dir: None,
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ServerBuilder {
+    /// Serves `agent` at `/agents/{its name}`.
+    pub fn agent(mut self, agent: Agent) -> Self {
+        self.agents.push(agent);
+        self
+    }
+
+    /// Serves each of `agents`.
+    pub fn agents(mut self, agents: impl IntoIterator<Item = Agent>) -> Self {
+        self.agents.extend(agents);
+        self
+    }
+
+    /// Accepts these API keys.
+    pub fn api_keys(self, keys: ApiKeys) -> Self {
+        self.provider(Arc::new(keys))
+    }
+
+    /// Accepts HS256 bearer tokens.
+    pub fn jwt(self, jwt: JwtHs256) -> Self {
+        self.provider(Arc::new(jwt))
+    }
+
+    /// Adds a context provider (run after those added before it).
+    pub fn provider(mut self, provider: Arc<dyn ContextProvider>) -> Self {
+        self.providers.push(provider);
+        self
+    }
+
+    /// Whether requests without credentials are served (as the anonymous
+    /// principal). Default: only when no provider is configured.
+    pub fn allow_anonymous(mut self, allow: bool) -> Self {
+        self.anonymous = Some(allow);
+        self
+    }
+
+    /// The largest request body in bytes (default 1 MiB; larger is 413).
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.limits = self.limits.with_body(bytes);
+        self
+    }
+
+    /// All size limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Signs client-held state with these keys (the newest signs).
+    pub fn signing_keys(mut self, keys: KeyRing) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// Keeps generated state-signing keys in `dir` (created on first start),
+    /// when no keys are given with [`signing_keys`](Self::signing_keys).
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// How long a shutdown waits for running turns (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Builds the server. Without keys or a data directory the signing key
+    /// is generated in memory (state it signed will not verify after a
+    /// restart; a warning says so).
+    pub fn build(self) -> Result<Server, BuildError> {
+        let keys = match (self.keys, &self.data_dir) {
+            (Some(keys), _) => keys,
+            (None, Some(dir)) => KeyRing::load_or_create(dir)?,
+            (None, None) => {
+                tracing::warn!("no state-signing key or data directory configured; using a key that lives only in memory");
+                KeyRing::ephemeral()?
+            }
+        };
+        let keys = Arc::new(keys);
+        let codec = Arc::new(SigningCodec::new(Arc::clone(&keys)));
+        let mut agents = BTreeMap::new();
+        for agent in self.agents {
+            let name = agent.name().to_owned();
+            if name.is_empty() || name.contains('/') {
+                return Err(BuildError::BadAgentName(name));
+            }
+            let agent = agent.with_state_codec(codec.clone());
+            if agents.insert(name.clone(), agent).is_some() {
+                return Err(BuildError::DuplicateAgent(name));
+            }
+        }
+        let anonymous = self.anonymous.unwrap_or(self.providers.is_empty());
+        let state = AppState::new(StateInner {
+            agents,
+            auth: Authenticator::new(self.providers, anonymous),
+            limits: self.limits,
+            turns: Turns::default(),
+            keys,
+        });
+        Ok(Server {
+            state,
+            grace: self.grace,
+        })
+    }
+}
+
+/// Agents served over HTTP: build one with [`Server::builder`], mount
+/// [`router`](Self::router) in an axum app, and [`serve`](crate::serve) it.
+#[derive(Clone, Debug)]
+pub struct Server {
+    state: AppState,
+    grace: Duration,
+}
+
+impl Server {
+    /// Starts building a server.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The routes of SPEC §7, the approval page and `/openapi.json`.
+    pub fn router(&self) -> Router {
+        crate::routes::router(self.state.clone())
+    }
+
+    /// The shared handler state.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The turn tracker used by graceful shutdown.
+    pub fn turns(&self) -> &Turns {
+        self.state.turns()
+    }
+
+    /// How long a shutdown waits for running turns.
+    pub fn shutdown_grace(&self) -> Duration {
+        self.grace
+    }
+}

@@ -1,0 +1,206 @@
+//! Signed client-held state (SPEC §9.4).
+//!
+//! A client-managed agent hands its whole conversation to the caller as
+//! `AgentOutput.state` and takes it back in `AgentInit.state`. The server
+//! installs a [`SigningCodec`] on every such agent: outbound state gets a
+//! `signature` member, an HMAC-SHA256 over the canonical JSON form of the
+//! rest of the state, with the id of the key that made it:
+//!
+//! ```json
+//! {"sessionId": "…", "messages": […], "artifacts": [], "signature": {"alg": "HS256", "kid": "k20260101-1a2b3c4d", "mac": "…"}}
+//! ```
+//!
+//! Inbound state that is unsigned, altered, or signed with a key the
+//! server does not know is refused with `PERMISSION_DENIED` (HTTP 403)
+//! before the agent sees it. Keys rotate through the [`KeyRing`]: the
+//! newest signs, every key in the ring verifies.
+
+mod keys;
+
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use holdpoint::session::{JsonStateCodec, SessionState, StateCodec, canonical_json};
+use holdpoint::{Error, Result};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+pub use keys::{KEY_FILE, KeyRing, MIN_SECRET_LEN, SigningKey};
+
+/// The member of the state object that holds the signature.
+pub const SIGNATURE: &str = "signature";
+
+/// Domain separation: these MACs sign Holdpoint state and nothing else.
+const CONTEXT: &[u8] = b"holdpoint-state-v1\n";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The text the MAC covers: the canonical JSON form (sorted keys, no
+/// whitespace) of the state with integral numbers written as integers, so
+/// a client that parses and re-serialises the state (JavaScript turns
+/// `500.0` into `500`) does not break the signature.
+fn signed_form(state: &Value) -> String {
+    fn normalize(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if n.is_f64() && f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
+                    Value::from(f as i64)
+                }
+                _ => v.clone(),
+            },
+            Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    canonical_json(&normalize(state))
+}
+
+/// A [`StateCodec`] that signs outbound state and verifies inbound state.
+#[derive(Debug, Clone)]
+pub struct SigningCodec {
+    ring: Arc<KeyRing>,
+}
+
+impl SigningCodec {
+    /// Signs with the ring's newest key; verifies with any of its keys.
+    pub fn new(ring: Arc<KeyRing>) -> Self {
+        SigningCodec { ring }
+    }
+
+    fn mac(key: &SigningKey, unsigned: &Value) -> Vec<u8> {
+        // HMAC accepts keys of any length; a failure here is impossible, and
+        // an empty MAC would simply never verify.
+        let Ok(mut mac) = HmacSha256::new_from_slice(key.secret()) else {
+            return Vec::new();
+        };
+        mac.update(CONTEXT);
+        mac.update(signed_form(unsigned).as_bytes());
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// Signs a JSON state object (adds or replaces its `signature`).
+    pub fn sign(&self, mut state: Value) -> Result<Value> {
+        let Value::Object(map) = &mut state else {
+            return Err(Error::Internal("client-held state must be a JSON object".into()));
+        };
+        map.remove(SIGNATURE);
+        let key = self.ring.current();
+        let mac = Self::mac(key, &state);
+        if let Value::Object(map) = &mut state {
+            map.insert(
+                SIGNATURE.to_owned(),
+                json!({"alg": "HS256", "kid": key.kid(), "mac": URL_SAFE_NO_PAD.encode(mac)}),
+            );
+        }
+        Ok(state)
+    }
+
+    /// Checks the signature of a JSON state object and returns it without
+    /// the `signature` member.
+    pub fn verify(&self, mut state: Value) -> Result<Value> {
+        let denied = |why: &str| Error::PermissionDenied(format!("client-held state rejected: {why}"));
+        let Value::Object(map) = &mut state else {
+            return Err(Error::InvalidArgument("init.state must be a JSON object".into()));
+        };
+        let Some(signature) = map.remove(SIGNATURE) else {
+            return Err(denied(
+                "it is unsigned; send back the state exactly as the server returned it",
+            ));
+        };
+        let alg = signature.get("alg").and_then(Value::as_str);
+        let kid = signature.get("kid").and_then(Value::as_str);
+        let mac = signature.get("mac").and_then(Value::as_str);
+        let (Some("HS256"), Some(kid), Some(mac)) = (alg, kid, mac) else {
+            return Err(denied("its signature is malformed"));
+        };
+        let Some(key) = self.ring.get(kid) else {
+            return Err(denied("it was signed with an unknown key"));
+        };
+        let Ok(given) = URL_SAFE_NO_PAD.decode(mac) else {
+            return Err(denied("its signature is malformed"));
+        };
+        let Ok(mut check) = HmacSha256::new_from_slice(key.secret()) else {
+            return Err(denied("its key cannot be used"));
+        };
+        check.update(CONTEXT);
+        check.update(signed_form(&state).as_bytes());
+        if check.verify_slice(&given).is_err() {
+            return Err(denied("it has been altered since the server signed it"));
+        }
+        Ok(state)
+    }
+}
+
+impl StateCodec for SigningCodec {
+    fn encode(&self, state: &SessionState) -> Result<Value> {
+        self.sign(JsonStateCodec.encode(state)?)
+    }
+
+    fn decode(&self, value: Value) -> Result<SessionState> {
+        JsonStateCodec.decode(self.verify(value)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdpoint::Message;
+
+    fn codec(keys: Vec<SigningKey>) -> SigningCodec {
+        SigningCodec::new(Arc::new(KeyRing::new(keys).unwrap()))
+    }
+
+    fn state() -> SessionState {
+        let mut s = SessionState::new("s1");
+        s.messages.push(Message::user_text("hi"));
+        s.custom = json!({"balance": 500.0, "n": 1});
+        s
+    }
+
+    #[test]
+    fn round_trip_and_rejections() {
+        let c = codec(vec![SigningKey::new("a", vec![1; 32]).unwrap()]);
+        let signed = c.encode(&state()).unwrap();
+        assert_eq!(c.decode(signed.clone()).unwrap(), state());
+        // Through text, as a client would keep it; JavaScript writes 500.0 as 500.
+        let text = serde_json::to_string(&signed).unwrap().replace("500.0", "500");
+        assert!(text.contains(r#""balance":500,"#) || text.contains(r#""balance":500}"#), "{text}");
+        assert!(c.decode(serde_json::from_str(&text).unwrap()).is_ok());
+
+        let mut altered = signed.clone();
+        altered["custom"]["balance"] = json!(1_000_000.0);
+        let e = c.decode(altered).unwrap_err();
+        assert_eq!(e.status(), holdpoint::Status::PermissionDenied);
+        assert!(e.to_string().contains("altered"), "{e}");
+
+        let mut unsigned = signed.clone();
+        unsigned.as_object_mut().unwrap().remove(SIGNATURE);
+        assert!(c.decode(unsigned).unwrap_err().to_string().contains("unsigned"));
+
+        let other = codec(vec![SigningKey::new("b", vec![2; 32]).unwrap()]);
+        assert!(other.decode(signed.clone()).unwrap_err().to_string().contains("unknown key"));
+
+        let mut forged = signed;
+        forged["signature"]["kid"] = json!("b");
+        assert_eq!(
+            other.decode(forged).unwrap_err().status(),
+            holdpoint::Status::PermissionDenied
+        );
+    }
+
+    #[test]
+    fn rotation_old_keys_verify_newest_signs() {
+        let old = SigningKey::new("old", vec![1; 32]).unwrap();
+        let new = SigningKey::new("new", vec![2; 32]).unwrap();
+        let before = codec(vec![old.clone()]);
+        let after = codec(vec![old, new]);
+        let signed_before = before.encode(&state()).unwrap();
+        assert!(after.decode(signed_before).is_ok());
+        let signed_after = after.encode(&state()).unwrap();
+        assert_eq!(signed_after["signature"]["kid"], json!("new"));
+        assert!(before.decode(signed_after).is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! [`AppState`]: what every handler shares — the agents by name, the
+//! authenticator, the limits and the turn tracker.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use holdpoint::agent::Agent;
+
+use crate::auth::{Authenticator, Identity};
+use crate::error::ApiError;
+use crate::limits::Limits;
+use crate::shutdown::Turns;
+use crate::signing::KeyRing;
+
+pub(crate) struct StateInner {
+    pub agents: BTreeMap<String, Agent>,
+    pub auth: Authenticator,
+    pub limits: Limits,
+    pub turns: Turns,
+    pub keys: Arc<KeyRing>,
+}
+
+/// The state shared by the server's handlers (cheap to clone).
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<StateInner>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("agents", &self.inner.agents.keys().collect::<Vec<_>>())
+            .field("limits", &self.inner.limits)
+            .finish()
+    }
+}
+
+impl AppState {
+    pub(crate) fn new(inner: StateInner) -> Self {
+        AppState { inner: Arc::new(inner) }
+    }
+
+    /// The agents, by name.
+    pub fn agents(&self) -> &BTreeMap<String, Agent> {
+        &self.inner.agents
+    }
+
+    /// The agent `name`, if `caller` may use it: 404 for an unknown name,
+    /// 403 for an agent outside the caller's scope.
+    pub fn agent(&self, caller: &Identity, name: &str) -> Result<&Agent, ApiError> {
+        let agent = self
+            .inner
+            .agents
+            .get(name)
+            .ok_or_else(|| ApiError::not_found(format!("agent \"{name}\" not found")))?;
+        caller.check_agent(name)?;
+        Ok(agent)
+    }
+
+    pub(crate) fn authenticator(&self) -> &Authenticator {
+        &self.inner.auth
+    }
+
+    /// The size limits.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// The turn tracker.
+    pub fn turns(&self) -> &Turns {
+        &self.inner.turns
+    }
+
+    /// The state-signing keys.
+    pub fn keys(&self) -> &Arc<KeyRing> {
+        &self.inner.keys
+    }
+}

@@ -1,0 +1,15 @@
+//! The server over real HTTP on loopback: routes, streaming, WebSockets,
+//! auth, signed state, rejections, shutdown, replicas and the approval page
+//! in a headless browser.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod api;
+mod auth;
+mod browser;
+mod rejections;
+mod replicas;
+mod shutdown;
+mod signing;
+mod streaming;
+mod support;
+mod websocket;
