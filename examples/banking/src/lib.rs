@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use holdpoint::agent::{Agent, AgentBuilder};
 use holdpoint::message::{Part, PartKind, Role};
+use holdpoint::middleware::ToolApproval;
 use holdpoint::session::SessionStore;
 use holdpoint::tool::{ResumableTool, TypedTool, tool};
-use holdpoint::{GenerateRequest, Model, ScriptedModel, ScriptedTurn, ToolContext};
+use holdpoint::{GenerateChunk, GenerateRequest, Model, ScriptedModel, ScriptedTurn, ToolContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -46,6 +47,27 @@ pub struct TransferResult {
 pub struct Approval {
     /// Approve (true) or decline (false).
     pub approved: bool,
+    /// Why, when declined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Approval {
+    /// An approval.
+    pub fn yes() -> Self {
+        Approval {
+            approved: true,
+            reason: None,
+        }
+    }
+
+    /// A refusal with an optional reason.
+    pub fn no(reason: Option<String>) -> Self {
+        Approval {
+            approved: false,
+            reason,
+        }
+    }
 }
 
 /// The interrupt data a paused transfer shows the person.
@@ -53,6 +75,28 @@ pub struct Approval {
 pub struct TransferDetails {
     /// A sentence describing the transfer.
     pub details: String,
+}
+
+/// Arguments of `closeAccount`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CloseAccount {
+    /// The account to close.
+    pub account: String,
+}
+
+/// `closeAccount`: runs only once ToolApproval's hold is approved.
+pub fn close_account() -> TypedTool<CloseAccount, Value> {
+    tool(
+        "closeAccount",
+        "Closes an account for good.",
+        |_ctx: ToolContext, c: CloseAccount| async move { Ok(json!({ "closed": c.account })) },
+    )
+}
+
+/// The approval gate: `getBalance` runs freely, `transferMoney` asks for
+/// approval itself, everything else (`closeAccount`) waits for a person.
+pub fn approval_gate() -> ToolApproval {
+    ToolApproval::allow(["getBalance", "transferMoney"])
 }
 
 /// Arguments of `getBalance`.
@@ -77,10 +121,10 @@ pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferRes
                     success: true,
                     transaction_id: Some("txn-123".into()),
                 }),
-                Some(_) => Ok(TransferResult {
-                    success: false,
-                    transaction_id: None,
-                }),
+                Some(a) => Err(ctx.fail(match a.reason {
+                    Some(r) => format!("the account holder declined the transfer: {r}"),
+                    None => "the account holder declined the transfer".to_owned(),
+                })),
             }
         },
     )
@@ -113,7 +157,9 @@ pub fn builder(model: Arc<dyn Model>, store: Option<Arc<dyn SessionStore>>) -> h
         .model(model)
         .system(SYSTEM_PROMPT)
         .tool(transfer_money()?)
-        .tool(get_balance());
+        .tool(get_balance())
+        .tool(close_account())
+        .middleware(approval_gate().into_middleware());
     if let Some(store) = store {
         b = b.store(store);
     }
@@ -159,6 +205,13 @@ fn reply_to_tools(parts: &[Part]) -> String {
                     lines.push(format!("The transfer was not made{why}."));
                 }
             },
+            "closeAccount" => match out.get("closed").and_then(Value::as_str) {
+                Some(acct) => lines.push(format!("Your {acct} account is closed.")),
+                None => lines.push(format!(
+                    "The account was not closed ({}).",
+                    out.get("error").and_then(Value::as_str).unwrap_or("no reason given")
+                )),
+            },
             "getBalance" => lines.push(format!(
                 "Your {} balance is ${:.2}.",
                 out["account"].as_str().unwrap_or("account"),
@@ -170,12 +223,21 @@ fn reply_to_tools(parts: &[Part]) -> String {
     lines.join(" ")
 }
 
+/// A text answer streamed word by word, as a real model would.
+fn streamed(text: String) -> ScriptedTurn {
+    let chunks = text
+        .split_inclusive(' ')
+        .map(|w| GenerateChunk::new(Role::Model, vec![Part::text(w)]))
+        .collect();
+    ScriptedTurn::text(text).with_chunks(chunks)
+}
+
 fn demo_turn(request: &GenerateRequest) -> ScriptedTurn {
     let Some(last) = request.messages.last() else {
-        return ScriptedTurn::text("How can I help?");
+        return streamed("How can I help?".into());
     };
     if last.role == Role::Tool {
-        return ScriptedTurn::text(reply_to_tools(&last.content));
+        return streamed(reply_to_tools(&last.content));
     }
     let text = last.text();
     if let Some(t) = parse_transfer(&text) {
@@ -183,6 +245,14 @@ fn demo_turn(request: &GenerateRequest) -> ScriptedTurn {
             "transferMoney",
             json!({ "amount": t.amount, "toAccount": t.to_account }),
         );
+    }
+    if text.to_lowercase().contains("close") {
+        let account = if text.to_lowercase().contains("savings") {
+            "savings"
+        } else {
+            "checking"
+        };
+        return ScriptedTurn::tool_call("closeAccount", json!({ "account": account }));
     }
     if text.to_lowercase().contains("balance") {
         let account = if text.to_lowercase().contains("savings") {
@@ -192,14 +262,14 @@ fn demo_turn(request: &GenerateRequest) -> ScriptedTurn {
         };
         return ScriptedTurn::tool_call("getBalance", json!({ "account": account }));
     }
-    ScriptedTurn::text("I can check a balance or transfer money, e.g. \"Transfer $500 to savings\".")
+    streamed("I can check a balance, transfer money or close an account, e.g. \"Transfer $500 to savings\".".into())
 }
 
 /// An offline model that plays the bank's assistant: it asks for
 /// `transferMoney` when the user asks to transfer `$N to ACCOUNT`, for
 /// `getBalance` when they ask for a balance, and reports tool results.
 pub fn demo_model() -> ScriptedModel {
-    ScriptedModel::from_fn("scripted/banking-demo", |request, _| Some(demo_turn(request)))
+    ScriptedModel::from_fn("scripted/banking-demo", |request, _| Some(demo_turn(request))).without_recording()
 }
 
 #[cfg(test)]

@@ -1,125 +1,94 @@
-//! `banking`: the seed's flow, three ways. A transfer pauses for approval,
-//! the caller approves, the turn ends with a transaction id.
+//! `banking`: the seed's banking agent.
 //!
-//! 1. one streaming connection (server-managed session);
-//! 2. separate single-turn runs, resumed by session id (as a later HTTP
-//!    request or another replica would);
-//! 3. client-managed state handed back and forth.
+//! - `banking chat [--message TEXT] [--model M] [--store URL]`: a terminal
+//!   chat; transfers and account closings pause for approval at the prompt.
+//! - `banking demo`: the three ways to resume, on the scripted model.
+
+mod chat;
+mod demo;
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use banking::{Approval, TransferDetails, banking_agent, demo_model, transfer_money};
-use futures::StreamExt;
-use holdpoint::agent::{AgentInit, AgentInput, AgentOutput};
+use clap::{Parser, Subcommand};
+use holdpoint::Model;
 use holdpoint::session::{InMemoryStore, SessionStore};
-use holdpoint::{FinishReason, Part, Resume};
 
-const REQUEST: &str = "Transfer $500 to savings";
-
-fn approve(paused: &Part) -> holdpoint::Result<Part> {
-    let tool = transfer_money()?;
-    let call = tool
-        .interrupted(paused)
-        .ok_or_else(|| holdpoint::Error::InvalidArgument("not a paused transfer".into()))?;
-    let details: TransferDetails = call.interrupt_as()?;
-    println!(
-        "  ⏸  approval needed: {} (amount {:.2}, to {})",
-        details.details, call.input.amount, call.input.to_account
-    );
-    println!("  ✔  approved");
-    call.restart(Some(Approval { approved: true }))
+/// The seed's banking agent: a transfer pauses for approval.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
 }
 
-fn finish(out: &AgentOutput) -> holdpoint::Result<()> {
-    if out.finish_reason != FinishReason::Stop {
-        return Err(holdpoint::Error::Internal(format!(
-            "expected the turn to finish, got {} ({:?})",
-            out.finish_reason.as_str(),
-            out.error
-        )));
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Chat in the terminal; approve paused calls at the prompt.
+    Chat(ChatArgs),
+    /// Run the three ways to resume on the scripted model.
+    Demo,
+}
+
+#[derive(clap::Args, Debug, Default)]
+struct ChatArgs {
+    /// The first message (then the chat goes on reading standard input).
+    #[arg(long)]
+    message: Option<String>,
+    /// `provider/model` (default: the first provider whose key is set, else
+    /// the scripted demo model).
+    #[arg(long, env = "HOLDPOINT_MODEL")]
+    model: Option<String>,
+    /// Session store URL (`memory:`).
+    #[arg(long, env = "HOLDPOINT_STORE", default_value = "memory:")]
+    store: String,
+}
+
+fn pick_model(requested: Option<&str>) -> Result<Arc<dyn Model>, String> {
+    match requested {
+        Some("scripted") | Some("scripted/banking-demo") => Ok(Arc::new(banking::demo_model())),
+        Some(name) => holdpoint_models::resolve_model(name).map_err(|e| format!("model {name}: {e}")),
+        None => match holdpoint_models::first_available_provider() {
+            Some(name) => {
+                eprintln!("using {name} (its key is set; choose another with --model)");
+                holdpoint_models::resolve_model(&name).map_err(|e| format!("model {name}: {e}"))
+            }
+            None => {
+                eprintln!(
+                    "no provider key set (GEMINI_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY): using the scripted demo model"
+                );
+                Ok(Arc::new(banking::demo_model()))
+            }
+        },
     }
-    println!("  assistant: {}", out.text());
-    Ok(())
 }
 
-async fn over_a_connection(store: Arc<dyn SessionStore>) -> holdpoint::Result<()> {
-    println!("1. one streaming connection");
-    let agent = banking_agent(Arc::new(demo_model()), Some(store))?;
-    let conn = agent.connect(AgentInit::new()).await?;
-    println!("  user: {REQUEST}");
-    conn.send_text(REQUEST)?;
-    let mut paused = Vec::new();
-    let mut chunks = conn.receive();
-    while let Some(chunk) = chunks.next().await {
-        if let Some(end) = &chunk.turn_end {
-            println!("  (turn ended: {})", end.finish_reason.as_str());
-        } else if let Some(mc) = &chunk.model_chunk {
-            paused.extend(mc.content.iter().filter(|p| p.is_interrupt()).cloned());
+fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+    match url {
+        "memory:" | "memory" => Ok(Arc::new(InMemoryStore::new())),
+        other => Err(format!("unsupported store URL {other:?}: use memory:")),
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command.unwrap_or(Command::Chat(ChatArgs::default())) {
+        Command::Demo => demo::run().await.map_err(|e| format!("{e} ({})", e.status())),
+        Command::Chat(args) => {
+            let model = pick_model(args.model.as_deref())?;
+            let store = open_store(&args.store)?;
+            chat::run(model, store, args.message)
+                .await
+                .map_err(|e| format!("{e} ({})", e.status()))
         }
     }
-    let directives = paused.iter().map(approve).collect::<holdpoint::Result<Vec<_>>>()?;
-    conn.send_resume(directives)?;
-    finish(&conn.output().await?)
-}
-
-async fn by_session_id(store: Arc<dyn SessionStore>) -> holdpoint::Result<()> {
-    println!("2. single-turn runs, resumed by session id");
-    let agent = banking_agent(Arc::new(demo_model()), Some(store))?;
-    println!("  user: {REQUEST}");
-    let first = agent.run(AgentInput::text(REQUEST), AgentInit::new()).await?;
-    println!(
-        "  (paused; session {}, snapshot {})",
-        first.session_id,
-        first.snapshot_id.as_deref().unwrap_or("-")
-    );
-    let directives = first
-        .interrupts()
-        .iter()
-        .map(approve)
-        .collect::<holdpoint::Result<Vec<_>>>()?;
-    let resume = AgentInput::resume(Resume::from_parts(directives));
-    let done = agent.run(resume, AgentInit::session(first.session_id.clone())).await?;
-    finish(&done)
-}
-
-async fn with_client_state() -> holdpoint::Result<()> {
-    println!("3. client-managed state");
-    let agent = banking_agent(Arc::new(demo_model()), None)?;
-    println!("  user: {REQUEST}");
-    let first = agent.run(AgentInput::text(REQUEST), AgentInit::new()).await?;
-    let state = first
-        .state
-        .clone()
-        .ok_or_else(|| holdpoint::Error::Internal("client-managed output has no state".into()))?;
-    println!(
-        "  (paused; the caller now holds the state: {} bytes)",
-        state.to_string().len()
-    );
-    let directives = first
-        .interrupts()
-        .iter()
-        .map(approve)
-        .collect::<holdpoint::Result<Vec<_>>>()?;
-    let resume = AgentInput::resume(Resume::from_parts(directives));
-    finish(&agent.run(resume, AgentInit::state(state)).await?)
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
-    println!("Holdpoint banking demo (scripted model, in-memory store)\n");
-    let steps = async {
-        over_a_connection(Arc::clone(&store)).await?;
-        println!();
-        by_session_id(Arc::clone(&store)).await?;
-        println!();
-        with_client_state().await
-    };
-    match steps.await {
+    match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {} ({})", e, e.status());
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
