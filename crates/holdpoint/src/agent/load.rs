@@ -13,6 +13,8 @@ pub(crate) struct Session {
     pub snapshot_id: Option<String>,
     /// Who owns the session (stamped on every snapshot written).
     pub owner: Option<String>,
+    /// When the loaded snapshot was written (how long a pause waited).
+    pub saved_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 fn fresh_session_id() -> String {
@@ -46,6 +48,7 @@ fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
         state,
         snapshot_id: Some(snapshot.snapshot_id),
         owner: snapshot.owner.or_else(|| principal.map(str::to_owned)),
+        saved_at: Some(snapshot.created_at),
     }
 }
 
@@ -80,6 +83,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             state,
             snapshot_id: None,
             owner,
+            saved_at: None,
         });
     };
 
@@ -122,6 +126,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 state: SessionState::new(session_id),
                 snapshot_id: None,
                 owner,
+                saved_at: None,
             }),
         };
     }
@@ -129,5 +134,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         state: SessionState::new(fresh_session_id()),
         snapshot_id: None,
         owner,
+        saved_at: None,
     })
 }

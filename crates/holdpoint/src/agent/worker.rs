@@ -97,7 +97,26 @@ async fn run_turn(
                 snapshot_id: id,
             };
             let records = audit::records(&ctx, &session.state.messages, resume);
-            store.claim_resume(id, records).await.map_err(|e| fail(e, false))?;
+            let waited_ms = session
+                .saved_at
+                .map(|t| (chrono::Utc::now() - t).num_milliseconds())
+                .unwrap_or(0);
+            let span = tracing::info_span!("resume_decision", snapshot_id = %id, decisions = records.len(), waited_ms);
+            for r in &records {
+                tracing::info!(
+                    parent: &span,
+                    tool = %r.tool,
+                    r#ref = r.reference.as_deref().unwrap_or(""),
+                    decision = r.decision.as_str(),
+                    principal = r.principal.as_deref().unwrap_or(""),
+                    "interrupt answered"
+                );
+            }
+            store
+                .claim_resume(id, records)
+                .instrument(span)
+                .await
+                .map_err(|e| fail(e, false))?;
             claimed = true;
         }
     }
@@ -346,6 +365,14 @@ impl Worker {
                         if finish == FinishReason::Interrupted
                             && let Some(m) = &message
                         {
+                            for p in m.interrupts() {
+                                tracing::info!(
+                                    snapshot_id = self.session.snapshot_id.as_deref().unwrap_or(""),
+                                    tool = p.as_tool_request().map(|r| r.name.as_str()).unwrap_or(""),
+                                    held_by = p.interrupted_by().unwrap_or("tool"),
+                                    "interrupt held"
+                                );
+                            }
                             let parts: Vec<_> = m.interrupts().cloned().collect();
                             self.io
                                 .responder
