@@ -90,6 +90,7 @@ pub use error::{Error, ErrorBody, Result, Status};
 pub use generate::{GenerateOptions, Generation, Resume, generate};
 pub use message::{Message, Part, PartKind, Role, ToolRequest, ToolResponse};
 pub use model::{
-    FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, ScriptedModel, ScriptedTurn, Usage,
+    FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, ScriptedModel, ScriptedTurn, ToolDefinition,
+    Usage,
 };
 pub use tool::{ResumableTool, Tool, ToolContext, ToolError, TypedTool, tool};

@@ -289,3 +289,8 @@ mod tests {
         assert_eq!(parse_transfer("what is my balance"), None);
     }
 }
+
+/// The README's Rust blocks, compiled and run as doc tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeExamples;
