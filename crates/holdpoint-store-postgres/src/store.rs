@@ -1,0 +1,181 @@
+//! [`PostgresStore`]: the `SessionStore` over a PostgreSQL pool.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use holdpoint::Result;
+use holdpoint::session::{
+    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, claim_update,
+    mint_id,
+};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::sync::OnceCell;
+
+use crate::error::store_error;
+use crate::listen::{self, Listening, Watchers};
+use crate::options::PostgresStoreOptions;
+use crate::{read, schema, write};
+
+const TARGET: &str = "holdpoint::store::postgres";
+
+/// A [`SessionStore`] in PostgreSQL, for any number of replicas sharing
+/// one database.
+///
+/// [`connect`](Self::connect) applies the migrations. Each
+/// [`save_snapshot`](SessionStore::save_snapshot) is one transaction that
+/// locks the row (`SELECT … FOR UPDATE`; for a row not yet there, an
+/// advisory lock on its id) before running the update, so concurrent saves
+/// of one id — from this process or another replica — run one after
+/// another and each sees the last one's row: two resumes of one snapshot
+/// never both claim it (SPEC §9.1). Status watchers hear changes from
+/// every replica through LISTEN/NOTIFY, so an abort reaches the replica
+/// running the turn.
+///
+/// Clones share one pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    options: PostgresStoreOptions,
+    watchers: Arc<Watchers>,
+    listening: OnceCell<Listening>,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://…`) with default
+    /// options and applies the migrations.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(PostgresStoreOptions::new(url)?).await
+    }
+
+    /// Connects as `options` says and applies the migrations. Fails with
+    /// `UNAVAILABLE` when the database cannot be reached, and
+    /// `FAILED_PRECONDITION` when a newer Holdpoint migrated it.
+    pub async fn connect_with(options: PostgresStoreOptions) -> Result<Self> {
+        let lock_timeout = format!("{}ms", options.lock_timeout.as_millis().max(1));
+        let connect = options.connect.clone().options([("lock_timeout", lock_timeout)]);
+        let pool = PgPoolOptions::new()
+            // One connection of the budget is the listener's own.
+            .max_connections(options.max_connections.saturating_sub(1).max(1))
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect)
+            .await
+            .map_err(|e| store_error("connect", e))?;
+        schema::migrate(&pool).await?;
+        tracing::debug!(target: TARGET, host = options.connect.get_host(), "connected");
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                pool,
+                options,
+                watchers: Arc::default(),
+                listening: OnceCell::new(),
+            }),
+        })
+    }
+
+    /// Closes the pool (for every clone), waiting for connections in use.
+    /// Later calls fail with `UNAVAILABLE`.
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+
+    async fn ensure_listening(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner
+            .listening
+            .get_or_try_init(|| {
+                listen::start(
+                    inner.options.connect.clone(),
+                    inner.pool.clone(),
+                    Arc::clone(&inner.watchers),
+                    inner.options.resync_interval,
+                )
+            })
+            .await
+            .map(|_| ())
+    }
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl SessionStore for PostgresStore {
+    async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
+        read::snapshot(&self.inner.pool, snapshot_id).await
+    }
+
+    async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
+        read::latest(&self.inner.pool, session_id).await
+    }
+
+    async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
+        let id = match snapshot_id {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => mint_id(),
+        };
+        let what = format!("save snapshot {id}");
+        let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
+        let saved = write::save_in(&mut tx, &id, update).await?;
+        if let Some(row) = &saved {
+            tx.commit().await.map_err(|e| store_error(&what, e))?;
+            tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
+        }
+        Ok(saved)
+    }
+
+    async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
+        // LISTEN first, read second: a change committed after the read is
+        // then sure to be heard.
+        self.ensure_listening().await?;
+        let ids = [snapshot_id.to_owned()];
+        let Some(current) = read::statuses(&self.inner.pool, &ids).await?.remove(snapshot_id) else {
+            return Ok(futures::stream::empty().boxed());
+        };
+        let stream = self.inner.watchers.subscribe(snapshot_id, current);
+        // A notification dispatched between the read and the subscription
+        // found no channel; read once more now that there is one.
+        if let Some(now) = read::statuses(&self.inner.pool, &ids).await?.remove(snapshot_id) {
+            self.inner.watchers.publish(snapshot_id, now);
+        }
+        Ok(stream)
+    }
+
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+        read::list(&self.inner.pool, query).await
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let err = |e| store_error("append audit records", e);
+        let mut tx = self.inner.pool.begin().await.map_err(err)?;
+        write::insert_audit(&mut tx, &records).await?;
+        tx.commit().await.map_err(err)
+    }
+
+    async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        read::audit(&self.inner.pool, query).await
+    }
+
+    /// The claim and its audit records in one transaction: both or neither.
+    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
+        let what = format!("claim snapshot {snapshot_id}");
+        let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
+        write::save_in(&mut tx, snapshot_id, claim_update(snapshot_id)).await?;
+        write::insert_audit(&mut tx, &audit).await?;
+        tx.commit().await.map_err(|e| store_error(&what, e))
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests of `PostgresStore` on a throwaway PostgreSQL (see
+//! `holdpoint_testkit::TempPostgres`): one binary, a module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod replicas;
+mod suite;

@@ -1,0 +1,33 @@
+//! `SqliteStore`: Holdpoint's embedded [`SessionStore`](holdpoint::session::SessionStore),
+//! one SQLite file that needs no set-up.
+//!
+//! - [`SqliteStore::open`] creates the file and its schema on first use
+//!   (migrations in `migrations/`, applied once each), in WAL mode with
+//!   `synchronous=FULL`: a save that returned is on disk, so an interrupt
+//!   announced after its save survives a crash (SPEC §9.2).
+//! - [`SqliteStoreOptions`] changes durability ([`Synchronous`]), how long a
+//!   write waits for another writer, pool size and the watch poll interval.
+//! - Each save is one `BEGIN IMMEDIATE` transaction: read the row, run the
+//!   update, write, commit. Any number of handles and processes may share
+//!   the file; two resumes of one snapshot never both claim it (SPEC §9.1).
+//! - Status watchers hear this handle's writes at once and poll for other
+//!   processes' writes (100 ms by default).
+//! - Failures map to Holdpoint errors: a locked, unreadable or full
+//!   database is `UNAVAILABLE`; nothing half-written is ever visible.
+//!
+//! Rows hold the whole snapshot as JSON next to indexed columns
+//! (`snapshot_id`, `session_id`, `created_at_ns`, `status`, …) in the
+//! table `holdpoint_snapshots`.
+#![deny(missing_docs)]
+
+mod error;
+mod options;
+mod read;
+mod row;
+mod schema;
+mod store;
+mod watch;
+mod write;
+
+pub use options::{SqliteStoreOptions, Synchronous};
+pub use store::SqliteStore;

@@ -1,0 +1,96 @@
+//! The reading half of the store: single rows, a session's latest row,
+//! listings and the audit trail. Every read is one statement, so it sees
+//! one committed state.
+
+use holdpoint::Result;
+use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus};
+use sqlx::SqlitePool;
+
+use crate::error::store_error;
+use crate::row;
+
+/// Snapshot `id` as a reader sees it now.
+pub(crate) async fn snapshot(pool: &SqlitePool, id: &str) -> Result<Option<Snapshot>> {
+    let data: Option<String> = sqlx::query_scalar("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| store_error(&format!("read snapshot {id}"), e))?;
+    data.map(|d| row::decode(id, &d).map(Snapshot::as_read)).transpose()
+}
+
+/// The session's row with the greatest `created_at`, ties by greatest id.
+pub(crate) async fn latest(pool: &SqlitePool, session_id: &str) -> Result<Option<Snapshot>> {
+    let found: Option<(String, String)> = sqlx::query_as(
+        "SELECT snapshot_id, data FROM holdpoint_snapshots WHERE session_id = ?1 \
+         ORDER BY created_at_ns DESC, snapshot_id DESC LIMIT 1",
+    )
+    .bind(session_id)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| store_error(&format!("read latest snapshot of session {session_id}"), e))?;
+    found
+        .map(|(id, d)| row::decode(&id, &d).map(Snapshot::as_read))
+        .transpose()
+}
+
+/// The status of row `id` as a reader sees it now, or `None` when absent.
+pub(crate) async fn status(pool: &SqlitePool, id: &str) -> Result<Option<SnapshotStatus>> {
+    let found: Option<(String, i64, Option<i64>)> =
+        sqlx::query_as("SELECT status, updated_at_ns, heartbeat_at_ns FROM holdpoint_snapshots WHERE snapshot_id = ?1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| store_error(&format!("read status of snapshot {id}"), e))?;
+    found
+        .map(|(status, updated, heartbeat)| row::read_status(id, &status, updated, heartbeat))
+        .transpose()
+}
+
+/// `list_snapshots`: the filters of [`SnapshotQuery`], newest first. With
+/// `waiting_only`, a row counts only if no row of its session is newer.
+const LIST: &str = "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s \
+     WHERE (?1 IS NULL OR s.agent = ?1) \
+       AND (?2 IS NULL OR s.session_id = ?2) \
+       AND (?3 IS NULL OR s.owner = ?3) \
+       AND (?4 = 0 OR (s.status = 'completed' AND s.finish_reason = 'interrupted' AND s.resumed_at_ns IS NULL \
+            AND NOT EXISTS (SELECT 1 FROM holdpoint_snapshots t WHERE t.session_id = s.session_id \
+                AND (t.created_at_ns > s.created_at_ns \
+                     OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id))))) \
+     ORDER BY s.created_at_ns DESC, s.snapshot_id DESC LIMIT ?5";
+
+pub(crate) async fn list(pool: &SqlitePool, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+    let rows: Vec<(String, String)> = sqlx::query_as(LIST)
+        .bind(&query.agent)
+        .bind(&query.session_id)
+        .bind(&query.owner)
+        .bind(query.waiting_only)
+        .bind(limit(query.limit()))
+        .fetch_all(pool)
+        .await
+        .map_err(|e| store_error("list snapshots", e))?;
+    rows.into_iter()
+        .map(|(id, d)| row::decode(&id, &d).map(Snapshot::as_read))
+        .collect()
+}
+
+const LIST_AUDIT: &str = "SELECT seq, data FROM holdpoint_audit \
+     WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR principal = ?3) \
+     ORDER BY seq DESC LIMIT ?4";
+
+/// `list_audit`: the filters of [`AuditQuery`], newest first.
+pub(crate) async fn audit(pool: &SqlitePool, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(LIST_AUDIT)
+        .bind(&query.agent)
+        .bind(&query.session_id)
+        .bind(&query.principal)
+        .bind(limit(query.limit()))
+        .fetch_all(pool)
+        .await
+        .map_err(|e| store_error("list audit records", e))?;
+    rows.into_iter().map(|(seq, d)| row::decode_audit(seq, &d)).collect()
+}
+
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

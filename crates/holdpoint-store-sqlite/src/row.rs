@@ -1,0 +1,164 @@
+//! Snapshots and audit records as table rows: the JSON document plus the
+//! columns copied out of it for lookups.
+
+use chrono::{DateTime, Utc};
+use holdpoint::session::{AuditRecord, SessionState, Snapshot, SnapshotStatus};
+use holdpoint::{Error, Result};
+
+use crate::error::corrupt_row;
+
+/// The column values of one snapshot row.
+pub(crate) struct Columns {
+    pub snapshot_id: String,
+    pub session_id: String,
+    pub parent_id: Option<String>,
+    pub created_at_ns: i64,
+    pub updated_at_ns: i64,
+    pub heartbeat_at_ns: Option<i64>,
+    pub resumed_at_ns: Option<i64>,
+    pub status: &'static str,
+    pub finish_reason: Option<String>,
+    pub agent: Option<String>,
+    pub owner: Option<String>,
+    pub data: String,
+}
+
+impl Columns {
+    pub fn of(row: &Snapshot) -> Result<Self> {
+        let finish_reason = row
+            .finish_reason
+            .map(|r| match serde_json::to_value(r) {
+                Ok(serde_json::Value::String(name)) => Ok(name),
+                other => Err(Error::Internal(format!("finish reason {r:?} encodes as {other:?}"))),
+            })
+            .transpose()?;
+        Ok(Columns {
+            snapshot_id: row.snapshot_id.clone(),
+            session_id: row.session_id.clone(),
+            parent_id: row.parent_id.clone(),
+            created_at_ns: nanos("createdAt", row.created_at)?,
+            updated_at_ns: nanos("updatedAt", row.updated_at)?,
+            heartbeat_at_ns: row.heartbeat_at.map(|t| nanos("heartbeatAt", t)).transpose()?,
+            resumed_at_ns: row.resumed_at.map(|t| nanos("resumedAt", t)).transpose()?,
+            status: row.status.as_str(),
+            finish_reason,
+            agent: row.agent.clone(),
+            owner: row.owner.clone(),
+            data: serde_json::to_string(row)
+                .map_err(|e| Error::Internal(format!("snapshot {} does not encode: {e}", row.snapshot_id)))?,
+        })
+    }
+}
+
+/// The column values of one audit row.
+pub(crate) struct AuditColumns {
+    pub record_id: String,
+    pub at_ns: i64,
+    pub principal: Option<String>,
+    pub agent: Option<String>,
+    pub session_id: String,
+    pub snapshot_id: String,
+    pub data: String,
+}
+
+impl AuditColumns {
+    pub fn of(record: &AuditRecord) -> Result<Self> {
+        Ok(AuditColumns {
+            record_id: record.id.clone(),
+            at_ns: nanos("at", record.at)?,
+            principal: record.principal.clone(),
+            agent: record.agent.clone(),
+            session_id: record.session_id.clone(),
+            snapshot_id: record.snapshot_id.clone(),
+            data: serde_json::to_string(record)
+                .map_err(|e| Error::Internal(format!("audit record {} does not encode: {e}", record.id)))?,
+        })
+    }
+}
+
+/// A timestamp as nanoseconds since the epoch (exact, and ordered like the
+/// timestamps themselves).
+fn nanos(field: &str, at: DateTime<Utc>) -> Result<i64> {
+    at.timestamp_nanos_opt().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{field} {at} is outside the range a store can keep (years 1678 to 2261)"
+        ))
+    })
+}
+
+/// Decodes the `data` column of snapshot row `id`.
+pub(crate) fn decode(id: &str, data: &str) -> Result<Snapshot> {
+    serde_json::from_str(data).map_err(|e| corrupt_row(&format!("snapshot {id}"), e))
+}
+
+/// Decodes the `data` column of audit row `seq`.
+pub(crate) fn decode_audit(seq: i64, data: &str) -> Result<AuditRecord> {
+    serde_json::from_str(data).map_err(|e| corrupt_row(&format!("audit row {seq}"), e))
+}
+
+/// The status a reader sees for a row with these columns (see
+/// [`Snapshot::read_status`]), without decoding the whole document.
+pub(crate) fn read_status(
+    id: &str,
+    status: &str,
+    updated_at_ns: i64,
+    heartbeat_at_ns: Option<i64>,
+) -> Result<SnapshotStatus> {
+    let status: SnapshotStatus = serde_json::from_value(serde_json::Value::String(status.to_owned()))
+        .map_err(|e| corrupt_row(&format!("status of snapshot {id}"), e))?;
+    let mut probe = Snapshot::new(SessionState::default());
+    probe.status = status;
+    probe.updated_at = DateTime::from_timestamp_nanos(updated_at_ns);
+    probe.heartbeat_at = heartbeat_at_ns.map(DateTime::from_timestamp_nanos);
+    Ok(probe.read_status(Utc::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdpoint::FinishReason;
+
+    #[test]
+    fn columns_copy_the_document() {
+        let mut row = Snapshot::new(SessionState::new("s"));
+        row.snapshot_id = "id".into();
+        row.status = SnapshotStatus::Pending;
+        row.finish_reason = Some(FinishReason::Interrupted);
+        row.owner = Some("alice".into());
+        let cols = Columns::of(&row).unwrap();
+        assert_eq!(cols.status, "pending");
+        assert_eq!(cols.finish_reason.as_deref(), Some("interrupted"));
+        assert_eq!(cols.owner.as_deref(), Some("alice"));
+        assert_eq!(cols.created_at_ns, row.created_at.timestamp_nanos_opt().unwrap());
+        assert_eq!(cols.resumed_at_ns, None);
+        assert_eq!(decode("id", &cols.data).unwrap(), row);
+    }
+
+    #[test]
+    fn stale_pending_columns_read_expired() {
+        let old = (Utc::now() - chrono::Duration::seconds(90))
+            .timestamp_nanos_opt()
+            .unwrap();
+        let now = Utc::now().timestamp_nanos_opt().unwrap();
+        assert_eq!(read_status("x", "pending", old, None).unwrap(), SnapshotStatus::Expired);
+        assert_eq!(
+            read_status("x", "pending", old, Some(now)).unwrap(),
+            SnapshotStatus::Pending
+        );
+        assert_eq!(
+            read_status("x", "completed", old, None).unwrap(),
+            SnapshotStatus::Completed
+        );
+        assert!(read_status("x", "bogus", old, None).is_err());
+    }
+
+    #[test]
+    fn far_dates_are_refused() {
+        let mut row = Snapshot::new(SessionState::new("s"));
+        row.created_at = DateTime::parse_from_rfc3339("3000-01-01T00:00:00Z").unwrap().to_utc();
+        assert_eq!(
+            Columns::of(&row).err().map(|e| e.status()),
+            Some(holdpoint::Status::InvalidArgument)
+        );
+    }
+}

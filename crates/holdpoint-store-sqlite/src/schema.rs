@@ -1,0 +1,85 @@
+//! The schema and its migrations (`migrations/NNNN_name.sql`).
+//!
+//! Migrations are applied on open, each once, in one `BEGIN IMMEDIATE`
+//! transaction, so two processes opening a new file at the same moment do
+//! not both create it. A database migrated by a newer build is refused
+//! rather than misread.
+
+use chrono::Utc;
+use holdpoint::{Error, Result};
+use sqlx::SqlitePool;
+
+use crate::error::store_error;
+
+/// One migration file, embedded at build time.
+pub(crate) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. Add new files here; never edit an applied one.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../migrations/0001_init.sql"),
+}];
+
+const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (
+    version    INTEGER NOT NULL PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at TEXT    NOT NULL
+)";
+
+/// Brings the database's schema up to date.
+pub(crate) async fn migrate(pool: &SqlitePool) -> Result<()> {
+    let err = |e| store_error("apply migrations", e);
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
+    sqlx::raw_sql(LEDGER).execute(&mut *tx).await.map_err(err)?;
+    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM holdpoint_schema_migrations")
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(err)?;
+    let known = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    if let Some(newest) = applied.iter().copied().max()
+        && newest > known
+    {
+        return Err(Error::FailedPrecondition(format!(
+            "sqlite store: the database has schema version {newest}, newer than this build knows ({known}); \
+             use a newer Holdpoint"
+        )));
+    }
+    for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+        tracing::info!(target: "holdpoint::store::sqlite", version = migration.version, name = migration.name, "applying migration");
+        sqlx::raw_sql(migration.sql).execute(&mut *tx).await.map_err(err)?;
+        sqlx::query("INSERT INTO holdpoint_schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)")
+            .bind(migration.version)
+            .bind(migration.name)
+            .bind(Utc::now().to_rfc3339())
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_migration_file_is_listed_once_in_order() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|m| format!("{:04}_{}.sql", m.version, m.name))
+            .collect();
+        assert_eq!(files, listed);
+    }
+}

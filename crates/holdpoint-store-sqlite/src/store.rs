@@ -1,0 +1,236 @@
+//! [`SqliteStore`]: the `SessionStore` over one SQLite file.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use holdpoint::session::{
+    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, claim_update,
+    mint_id,
+};
+use holdpoint::{Error, Result};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+use crate::error::store_error;
+use crate::options::SqliteStoreOptions;
+use crate::watch::Watchers;
+use crate::{read, schema, write};
+
+const TARGET: &str = "holdpoint::store::sqlite";
+
+/// A [`SessionStore`] in one SQLite file: the embedded default.
+///
+/// The file is created with its schema on first open and runs in WAL mode
+/// with `synchronous=FULL` unless [`SqliteStoreOptions`] says otherwise, so
+/// a save that returned is on disk. [`save_snapshot`](SessionStore::save_snapshot)
+/// runs its update inside a `BEGIN IMMEDIATE` transaction, which holds the
+/// database's write lock from the first read: saves are atomic across
+/// handles, pools and processes sharing the file.
+///
+/// Clones share one connection pool.
+///
+/// ```
+/// use holdpoint::session::{SessionState, SessionStore, Snapshot};
+/// use holdpoint_store_sqlite::SqliteStore;
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = SqliteStore::open(dir.path().join("sessions.db")).await?;
+/// let saved = store
+///     .save_snapshot(None, Box::new(|_| Ok(Some(Snapshot::new(SessionState::new("s1"))))))
+///     .await?
+///     .expect("written");
+/// let read = store.get_snapshot(&saved.snapshot_id).await?.expect("present");
+/// assert_eq!(read, saved);
+/// # Ok::<(), holdpoint::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: SqlitePool,
+    watchers: Arc<Watchers>,
+    options: SqliteStoreOptions,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path` with default options.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(SqliteStoreOptions::new(path)).await
+    }
+
+    /// Opens (creating if needed) the database file `options` names.
+    ///
+    /// Fails with `UNAVAILABLE` when the file cannot be opened or created,
+    /// and `FAILED_PRECONDITION` when a newer Holdpoint migrated it.
+    pub async fn open_with(options: SqliteStoreOptions) -> Result<Self> {
+        let path = options.path.clone();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::Unavailable(format!("sqlite store: cannot create folder {}: {e}", parent.display()))
+            })?;
+        }
+        let connect = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(options.synchronous.to_sqlx())
+            .busy_timeout(options.busy_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.busy_timeout + std::time::Duration::from_secs(5))
+            .connect_with(connect)
+            .await
+            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
+        schema::migrate(&pool).await?;
+        tracing::debug!(target: TARGET, path = %path.display(), "opened");
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                pool,
+                watchers: Arc::default(),
+                options,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.options.path
+    }
+
+    /// Closes the pool (for every clone), waiting for connections in use.
+    /// Later calls fail with `UNAVAILABLE`.
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.options.path)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
+        read::snapshot(&self.inner.pool, snapshot_id).await
+    }
+
+    async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
+        read::latest(&self.inner.pool, session_id).await
+    }
+
+    async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
+        let id = match snapshot_id {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => mint_id(),
+        };
+        let mut tx = self.begin_write(&id).await?;
+        let saved = write::save_in(&mut tx, &id, update).await?;
+        if let Some(row) = &saved {
+            self.commit(tx, &id, row).await?;
+        }
+        Ok(saved)
+    }
+
+    async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
+        let Some(current) = read::status(&self.inner.pool, snapshot_id).await? else {
+            return Ok(futures::stream::empty().boxed());
+        };
+        Ok(self
+            .inner
+            .watchers
+            .subscribe(&self.inner.pool, snapshot_id, current, self.inner.options.poll_interval))
+    }
+
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+        read::list(&self.inner.pool, query).await
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write("audit").await?;
+        write::insert_audit(&mut tx, &records).await?;
+        tx.commit().await.map_err(|e| store_error("append audit records", e))
+    }
+
+    async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        read::audit(&self.inner.pool, query).await
+    }
+
+    /// The claim and its audit records in one transaction: both or neither.
+    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
+        let mut tx = self.begin_write(snapshot_id).await?;
+        let saved = write::save_in(&mut tx, snapshot_id, claim_update(snapshot_id)).await?;
+        write::insert_audit(&mut tx, &audit).await?;
+        match &saved {
+            Some(row) => self.commit(tx, snapshot_id, row).await,
+            None => tx
+                .commit()
+                .await
+                .map_err(|e| store_error(&format!("claim snapshot {snapshot_id}"), e)),
+        }
+    }
+}
+
+impl SqliteStore {
+    /// A transaction holding the database's write lock from its start, so
+    /// no other writer can slip in between a read and the write it decides.
+    /// (An uncommitted transaction rolls back when dropped.)
+    async fn begin_write(&self, what: &str) -> Result<Transaction<'static, Sqlite>> {
+        self.inner
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| store_error(&format!("start writing {what}"), e))
+    }
+
+    /// Commits a save of `row` and tells this handle's watchers.
+    async fn commit(&self, tx: Transaction<'static, Sqlite>, id: &str, row: &Snapshot) -> Result<()> {
+        tx.commit()
+            .await
+            .map_err(|e| store_error(&format!("save snapshot {id}"), e))?;
+        tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
+        self.inner.watchers.publish(id, row.read_status(chrono::Utc::now()));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Synchronous;
+
+    async fn settings(store: &SqliteStore) -> (String, i64) {
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.inner.pool)
+            .await
+            .unwrap();
+        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&store.inner.pool)
+            .await
+            .unwrap();
+        (journal, sync)
+    }
+
+    #[tokio::test]
+    async fn wal_and_full_sync_by_default_and_configurable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("a.db")).await.unwrap();
+        assert_eq!(settings(&store).await, ("wal".to_owned(), 2));
+        let options = SqliteStoreOptions::new(dir.path().join("b.db")).synchronous(Synchronous::Normal);
+        let store = SqliteStore::open_with(options).await.unwrap();
+        assert_eq!(settings(&store).await, ("wal".to_owned(), 1));
+    }
+}

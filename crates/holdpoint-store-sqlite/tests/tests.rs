@@ -1,0 +1,6 @@
+//! Integration tests of `SqliteStore`: one binary, a module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod reopen;
+mod replicas;
+mod suite;

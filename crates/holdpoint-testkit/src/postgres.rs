@@ -1,0 +1,256 @@
+//! [`TempPostgres`]: a throwaway PostgreSQL server for tests.
+//!
+//! With `HOLDPOINT_TEST_PG_URL` (or else `DATABASE_URL`) set, that database
+//! is used and nothing is started. Otherwise a fresh cluster is made with
+//! `initdb` in a temporary folder and started with `pg_ctl` on a free port
+//! of 127.0.0.1 (as the `postgres` OS user when running as root, since
+//! `initdb` refuses root); dropping the value stops it and removes the
+//! folder. Binaries are looked up in `HOLDPOINT_PG_BIN`, then in the newest
+//! `/usr/lib/postgresql/*/bin` (Debian's layout).
+
+use std::fmt;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+/// Why no PostgreSQL could be had.
+#[derive(Debug)]
+pub enum StartError {
+    /// No PostgreSQL server binaries on this machine.
+    NoBinaries(String),
+    /// The binaries are there but the server did not start.
+    Failed(String),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::NoBinaries(why) => write!(f, "no PostgreSQL binaries: {why}"),
+            StartError::Failed(why) => write!(f, "PostgreSQL did not start: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A PostgreSQL database for one test: either the one named by
+/// `HOLDPOINT_TEST_PG_URL`/`DATABASE_URL`, or a private server that stops
+/// when this value is dropped.
+pub struct TempPostgres {
+    url: String,
+    server: Option<Server>,
+}
+
+struct Server {
+    bin: PathBuf,
+    data: PathBuf,
+    as_postgres: bool,
+    // Dropped after the server is stopped (field order does not matter:
+    // `Drop for TempPostgres` stops the server first).
+    _dir: TempDir,
+}
+
+impl TempPostgres {
+    /// Uses the configured database, or starts a private server.
+    pub fn start() -> Result<Self, StartError> {
+        for var in ["HOLDPOINT_TEST_PG_URL", "DATABASE_URL"] {
+            if let Ok(url) = std::env::var(var)
+                && !url.trim().is_empty()
+            {
+                return Ok(TempPostgres { url, server: None });
+            }
+        }
+        let bin = find_bin_dir()?;
+        let mut last = String::new();
+        // A free port can be taken by someone else before the server binds
+        // it; try a few.
+        for _ in 0..3 {
+            match start_server(&bin) {
+                Ok((url, server)) => {
+                    return Ok(TempPostgres {
+                        url,
+                        server: Some(server),
+                    });
+                }
+                Err(why) => last = why,
+            }
+        }
+        Err(StartError::Failed(last))
+    }
+
+    /// [`start`](Self::start), or `None` after saying loudly on stderr why
+    /// `test` is skipped, when this machine has no PostgreSQL binaries and
+    /// `CI` is not `true`. Panics on any other failure, and under `CI=true`.
+    pub fn start_or_skip(test: &str) -> Option<Self> {
+        match Self::start() {
+            Ok(pg) => Some(pg),
+            Err(StartError::NoBinaries(why)) if std::env::var("CI").as_deref() != Ok("true") => {
+                eprintln!(
+                    "SKIPPED {test}: {why}. Install PostgreSQL (apt-get install postgresql) or set \
+                     HOLDPOINT_TEST_PG_URL / DATABASE_URL to run it."
+                );
+                None
+            }
+            Err(err) => panic!("{test}: {err}"),
+        }
+    }
+
+    /// The connection URL, `postgres://…`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether this value runs its own server (rather than a configured one).
+    pub fn is_private(&self) -> bool {
+        self.server.is_some()
+    }
+}
+
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        if let Some(server) = &self.server {
+            let data = server.data.display().to_string();
+            let _ = run(server, "pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+        }
+    }
+}
+
+impl fmt::Debug for TempPostgres {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TempPostgres")
+            .field("url", &self.url)
+            .field("private", &self.is_private())
+            .finish()
+    }
+}
+
+fn find_bin_dir() -> Result<PathBuf, StartError> {
+    if let Ok(dir) = std::env::var("HOLDPOINT_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        if dir.join("initdb").is_file() {
+            return Ok(dir);
+        }
+        return Err(StartError::NoBinaries(format!(
+            "HOLDPOINT_PG_BIN={} has no initdb",
+            dir.display()
+        )));
+    }
+    let root = Path::new("/usr/lib/postgresql");
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
+        .map_err(|e| StartError::NoBinaries(format!("cannot read {}: {e}", root.display())))?
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| StartError::NoBinaries(format!("no {}/*/bin/initdb", root.display())))
+}
+
+fn start_server(bin: &Path) -> Result<(String, Server), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("holdpoint-pg-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let as_postgres = running_as_root();
+    if as_postgres {
+        let out = Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("chown: {e}"))?;
+        check("chown postgres", &out)?;
+    }
+    let data = dir.path().join("data");
+    let server = Server {
+        bin: bin.to_owned(),
+        data: data.clone(),
+        as_postgres,
+        _dir: dir,
+    };
+    let data_s = data.display().to_string();
+    let out = run(
+        &server,
+        "initdb",
+        &[
+            "-D",
+            &data_s,
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        ],
+    )?;
+    check("initdb", &out)?;
+
+    let port = free_port()?;
+    let socket_dir = server._dir.path().display().to_string();
+    let log = server._dir.path().join("server.log").display().to_string();
+    let opts = format!(
+        "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={socket_dir} \
+         -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    );
+    let out = run(
+        &server,
+        "pg_ctl",
+        &["-D", &data_s, "-l", &log, "-o", &opts, "-w", "-t", "60", "start"],
+    )?;
+    if let Err(why) = check("pg_ctl start", &out) {
+        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+        return Err(format!("{why}\nserver log:\n{log_text}"));
+    }
+    Ok((format!("postgres://postgres@127.0.0.1:{port}/postgres"), server))
+}
+
+/// Runs a PostgreSQL binary, as the `postgres` user when we are root.
+fn run(server: &Server, program: &str, args: &[&str]) -> Result<Output, String> {
+    let path = server.bin.join(program);
+    let mut cmd = if server.as_postgres {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--"]).arg(&path);
+        cmd
+    } else {
+        Command::new(&path)
+    };
+    cmd.args(args)
+        .current_dir(server._dir.path())
+        .output()
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn check(what: &str, out: &Output) -> Result<(), String> {
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} exited with {}:\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+fn running_as_root() -> bool {
+    // /proc/self belongs to the effective user.
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("local_addr: {e}"))
+}

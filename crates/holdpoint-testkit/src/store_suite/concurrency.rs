@@ -1,0 +1,213 @@
+//! Concurrent `save_snapshot` calls: increments all land, claims have one
+//! winner, creators of one id serialise; on one handle and across two.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use holdpoint::session::{AuditQuery, SessionStore, SnapshotStatus};
+use holdpoint::{Result, Status};
+use serde_json::json;
+
+use super::listing::{record, waiting};
+use super::watch::wait_for;
+use super::{claim_update, fresh_id, fresh_session, get_present, put, snapshot};
+
+/// How many tasks race in each concurrency case.
+pub const RACERS: usize = 32;
+
+fn custom_n(row: &holdpoint::session::Snapshot) -> u64 {
+    row.state
+        .as_ref()
+        .and_then(|s| s.custom.get("n"))
+        .and_then(|n| n.as_u64())
+        .unwrap_or(0)
+}
+
+/// Adds one to `state.custom.n` of the row, creating the row (in `session`)
+/// when it is missing.
+async fn increment(store: Arc<dyn SessionStore>, id: String, session: String) -> Result<()> {
+    store
+        .save_snapshot(
+            Some(&id),
+            Box::new(move |existing| {
+                let mut next = existing.cloned().unwrap_or_else(|| snapshot(&session));
+                let n = custom_n(&next) + 1;
+                if let Some(state) = next.state.as_mut() {
+                    state.custom = json!({"n": n});
+                }
+                next.updated_at = Utc::now();
+                Ok(Some(next))
+            }),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// `RACERS` increments of one row over the given handles (round robin).
+async fn race_increments(stores: &[Arc<dyn SessionStore>], id: &str, session: &str) {
+    let mut tasks = Vec::new();
+    for i in 0..RACERS {
+        let store = stores[i % stores.len()].clone();
+        tasks.push(tokio::spawn(increment(store, id.to_owned(), session.to_owned())));
+    }
+    for task in tasks {
+        task.await.expect("increment task panicked").expect("increment failed");
+    }
+}
+
+/// `RACERS` claims of one row over the given handles: exactly one wins,
+/// every other gets `ABORTED`, and `resumedAt` is set.
+async fn race_claims(stores: &[Arc<dyn SessionStore>], id: &str) {
+    let mut tasks = Vec::new();
+    for i in 0..RACERS {
+        let store = stores[i % stores.len()].clone();
+        let id = id.to_owned();
+        tasks.push(tokio::spawn(async move {
+            store.save_snapshot(Some(&id), claim_update()).await
+        }));
+    }
+    let (mut won, mut aborted) = (0, 0);
+    for task in tasks {
+        match task.await.expect("claim task panicked") {
+            Ok(Some(row)) => {
+                assert!(row.resumed_at.is_some());
+                won += 1;
+            }
+            Ok(None) => panic!("a claim wrote nothing without an error"),
+            Err(err) if err.status() == Status::Aborted => {
+                assert!(err.to_string().contains("already resumed"), "{err}");
+                aborted += 1;
+            }
+            Err(err) => panic!("a claim failed with {}: {err}", err.status()),
+        }
+    }
+    assert_eq!((won, aborted), (1, RACERS - 1), "claims: {won} won, {aborted} aborted");
+    assert!(get_present(&*stores[0], id).await.resumed_at.is_some());
+}
+
+/// `RACERS` concurrent increments of a counter in `state.custom` all land.
+pub async fn concurrent_increments_all_land(store: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let mut row = snapshot(&session);
+    row.state.as_mut().expect("state").custom = json!({"n": 0});
+    let id = put(&*store, None, row).await.snapshot_id;
+    race_increments(std::slice::from_ref(&store), &id, &session).await;
+    assert_eq!(custom_n(&get_present(&*store, &id).await), RACERS as u64);
+}
+
+/// `RACERS` concurrent claims of one row through the `resumedAt` pattern:
+/// one wins, the rest get `ABORTED` "already resumed".
+pub async fn concurrent_claims_have_one_winner(store: Arc<dyn SessionStore>) {
+    let mut row = snapshot(&fresh_session());
+    row.finish_reason = Some(holdpoint::FinishReason::Interrupted);
+    let id = put(&*store, None, row).await.snapshot_id;
+    race_claims(&[store], &id).await;
+}
+
+/// `RACERS` tasks saving one fixed, not yet existing id, each creating the
+/// row when the update sees none: exactly one creates, all increments land.
+pub async fn concurrent_creators_of_one_id_serialise(store: Arc<dyn SessionStore>) {
+    let id = fresh_id("create-race");
+    let session = fresh_session();
+    race_increments(std::slice::from_ref(&store), &id, &session).await;
+    assert_eq!(custom_n(&get_present(&*store, &id).await), RACERS as u64);
+}
+
+/// Rows and status changes written through one handle are seen through
+/// the other: reads, latest, abort, and a watcher on the other handle.
+pub async fn two_handles_see_each_other(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let saved = put(&*a, None, snapshot(&session)).await;
+    assert_eq!(get_present(&*b, &saved.snapshot_id).await, saved);
+    let latest = b
+        .get_latest_snapshot(&session)
+        .await
+        .expect("latest failed")
+        .expect("latest");
+    assert_eq!(latest.snapshot_id, saved.snapshot_id);
+
+    let mut row = snapshot(&session);
+    row.status = SnapshotStatus::Pending;
+    row.heartbeat_at = Some(Utc::now());
+    let pending = put(&*b, None, row).await.snapshot_id;
+    let mut watch_a = a.watch_status(&pending).await.expect("watch failed");
+    wait_for(&mut watch_a, SnapshotStatus::Pending, &[]).await;
+    assert_eq!(
+        b.abort(&pending).await.expect("abort failed"),
+        Some(SnapshotStatus::Pending)
+    );
+    wait_for(&mut watch_a, SnapshotStatus::Aborting, &[SnapshotStatus::Pending]).await;
+    assert_eq!(get_present(&*a, &pending).await.status, SnapshotStatus::Aborting);
+}
+
+/// `RACERS` increments split over two handles all land, also when the row
+/// is created by the race itself.
+pub async fn two_handles_increment(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let id = put(&*a, None, snapshot(&session)).await.snapshot_id;
+    race_increments(&[a.clone(), b.clone()], &id, &session).await;
+    assert_eq!(custom_n(&get_present(&*b, &id).await), RACERS as u64);
+
+    let fresh = fresh_id("create-race-2");
+    race_increments(&[a.clone(), b], &fresh, &session).await;
+    assert_eq!(custom_n(&get_present(&*a, &fresh).await), RACERS as u64);
+}
+
+/// `RACERS` claims of one row split over two handles: one winner.
+pub async fn two_handles_claim_once(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+    let id = put(&*a, None, snapshot(&fresh_session())).await.snapshot_id;
+    race_claims(&[a, b], &id).await;
+}
+
+/// `RACERS` `claim_resume` calls on one snapshot over the given handles,
+/// each with its own audit record: one wins, the rest get `ABORTED`, and
+/// the trail holds the winner's record only.
+async fn race_claim_resumes(stores: &[Arc<dyn SessionStore>]) {
+    let session = fresh_session();
+    let agent = fresh_id("agent");
+    let id = put(&*stores[0], None, waiting(&session)).await.snapshot_id;
+    let mut tasks = Vec::new();
+    for i in 0..RACERS {
+        let store = stores[i % stores.len()].clone();
+        let record = record(&session, &id, Some(&format!("principal-{i}")), &agent);
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let outcome = store.claim_resume(&id, vec![record.clone()]).await;
+            (record, outcome)
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut aborted = 0;
+    for task in tasks {
+        match task.await.expect("claim task panicked") {
+            (record, Ok(())) => winners.push(record),
+            (_, Err(err)) if err.status() == Status::Aborted => aborted += 1,
+            (_, Err(err)) => panic!("a claim failed with {}: {err}", err.status()),
+        }
+    }
+    assert_eq!(
+        (winners.len(), aborted),
+        (1, RACERS - 1),
+        "claims: {} won, {aborted} aborted",
+        winners.len()
+    );
+    let trail = stores[0]
+        .list_audit(&AuditQuery {
+            session_id: Some(session),
+            ..Default::default()
+        })
+        .await
+        .expect("list_audit failed");
+    assert_eq!(trail, winners, "the trail must hold exactly the winner's record");
+}
+
+/// `RACERS` concurrent `claim_resume` calls: one winner, one audit record.
+pub async fn concurrent_claim_resumes_have_one_winner(store: Arc<dyn SessionStore>) {
+    race_claim_resumes(&[store]).await;
+}
+
+/// `RACERS` `claim_resume` calls split over two handles: one winner, one
+/// audit record.
+pub async fn two_handles_claim_resume_once(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+    race_claim_resumes(&[a, b]).await;
+}

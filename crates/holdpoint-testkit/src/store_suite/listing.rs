@@ -1,0 +1,260 @@
+//! `list_snapshots`, the audit trail and `claim_resume` (SPEC §9.1, §9.7,
+//! §9.8).
+
+use std::sync::Arc;
+
+use chrono::{Duration, TimeZone, Utc};
+use holdpoint::session::{
+    AuditDecision, AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id,
+};
+use holdpoint::{FinishReason, Status};
+
+use super::{fresh_id, fresh_session, get_present, put, snapshot};
+
+/// An audit record of an approval in `session` of snapshot `snapshot_id`.
+pub(super) fn record(session: &str, snapshot_id: &str, principal: Option<&str>, agent: &str) -> AuditRecord {
+    AuditRecord {
+        id: mint_id(),
+        at: Utc
+            .timestamp_opt(1_700_000_000, 987_654_321)
+            .single()
+            .expect("valid time"),
+        principal: principal.map(str::to_owned),
+        agent: Some(agent.to_owned()),
+        session_id: session.to_owned(),
+        snapshot_id: snapshot_id.to_owned(),
+        tool: "transfer".into(),
+        reference: Some("ref-1".into()),
+        input_hash: "0".repeat(64),
+        decision: AuditDecision::Approve,
+        reason: Some("looks fine".into()),
+        held_by: Some("genkit-middleware/toolApproval".into()),
+    }
+}
+
+/// A completed snapshot that ended interrupted: waiting for an answer.
+pub(super) fn waiting(session: &str) -> Snapshot {
+    let mut row = snapshot(session);
+    row.finish_reason = Some(FinishReason::Interrupted);
+    row
+}
+
+async fn list(store: &dyn SessionStore, query: SnapshotQuery) -> Vec<String> {
+    store
+        .list_snapshots(&query)
+        .await
+        .expect("list_snapshots failed")
+        .into_iter()
+        .map(|s| s.snapshot_id)
+        .collect()
+}
+
+/// Listing filters by agent, session and owner (combined), orders newest
+/// first (ties by greatest id) and honours the limit.
+pub async fn list_filters_and_orders(store: Arc<dyn SessionStore>) {
+    let agent = fresh_id("agent");
+    let owner = fresh_id("owner");
+    let session = fresh_session();
+    let base = Utc.timestamp_opt(1_700_000_000, 0).single().expect("valid time");
+    let mut ids = Vec::new();
+    for (i, offset) in [0, 2, 1].into_iter().enumerate() {
+        let mut row = snapshot(&session);
+        row.created_at = base + Duration::seconds(offset);
+        row.agent = Some(agent.clone());
+        row.owner = (i == 2).then(|| owner.clone());
+        ids.push(
+            put(&*store, Some(&format!("list-{offset}-{}", mint_id())), row)
+                .await
+                .snapshot_id,
+        );
+    }
+    let mut other = snapshot(&session);
+    other.created_at = base + Duration::seconds(3);
+    other.agent = Some(fresh_id("other-agent"));
+    let other_id = put(&*store, None, other).await.snapshot_id;
+
+    let by_agent = SnapshotQuery {
+        agent: Some(agent.clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        list(&*store, by_agent.clone()).await,
+        [ids[1].clone(), ids[2].clone(), ids[0].clone()]
+    );
+    let limited = SnapshotQuery {
+        limit: Some(2),
+        ..by_agent
+    };
+    assert_eq!(list(&*store, limited).await, [ids[1].clone(), ids[2].clone()]);
+    let by_session = SnapshotQuery {
+        session_id: Some(session.clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        list(&*store, by_session).await,
+        [other_id, ids[1].clone(), ids[2].clone(), ids[0].clone()]
+    );
+    let by_owner = SnapshotQuery {
+        owner: Some(owner.clone()),
+        ..Default::default()
+    };
+    assert_eq!(list(&*store, by_owner).await, [ids[2].clone()]);
+    let nobody = SnapshotQuery {
+        owner: Some(owner),
+        agent: Some(fresh_id("no-such-agent")),
+        ..Default::default()
+    };
+    assert!(list(&*store, nobody).await.is_empty());
+
+    // Listed rows read as a reader sees them: a stale pending row is expired.
+    let mut stale = snapshot(&fresh_session());
+    stale.agent = Some(agent.clone());
+    stale.status = SnapshotStatus::Pending;
+    stale.created_at = base + Duration::seconds(9);
+    stale.updated_at = Utc::now() - Duration::seconds(120);
+    put(&*store, None, stale).await;
+    let query = SnapshotQuery {
+        agent: Some(agent),
+        limit: Some(1),
+        ..Default::default()
+    };
+    let listed = store.list_snapshots(&query).await.expect("list_snapshots failed");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, SnapshotStatus::Expired);
+}
+
+/// `waiting_only` lists a session only when its latest snapshot is
+/// completed, ended interrupted and not yet claimed.
+pub async fn list_waiting_only(store: Arc<dyn SessionStore>) {
+    let agent = fresh_id("agent");
+    let mine = |mut row: Snapshot| {
+        row.agent = Some(agent.clone());
+        row
+    };
+    let base = Utc.timestamp_opt(1_700_000_000, 0).single().expect("valid time");
+    let at = |row: Snapshot, offset: i64| Snapshot {
+        created_at: base + Duration::seconds(offset),
+        ..row
+    };
+
+    // Waiting, and the latest of its session: listed.
+    let s1 = fresh_session();
+    put(&*store, None, mine(at(snapshot(&s1), 0))).await;
+    let listed = put(&*store, None, mine(at(waiting(&s1), 1))).await.snapshot_id;
+    // Waiting, but a newer snapshot followed.
+    let s2 = fresh_session();
+    put(&*store, None, mine(at(waiting(&s2), 1))).await;
+    put(&*store, None, mine(at(snapshot(&s2), 2))).await;
+    // The latest, but already claimed.
+    let s3 = fresh_session();
+    let mut claimed = waiting(&s3);
+    claimed.resumed_at = Some(Utc::now());
+    put(&*store, None, mine(at(claimed, 1))).await;
+    // The latest, ended interrupted, but still running.
+    let s4 = fresh_session();
+    let mut running = waiting(&s4);
+    running.status = SnapshotStatus::Pending;
+    running.heartbeat_at = Some(Utc::now());
+    put(&*store, None, mine(at(running, 1))).await;
+    // Equal createdAt: the greater id is the latest, and it is not waiting.
+    let s5 = fresh_session();
+    let suffix = mint_id();
+    put(&*store, Some(&format!("a-{suffix}")), mine(at(waiting(&s5), 1))).await;
+    put(&*store, Some(&format!("b-{suffix}")), mine(at(snapshot(&s5), 1))).await;
+    // Waiting, but another agent's.
+    let s6 = fresh_session();
+    put(&*store, None, at(waiting(&s6), 1)).await;
+
+    let query = SnapshotQuery {
+        agent: Some(agent.clone()),
+        waiting_only: true,
+        ..Default::default()
+    };
+    assert_eq!(list(&*store, query).await, std::slice::from_ref(&listed));
+    let by_session = SnapshotQuery {
+        session_id: Some(s1),
+        waiting_only: true,
+        ..Default::default()
+    };
+    assert_eq!(list(&*store, by_session).await, [listed]);
+}
+
+/// Audit records come back exactly, newest first, filtered by agent,
+/// session and principal, up to the limit; an empty append is fine.
+pub async fn audit_appends_and_lists(store: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let agent = fresh_id("agent");
+    let first = record(&session, "snap-1", Some("alice"), &agent);
+    let second = record(&session, "snap-1", Some("bob"), &agent);
+    let third = record(&session, "snap-2", Some("alice"), &agent);
+    store
+        .append_audit(vec![first.clone(), second.clone()])
+        .await
+        .expect("append failed");
+    store.append_audit(vec![third.clone()]).await.expect("append failed");
+    store.append_audit(Vec::new()).await.expect("an empty append failed");
+
+    let query = |principal: Option<&str>, limit: Option<usize>| AuditQuery {
+        agent: Some(agent.clone()),
+        session_id: Some(session.clone()),
+        principal: principal.map(str::to_owned),
+        limit,
+    };
+    let all = store.list_audit(&query(None, None)).await.expect("list failed");
+    assert_eq!(all, [third.clone(), second.clone(), first.clone()]);
+    let alice = store
+        .list_audit(&query(Some("alice"), None))
+        .await
+        .expect("list failed");
+    assert_eq!(alice, [third.clone(), first]);
+    let newest = store.list_audit(&query(None, Some(1))).await.expect("list failed");
+    assert_eq!(newest, [third]);
+    let by_session = AuditQuery {
+        session_id: Some(session),
+        principal: Some("bob".into()),
+        ..Default::default()
+    };
+    assert_eq!(store.list_audit(&by_session).await.expect("list failed"), [second]);
+}
+
+/// `claim_resume` sets `resumedAt` and appends the audit records once; a
+/// second claim is `ABORTED` "already resumed" and appends nothing; an
+/// unknown snapshot is `NOT_FOUND`.
+pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let agent = fresh_id("agent");
+    let id = put(&*store, None, waiting(&session)).await.snapshot_id;
+    let winner = record(&session, &id, Some("alice"), &agent);
+    store
+        .claim_resume(&id, vec![winner.clone()])
+        .await
+        .expect("the first claim failed");
+    let claimed = get_present(&*store, &id).await;
+    assert!(claimed.resumed_at.is_some(), "the claim did not set resumedAt");
+    assert!(!claimed.is_waiting());
+
+    let loser = record(&session, &id, Some("bob"), &agent);
+    let err = store
+        .claim_resume(&id, vec![loser])
+        .await
+        .expect_err("a second claim must fail");
+    assert_eq!(err.status(), Status::Aborted, "{err}");
+    assert!(err.to_string().contains("already resumed"), "{err}");
+
+    let missing = fresh_id("missing");
+    let err = store
+        .claim_resume(&missing, vec![record(&session, &missing, None, &agent)])
+        .await
+        .expect_err("claiming a missing snapshot must fail");
+    assert_eq!(err.status(), Status::NotFound, "{err}");
+    assert!(store.get_snapshot(&missing).await.expect("get failed").is_none());
+
+    let trail = store
+        .list_audit(&AuditQuery {
+            session_id: Some(session),
+            ..Default::default()
+        })
+        .await
+        .expect("list failed");
+    assert_eq!(trail, [winner], "only the winning claim may leave audit records");
+}
