@@ -37,16 +37,21 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
+//! use holdpoint::agent::Agent;
+//! use holdpoint::middleware::ToolApproval;
 //! use holdpoint::session::InMemoryStore;
 //! use holdpoint_server::Server;
 //! use holdpoint_server::auth::ApiKeys;
 //!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = Arc::new(InMemoryStore::new());
-//! let bank = banking::banking_agent(Arc::new(banking::demo_model()), Some(store))?;
+//! # async fn demo(model: Arc<dyn holdpoint::Model>) -> Result<(), Box<dyn std::error::Error>> {
+//! let agent = Agent::builder("opsAgent")
+//!     .model(model)
+//!     .middleware(ToolApproval::allow(["getBalance"]).into_middleware())
+//!     .store(Arc::new(InMemoryStore::new()))
+//!     .build()?;
 //! let server = Server::builder()
-//!     .agent(bank)
-//!     .api_keys(ApiKeys::new().key(std::env::var("BANK_API_KEY")?, "alice"))
+//!     .agent(agent)
+//!     .api_keys(ApiKeys::new().key(std::env::var("OPS_API_KEY")?, "ops-team"))
 //!     .data_dir("/var/lib/holdpoint")
 //!     .build()?;
 //! let listener = tokio::net::TcpListener::bind("0.0.0.0:3400").await?;

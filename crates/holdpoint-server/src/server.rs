@@ -157,7 +157,9 @@ impl ServerBuilder {
             (Some(keys), _) => keys,
             (None, Some(dir)) => KeyRing::load_or_create(dir)?,
             (None, None) => {
-                tracing::warn!("no state-signing key or data directory configured; using a key that lives only in memory");
+                tracing::warn!(
+                    "no state-signing key or data directory configured; using a key that lives only in memory"
+                );
                 KeyRing::ephemeral()?
             }
         };

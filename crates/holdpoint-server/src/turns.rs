@@ -5,10 +5,11 @@
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use holdpoint::agent::{Agent, AgentInput, AgentOutput, AgentStreamChunk, Connection};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection};
 use holdpoint::session::SnapshotStatus;
 use holdpoint::{ErrorBody, FinishReason, Status};
-use tokio::sync::mpsc;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
 use crate::shutdown::TurnGuard;
@@ -48,14 +49,13 @@ async fn settled(agent: &Agent, snapshot_id: &str) {
     }
 }
 
-/// Sends `input` on `conn` in a task of its own and reports chunks (when
-/// `stream`) and the output.
+/// Sends `input` on `conn` in a task of its own and reports its chunks and
+/// its output.
 pub(crate) fn drive(
     state: &AppState,
     agent: Agent,
     conn: Connection,
     input: AgentInput,
-    stream: bool,
 ) -> mpsc::UnboundedReceiver<TurnEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
     let guard: TurnGuard = state.turns().begin();
@@ -66,11 +66,9 @@ pub(crate) fn drive(
             drop(guard);
             return;
         }
-        if stream {
-            let mut chunks = conn.receive();
-            while let Some(chunk) = chunks.next().await {
-                let _ = tx.send(TurnEvent::Chunk(chunk));
-            }
+        let mut chunks = conn.receive();
+        while let Some(chunk) = chunks.next().await {
+            let _ = tx.send(TurnEvent::Chunk(chunk));
         }
         let out = conn.output().await;
         let detached = match &out {
@@ -86,14 +84,33 @@ pub(crate) fn drive(
     rx
 }
 
-/// The output of a driven turn (chunks are skipped).
-pub(crate) async fn finish(mut events: mpsc::UnboundedReceiver<TurnEvent>) -> Result<AgentOutput, ApiError> {
-    while let Some(event) = events.recv().await {
-        if let TurnEvent::Done(out) = event {
-            return out.map_err(ApiError::from);
+/// Runs one input without streaming, in a task of its own; init errors
+/// come back as errors, a failed turn as a failed output.
+pub(crate) async fn run_once(
+    state: &AppState,
+    agent: Agent,
+    input: AgentInput,
+    init: AgentInit,
+    context: Map<String, Value>,
+) -> Result<AgentOutput, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    let guard: TurnGuard = state.turns().begin();
+    tokio::spawn(async move {
+        let out = agent.run_with_context(input, init, context).await;
+        let detached = match &out {
+            Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
+            _ => None,
+        };
+        let _ = tx.send(out);
+        if let Some(id) = detached {
+            settled(&agent, &id).await;
         }
+        drop(guard);
+    });
+    match rx.await {
+        Ok(out) => out.map_err(ApiError::from),
+        Err(_) => Err(ApiError::new(Status::Internal, "the turn ended without an output")),
     }
-    Err(ApiError::new(Status::Internal, "the turn ended without an output"))
 }
 
 /// The `{"message"}`, `{"result"}` and `{"error"}` frames of a driven turn,

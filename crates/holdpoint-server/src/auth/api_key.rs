@@ -120,7 +120,11 @@ mod tests {
     #[tokio::test]
     async fn keys_in_either_header() {
         let keys = ApiKeys::new().key("secret-1", "alice");
-        let id = keys.authenticate(&parts(("x-api-key", "secret-1"))).await.unwrap().unwrap();
+        let id = keys
+            .authenticate(&parts(("x-api-key", "secret-1")))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(id.principal(), Some("alice"));
         let id = keys
             .authenticate(&parts(("authorization", "Bearer secret-1")))

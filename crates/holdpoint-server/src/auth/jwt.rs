@@ -54,7 +54,8 @@ fn decode_segment(segment: &str, what: &str) -> Result<Value, AuthError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(segment)
         .map_err(|_| unauthenticated(format!("malformed bearer token: its {what} is not base64url")))?;
-    serde_json::from_slice(&bytes).map_err(|_| unauthenticated(format!("malformed bearer token: its {what} is not JSON")))
+    serde_json::from_slice(&bytes)
+        .map_err(|_| unauthenticated(format!("malformed bearer token: its {what} is not JSON")))
 }
 
 fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<i64>, AuthError> {
@@ -122,7 +123,9 @@ impl JwtHs256 {
         let mut segments = token.split('.');
         let (Some(h), Some(p), Some(s), None) = (segments.next(), segments.next(), segments.next(), segments.next())
         else {
-            return Err(unauthenticated("malformed bearer token: expected three dot-separated parts"));
+            return Err(unauthenticated(
+                "malformed bearer token: expected three dot-separated parts",
+            ));
         };
         let header = decode_segment(h, "header")?;
         let alg = header.get("alg").and_then(Value::as_str).unwrap_or("");
@@ -217,9 +220,10 @@ impl ContextProvider for JwtHs256 {
         if let Some(Value::Array(names)) = claims.get("agents") {
             identity = identity.with_scope(AgentScope::only(names.iter().filter_map(Value::as_str)));
         }
-        Ok(Some(
-            identity.with_context("auth", json!({"method": "jwt", "claims": Value::Object(claims)})),
-        ))
+        Ok(Some(identity.with_context(
+            "auth",
+            json!({"method": "jwt", "claims": Value::Object(claims)}),
+        )))
     }
 }
 
@@ -247,7 +251,12 @@ mod tests {
         let mut parts: Vec<&str> = token.split('.').collect();
         let forged = URL_SAFE_NO_PAD.encode(json!({"sub": "mallory", "exp": far()}).to_string());
         parts[1] = &forged;
-        assert!(j.verify(&parts.join(".")).unwrap_err().to_string().contains("signature"));
+        assert!(
+            j.verify(&parts.join("."))
+                .unwrap_err()
+                .to_string()
+                .contains("signature")
+        );
     }
 
     #[test]

@@ -204,7 +204,8 @@ impl Authenticator {
                 return Ok(identity);
             }
         }
-        let presented = request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key("x-api-key");
+        let presented =
+            request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key("x-api-key");
         if presented {
             return Err(ApiError::unauthenticated("the credentials were not recognised"));
         }
@@ -256,6 +257,9 @@ mod tests {
     fn scopes() {
         let id = Identity::new("bob").with_scope(AgentScope::only(["a"]));
         assert!(id.check_agent("a").is_ok());
-        assert_eq!(id.check_agent("b").unwrap_err().status(), holdpoint::Status::PermissionDenied);
+        assert_eq!(
+            id.check_agent("b").unwrap_err().status(),
+            holdpoint::Status::PermissionDenied
+        );
     }
 }

@@ -55,10 +55,11 @@ pub(crate) async fn run(
     // Reject a malformed input before anything starts.
     request.data.validate()?;
     let init = request.init.unwrap_or_default();
-    let conn = agent.connect_with_context(init, caller.request_context()).await?;
-    let events = turns::drive(&state, agent, conn, request.data, stream);
     if stream {
-        let frames = turns::frames(events).map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
+        let conn = agent.connect_with_context(init, caller.request_context()).await?;
+        let events = turns::drive(&state, agent, conn, request.data);
+        let frames = turns::frames(events)
+            .map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
         let mut response = Sse::new(frames)
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
             .into_response();
@@ -67,7 +68,7 @@ pub(crate) async fn run(
             .insert("x-accel-buffering", HeaderValue::from_static("no"));
         return Ok(response);
     }
-    let out = turns::finish(events).await?;
+    let out = turns::run_once(&state, agent, request.data, init, caller.request_context()).await?;
     if let Some(err) = claim_conflict(&out) {
         return Ok((http_status(err.status), axum::Json(error_json(err))).into_response());
     }

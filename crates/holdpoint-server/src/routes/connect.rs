@@ -119,10 +119,13 @@ async fn read_init(
     .await;
     let text = match first {
         Err(_) => {
-            send_error(out, &ErrorBody {
-                status: Status::DeadlineExceeded,
-                message: "no init message within 30 s".into(),
-            });
+            send_error(
+                out,
+                &ErrorBody {
+                    status: Status::DeadlineExceeded,
+                    message: "no init message within 30 s".into(),
+                },
+            );
             close(out, 4408, "DEADLINE_EXCEEDED");
             return None;
         }

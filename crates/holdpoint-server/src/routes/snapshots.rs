@@ -38,16 +38,16 @@ pub(crate) async fn get_snapshot(
             if let Some(session) = session
                 && found.session_id != session
             {
-                return Err(ApiError::not_found(format!("snapshot {id} not found in session {session}")));
+                return Err(ApiError::not_found(format!(
+                    "snapshot {id} not found in session {session}"
+                )));
             }
             found
         }
         (None, Some(session)) => of_agent(agent.latest_snapshot_as(&session, principal).await?, &name)
             .ok_or_else(|| ApiError::not_found(format!("session {session} not found")))?,
         (None, None) => {
-            return Err(ApiError::invalid(
-                "getSnapshot needs data.snapshotId or data.sessionId",
-            ));
+            return Err(ApiError::invalid("getSnapshot needs data.snapshotId or data.sessionId"));
         }
     };
     if data.metadata_only {

@@ -167,7 +167,10 @@ mod tests {
         assert_eq!(c.decode(signed.clone()).unwrap(), state());
         // Through text, as a client would keep it; JavaScript writes 500.0 as 500.
         let text = serde_json::to_string(&signed).unwrap().replace("500.0", "500");
-        assert!(text.contains(r#""balance":500,"#) || text.contains(r#""balance":500}"#), "{text}");
+        assert!(
+            text.contains(r#""balance":500,"#) || text.contains(r#""balance":500}"#),
+            "{text}"
+        );
         assert!(c.decode(serde_json::from_str(&text).unwrap()).is_ok());
 
         let mut altered = signed.clone();
@@ -181,7 +184,13 @@ mod tests {
         assert!(c.decode(unsigned).unwrap_err().to_string().contains("unsigned"));
 
         let other = codec(vec![SigningKey::new("b", vec![2; 32]).unwrap()]);
-        assert!(other.decode(signed.clone()).unwrap_err().to_string().contains("unknown key"));
+        assert!(
+            other
+                .decode(signed.clone())
+                .unwrap_err()
+                .to_string()
+                .contains("unknown key")
+        );
 
         let mut forged = signed;
         forged["signature"]["kid"] = json!("b");

@@ -17,7 +17,11 @@ async fn a_turn_pauses_and_a_resume_by_snapshot_completes_it() {
     let f = fixture(false).await;
     let s = &f.server;
     let (code, body) = s
-        .post("/agents/bankingAgent", json!({"data": user("Transfer $500 to savings")}), None)
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("Transfer $500 to savings")}),
+            None,
+        )
         .await;
     assert_eq!(code, 200, "{body:#}");
     let out = &body["result"];
@@ -45,7 +49,11 @@ async fn resume_by_session_id_and_respond() {
     let f = fixture(false).await;
     let s = &f.server;
     let (_, body) = s
-        .post("/agents/bankingAgent", json!({"data": user("Transfer $20 to bob")}), None)
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("Transfer $20 to bob")}),
+            None,
+        )
         .await;
     let session = body["result"]["sessionId"].as_str().unwrap().to_owned();
     let part = paused_part(&body["result"]);
@@ -75,7 +83,8 @@ async fn a_failed_turn_is_200_with_finish_reason_failed_and_writes_nothing() {
     let snapshot = body["result"]["snapshotId"].as_str().unwrap().to_owned();
     let before = dump(f.store.as_ref()).await;
     // A restart naming a call that is not pending: resume validation fails.
-    let bogus = json!({"toolRequest": {"name": "transferMoney", "ref": "nope", "input": {}}, "metadata": {"resumed": true}});
+    let bogus =
+        json!({"toolRequest": {"name": "transferMoney", "ref": "nope", "input": {}}, "metadata": {"resumed": true}});
     let (code, body) = s
         .post(
             "/agents/bankingAgent",
@@ -86,7 +95,11 @@ async fn a_failed_turn_is_200_with_finish_reason_failed_and_writes_nothing() {
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"]["finishReason"], "failed");
     assert_eq!(body["result"]["error"]["status"], "INVALID_ARGUMENT");
-    assert_eq!(dump(f.store.as_ref()).await, before, "a failed validation writes nothing");
+    assert_eq!(
+        dump(f.store.as_ref()).await,
+        before,
+        "a failed validation writes nothing"
+    );
 }
 
 #[tokio::test]
@@ -94,15 +107,27 @@ async fn init_errors_are_http_errors() {
     let f = fixture(false).await;
     let s = &f.server;
     let unknown = s
-        .post("/agents/bankingAgent", json!({"data": user("hi"), "init": {"snapshotId": "nope"}}), None)
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("hi"), "init": {"snapshotId": "nope"}}),
+            None,
+        )
         .await;
     assert_error(&unknown, 404, "NOT_FOUND", "nope");
     let state_to_server = s
-        .post("/agents/bankingAgent", json!({"data": user("hi"), "init": {"state": {}}}), None)
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("hi"), "init": {"state": {}}}),
+            None,
+        )
         .await;
     assert_error(&state_to_server, 400, "FAILED_PRECONDITION", "state");
     let session_to_client = s
-        .post("/agents/clientBank", json!({"data": user("hi"), "init": {"sessionId": "s1"}}), None)
+        .post(
+            "/agents/clientBank",
+            json!({"data": user("hi"), "init": {"sessionId": "s1"}}),
+            None,
+        )
         .await;
     assert_error(&session_to_client, 400, "FAILED_PRECONDITION", "sessionId");
     let no_agent = s.post("/agents/nobody", json!({"data": user("hi")}), None).await;
@@ -113,12 +138,18 @@ async fn init_errors_are_http_errors() {
 async fn get_snapshot_by_id_and_session() {
     let f = fixture(false).await;
     let s = &f.server;
-    let (_, body) = s.post("/agents/bankingAgent", json!({"data": user("hello")}), None).await;
+    let (_, body) = s
+        .post("/agents/bankingAgent", json!({"data": user("hello")}), None)
+        .await;
     let out = &body["result"];
     let (id, session) = (out["snapshotId"].clone(), out["sessionId"].clone());
 
     let (code, snap) = s
-        .post("/agents/bankingAgent/getSnapshot", json!({"data": {"snapshotId": id}}), None)
+        .post(
+            "/agents/bankingAgent/getSnapshot",
+            json!({"data": {"snapshotId": id}}),
+            None,
+        )
         .await;
     assert_eq!(code, 200, "{snap:#}");
     assert_eq!(snap["result"]["snapshotId"], id);
@@ -144,14 +175,24 @@ async fn get_snapshot_by_id_and_session() {
         )
         .await;
     assert_error(&wrong_session, 404, "NOT_FOUND", "not found");
-    let neither = s.post("/agents/bankingAgent/getSnapshot", json!({"data": {}}), None).await;
+    let neither = s
+        .post("/agents/bankingAgent/getSnapshot", json!({"data": {}}), None)
+        .await;
     assert_error(&neither, 400, "INVALID_ARGUMENT", "snapshotId or data.sessionId");
     let other_agent = s
-        .post("/agents/opsAgent/getSnapshot", json!({"data": {"snapshotId": id}}), None)
+        .post(
+            "/agents/opsAgent/getSnapshot",
+            json!({"data": {"snapshotId": id}}),
+            None,
+        )
         .await;
     assert_error(&other_agent, 404, "NOT_FOUND", "not found");
     let client_managed = s
-        .post("/agents/clientBank/getSnapshot", json!({"data": {"snapshotId": id}}), None)
+        .post(
+            "/agents/clientBank/getSnapshot",
+            json!({"data": {"snapshotId": id}}),
+            None,
+        )
         .await;
     assert_error(&client_managed, 400, "FAILED_PRECONDITION", "no sessions");
 }
@@ -196,7 +237,9 @@ async fn abort_a_detached_run() {
 async fn pending_and_audit_listings() {
     let f = fixture(false).await;
     let s = &f.server;
-    let (_, body) = s.post("/agents/opsAgent", json!({"data": user("close acct-9")}), None).await;
+    let (_, body) = s
+        .post("/agents/opsAgent", json!({"data": user("close acct-9")}), None)
+        .await;
     let out = body["result"].clone();
     assert_eq!(out["finishReason"], "interrupted", "{out:#}");
 
@@ -222,13 +265,20 @@ async fn pending_and_audit_listings() {
         )
         .await;
     assert_eq!(code, 200, "{body:#}");
-    assert!(body["result"]["message"]["content"][0]["text"].as_str().unwrap().contains("acct-9"));
+    assert!(
+        body["result"]["message"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("acct-9")
+    );
     assert_eq!(f.runs.load(Ordering::SeqCst), 1);
 
     let (_, list) = s.get("/agents/opsAgent/pending", None).await;
     assert_eq!(list["result"], json!([]));
     let session = out["sessionId"].as_str().unwrap();
-    let (code, audit) = s.get(&format!("/agents/opsAgent/audit?sessionId={session}"), None).await;
+    let (code, audit) = s
+        .get(&format!("/agents/opsAgent/audit?sessionId={session}"), None)
+        .await;
     assert_eq!(code, 200, "{audit:#}");
     let rows = audit["result"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{audit:#}");
@@ -248,7 +298,9 @@ async fn pending_and_audit_listings() {
 async fn deny_with_reason_reaches_the_model_and_the_tool_does_not_run() {
     let f = fixture(false).await;
     let s = &f.server;
-    let (_, body) = s.post("/agents/opsAgent", json!({"data": user("close acct-1")}), None).await;
+    let (_, body) = s
+        .post("/agents/opsAgent", json!({"data": user("close acct-1")}), None)
+        .await;
     let part = paused_part(&body["result"]);
     let deny = restart(&part, json!({"toolApproved": false, "reason": "not today"}));
     let (code, body) = s
@@ -259,7 +311,10 @@ async fn deny_with_reason_reaches_the_model_and_the_tool_does_not_run() {
         )
         .await;
     assert_eq!(code, 200, "{body:#}");
-    let text = body["result"]["message"]["content"][0]["text"].as_str().unwrap().to_owned();
+    let text = body["result"]["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(text.contains("denied"), "{text}");
     assert_eq!(f.runs.load(Ordering::SeqCst), 0);
     let (_, audit) = s.get("/agents/opsAgent/audit", None).await;
@@ -306,7 +361,10 @@ async fn agents_health_and_openapi() {
         .iter()
         .map(|(m, p)| (m.to_string(), p.to_string()))
         .collect();
-    assert_eq!(documented, served, "the OpenAPI document must describe exactly the served routes");
+    assert_eq!(
+        documented, served,
+        "the OpenAPI document must describe exactly the served routes"
+    );
     // Every operation says what it answers, and every $ref resolves.
     fn refs(v: &Value, out: &mut Vec<String>) {
         match v {
@@ -337,7 +395,11 @@ async fn agents_health_and_openapi() {
 #[tokio::test]
 async fn the_page_is_served_with_a_strict_policy() {
     let f = fixture(false).await;
-    for (path, kind) in [("/", "text/html"), ("/app.js", "text/javascript"), ("/app.css", "text/css")] {
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/app.js", "text/javascript"),
+        ("/app.css", "text/css"),
+    ] {
         let r = f.server.client.get(f.server.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
         let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
@@ -369,7 +431,11 @@ async fn turns_survive_a_caller_that_goes_away() {
         .await;
     assert!(r.is_err(), "the client gave up before the turn ended");
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let latest = store.get_latest_snapshot("leaver").await.unwrap().expect("the turn was persisted");
+    let latest = store
+        .get_latest_snapshot("leaver")
+        .await
+        .unwrap()
+        .expect("the turn was persisted");
     assert_eq!(latest.status, SnapshotStatus::Completed);
     assert_eq!(latest.state.unwrap().messages.last().unwrap().text(), "finally");
     let _ = Arc::strong_count(&store);

@@ -5,7 +5,9 @@
 
 mod api;
 mod auth;
+mod bank;
 mod browser;
+mod child;
 mod rejections;
 mod replicas;
 mod shutdown;

@@ -186,14 +186,14 @@ pub async fn wait_for_status(store: &dyn SessionStore, id: &str, want: SnapshotS
 
 // --- agents -----------------------------------------------------------
 
-/// The banking example on its offline model, sessions in `store`.
+/// The banking agent on its offline model, sessions in `store`.
 pub fn bank(store: Arc<dyn SessionStore>) -> Agent {
-    banking::banking_agent(Arc::new(banking::demo_model()), Some(store)).unwrap()
+    crate::bank::builder("bankingAgent").store(store).build().unwrap()
 }
 
-/// The banking example without a store: client-held state.
+/// The banking agent without a store: client-held state.
 pub fn bank_client_managed() -> Agent {
-    banking::banking_agent(Arc::new(banking::demo_model()), None).unwrap()
+    bank_client_managed_named("bankingAgent")
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -309,12 +309,5 @@ pub async fn fixture(auth: bool) -> Fixture {
 
 /// The client-managed banking agent under another name.
 pub fn bank_client_managed_named(name: &str) -> Agent {
-    let model = Arc::new(banking::demo_model());
-    Agent::builder(name)
-        .model(model)
-        .system(banking::SYSTEM_PROMPT)
-        .tool(banking::transfer_money().unwrap())
-        .tool(banking::get_balance())
-        .build()
-        .unwrap()
+    crate::bank::builder(name).build().unwrap()
 }
