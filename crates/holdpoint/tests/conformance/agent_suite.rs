@@ -319,7 +319,12 @@ impl Scenario {
     }
 }
 
-async fn run_one(test: &Value, known: &HashSet<String>, stores: &StoreFactory) -> Result<Option<String>, String> {
+async fn run_one(
+    index: usize,
+    test: &Value,
+    known: &HashSet<String>,
+    stores: &StoreFactory,
+) -> Result<Option<String>, String> {
     for req in test["requires"].as_array().cloned().unwrap_or_default() {
         let req = req.as_str().unwrap_or_default().to_owned();
         if !known.contains(&req) {
@@ -332,7 +337,8 @@ async fn run_one(test: &Value, known: &HashSet<String>, stores: &StoreFactory) -
         }
     }
     let model = ScriptedModel::new("programmableModel");
-    let agents = harness::agents(&model, stores).map_err(|e| format!("harness: {e}"))?;
+    let store = stores(index).await.map_err(|e| format!("store: {e}"))?;
+    let agents = harness::agents(&model, store).map_err(|e| format!("harness: {e}"))?;
     let agent_name = test["agent"].as_str().ok_or("test names no agent")?;
     let agent = agents
         .get(agent_name)
@@ -378,9 +384,15 @@ pub async fn run(doc: &Value, stores: &StoreFactory, report: &mut Report) {
         .as_array()
         .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
-    for test in doc["tests"].as_array().cloned().unwrap_or_default() {
+    for (index, test) in doc["tests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
         let name = test["name"].as_str().unwrap_or("(unnamed)").to_owned();
-        match run_one(&test, &known, stores).await {
+        match run_one(index, &test, &known, stores).await {
             Ok(Some(why)) => report.skip(&name, &why),
             Ok(None) => report.record(&name, Ok(())),
             Err(e) => report.record(&name, Err(e)),

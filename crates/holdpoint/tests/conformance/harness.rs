@@ -10,8 +10,9 @@ use holdpoint::tool::{DynamicTool, Tool, ToolContext, ToolError};
 use holdpoint::{Error, ScriptedModel};
 use serde_json::{Value, json};
 
-/// Makes the store of one server-managed harness agent.
-pub type StoreFactory = Arc<dyn Fn() -> Arc<dyn SessionStore> + Send + Sync>;
+/// Makes a fresh store for one scenario (shared by its server-managed agents).
+pub type StoreFactory =
+    Arc<dyn Fn(usize) -> futures::future::BoxFuture<'static, Result<Arc<dyn SessionStore>, String>> + Send + Sync>;
 
 fn draft7_any() -> Value {
     json!({"$schema": "http://json-schema.org/draft-07/schema#"})
@@ -81,7 +82,8 @@ fn counter_turn(turn: Turn) -> futures::future::Ready<holdpoint::Result<()>> {
 }
 
 /// Builds every harness agent over one programmable model.
-pub fn agents(model: &ScriptedModel, stores: &StoreFactory) -> holdpoint::Result<HashMap<String, Agent>> {
+pub fn agents(model: &ScriptedModel, store: Arc<dyn SessionStore>) -> holdpoint::Result<HashMap<String, Agent>> {
+    let stores = || Arc::clone(&store);
     let model: Arc<dyn holdpoint::Model> = Arc::new(model.clone());
     let config = json!({"temperature": 1});
     let prompt = |name: &str| Agent::builder(name).model(Arc::clone(&model)).config(config.clone());

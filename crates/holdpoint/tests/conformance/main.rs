@@ -5,8 +5,9 @@
 //!   `../shared/conformance/generate.yaml`, relative to the workspace root).
 //! - `HOLDPOINT_CONFORMANCE_SPEC`: agent scenarios (default
 //!   `../shared/conformance/agent.yaml`).
-//! - `HOLDPOINT_CONFORMANCE_STORE`: the store of server-managed agents
-//!   (`memory`, the default here; the store crates run this suite on theirs).
+//! - `HOLDPOINT_CONFORMANCE_STORE`: the store of server-managed agents:
+//!   `memory` (default), `sqlite` (a fresh file per scenario) or `postgres`
+//!   (a throwaway server, a fresh database per scenario).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 mod agent_suite;
@@ -36,6 +37,21 @@ fn load(path: &Path) -> Result<Value, String> {
     serde_yaml::from_str(&text).map_err(|e| format!("cannot parse {}: {e}", path.display()))
 }
 
+/// Creates database `conformance_<i>` next to the one `base` names and
+/// returns its URL, so every scenario starts from an empty store.
+async fn fresh_database(base: &str, i: usize) -> Result<String, String> {
+    use sqlx::Connection;
+    let name = format!("conformance_{}_{i}", std::process::id());
+    let mut conn = sqlx::PgConnection::connect(base).await.map_err(|e| e.to_string())?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (prefix, rest) = base.rsplit_once('/').ok_or("database URL without a path")?;
+    let query = rest.split_once('?').map(|(_, q)| format!("?{q}")).unwrap_or_default();
+    Ok(format!("{prefix}/{name}{query}"))
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -43,12 +59,40 @@ fn main() {
         .build()
         .expect("runtime");
     let store_kind = std::env::var("HOLDPOINT_CONFORMANCE_STORE").unwrap_or_else(|_| "memory".into());
+    let _guards: (Option<tempfile::TempDir>, Option<holdpoint_testkit::TempPostgres>);
     let stores: harness::StoreFactory = match store_kind.as_str() {
-        "memory" => Arc::new(|| Arc::new(InMemoryStore::new()) as Arc<dyn SessionStore>),
+        "memory" => {
+            _guards = (None, None);
+            Arc::new(|_| {
+                Box::pin(async { Ok(Arc::new(InMemoryStore::new()) as Arc<dyn SessionStore>) })
+                    as futures::future::BoxFuture<'static, _>
+            })
+        }
+        "sqlite" => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let root = dir.path().to_owned();
+            _guards = (Some(dir), None);
+            Arc::new(move |i| {
+                let url = format!("sqlite:{}", root.join(format!("scenario-{i}.db")).display());
+                Box::pin(async move { holdpoint_stores::open_store(&url).await.map_err(|e| e.to_string()) })
+            })
+        }
+        "postgres" => {
+            let Some(pg) = holdpoint_testkit::TempPostgres::start_or_skip("agent conformance on postgres") else {
+                return;
+            };
+            let base = pg.url().to_owned();
+            _guards = (None, Some(pg));
+            Arc::new(move |i| {
+                let base = base.clone();
+                Box::pin(async move {
+                    let url = fresh_database(&base, i).await?;
+                    holdpoint_stores::open_store(&url).await.map_err(|e| e.to_string())
+                })
+            })
+        }
         other => {
-            eprintln!(
-                "HOLDPOINT_CONFORMANCE_STORE={other}: the core runner has only `memory`; the store crates run this suite on sqlite and postgres"
-            );
+            eprintln!("HOLDPOINT_CONFORMANCE_STORE={other}: use memory, sqlite or postgres");
             std::process::exit(2);
         }
     };
