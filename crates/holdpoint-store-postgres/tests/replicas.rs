@@ -63,3 +63,13 @@ async fn bad_urls_are_invalid_arguments() {
     assert_eq!(err.status(), Status::InvalidArgument, "{err}");
     assert!(!err.to_string().contains("secret"), "the password leaked: {err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_through_two_replicas_is_exactly_once() {
+    let Some(pg) = TempPostgres::start_or_skip("resume_through_two_replicas_is_exactly_once") else {
+        return;
+    };
+    let a = PostgresStore::connect(pg.url()).await.unwrap();
+    let b = PostgresStore::connect(pg.url()).await.unwrap();
+    holdpoint_testkit::resume::exactly_once_resume(Arc::new(a), Arc::new(b)).await;
+}

@@ -20,12 +20,15 @@
 //!
 //!   [`run_two_handle_suite`] adds the cases that need two handles on one
 //!   database (two pools, as two replicas would have).
+//! - [`resume`]: exactly-once resume through the agent API over two store
+//!   handles (SPEC §9.1), for every durable store.
 //! - [`postgres`]: [`TempPostgres`], a throwaway PostgreSQL server for tests.
 //!
 //! Helpers panic on failure: this crate is for tests only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod postgres;
+pub mod resume;
 pub mod store_suite;
 
 pub use postgres::TempPostgres;

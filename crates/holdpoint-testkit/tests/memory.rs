@@ -14,3 +14,9 @@ async fn in_memory_clones_pass_the_two_handle_suite() {
     let store = InMemoryStore::new();
     holdpoint_testkit::run_two_handle_suite(Arc::new(store.clone()), Arc::new(store)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_resume_is_exactly_once() {
+    let store = InMemoryStore::new();
+    holdpoint_testkit::resume::exactly_once_resume(Arc::new(store.clone()), Arc::new(store)).await;
+}
