@@ -58,6 +58,7 @@
 //! holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
 //! # Ok(())
 //! # }
+//! # let _ = demo;
 //! ```
 //!
 //! # Who may do what
@@ -75,6 +76,7 @@ pub mod auth;
 pub mod envelope;
 pub mod error;
 mod limits;
+mod numbers;
 pub mod routes;
 mod server;
 mod shutdown;

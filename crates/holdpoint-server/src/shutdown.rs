@@ -131,6 +131,7 @@ where
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3400").await?;
 /// holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await
 /// # }
+/// # let _ = demo;
 /// ```
 pub async fn serve_app<F>(listener: TcpListener, app: Router, server: &Server, signal: F) -> io::Result<()>
 where

@@ -179,6 +179,8 @@ impl Identity {
 ///             .map(Identity::new))
 ///     }
 /// }
+/// let server = holdpoint_server::Server::builder().provider(std::sync::Arc::new(ProxyUser)).build();
+/// # let _ = server;
 /// ```
 #[async_trait]
 pub trait ContextProvider: Send + Sync {

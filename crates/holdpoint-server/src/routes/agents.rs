@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, RunRequest, reply};
 use crate::error::{ApiError, error_json, http_status};
+use crate::numbers;
 use crate::state::AppState;
 use crate::turns::{self, claim_conflict};
 
@@ -48,13 +49,14 @@ pub(crate) async fn run(
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<RunQuery>,
     headers: HeaderMap,
-    ApiJson(request): ApiJson<RunRequest>,
+    ApiJson(mut request): ApiJson<RunRequest>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?.clone();
     let stream = wants_stream(&query, &headers)?;
     // Reject a malformed input before anything starts.
     request.data.validate()?;
     let init = request.init.unwrap_or_default();
+    numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut request.data).await;
     if stream {
         let conn = agent.connect_with_context(init, caller.request_context()).await?;
         let events = turns::drive(&state, agent, conn, request.data);

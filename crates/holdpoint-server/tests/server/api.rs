@@ -440,3 +440,30 @@ async fn turns_survive_a_caller_that_goes_away() {
     assert_eq!(latest.state.unwrap().messages.last().unwrap().text(), "finally");
     let _ = Arc::strong_count(&store);
 }
+
+#[tokio::test]
+async fn a_javascript_client_that_rewrites_500_0_as_500_can_still_resume() {
+    let f = fixture(false).await;
+    let s = &f.server;
+    let (_, body) = s
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("Transfer $500 to savings")}),
+            None,
+        )
+        .await;
+    let out = &body["result"];
+    let mut part = paused_part(out);
+    assert_eq!(part["toolRequest"]["input"]["amount"].to_string(), "500.0");
+    // What JSON.parse + JSON.stringify make of it.
+    part["toolRequest"]["input"]["amount"] = json!(500);
+    let (code, body) = s
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": {"resume": {"restart": [restart(&part, json!({"approved": true}))]}}, "init": {"sessionId": out["sessionId"]}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+}

@@ -28,7 +28,6 @@ pub const JWT_SECRET: &[u8] = b"jwt-secret-for-tests-0123456789abcdef";
 /// A running server.
 pub struct TestServer {
     pub base: String,
-    pub server: Server,
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -48,7 +47,6 @@ impl TestServer {
         });
         TestServer {
             base: format!("http://{addr}"),
-            server,
             client: reqwest::Client::new(),
             stop: Some(stop),
             task: Some(task),
@@ -204,6 +202,11 @@ pub struct Account {
 /// An ops agent whose `closeAccount` calls are held by ToolApproval; it
 /// counts how often the tool really ran.
 pub fn ops(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
+    ops_named("opsAgent", store, runs, None)
+}
+
+/// [`ops`] under another name, its holds expiring after `ttl`.
+pub fn ops_named(name: &str, store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>, ttl: Option<Duration>) -> Agent {
     let close = tool(
         "closeAccount",
         "Closes an account",
@@ -235,11 +238,15 @@ pub fn ops(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
             None => Some(ScriptedTurn::text("say: close ACCOUNT")),
         }
     });
-    Agent::builder("opsAgent")
+    let mut gate = ToolApproval::allow(Vec::<String>::new());
+    if let Some(ttl) = ttl {
+        gate = gate.ttl(ttl);
+    }
+    Agent::builder(name)
         .description("Closes accounts after a person approves")
         .model(Arc::new(model))
         .tool(close)
-        .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
+        .middleware(gate.into_middleware())
         .store(store)
         .build()
         .unwrap()
