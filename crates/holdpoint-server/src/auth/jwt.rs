@@ -18,8 +18,9 @@ type HmacSha256 = Hmac<Sha256>;
 /// `aud` are checked when present or configured (with 30 s of leeway). An
 /// optional `agents` claim (array of names) limits the agents it may use.
 /// Its claims reach tools and middleware as `context.auth.claims`. Several
-/// secrets may be configured (rotation): a token's `kid` header picks one,
-/// else each is tried.
+/// secrets may be configured (rotation): a token's `kid` header picks the
+/// secret added with that id ([`with_key`](Self::with_key)); secrets without
+/// an id are tried for every token.
 ///
 /// ```
 /// use holdpoint_server::auth::JwtHs256;
@@ -139,15 +140,14 @@ impl JwtHs256 {
             .map_err(|_| unauthenticated("malformed bearer token: its signature is not base64url"))?;
         let signing_input = &token[..h.len() + 1 + p.len()];
         let kid = header.get("kid").and_then(Value::as_str);
-        let candidates: Vec<&[u8]> = match kid {
-            Some(kid) => self
-                .secrets
-                .iter()
-                .filter(|(k, _)| k.as_deref() == Some(kid))
-                .map(|(_, s)| s.as_slice())
-                .collect(),
-            None => self.secrets.iter().map(|(_, s)| s.as_slice()).collect(),
-        };
+        // A `kid` picks the secret with that id; secrets configured without
+        // an id are tried for every token.
+        let candidates: Vec<&[u8]> = self
+            .secrets
+            .iter()
+            .filter(|(k, _)| k.is_none() || kid.is_none() || k.as_deref() == kid)
+            .map(|(_, s)| s.as_slice())
+            .collect();
         if candidates.is_empty() {
             return Err(unauthenticated("bearer token names an unknown key (kid)"));
         }
@@ -281,5 +281,34 @@ mod tests {
         assert!(j.verify(&j.issue(&json!({"sub": "a", "exp": far()}))).is_err());
         let good = j.issue(&json!({"sub": "a", "exp": far(), "iss": "me", "aud": ["x", "api"]}));
         assert!(j.verify(&good).is_ok());
+
+        // A token naming key "k2" verifies with the secret added as "k2" only.
+        let k2 = b"second-secret-second-secret-0123".to_vec();
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","kid":"k2"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(json!({"sub": "a", "exp": far()}).to_string());
+        let input = format!("{header}.{payload}");
+        let sig = URL_SAFE_NO_PAD.encode(JwtHs256::mac(&k2, &input).finalize().into_bytes());
+        let token = format!("{input}.{sig}");
+        let only_named = JwtHs256 {
+            secrets: vec![
+                (Some("k1".into()), b"first-secret-first-secret-012345".to_vec()),
+                (Some("k2".into()), k2),
+            ],
+            issuer: None,
+            audience: None,
+            leeway: 30,
+        };
+        assert!(only_named.verify(&token).is_ok());
+        let without_k2 = JwtHs256 {
+            secrets: vec![(Some("k1".into()), b"first-secret-first-secret-012345".to_vec())],
+            ..only_named.clone()
+        };
+        assert!(
+            without_k2
+                .verify(&token)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown key")
+        );
     }
 }

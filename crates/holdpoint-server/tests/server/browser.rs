@@ -196,6 +196,9 @@ async fn a_held_transfer_appears_and_approving_it_completes_the_turn() {
     };
     let f = fixture(true).await;
     let s = &f.server;
+    // Without a credential the page says what to do.
+    browser.open(&s.url("/?poll=400"), None).await;
+    browser.wait_text("#banner", &["Sign in"]).await;
     browser.open(&s.url("/?poll=400"), Some(ALICE_APPROVER_KEY)).await;
     browser.wait_text("#empty", &["Nothing is waiting"]).await;
 

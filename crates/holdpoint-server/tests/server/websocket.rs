@@ -237,3 +237,52 @@ async fn a_client_that_leaves_mid_turn_loses_nothing() {
         .expect("persisted");
     assert_eq!(latest.state.unwrap().messages.last().unwrap().text(), "finally");
 }
+
+#[tokio::test]
+async fn messages_over_the_limit_close_the_connection() {
+    let server = TestServer::start(
+        holdpoint_server::Server::builder()
+            .agent(bank(memory()))
+            .body_limit(4096)
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let mut ws = open(&server, "bankingAgent", &[]).await.unwrap();
+    send(&mut ws, json!({})).await;
+    let _ = ws
+        .send(Message::Text(user(&"x".repeat(10_000)).to_string().into()))
+        .await;
+    let end = next(&mut ws).await;
+    assert!(end.is_err(), "the connection ends: {end:?}");
+    // The server is fine.
+    assert_eq!(server.get("/healthz", None).await.0, 200);
+}
+
+#[tokio::test]
+async fn shutdown_finishes_the_running_turn_and_sends_the_output() {
+    let store = memory();
+    let mut server = TestServer::start(
+        holdpoint_server::Server::builder()
+            .agent(slow(store, Duration::from_millis(400)))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let mut ws = open(&server, "slowAgent", &[]).await.unwrap();
+    send(&mut ws, json!({})).await;
+    send(&mut ws, user("hi")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stop = server.stop_signal();
+    let _ = stop.send(());
+    let frames = turn(&mut ws).await;
+    assert_eq!(frames.last().unwrap()["message"]["turnEnd"]["finishReason"], "stop");
+    let out = next(&mut ws).await.unwrap();
+    assert_eq!(out["result"]["message"]["content"][0]["text"], "finally", "{out:#}");
+    assert_eq!(next(&mut ws).await, Err(Some(1000)));
+    tokio::time::timeout(Duration::from_secs(5), server.take_task())
+        .await
+        .expect("serve returns once the connection is done")
+        .unwrap()
+        .unwrap();
+}
