@@ -326,7 +326,7 @@ struct RawPart {
     text: Option<String>,
     #[serde(default)]
     media: Option<Media>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     data: Option<Value>,
     #[serde(default)]
     tool_request: Option<ToolRequest>,
@@ -334,12 +334,19 @@ struct RawPart {
     tool_response: Option<ToolResponse>,
     #[serde(default)]
     resource: Option<Resource>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     custom: Option<Value>,
     #[serde(default)]
     reasoning: Option<String>,
     #[serde(default)]
     metadata: Option<Metadata>,
+}
+
+/// Decodes a field that is there as `Some`, even when it is `null`: a part
+/// is told apart by which fields it has, and `{"data": null}` is a data part
+/// holding null (as encoding writes it), not a part without a kind.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 impl<'de> Deserialize<'de> for Part {
