@@ -42,3 +42,40 @@ fn null_data_next_to_text_is_two_kinds() {
     assert!(Part::from_json(r#"{"text":null}"#).is_err());
     assert!(serde_json::from_value::<Part>(json!({"custom": null, "metadata": {}})).is_ok());
 }
+
+/// Model output is untrusted: token counts near `u64::MAX` from two model
+/// calls of one generation overflowed the usage sum (a panic in debug
+/// builds, a wrapped total in release builds). Sums saturate.
+#[tokio::test]
+async fn huge_token_counts_saturate() {
+    use std::sync::Arc;
+
+    use holdpoint::{GenerateOptions, GenerateResponse, ScriptedModel, ScriptedTurn, Usage, generate, tool};
+
+    let echo = tool("echo", "echoes", |_ctx, v: serde_json::Value| async move { Ok(v) });
+    let huge = Usage {
+        input_tokens: Some(u64::MAX),
+        output_tokens: Some(u64::MAX - 1),
+        total_tokens: Some(u64::MAX),
+        ..Usage::default()
+    };
+    let model = ScriptedModel::new("m");
+    let mut call = GenerateResponse::from_message(Message::new(
+        Role::Model,
+        vec![Part::tool_request("echo", None, Some(json!({})))],
+    ));
+    call.usage = huge.clone();
+    let mut done = GenerateResponse::from_message(Message::model_text("ok"));
+    done.usage = huge;
+    model.push(ScriptedTurn::response(call));
+    model.push(ScriptedTurn::response(done));
+    let out = generate(
+        GenerateOptions::new(Arc::new(model))
+            .messages(vec![Message::user_text("hi")])
+            .tools(vec![Arc::new(echo)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.response.usage.input_tokens, Some(u64::MAX));
+    assert_eq!(out.response.usage.output_tokens, Some(u64::MAX));
+}

@@ -88,11 +88,12 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Adds another call's counts to this one.
+    /// Adds another call's counts to this one. Counts come from model
+    /// providers, so the sums saturate instead of overflowing.
     pub fn add(&mut self, other: &Usage) {
         fn sum(a: &mut Option<u64>, b: Option<u64>) {
             if let Some(b) = b {
-                *a = Some(a.unwrap_or(0) + b);
+                *a = Some(a.unwrap_or(0).saturating_add(b));
             }
         }
         sum(&mut self.input_tokens, other.input_tokens);
