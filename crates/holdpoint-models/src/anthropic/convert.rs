@@ -173,7 +173,7 @@ pub(crate) fn usage(u: Option<&WireUsage>) -> Usage {
         return Usage::default();
     };
     let total = match (u.input_tokens, u.output_tokens) {
-        (Some(i), Some(o)) => Some(i + o),
+        (Some(i), Some(o)) => Some(i.saturating_add(o)),
         _ => None,
     };
     Usage {
