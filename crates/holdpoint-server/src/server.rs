@@ -164,14 +164,14 @@ impl ServerBuilder {
             }
         };
         let keys = Arc::new(keys);
-        let codec = Arc::new(SigningCodec::new(Arc::clone(&keys)));
         let mut agents = BTreeMap::new();
         for agent in self.agents {
             let name = agent.name().to_owned();
             if name.is_empty() || name.contains('/') {
                 return Err(BuildError::BadAgentName(name));
             }
-            let agent = agent.with_state_codec(codec.clone());
+            let codec = SigningCodec::scoped(Arc::clone(&keys), name.clone());
+            let agent = agent.with_state_codec(Arc::new(codec));
             if agents.insert(name.clone(), agent).is_some() {
                 return Err(BuildError::DuplicateAgent(name));
             }

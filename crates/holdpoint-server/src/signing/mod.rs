@@ -10,8 +10,9 @@
 //! {"sessionId": "…", "messages": […], "artifacts": [], "signature": {"alg": "HS256", "kid": "k20260101-1a2b3c4d", "mac": "…"}}
 //! ```
 //!
-//! Inbound state that is unsigned, altered, or signed with a key the
-//! server does not know is refused with `PERMISSION_DENIED` (HTTP 403)
+//! The MAC also covers the agent's name, so one agent's state does not
+//! load into another. Inbound state that is unsigned, altered, issued by
+//! another agent, or signed with a key the server does not know is refused with `PERMISSION_DENIED` (HTTP 403)
 //! before the agent sees it. Keys rotate through the [`KeyRing`]: the
 //! newest signs, every key in the ring verifies.
 
@@ -59,24 +60,43 @@ fn signed_form(state: &Value) -> String {
 }
 
 /// A [`StateCodec`] that signs outbound state and verifies inbound state.
+///
+/// The MAC also covers a scope (the server uses the agent's name), so state
+/// one agent handed out does not load into another agent of the server.
 #[derive(Debug, Clone)]
 pub struct SigningCodec {
     ring: Arc<KeyRing>,
+    scope: String,
 }
 
 impl SigningCodec {
     /// Signs with the ring's newest key; verifies with any of its keys.
     pub fn new(ring: Arc<KeyRing>) -> Self {
-        SigningCodec { ring }
+        Self::scoped(ring, "")
     }
 
-    fn mac(key: &SigningKey, unsigned: &Value) -> Vec<u8> {
-        // HMAC accepts keys of any length; a failure here is impossible, and
-        // an empty MAC would simply never verify.
-        let Ok(mut mac) = HmacSha256::new_from_slice(key.secret()) else {
+    /// [`new`](Self::new), for state that only `scope` may load back.
+    pub fn scoped(ring: Arc<KeyRing>, scope: impl Into<String>) -> Self {
+        SigningCodec {
+            ring,
+            scope: scope.into(),
+        }
+    }
+
+    fn keyed(&self, key: &SigningKey) -> Option<HmacSha256> {
+        // HMAC accepts keys of any length: `new_from_slice` does not fail.
+        let mut mac = HmacSha256::new_from_slice(key.secret()).ok()?;
+        mac.update(CONTEXT);
+        mac.update(&(self.scope.len() as u64).to_be_bytes());
+        mac.update(self.scope.as_bytes());
+        Some(mac)
+    }
+
+    fn mac(&self, key: &SigningKey, unsigned: &Value) -> Vec<u8> {
+        let Some(mut mac) = self.keyed(key) else {
+            // Unreachable; an empty MAC would simply never verify.
             return Vec::new();
         };
-        mac.update(CONTEXT);
         mac.update(signed_form(unsigned).as_bytes());
         mac.finalize().into_bytes().to_vec()
     }
@@ -88,7 +108,7 @@ impl SigningCodec {
         };
         map.remove(SIGNATURE);
         let key = self.ring.current();
-        let mac = Self::mac(key, &state);
+        let mac = self.mac(key, &state);
         if let Value::Object(map) = &mut state {
             map.insert(
                 SIGNATURE.to_owned(),
@@ -122,13 +142,14 @@ impl SigningCodec {
         let Ok(given) = URL_SAFE_NO_PAD.decode(mac) else {
             return Err(denied("its signature is malformed"));
         };
-        let Ok(mut check) = HmacSha256::new_from_slice(key.secret()) else {
+        let Some(mut check) = self.keyed(key) else {
             return Err(denied("its key cannot be used"));
         };
-        check.update(CONTEXT);
         check.update(signed_form(&state).as_bytes());
         if check.verify_slice(&given).is_err() {
-            return Err(denied("it has been altered since the server signed it"));
+            return Err(denied(
+                "it has been altered since the server signed it, or was issued by another agent",
+            ));
         }
         Ok(state)
     }
@@ -198,6 +219,16 @@ mod tests {
             other.decode(forged).unwrap_err().status(),
             holdpoint::Status::PermissionDenied
         );
+    }
+
+    #[test]
+    fn state_of_one_scope_does_not_load_into_another() {
+        let ring = Arc::new(KeyRing::new(vec![SigningKey::new("a", vec![1; 32]).unwrap()]).unwrap());
+        let bank = SigningCodec::scoped(ring.clone(), "bank");
+        let other = SigningCodec::scoped(ring, "other");
+        let signed = bank.encode(&state()).unwrap();
+        assert!(bank.decode(signed.clone()).is_ok());
+        assert!(other.decode(signed).unwrap_err().to_string().contains("another agent"));
     }
 
     #[test]

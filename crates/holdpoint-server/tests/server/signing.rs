@@ -129,3 +129,23 @@ async fn keys_live_in_the_data_dir_and_rotate() {
         .await;
     assert_error(&got, 403, "PERMISSION_DENIED", "unknown key");
 }
+
+#[tokio::test]
+async fn one_agents_state_does_not_load_into_another() {
+    let s = TestServer::start(
+        Server::builder()
+            .agent(crate::support::bank_client_managed_named("clientBank"))
+            .agent(crate::support::bank_client_managed_named("otherBank"))
+            .signing_keys(KeyRing::ephemeral().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (code, body) = s.post("/agents/clientBank", json!({"data": user("hello")}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    let state = body["result"]["state"].clone();
+    let again = json!({"data": user("again"), "init": {"state": state}});
+    assert_eq!(s.post("/agents/clientBank", again.clone(), None).await.0, 200);
+    let got = s.post("/agents/otherBank", again, None).await;
+    assert_error(&got, 403, "PERMISSION_DENIED", "another agent");
+}
