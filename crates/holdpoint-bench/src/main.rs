@@ -24,7 +24,7 @@ use cycle::CountingStore;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Session store: `memory`.
+    /// Session store: `memory`, `sqlite:PATH` or `postgres://…`.
     #[arg(long, default_value = "memory")]
     store: String,
     /// Cycles to run.
@@ -44,11 +44,28 @@ struct Args {
     json: bool,
 }
 
-fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+async fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
     match url {
         "memory" | "memory:" => Ok(Arc::new(InMemoryStore::new())),
-        other => Err(format!("unsupported store {other:?}; use memory")),
+        other => holdpoint_stores::open_store(other)
+            .await
+            .map_err(|e| format!("store {other}: {e}")),
     }
+}
+
+/// Where the store's data lands, for measuring that disk's fsync latency.
+fn durable_dir(url: &str) -> Option<std::path::PathBuf> {
+    if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        let p = std::path::Path::new(path);
+        return Some(match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+            _ => std::path::PathBuf::from("."),
+        });
+    }
+    if url.starts_with("postgres") {
+        return Some(std::env::temp_dir());
+    }
+    None
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -63,6 +80,11 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+struct Floor {
+    fsync: Duration,
+    cycles_per_sec: f64,
+}
+
 struct Report {
     cycles: usize,
     elapsed: Duration,
@@ -70,6 +92,7 @@ struct Report {
     resume_times: Vec<Duration>,
     commits: u64,
     bytes_per_paused: Option<f64>,
+    floor: Option<Floor>,
 }
 
 async fn run_cycles(
@@ -175,6 +198,8 @@ fn print(args: &Args, r: &Report) {
             "commitsPerCycle": commits,
             "bytesPerPausedSession": r.bytes_per_paused,
             "peakRssBytes": peak,
+            "fsyncUs": r.floor.as_ref().map(|f| us(f.fsync)),
+            "floorCyclesPerSec": r.floor.as_ref().map(|f| f.cycles_per_sec),
         });
         println!("{out}");
         return;
@@ -200,10 +225,21 @@ fn print(args: &Args, r: &Report) {
     if let Some(p) = peak {
         println!("| peak RSS (MiB) | {:.1} |", p as f64 / (1024.0 * 1024.0));
     }
+    if let Some(f) = &r.floor {
+        println!("| fsync latency, same disk (µs, p50) | {:.0} |", us(f.fsync));
+        println!(
+            "| floor: cycles/s at one fsync per commit, sequential | {:.0} |",
+            f.cycles_per_sec
+        );
+        println!(
+            "| share of the floor reached | {:.0}% |",
+            100.0 * rate / f.cycles_per_sec
+        );
+    }
 }
 
 async fn main_async(args: Args) -> Result<(), String> {
-    let counting = Arc::new(CountingStore::new(open_store(&args.store)?));
+    let counting = Arc::new(CountingStore::new(open_store(&args.store).await?));
     let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
     if args.warmup > 0 && args.paused.is_none() {
         run_cycles(&agent, &tool, args.warmup, args.concurrency)
@@ -224,6 +260,7 @@ async fn main_async(args: Args) -> Result<(), String> {
                 resume_times: resumes,
                 commits: counting.commits.load(Ordering::Relaxed),
                 bytes_per_paused: Some(per),
+                floor: None,
             }
         }
         None => {
@@ -237,9 +274,19 @@ async fn main_async(args: Args) -> Result<(), String> {
                 resume_times: resumes,
                 commits: counting.commits.load(Ordering::Relaxed),
                 bytes_per_paused: None,
+                floor: None,
             }
         }
     };
+    let mut report = report;
+    if let Some(dir) = durable_dir(&args.store) {
+        let fsync = sys::fsync_latency(&dir, 200).map_err(|e| format!("fsync probe in {}: {e}", dir.display()))?;
+        let commits = report.commits as f64 / report.cycles.max(1) as f64;
+        report.floor = Some(Floor {
+            fsync,
+            cycles_per_sec: 1.0 / (commits * fsync.as_secs_f64()).max(1e-9),
+        });
+    }
     print(&args, &report);
     Ok(())
 }

@@ -21,7 +21,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// Median latency of a 4 KiB write + fsync in `dir`, over `rounds` rounds.
-#[allow(dead_code)]
 pub fn fsync_latency(dir: &Path, rounds: usize) -> std::io::Result<Duration> {
     let path = dir.join(format!(".holdpoint-bench-fsync-{}", std::process::id()));
     let mut file = std::fs::File::create(&path)?;
