@@ -105,6 +105,10 @@ pub enum Error {
         /// The tool's error text.
         message: String,
     },
+    /// The snapshot was already claimed by another resume (exactly-once
+    /// guard, SPEC §9.1). Status `ABORTED`; HTTP 409.
+    #[error("snapshot {0} was already resumed")]
+    AlreadyResumed(String),
     /// A resume left an interrupted tool request without an answer.
     #[error(
         "unresolved tool request \"{name}\" (ref {reference}): every interrupt must be answered with a restart or a respond"
@@ -141,7 +145,7 @@ impl Error {
             Error::InvalidArgument(_) => Status::InvalidArgument,
             Error::NotFound(_) | Error::ToolNotFound(_) => Status::NotFound,
             Error::FailedPrecondition(_) => Status::FailedPrecondition,
-            Error::Aborted(_) => Status::Aborted,
+            Error::Aborted(_) | Error::AlreadyResumed(_) => Status::Aborted,
             Error::PermissionDenied(_) => Status::PermissionDenied,
             Error::Cancelled(_) => Status::Cancelled,
             Error::Unavailable(_) => Status::Unavailable,

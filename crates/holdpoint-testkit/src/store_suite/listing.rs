@@ -20,6 +20,7 @@ pub(super) fn record(session: &str, snapshot_id: &str, principal: Option<&str>, 
             .single()
             .expect("valid time"),
         principal: principal.map(str::to_owned),
+        actor: principal.map(|p| format!("{p}/desk-7")),
         agent: Some(agent.to_owned()),
         session_id: session.to_owned(),
         snapshot_id: snapshot_id.to_owned(),

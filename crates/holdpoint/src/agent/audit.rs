@@ -16,6 +16,7 @@ pub const TOOL_APPROVED: &str = "toolApproved";
 /// Context for the records of one resume.
 pub(crate) struct AuditContext<'a> {
     pub principal: Option<&'a str>,
+    pub actor: Option<&'a str>,
     pub agent: &'a str,
     pub session_id: &'a str,
     pub snapshot_id: &'a str,
@@ -32,6 +33,7 @@ fn record(
         id: uuid::Uuid::new_v4().to_string(),
         at: Utc::now(),
         principal: ctx.principal.map(str::to_owned),
+        actor: ctx.actor.map(str::to_owned),
         agent: Some(ctx.agent.to_owned()),
         session_id: ctx.session_id.to_owned(),
         snapshot_id: ctx.snapshot_id.to_owned(),

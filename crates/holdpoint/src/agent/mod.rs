@@ -57,6 +57,11 @@ use crate::tool::Tool;
 /// Sessions belong to the principal that starts them.
 pub const PRINCIPAL: &str = "principal";
 
+/// The request-context key naming the individual who acts (an approver's
+/// user name, say) when it differs from the owning principal; recorded in
+/// the audit trail.
+pub const ACTOR: &str = "actor";
+
 /// The principal in a request context.
 pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
     context.get(PRINCIPAL).and_then(Value::as_str)

@@ -92,6 +92,7 @@ async fn run_turn(
         if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
             let ctx = AuditContext {
                 principal: principal_of(&context),
+                actor: context.get(super::ACTOR).and_then(Value::as_str),
                 agent: &def.name,
                 session_id: &session.state.session_id,
                 snapshot_id: id,

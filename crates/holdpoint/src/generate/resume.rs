@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::dispatch::{self, Dispatcher, PlannedCall};
 use crate::error::{Error, Result};
-use crate::message::{Message, Part, Role, metadata};
+use crate::message::{Message, Part, Role, json_eq, metadata};
 use crate::middleware::RestartPlan;
 use crate::tool::ToolOutcome;
 
@@ -21,6 +21,9 @@ pub struct Resume {
     /// Tool-response parts answering paused calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub respond: Vec<Part>,
+    /// Free-form metadata some clients (Genkit's) attach; not interpreted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
 }
 
 impl Resume {
@@ -110,14 +113,14 @@ pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
         let given = req.input.clone().unwrap_or(Value::Null);
         match part.meta(metadata::REPLACED_INPUT) {
             Some(declared) => {
-                if *declared != original {
+                if !json_eq(declared, &original) {
                     return Err(Error::InvalidArgument(format!(
                         "restart of {call} declares replacedInput that is not the original input"
                     )));
                 }
             }
             None => {
-                if given != original {
+                if !json_eq(&given, &original) {
                     return Err(Error::InvalidArgument(format!(
                         "restart of {call} has modified inputs; a changed input must be declared with replacedInput (restart_with_input)"
                     )));

@@ -1,10 +1,12 @@
 //! Messages and parts: the wire types of SPEC §1, in Genkit's JSON shapes.
 
+mod json;
 pub mod metadata;
 mod part;
 
 use serde::{Deserialize, Serialize};
 
+pub use json::json_eq;
 pub use metadata::Metadata;
 pub use part::{Media, Part, PartKind, Resource, ToolRequest, ToolResponse};
 

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::{Middleware, ToolHookCall, ToolNext};
 use crate::agent::TOOL_APPROVED;
 use crate::error::Result;
-use crate::message::{Message, Part, Role, metadata};
+use crate::message::{Message, Part, Role, json_eq, metadata};
 use crate::model::{ChunkSink, GenerateRequest, Model};
 use crate::tool::ToolOutcome;
 
@@ -252,7 +252,7 @@ fn denied_earlier(call: &ToolHookCall) -> bool {
         .filter_map(Part::as_tool_request)
         .any(|r| {
             r.name == call.name
-                && r.input.as_ref().unwrap_or(&Value::Null) == &call.input
+                && json_eq(r.input.as_ref().unwrap_or(&Value::Null), &call.input)
                 && denied_refs.contains(&(r.name.as_str(), r.reference.as_deref()))
         })
 }

@@ -43,9 +43,12 @@ pub struct AuditRecord {
     pub id: String,
     /// When the decision was recorded.
     pub at: DateTime<Utc>,
-    /// Who decided (`None` in-process).
+    /// The principal on whose behalf it was decided (`None` in-process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// The individual who decided, when the caller names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
     /// The agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -163,6 +166,11 @@ pub fn canonical_json(value: &Value) -> String {
                 }
                 out.push(']');
             }
+            Value::Number(n) => match n.as_f64() {
+                // One spelling per value: 500.0 and 500 hash and sign alike.
+                Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => out.push_str(&format!("{}", f as i64)),
+                _ => out.push_str(&n.to_string()),
+            },
             other => out.push_str(&other.to_string()),
         }
     }
@@ -189,5 +197,7 @@ mod tests {
         assert_eq!(hash_json(&json!({"a": 1, "b": 2})), hash_json(&json!({"b": 2, "a": 1})));
         assert_ne!(hash_json(&json!({"a": 1})), hash_json(&json!({"a": 2})));
         assert_eq!(hash_json(&json!({})).len(), 64);
+        assert_eq!(hash_json(&json!({"amount": 500})), hash_json(&json!({"amount": 500.0})));
+        assert_ne!(hash_json(&json!({"amount": 500})), hash_json(&json!({"amount": 500.5})));
     }
 }

@@ -119,7 +119,7 @@ pub fn claim_update(snapshot_id: &str) -> SnapshotUpdate {
             return Err(Error::NotFound(format!("snapshot {id} not found")));
         };
         if row.resumed_at.is_some() {
-            return Err(Error::Aborted(format!("snapshot {id} was already resumed")));
+            return Err(Error::AlreadyResumed(id.clone()));
         }
         let mut next = row.clone();
         next.resumed_at = Some(Utc::now());

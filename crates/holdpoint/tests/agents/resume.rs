@@ -325,3 +325,40 @@ async fn pending_listing_and_audit_trail_follow_the_decisions() {
         holdpoint::session::hash_json(&json!({"amount": 500, "toAccount": "savings"}))
     );
 }
+
+#[tokio::test]
+async fn a_restart_whose_numbers_were_re_encoded_is_not_a_modified_input() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let mut directive = approve(&b.tool, &paused);
+    // a browser or Genkit JS client sends 500 back as 500.0
+    directive.as_tool_request_mut().unwrap().input = Some(json!({"toAccount": "savings", "amount": 500.0}));
+    let done = b
+        .agent
+        .run(resume(vec![directive]), AgentInit::session(paused.session_id))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(b.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn the_audit_records_the_actor_beside_the_principal() {
+    use holdpoint::session::AuditQuery;
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    let mut ctx = serde_json::Map::new();
+    ctx.insert(holdpoint::agent::ACTOR.into(), json!("carol@bank"));
+    b.agent
+        .run_with_context(
+            resume(vec![approve(&b.tool, &paused)]),
+            AgentInit::session(paused.session_id),
+            ctx,
+        )
+        .await
+        .unwrap();
+    let audit = b.agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(audit[0].actor.as_deref(), Some("carol@bank"));
+}

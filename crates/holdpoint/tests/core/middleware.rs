@@ -163,6 +163,7 @@ async fn restart_delivers_resume_data_only_to_the_stage_that_held() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![restart],
             respond: vec![],
         }),
@@ -220,6 +221,7 @@ async fn repeated_middleware_name_is_labelled_with_its_position() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![restart],
             respond: vec![],
         }),
@@ -302,6 +304,7 @@ async fn tools_own_pause_releases_every_stage_and_resume_data_reaches_the_tool()
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![restart],
             respond: vec![],
         }),
@@ -364,6 +367,7 @@ async fn restart_with_new_input_is_not_released_by_outer_stages() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![restart],
             respond: vec![],
         }),
@@ -402,6 +406,7 @@ async fn holding_stage_can_deny_a_restart_softly() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![restart],
             respond: vec![],
         }),
@@ -439,6 +444,7 @@ async fn respond_answers_a_middleware_hold_without_running_the_tool() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![],
             respond: vec![respond],
         }),
@@ -471,6 +477,7 @@ async fn restart_of_a_hold_by_an_absent_middleware_is_rejected() {
         vec![],
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![restart],
             respond: vec![],
         }),
@@ -519,6 +526,7 @@ async fn middleware_hold_beside_a_finished_call_keeps_its_pending_output() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![reqs[1].restart(None).unwrap()],
             respond: vec![],
         }),
@@ -729,6 +737,7 @@ async fn stages_see_the_original_input_of_a_revised_restart() {
         chain(),
         g.messages.clone(),
         Some(Resume {
+            metadata: None,
             restart: vec![revised],
             respond: vec![],
         }),

@@ -555,6 +555,7 @@ async fn resume_streams_the_tool_message_before_the_next_model_call() {
         .resume(Resume {
             restart: vec![call.restart(Some(approved())).unwrap()],
             respond: vec![],
+            metadata: None,
         })
         .chunks(sink);
     let done = generate(opts).await.unwrap();
@@ -601,9 +602,11 @@ fn validate_accepts_a_matching_restart_and_respond() {
     let ok = Resume {
         restart: vec![restart_of("transfer", "new", BOB())],
         respond: vec![],
+        metadata: None,
     };
     validate_resume(&h, &ok).unwrap();
     let ok = Resume {
+        metadata: None,
         restart: vec![],
         respond: vec![
             paused_request("transfer", "new", BOB())
@@ -621,8 +624,10 @@ fn validate_rejects_an_unknown_ref() {
         Resume {
             restart: vec![restart_of("transfer", "ghost", BOB())],
             respond: vec![],
+            metadata: None,
         },
         Resume {
+            metadata: None,
             restart: vec![],
             respond: vec![Part::tool_response(
                 "transfer",
@@ -634,6 +639,7 @@ fn validate_rejects_an_unknown_ref() {
         Resume {
             restart: vec![restart_of("refund", "new", BOB())],
             respond: vec![],
+            metadata: None,
         },
     ] {
         let err = validate_resume(&h, &resume).unwrap_err();
@@ -650,6 +656,7 @@ fn validate_rejects_a_request_from_an_older_message() {
         &Resume {
             restart: vec![restart_of("transfer", "old", BOB())],
             respond: vec![],
+            metadata: None,
         },
     )
     .unwrap_err();
@@ -658,6 +665,7 @@ fn validate_rejects_a_request_from_an_older_message() {
     let err = validate_resume(
         &h,
         &Resume {
+            metadata: None,
             restart: vec![],
             respond: vec![Part::tool_response(
                 "transfer",
@@ -678,6 +686,7 @@ fn validate_rejects_modified_input_without_declaration() {
         &Resume {
             restart: vec![restart_of("transfer", "new", json!({"to": "eve", "amount": 5.0}))],
             respond: vec![],
+            metadata: None,
         },
     )
     .unwrap_err();
@@ -696,6 +705,7 @@ fn validate_accepts_a_declared_replaced_input() {
         &Resume {
             restart: vec![declared.clone()],
             respond: vec![],
+            metadata: None,
         },
     )
     .unwrap();
@@ -707,6 +717,7 @@ fn validate_accepts_a_declared_replaced_input() {
         &Resume {
             restart: vec![lying],
             respond: vec![],
+            metadata: None,
         },
     )
     .unwrap_err();
@@ -717,6 +728,7 @@ fn validate_accepts_a_declared_replaced_input() {
 fn validate_rejects_answering_a_call_twice_or_a_call_that_is_not_paused() {
     let h = two_turn_history();
     let twice = Resume {
+        metadata: None,
         restart: vec![restart_of("transfer", "new", BOB())],
         respond: vec![
             paused_request("transfer", "new", BOB())
@@ -739,6 +751,7 @@ fn validate_rejects_answering_a_call_twice_or_a_call_that_is_not_paused() {
         &Resume {
             restart: vec![restart_of("transfer", "new", BOB())],
             respond: vec![],
+            metadata: None,
         },
     )
     .unwrap_err();
@@ -753,6 +766,7 @@ fn validate_rejects_directives_of_the_wrong_kind() {
         &Resume {
             restart: vec![Part::text("restart please")],
             respond: vec![],
+            metadata: None,
         },
     )
     .unwrap_err();
@@ -760,6 +774,7 @@ fn validate_rejects_directives_of_the_wrong_kind() {
     let err = validate_resume(
         &h,
         &Resume {
+            metadata: None,
             restart: vec![],
             respond: vec![restart_of("transfer", "new", BOB())],
         },
@@ -819,6 +834,7 @@ async fn resume_without_any_model_message_is_rejected() {
     let opts = options(&m, vec![], vec![Message::user_text("hi")]).resume(Resume {
         restart: vec![restart_of("transfer", "x", BOB())],
         respond: vec![],
+        metadata: None,
     });
     let err = generate(opts).await.unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);

@@ -151,7 +151,12 @@ pub async fn resume(
     restart: Vec<Part>,
     respond: Vec<Part>,
 ) -> Result<Generation> {
-    generate(options(model, tools, paused.messages.clone()).resume(Resume { restart, respond })).await
+    generate(options(model, tools, paused.messages.clone()).resume(Resume {
+        restart,
+        respond,
+        metadata: None,
+    }))
+    .await
 }
 
 /// A sink that records every chunk, and the chunks it recorded.
