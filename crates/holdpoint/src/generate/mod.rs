@@ -156,20 +156,31 @@ fn fresh_ref(taken: &[String]) -> String {
     }
 }
 
-/// Gives every tool request without a ref a fresh ref unique in the message.
+/// Gives every tool request without a ref — or with a ref an earlier call
+/// of the same name already uses — a fresh ref unique in the message, so
+/// every call can be answered by name and ref.
 fn assign_refs(message: &mut Message) {
     let mut taken: Vec<String> = message
         .content
         .iter()
         .filter_map(|p| p.as_tool_request().and_then(|r| r.reference.clone()))
         .collect();
+    let mut seen: Vec<(String, String)> = Vec::new();
     for part in &mut message.content {
-        if let Some(req) = part.as_tool_request_mut()
-            && req.reference.is_none()
-        {
+        let Some(req) = part.as_tool_request_mut() else {
+            continue;
+        };
+        let duplicate = req
+            .reference
+            .as_ref()
+            .is_some_and(|r| seen.iter().any(|(n, s)| *n == req.name && s == r));
+        if req.reference.is_none() || duplicate {
             let r = fresh_ref(&taken);
             taken.push(r.clone());
             req.reference = Some(r);
+        }
+        if let Some(r) = &req.reference {
+            seen.push((req.name.clone(), r.clone()));
         }
     }
 }

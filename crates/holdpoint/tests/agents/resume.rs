@@ -362,3 +362,35 @@ async fn the_audit_records_the_actor_beside_the_principal() {
     let audit = b.agent.audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit[0].actor.as_deref(), Some("carol@bank"));
 }
+
+#[tokio::test]
+async fn duplicate_refs_from_the_model_are_made_unique() {
+    use holdpoint::{GenerateResponse, Message, Role};
+    let b = bank();
+    let twice = Message::new(
+        Role::Model,
+        vec![
+            Part::tool_request(
+                "transferMoney",
+                Some("r".into()),
+                Some(json!({"amount": 1, "toAccount": "a"})),
+            ),
+            Part::tool_request(
+                "transferMoney",
+                Some("r".into()),
+                Some(json!({"amount": 2, "toAccount": "b"})),
+            ),
+        ],
+    );
+    b.model
+        .reset([ScriptedTurn::response(GenerateResponse::from_message(twice))]);
+    let paused = b.agent.run_text("two transfers").await.unwrap();
+    let refs: Vec<String> = paused
+        .interrupts()
+        .iter()
+        .map(|p| p.as_tool_request().unwrap().reference.clone().unwrap())
+        .collect();
+    assert_eq!(refs.len(), 2);
+    assert_ne!(refs[0], refs[1], "each call can be answered on its own");
+    assert_eq!(refs[0], "r", "the first keeps the model's ref");
+}
