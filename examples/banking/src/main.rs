@@ -2,17 +2,19 @@
 //!
 //! - `banking chat [--message TEXT] [--model M] [--store URL]`: a terminal
 //!   chat; transfers and account closings pause for approval at the prompt.
+//! - `banking serve [--addr 127.0.0.1:8080] [--api-key K]`: the agent over
+//!   HTTP as `bankingAgent`, with the approval page at `/`.
 //! - `banking demo`: the three ways to resume, on the scripted model.
 
 mod chat;
 mod demo;
+mod serve;
+mod wiring;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use holdpoint::Model;
-use holdpoint::session::{InMemoryStore, SessionStore};
 
 /// The seed's banking agent: a transfer pauses for approval.
 #[derive(Parser, Debug)]
@@ -26,11 +28,16 @@ struct Cli {
 enum Command {
     /// Chat in the terminal; approve paused calls at the prompt.
     Chat(ChatArgs),
+    /// Serve the agent over HTTP as `bankingAgent`, with the approval page at `/`.
+    Serve(ServeArgs),
     /// Run the three ways to resume on the scripted model.
     Demo,
 }
 
-#[derive(clap::Args, Debug, Default)]
+const STORE_HELP: &str = "Session store URL: memory:, sqlite:PATH or postgres://… \
+(default: sqlite: $XDG_DATA_HOME/holdpoint/banking.db, created on first use)";
+
+#[derive(clap::Args, Debug)]
 struct ChatArgs {
     /// The first message (then the chat goes on reading standard input).
     #[arg(long)]
@@ -39,46 +46,68 @@ struct ChatArgs {
     /// the scripted demo model).
     #[arg(long, env = "HOLDPOINT_MODEL")]
     model: Option<String>,
-    /// Session store URL (`memory:`).
-    #[arg(long, env = "HOLDPOINT_STORE", default_value = "memory:")]
+    #[arg(long, env = "HOLDPOINT_STORE", default_value = wiring::DEFAULT_STORE, help = STORE_HELP)]
     store: String,
 }
 
-fn pick_model(requested: Option<&str>) -> Result<Arc<dyn Model>, String> {
-    match requested {
-        Some("scripted") | Some("scripted/banking-demo") => Ok(Arc::new(banking::demo_model())),
-        Some(name) => holdpoint_models::resolve_model(name).map_err(|e| format!("model {name}: {e}")),
-        None => match holdpoint_models::first_available_provider() {
-            Some(name) => {
-                eprintln!("using {name} (its key is set; choose another with --model)");
-                holdpoint_models::resolve_model(&name).map_err(|e| format!("model {name}: {e}"))
-            }
-            None => {
-                eprintln!(
-                    "no provider key set (GEMINI_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY): using the scripted demo model"
-                );
-                Ok(Arc::new(banking::demo_model()))
-            }
-        },
+impl Default for ChatArgs {
+    fn default() -> Self {
+        ChatArgs {
+            message: None,
+            model: std::env::var("HOLDPOINT_MODEL").ok(),
+            store: std::env::var("HOLDPOINT_STORE").unwrap_or_else(|_| wiring::DEFAULT_STORE.to_owned()),
+        }
     }
 }
 
-fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
-    match url {
-        "memory:" | "memory" => Ok(Arc::new(InMemoryStore::new())),
-        other => Err(format!("unsupported store URL {other:?}: use memory:")),
-    }
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Where to listen (a non-loopback address needs --api-key).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: String,
+    /// `provider/model` (default: the first provider whose key is set, else
+    /// the scripted demo model).
+    #[arg(long, env = "HOLDPOINT_MODEL")]
+    model: Option<String>,
+    #[arg(long, env = "HOLDPOINT_STORE", default_value = wiring::DEFAULT_STORE, help = STORE_HELP)]
+    store: String,
+    /// The API key callers must send (without one, only loopback is served,
+    /// anonymously).
+    #[arg(long, env = "HOLDPOINT_API_KEY")]
+    api_key: Option<String>,
+    /// Where the server keeps its state-signing keys (default: the platform
+    /// data directory's `holdpoint/`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command.unwrap_or(Command::Chat(ChatArgs::default())) {
         Command::Demo => demo::run().await.map_err(|e| format!("{e} ({})", e.status())),
         Command::Chat(args) => {
-            let model = pick_model(args.model.as_deref())?;
-            let store = open_store(&args.store)?;
+            let store = wiring::open_store(&args.store).await?;
+            let model = wiring::pick_model(args.model.as_deref())?;
             chat::run(model, store, args.message)
                 .await
                 .map_err(|e| format!("{e} ({})", e.status()))
+        }
+        Command::Serve(args) => {
+            let api_key = args.api_key.filter(|k| !k.is_empty());
+            let listener = serve::bind(&args.addr, api_key.as_deref()).await?;
+            let store = wiring::open_store(&args.store).await?;
+            let model = wiring::pick_model(args.model.as_deref())?;
+            let data_dir = match args.data_dir {
+                Some(d) => d,
+                None => wiring::data_dir()?,
+            };
+            serve::run(serve::ServeConfig {
+                listener,
+                model,
+                store,
+                api_key,
+                data_dir,
+            })
+            .await
         }
     }
 }

@@ -69,3 +69,140 @@ fn demo_shows_three_ways_to_resume() {
     assert!(ok, "{out}\n{err}");
     assert_eq!(out.matches("assistant: Done: txn-123").count(), 3, "{out}");
 }
+
+/// A running `banking serve` on a free loopback port, killed on drop.
+struct Served {
+    child: std::process::Child,
+    base: String,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(extra: &[&str]) -> Served {
+    use std::io::BufRead;
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_banking"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(extra)
+        .env("XDG_DATA_HOME", data.path())
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("GOOGLE_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("HOLDPOINT_MODEL")
+        .env_remove("HOLDPOINT_STORE")
+        .env_remove("HOLDPOINT_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap();
+    let base = url.split("/agents").next().unwrap().to_owned();
+    std::thread::spawn(move || for _ in lines {});
+    Served {
+        child,
+        base,
+        _data: data,
+    }
+}
+
+#[tokio::test]
+async fn serve_answers_healthz_and_a_held_transfer_is_approved_over_http() {
+    let s = serve(&[]);
+    let http = reqwest::Client::new();
+    let health: serde_json::Value = http
+        .get(format!("{}/healthz", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    let agent = format!("{}/agents/bankingAgent", s.base);
+    let turn: serde_json::Value = http
+        .post(&agent)
+        .json(&serde_json::json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+    let pending: serde_json::Value = http
+        .get(format!("{agent}/pending"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let item = &pending["result"][0];
+    assert_eq!(item["tool"], "transferMoney", "{pending}");
+    let mut part = item["part"].clone();
+    part["metadata"] = serde_json::json!({"resumed": {"approved": true}});
+    let done: serde_json::Value = http
+        .post(&agent)
+        .json(&serde_json::json!({"data": {"resume": {"restart": [part]}}, "init": {"snapshotId": item["snapshotId"]}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["result"]["finishReason"], "stop", "{done}");
+    assert!(done.to_string().contains("Done: txn-123"), "{done}");
+}
+
+#[test]
+fn serve_on_a_busy_port_fails_with_one_clear_line() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let (ok, _, err) = banking(&["serve", "--store", "memory:", "--addr", &addr], "");
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("already in use") && err.contains("--addr"), "{err}");
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_a_key() {
+    let (ok, _, err) = banking(&["serve", "--store", "memory:", "--addr", "0.0.0.0:0"], "");
+    assert!(!ok);
+    assert!(err.contains("--api-key"), "{err}");
+}
+
+#[test]
+fn chat_defaults_to_a_sqlite_file_in_the_data_directory() {
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_banking"))
+        .args(["chat", "--message", "what is my balance"])
+        .env("XDG_DATA_HOME", data.path())
+        .env_remove("HOLDPOINT_STORE")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("GOOGLE_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("HOLDPOINT_MODEL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(data.path().join("holdpoint/banking.db").exists());
+}
+
+#[test]
+fn unreachable_database_fails_with_one_clear_line() {
+    let (ok, _, err) = banking(&["chat", "--store", "postgres://nobody@127.0.0.1:1/none"], "");
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("store cannot be opened"), "{err}");
+}
