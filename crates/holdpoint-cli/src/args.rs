@@ -1,0 +1,124 @@
+//! The command line, as clap parses it (validated in [`crate::backend`]).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Operate Holdpoint agents: paused calls, sessions, the audit trail.
+#[derive(Parser, Debug)]
+#[command(name = "holdpoint", version, about)]
+pub struct Cli {
+    /// Session store to read and write directly: memory:, sqlite:PATH or
+    /// postgres://… (default with registered agents: their own store).
+    #[arg(long, global = true, env = "HOLDPOINT_STORE", conflicts_with = "server")]
+    pub store: Option<String>,
+    /// A running holdpoint server, e.g. http://127.0.0.1:8080.
+    #[arg(long, global = true, env = "HOLDPOINT_SERVER")]
+    pub server: Option<String>,
+    /// The server's API key (sent as X-API-Key).
+    #[arg(long, global = true, env = "HOLDPOINT_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Only this agent's sessions, calls and decisions.
+    #[arg(long, global = true)]
+    pub agent: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to do.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List, show or abort sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Paused calls waiting for an answer, newest first.
+    Pending(ListArgs),
+    /// Approve a paused call: it runs and the turn goes on.
+    Approve(DecideArgs),
+    /// Deny a paused call: the model is told, with the reason.
+    Deny(DecideArgs),
+    /// Settle a paused (or in-doubt) call with an output, without running the tool.
+    Respond(RespondArgs),
+    /// Decisions about paused calls, newest first.
+    Audit(AuditArgs),
+    /// Serve the registered agents over HTTP with the approval page.
+    Serve(ServeArgs),
+}
+
+/// `sessions …`.
+#[derive(Subcommand, Debug)]
+pub enum SessionsCommand {
+    /// Sessions, most recently updated first (needs --store).
+    List(ListArgs),
+    /// One session: its latest snapshot, messages and paused calls.
+    Show {
+        /// The session id.
+        session: String,
+    },
+    /// Abort a snapshot's run (a detached run stops; a paused one can no
+    /// longer be resumed).
+    Abort {
+        /// The snapshot id.
+        snapshot: String,
+    },
+}
+
+/// Options of listings.
+#[derive(Args, Debug, Clone)]
+pub struct ListArgs {
+    /// At most this many rows.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+/// `audit` options.
+#[derive(Args, Debug, Clone)]
+pub struct AuditArgs {
+    /// Only this session's decisions.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+}
+
+/// `approve` / `deny` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct DecideArgs {
+    /// The snapshot holding the paused call (see `holdpoint pending`).
+    pub snapshot: String,
+    /// The call's ref (see `holdpoint pending`).
+    #[arg(name = "REF")]
+    pub reference: String,
+    /// Why; recorded in the audit trail and, on a denial, told to the model.
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// `respond` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct RespondArgs {
+    /// The snapshot holding the paused call.
+    pub snapshot: String,
+    /// The call's ref.
+    #[arg(name = "REF")]
+    pub reference: String,
+    /// The tool's output as JSON, e.g. '{"success": true}'.
+    #[arg(long)]
+    pub output: String,
+}
+
+/// `serve` options.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Where to listen (a non-loopback address needs --api-key).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Where the state-signing keys are kept.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}

@@ -1,0 +1,241 @@
+//! Where commands read and write: a store opened directly (with the
+//! registered agents to run resumed turns in-process) or a server over HTTP.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval};
+use holdpoint::middleware::ToolApproval;
+use holdpoint::session::{AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery};
+use holdpoint::{Part, Resume, Role};
+use serde_json::{Value, json};
+
+use crate::error::CliError;
+use crate::http::HttpBackend;
+
+/// How a paused call is settled.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    /// Run it (an approval gate's hold is approved; a tool's own interrupt
+    /// is restarted with `{"approved": true}`).
+    Approve(Option<String>),
+    /// Do not run it; the model is told, with the reason.
+    Deny(Option<String>),
+    /// Answer with this output without running the tool.
+    Respond(Value),
+}
+
+impl Decision {
+    /// The resume directive for `part`.
+    pub fn directive(&self, part: &Part) -> holdpoint::Result<Part> {
+        let hold = ToolApproval::interrupted(part);
+        match (self, hold) {
+            (Decision::Approve(reason), Some(h)) => h.approve(reason.as_deref()),
+            (Decision::Deny(reason), Some(h)) => h.deny(reason.as_deref()),
+            (Decision::Approve(reason), None) => part.restart(Some(approval(true, reason))),
+            (Decision::Deny(reason), None) => part.restart(Some(approval(false, reason))),
+            (Decision::Respond(output), _) => part.respond(output.clone()),
+        }
+    }
+}
+
+fn approval(approved: bool, reason: &Option<String>) -> Value {
+    let mut v = json!({ "approved": approved });
+    if let Some(r) = reason {
+        v["reason"] = Value::String(r.clone());
+    }
+    v
+}
+
+/// The paused calls of a waiting snapshot (as the server lists them).
+pub fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
+    let Some(last) = snapshot
+        .state
+        .as_ref()
+        .and_then(|s| s.messages.iter().rev().find(|m| m.role == Role::Model))
+    else {
+        return Vec::new();
+    };
+    let now = Utc::now();
+    last.interrupts()
+        .filter_map(|part| {
+            let req = part.as_tool_request()?;
+            let expires_at = part.expires_at();
+            Some(PendingApproval {
+                agent: snapshot.agent.clone(),
+                session_id: snapshot.session_id.clone(),
+                snapshot_id: snapshot.snapshot_id.clone(),
+                owner: snapshot.owner.clone(),
+                tool: req.name.clone(),
+                reference: req.reference.clone(),
+                input: req.input.clone().unwrap_or(Value::Null),
+                interrupt: part.interrupt_data().unwrap_or_default(),
+                interrupted_by: part.interrupted_by().map(str::to_owned),
+                held_since: snapshot.created_at,
+                expires_at,
+                expired: expires_at.is_some_and(|t| t <= now),
+                part: part.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The paused call `reference` of `snapshot`, or a clear NotFound.
+pub fn find_call(snapshot: &Snapshot, reference: &str) -> Result<Part, CliError> {
+    if !snapshot.is_waiting() {
+        return Err(CliError::NotFound(format!(
+            "snapshot {} is not waiting for an answer (status {}; see `holdpoint pending`)",
+            snapshot.snapshot_id,
+            snapshot.status.as_str()
+        )));
+    }
+    pending_of(snapshot)
+        .into_iter()
+        .find(|p| p.reference.as_deref() == Some(reference) || (p.reference.is_none() && p.tool == reference))
+        .map(|p| p.part)
+        .ok_or_else(|| {
+            CliError::NotFound(format!(
+                "snapshot {} has no paused call with ref {reference} (see `holdpoint pending`)",
+                snapshot.snapshot_id
+            ))
+        })
+}
+
+/// A store opened directly, with the agents registered by the binary.
+pub struct StoreBackend {
+    /// The store.
+    pub store: Arc<dyn SessionStore>,
+    /// Agents that can run resumed turns in-process.
+    pub agents: Vec<Agent>,
+}
+
+/// The two places a command can act on.
+pub enum Backend {
+    /// A store, directly.
+    Store(StoreBackend),
+    /// A server, over HTTP.
+    Server(HttpBackend),
+}
+
+impl Backend {
+    /// Snapshots matching the filters, newest first.
+    pub async fn snapshots(&self, agent: Option<&str>, limit: usize) -> Result<Vec<Snapshot>, CliError> {
+        match self {
+            Backend::Store(b) => Ok(b
+                .store
+                .list_snapshots(&SnapshotQuery {
+                    agent: agent.map(str::to_owned),
+                    limit: Some(limit),
+                    ..SnapshotQuery::default()
+                })
+                .await?),
+            Backend::Server(_) => Err(CliError::Usage(
+                "sessions list needs --store URL: a server lists paused calls (holdpoint pending) but not sessions"
+                    .into(),
+            )),
+        }
+    }
+
+    /// The latest snapshot of `session`.
+    pub async fn session(&self, session: &str, agent: Option<&str>) -> Result<Snapshot, CliError> {
+        let found = match self {
+            Backend::Store(b) => b.store.get_latest_snapshot(session).await?,
+            Backend::Server(h) => h.snapshot(json!({ "sessionId": session }), agent).await?,
+        };
+        found.ok_or_else(|| CliError::NotFound(format!("session {session} not found")))
+    }
+
+    /// The snapshot `id`.
+    pub async fn snapshot(&self, id: &str, agent: Option<&str>) -> Result<Snapshot, CliError> {
+        let found = match self {
+            Backend::Store(b) => b.store.get_snapshot(id).await?,
+            Backend::Server(h) => h.snapshot(json!({ "snapshotId": id }), agent).await?,
+        };
+        found.ok_or_else(|| CliError::NotFound(format!("snapshot {id} not found")))
+    }
+
+    /// Aborts `snapshot`; returns the status it had.
+    pub async fn abort(&self, snapshot: &str, agent: Option<&str>) -> Result<String, CliError> {
+        let previous = match self {
+            Backend::Store(b) => b.store.abort(snapshot).await?.map(|s| s.as_str().to_owned()),
+            Backend::Server(h) => h.abort(snapshot, agent).await?,
+        };
+        previous.ok_or_else(|| CliError::NotFound(format!("snapshot {snapshot} not found")))
+    }
+
+    /// Paused calls waiting for an answer, newest first.
+    pub async fn pending(&self, agent: Option<&str>, limit: usize) -> Result<Vec<PendingApproval>, CliError> {
+        match self {
+            Backend::Store(b) => {
+                let snapshots = b
+                    .store
+                    .list_snapshots(&SnapshotQuery {
+                        agent: agent.map(str::to_owned),
+                        waiting_only: true,
+                        limit: Some(limit),
+                        ..SnapshotQuery::default()
+                    })
+                    .await?;
+                Ok(snapshots.iter().flat_map(pending_of).take(limit).collect())
+            }
+            Backend::Server(h) => h.pending(agent, limit).await,
+        }
+    }
+
+    /// Decisions, newest first.
+    pub async fn audit(
+        &self,
+        agent: Option<&str>,
+        session: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, CliError> {
+        match self {
+            Backend::Store(b) => Ok(b
+                .store
+                .list_audit(&AuditQuery {
+                    agent: agent.map(str::to_owned),
+                    session_id: session.map(str::to_owned),
+                    limit: Some(limit),
+                    ..AuditQuery::default()
+                })
+                .await?),
+            Backend::Server(h) => h.audit(agent, session, limit).await,
+        }
+    }
+
+    /// Settles the paused call `reference` of `snapshot_id` and runs the
+    /// resumed turn (in-process with a registered agent, or on the server).
+    pub async fn decide(
+        &self,
+        snapshot_id: &str,
+        reference: &str,
+        decision: &Decision,
+    ) -> Result<AgentOutput, CliError> {
+        match self {
+            Backend::Store(b) => {
+                let snapshot = self.snapshot(snapshot_id, None).await?;
+                let name = snapshot.agent.clone().unwrap_or_default();
+                let Some(agent) = b.agents.iter().find(|a| a.name() == name) else {
+                    return Err(CliError::Usage(if b.agents.is_empty() {
+                        "approve, deny and respond need --server URL: with --store the stock holdpoint binary has no agents to run the resumed turn (or register yours with holdpoint_cli::run)".to_owned()
+                    } else {
+                        format!(
+                            "no agent named {name:?} is registered in this binary: use --server URL of a server that serves it"
+                        )
+                    }));
+                };
+                let part = find_call(&snapshot, reference)?;
+                let directive = decision.directive(&part)?;
+                let input = AgentInput::resume(Resume::from_parts([directive]));
+                Ok(agent.run(input, AgentInit::snapshot(snapshot_id)).await?)
+            }
+            Backend::Server(h) => {
+                let snapshot = self.snapshot(snapshot_id, None).await?;
+                let part = find_call(&snapshot, reference)?;
+                let directive = decision.directive(&part)?;
+                let name = snapshot.agent.clone().unwrap_or_default();
+                h.resume(&name, snapshot_id, Resume::from_parts([directive])).await
+            }
+        }
+    }
+}

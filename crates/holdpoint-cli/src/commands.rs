@@ -1,0 +1,343 @@
+//! One function per command: ask the backend, print a table or JSON.
+
+use std::collections::BTreeMap;
+
+use holdpoint::agent::{Agent, AgentOutput};
+use holdpoint::session::Snapshot;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::args::{Cli, Command, ServeArgs, SessionsCommand};
+use crate::backend::{Backend, Decision, pending_of};
+use crate::error::CliError;
+use crate::output::{Table, count, cut, print, print_json, time, with_progress};
+
+/// A session as `sessions list` shows it: its latest snapshot.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    /// The session.
+    pub session_id: String,
+    /// The agent that wrote it.
+    pub agent: Option<String>,
+    /// Its latest snapshot.
+    pub latest_snapshot_id: String,
+    /// That snapshot's status.
+    pub status: String,
+    /// How its turn ended.
+    pub finish_reason: Option<String>,
+    /// Whether it waits for an answer.
+    pub waiting: bool,
+    /// When it was last written.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// How many of its snapshots were read.
+    pub snapshots: usize,
+}
+
+fn rows(snapshots: Vec<Snapshot>) -> Vec<SessionRow> {
+    let mut by_session: BTreeMap<String, SessionRow> = BTreeMap::new();
+    for s in snapshots.into_iter().map(Snapshot::as_read) {
+        let row = SessionRow {
+            session_id: s.session_id.clone(),
+            agent: s.agent.clone(),
+            latest_snapshot_id: s.snapshot_id.clone(),
+            status: s.status.as_str().to_owned(),
+            finish_reason: s.finish_reason.map(|f| json_name(&f)),
+            waiting: s.is_waiting(),
+            updated_at: s.updated_at,
+            snapshots: 1,
+        };
+        match by_session.get_mut(&row.session_id) {
+            Some(r) => {
+                let n = r.snapshots + 1;
+                if row.updated_at > r.updated_at {
+                    *r = row;
+                }
+                r.snapshots = n;
+            }
+            None => {
+                by_session.insert(row.session_id.clone(), row);
+            }
+        }
+    }
+    let mut out: Vec<SessionRow> = by_session.into_values().collect();
+    out.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+    out
+}
+
+fn json_name<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+fn or_dash(v: Option<&str>) -> String {
+    v.unwrap_or("-").to_owned()
+}
+
+/// Runs the parsed command line against `backend`.
+pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<(), CliError> {
+    let agent = cli.agent.as_deref();
+    match cli.command {
+        Command::Sessions(SessionsCommand::List(list)) => {
+            let snapshots = with_progress(
+                "reading snapshots…",
+                backend.snapshots(agent, list.limit.saturating_mul(20)),
+            )
+            .await?;
+            let n = snapshots.len();
+            let mut sessions = rows(snapshots);
+            sessions.truncate(list.limit);
+            count(&format!("{} sessions from {n} snapshots", sessions.len()));
+            if cli.json {
+                return Ok(print_json(&sessions)?);
+            }
+            let mut t = Table::new(vec![
+                "SESSION",
+                "AGENT",
+                "STATUS",
+                "WAITING",
+                "UPDATED",
+                "SNAPSHOTS",
+                "LATEST SNAPSHOT",
+            ]);
+            for s in &sessions {
+                let status = match &s.finish_reason {
+                    Some(f) => format!("{} ({f})", s.status),
+                    None => s.status.clone(),
+                };
+                t.row(vec![
+                    s.session_id.clone(),
+                    or_dash(s.agent.as_deref()),
+                    status,
+                    if s.waiting { "yes".into() } else { "no".into() },
+                    time(s.updated_at),
+                    s.snapshots.to_string(),
+                    s.latest_snapshot_id.clone(),
+                ]);
+            }
+            Ok(print(&t.render("no sessions"))?)
+        }
+        Command::Sessions(SessionsCommand::Show { session }) => {
+            let s = backend.session(&session, agent).await?.as_read();
+            if cli.json {
+                return Ok(print_json(&s)?);
+            }
+            let mut text = format!(
+                "session   {}\nagent     {}\nsnapshot  {}\nstatus    {}{}\nupdated   {}\n",
+                s.session_id,
+                or_dash(s.agent.as_deref()),
+                s.snapshot_id,
+                s.status.as_str(),
+                s.finish_reason
+                    .map(|f| format!(" ({})", json_name(&f)))
+                    .unwrap_or_default(),
+                time(s.updated_at),
+            );
+            if let Some(state) = &s.state {
+                text.push_str("\nmessages\n");
+                for m in &state.messages {
+                    let mut what = m.text();
+                    for p in &m.content {
+                        if let Some(r) = p.as_tool_request() {
+                            what.push_str(&format!(
+                                " [calls {}({})]",
+                                r.name,
+                                r.input.clone().unwrap_or(Value::Null)
+                            ));
+                        }
+                        if let Some(r) = p.as_tool_response() {
+                            what.push_str(&format!(" [{} → {}]", r.name, r.output.clone().unwrap_or(Value::Null)));
+                        }
+                    }
+                    text.push_str(&format!("  {:<6} {}\n", json_name(&m.role), cut(what.trim(), 160)));
+                }
+            }
+            if s.is_waiting() {
+                text.push_str("\nwaiting for an answer\n");
+                for p in pending_of(&s) {
+                    text.push_str(&format!(
+                        "  {} ref {}  {}\n",
+                        p.tool,
+                        or_dash(p.reference.as_deref()),
+                        Value::Object(p.interrupt)
+                    ));
+                }
+            }
+            Ok(print(&text)?)
+        }
+        Command::Sessions(SessionsCommand::Abort { snapshot }) => {
+            let previous = backend.abort(&snapshot, agent).await?;
+            if cli.json {
+                return Ok(print_json(
+                    &serde_json::json!({ "snapshotId": snapshot, "previousStatus": previous }),
+                )?);
+            }
+            Ok(print(&format!("aborted snapshot {snapshot} (it was {previous})\n"))?)
+        }
+        Command::Pending(list) => {
+            let items = with_progress("reading paused calls…", backend.pending(agent, list.limit)).await?;
+            if cli.json {
+                return Ok(print_json(&items)?);
+            }
+            let mut t = Table::new(vec![
+                "SNAPSHOT",
+                "REF",
+                "AGENT",
+                "TOOL",
+                "HELD SINCE",
+                "BY",
+                "INPUT",
+                "ASKS",
+            ]);
+            for p in &items {
+                let by = match p.interrupted_by.as_deref() {
+                    Some(m) => m.to_owned(),
+                    None => "tool".to_owned(),
+                };
+                let expired = if p.expired { " (expired)" } else { "" };
+                t.row(vec![
+                    p.snapshot_id.clone(),
+                    or_dash(p.reference.as_deref()),
+                    or_dash(p.agent.as_deref()),
+                    p.tool.clone(),
+                    format!("{}{expired}", time(p.held_since)),
+                    by,
+                    cut(&p.input.to_string(), 48),
+                    cut(&Value::Object(p.interrupt.clone()).to_string(), 60),
+                ]);
+            }
+            Ok(print(&t.render("no paused calls"))?)
+        }
+        Command::Approve(d) => decided(
+            cli.json,
+            backend
+                .decide(&d.snapshot, &d.reference, &Decision::Approve(d.reason))
+                .await?,
+            "approved",
+        ),
+        Command::Deny(d) => decided(
+            cli.json,
+            backend
+                .decide(&d.snapshot, &d.reference, &Decision::Deny(d.reason))
+                .await?,
+            "denied",
+        ),
+        Command::Respond(r) => {
+            let output: Value = serde_json::from_str(&r.output).map_err(|e| {
+                CliError::Usage(format!(
+                    "--output is not valid JSON ({e}): quote it, e.g. --output '{{\"success\": true}}'"
+                ))
+            })?;
+            decided(
+                cli.json,
+                backend
+                    .decide(&r.snapshot, &r.reference, &Decision::Respond(output))
+                    .await?,
+                "answered",
+            )
+        }
+        Command::Audit(a) => {
+            let records = with_progress(
+                "reading the audit trail…",
+                backend.audit(agent, a.session.as_deref(), a.limit),
+            )
+            .await?;
+            if cli.json {
+                return Ok(print_json(&records)?);
+            }
+            let mut t = Table::new(vec![
+                "AT",
+                "DECISION",
+                "AGENT",
+                "TOOL",
+                "REF",
+                "SNAPSHOT",
+                "PRINCIPAL",
+                "REASON",
+            ]);
+            for r in &records {
+                t.row(vec![
+                    time(r.at),
+                    r.decision.as_str().to_owned(),
+                    or_dash(r.agent.as_deref()),
+                    r.tool.clone(),
+                    or_dash(r.reference.as_deref()),
+                    r.snapshot_id.clone(),
+                    or_dash(r.principal.as_deref()),
+                    or_dash(r.reason.as_deref()),
+                ]);
+            }
+            Ok(print(&t.render("no decisions recorded"))?)
+        }
+        Command::Serve(s) => serve(s, cli.api_key, agents).await,
+    }
+}
+
+fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), CliError> {
+    if json {
+        return Ok(print_json(&out)?);
+    }
+    let mut text = format!(
+        "{what}; the resumed turn ended: {} (snapshot {})\n",
+        json_name(&out.finish_reason),
+        out.snapshot_id.as_deref().unwrap_or("-")
+    );
+    let reply = out.text();
+    if !reply.trim().is_empty() {
+        text.push_str(&format!("{}\n", reply.trim()));
+    }
+    if let Some(e) = &out.error {
+        text.push_str(&format!("error: {}: {}\n", json_name(&e.status), e.message));
+    }
+    if !out.interrupts().is_empty() {
+        text.push_str("it paused again: see `holdpoint pending`\n");
+    }
+    Ok(print(&text)?)
+}
+
+async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
+    use holdpoint_server::{Server, auth::ApiKeys};
+    if agents.is_empty() {
+        return Err(CliError::Usage(
+            "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
+        ));
+    }
+    let addr: std::net::SocketAddr = args
+        .addr
+        .parse()
+        .map_err(|_| CliError::Usage(format!("--addr {:?} is not IP:PORT, e.g. 127.0.0.1:8080", args.addr)))?;
+    let api_key = api_key.filter(|k| !k.is_empty());
+    if api_key.is_none() && !addr.ip().is_loopback() {
+        return Err(CliError::Usage(format!(
+            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY, or listen on 127.0.0.1"
+        )));
+    }
+    let mut builder = Server::builder().agents(agents);
+    if let Some(dir) = args.data_dir {
+        builder = builder.data_dir(dir);
+    }
+    builder = match &api_key {
+        Some(k) => builder.api_keys(ApiKeys::new().key(k, "operator")),
+        None => builder.allow_anonymous(true),
+    };
+    let server = builder.build().map_err(|e| CliError::Usage(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            CliError::Usage(format!(
+                "{addr} is already in use: pick another port with --addr 127.0.0.1:PORT"
+            ))
+        } else {
+            CliError::Io(e)
+        }
+    })?;
+    let bound = listener.local_addr()?;
+    print(&format!("approval page: http://{bound}/\n"))?;
+    if api_key.is_none() {
+        print("no --api-key: anonymous access is allowed because the server listens on loopback only\n")?;
+    }
+    holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! [`CliError`]: what an operator command can fail with.
+
+/// Why a command failed. `Display` is the one line the CLI prints.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The command line is incomplete or contradictory (e.g. neither
+    /// `--store` nor `--server`, or `approve` against a store with no agents).
+    #[error("{0}")]
+    Usage(String),
+    /// Nothing matches the id given.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store failed or refused.
+    #[error("store: {0}")]
+    Store(#[from] holdpoint::Error),
+    /// The server could not be reached or answered with an error.
+    #[error("server: {0}")]
+    Server(String),
+    /// Writing output failed.
+    #[error("output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl CliError {
+    /// The process exit code: 2 for usage, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The built `holdpoint` binary against a SQLite file and a live server.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Command;
+use std::sync::Arc;
+
+use holdpoint::agent::Agent;
+use serde_json::{Value, json};
+
+fn holdpoint<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_holdpoint"))
+        .args(args)
+        .env_remove("HOLDPOINT_STORE")
+        .env_remove("HOLDPOINT_SERVER")
+        .env_remove("HOLDPOINT_API_KEY")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_of<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> Value {
+    let (ok, out, err) = holdpoint(args);
+    assert!(ok, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?} printed no JSON ({e}): {out}"))
+}
+
+async fn seeded() -> (tempfile::TempDir, String, Agent) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("s.db").display());
+    let store = holdpoint_stores::open_store(&url).await.unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), Some(store)).unwrap();
+    (dir, url, agent)
+}
+
+#[tokio::test]
+async fn store_listings_show_the_paused_transfer_and_the_stock_binary_asks_for_a_server() {
+    let (_dir, url, agent) = seeded().await;
+    let out = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snapshot = out.snapshot_id.clone().unwrap();
+
+    let pending = json_of(&["--store", &url, "pending", "--json"]);
+    assert_eq!(pending[0]["tool"], "transferMoney", "{pending}");
+    assert_eq!(pending[0]["snapshotId"], snapshot.as_str());
+    let reference = pending[0]["ref"].as_str().unwrap().to_owned();
+
+    let (ok, table, _) = holdpoint(&["--store", &url, "pending"]);
+    assert!(ok);
+    assert!(table.starts_with("SNAPSHOT"), "{table}");
+    assert!(table.contains("transferMoney") && table.contains(&reference), "{table}");
+
+    let sessions = json_of(&["--store", &url, "sessions", "list", "--json", "--agent", "bankingAgent"]);
+    assert_eq!(sessions[0]["sessionId"], out.session_id.as_str(), "{sessions}");
+    assert_eq!(sessions[0]["waiting"], true);
+    let none = json_of(&["--store", &url, "sessions", "list", "--json", "--agent", "otherAgent"]);
+    assert_eq!(none, json!([]));
+
+    let (ok, shown, _) = holdpoint(&["--store", &url, "sessions", "show", &out.session_id]);
+    assert!(ok);
+    assert!(
+        shown.contains("waiting for an answer") && shown.contains("Transfer $500.00 to savings"),
+        "{shown}"
+    );
+
+    let (ok, _, err) = holdpoint(&["--store", &url, "approve", &snapshot, &reference]);
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--server"), "{err}");
+}
+
+#[tokio::test]
+async fn a_binary_with_agents_approves_and_denies_against_the_store_in_process() {
+    let (_dir, url, agent) = seeded().await;
+    let transfer = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let close = agent.run_text("close my savings account").await.unwrap();
+    let pending = json_of(&["--store", &url, "pending", "--json"]);
+    assert_eq!(pending.as_array().unwrap().len(), 2, "{pending}");
+    let call = |snapshot: &str| {
+        let item = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["snapshotId"] == snapshot)
+            .unwrap();
+        item["ref"].as_str().unwrap().to_owned()
+    };
+    let (t_snap, c_snap) = (transfer.snapshot_id.unwrap(), close.snapshot_id.unwrap());
+    let (t_ref, c_ref) = (call(&t_snap), call(&c_snap));
+
+    holdpoint_cli::run_from(
+        ["holdpoint", "--store", &url, "approve", &t_snap, &t_ref],
+        vec![agent.clone()],
+    )
+    .await
+    .unwrap();
+    holdpoint_cli::run_from(
+        ["holdpoint", "deny", &c_snap, &c_ref, "--reason", "fraud suspected"],
+        vec![agent.clone()],
+    )
+    .await
+    .unwrap();
+
+    let after = agent.latest_snapshot(&transfer.session_id).await.unwrap().unwrap();
+    assert!(!after.is_waiting());
+    let text = serde_json::to_string(&after.state).unwrap();
+    assert!(text.contains("Done: txn-123"), "{text}");
+
+    let audit = json_of(&["--store", &url, "audit", "--json"]);
+    let decisions: Vec<(&str, &str)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["tool"].as_str().unwrap(), r["decision"].as_str().unwrap()))
+        .collect();
+    assert!(decisions.contains(&("transferMoney", "restart")), "{audit}");
+    assert!(decisions.contains(&("closeAccount", "deny")), "{audit}");
+    assert!(audit.to_string().contains("fraud suspected"));
+    assert_eq!(json_of(&["--store", &url, "pending", "--json"]), json!([]));
+
+    let (ok, table, _) = holdpoint(&["--store", &url, "audit"]);
+    assert!(
+        ok && table.starts_with("AT") && table.contains("closeAccount"),
+        "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_a_live_server_pending_approve_and_audit() {
+    let store = holdpoint_stores::open_store("memory:").await.unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), Some(store)).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = holdpoint_server::Server::builder()
+        .agent(agent)
+        .api_keys(holdpoint_server::auth::ApiKeys::new().key("k-operator-0123456789", "ops"))
+        .data_dir(data.path())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+
+    let turn: Value = reqwest::Client::new()
+        .post(format!("{base}/agents/bankingAgent"))
+        .header("X-API-Key", "k-operator-0123456789")
+        .json(&json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+
+    let (ok, _, err) = holdpoint(&["--server", &base, "pending"]);
+    assert!(!ok && err.contains("--api-key"), "{err}");
+
+    let key = ["--server", &base, "--api-key", "k-operator-0123456789"];
+    let with = |rest: &[&str]| -> Vec<String> { key.iter().chain(rest).map(|s| s.to_string()).collect() };
+    let pending = json_of(&with(&["pending", "--json"]));
+    let snapshot = pending[0]["snapshotId"].as_str().unwrap().to_owned();
+    let reference = pending[0]["ref"].as_str().unwrap().to_owned();
+
+    let (ok, out, err) = holdpoint(&with(&["approve", &snapshot, &reference, "--reason", "checked"]));
+    assert!(ok, "{err}");
+    assert!(out.contains("ended: stop") && out.contains("Done: txn-123"), "{out}");
+
+    let audit = json_of(&with(&["audit", "--json"]));
+    assert_eq!(audit[0]["tool"], "transferMoney", "{audit}");
+    assert_eq!(audit[0]["principal"], "ops");
+    assert_eq!(json_of(&with(&["pending", "--json"])), json!([]));
+
+    let (ok, _, err) = holdpoint(&with(&["sessions", "list"]));
+    assert!(!ok && err.contains("--store"), "{err}");
+}
