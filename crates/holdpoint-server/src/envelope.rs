@@ -137,7 +137,8 @@ fn is_json(content_type: &str) -> bool {
 /// A JSON body decoded into `T`: requires `Content-Type: application/json`
 /// (which also keeps plain cross-site form posts out), honours the body
 /// limit (413), and rejects malformed JSON, wrong types, unknown and
-/// missing fields with a 400 that names the problem.
+/// missing fields with a 400 that names the problem. A body that does not
+/// arrive within the request timeout is a 408 `DEADLINE_EXCEEDED`.
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
@@ -158,7 +159,18 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
             .with_http(StatusCode::UNSUPPORTED_MEDIA_TYPE));
         }
         let limit = state.limits().body;
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        let read = Bytes::from_request(req, state);
+        let read = match state.request_timeout() {
+            Some(timeout) => tokio::time::timeout(timeout, read).await.map_err(|_| {
+                ApiError::new(
+                    holdpoint::Status::DeadlineExceeded,
+                    format!("the request body did not arrive within {} ms", timeout.as_millis()),
+                )
+                .with_http(StatusCode::REQUEST_TIMEOUT)
+            })?,
+            None => read.await,
+        };
+        let bytes = read.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::payload_too_large(limit)
             } else {

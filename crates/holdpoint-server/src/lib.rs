@@ -13,6 +13,7 @@
 //! | [`envelope`] | the `{"data","init"}` / `{"result"}` / `{"error"}` wire structs and JSON extractors |
 //! | [`error`] | [`ApiError`] and [`http_status`](error::http_status), the one status → HTTP table |
 //! | [`Limits`] | body and message size limits (default 1 MiB) |
+//! | [`metrics`], [`Metrics`] | Prometheus metrics at `GET /metrics`; a counting middleware and a timed store for the agents |
 //!
 //! # Routes
 //!
@@ -26,7 +27,11 @@
 //! | `GET /agents/{name}/connect` | a multi-turn connection over a WebSocket ([`routes`] has the protocol) |
 //! | `GET /agents` | the agents the caller may use |
 //! | `GET /healthz`, `GET /openapi.json` | liveness; the OpenAPI document of all of the above |
+//! | `GET /metrics` | Prometheus metrics: pending approvals, approval wait, turns, tool calls, errors by status, store latency ([`metrics`]) |
 //! | `GET /` | the approval page |
+//!
+//! A request body must arrive within the request timeout
+//! ([`ServerBuilder::request_timeout`], default 30 s) or is answered 408.
 //!
 //! Errors are `{"error": {"status": NAME, "message": "…"}}` with the HTTP
 //! code of [`http_status`](error::http_status). A turn that fails is still a
@@ -76,6 +81,7 @@ pub mod auth;
 pub mod envelope;
 pub mod error;
 mod limits;
+pub mod metrics;
 mod numbers;
 pub mod routes;
 mod server;
@@ -86,6 +92,7 @@ mod turns;
 
 pub use error::ApiError;
 pub use limits::{DEFAULT_BODY_LIMIT, Limits};
+pub use metrics::Metrics;
 pub use server::{BuildError, Server, ServerBuilder};
 pub use shutdown::{Turns, serve, serve_app, shutdown_signal};
 pub use state::AppState;

@@ -10,6 +10,7 @@
 //! replaced by the stored original. Anything that really differs is left
 //! alone for the core's strict validation to refuse.
 
+use chrono::{DateTime, Utc};
 use holdpoint::agent::{Agent, AgentInit, AgentInput};
 use holdpoint::message::metadata::REPLACED_INPUT;
 use holdpoint::{Message, Part, Role};
@@ -78,8 +79,9 @@ pub(crate) fn restore_inputs(restart: &mut [Part], history: &[Message]) {
 }
 
 /// The history a resume will be checked against: the snapshot or session
-/// `init` names (as `principal` may see it), or the client-held state.
-async fn history_of(agent: &Agent, init: &AgentInit, principal: Option<&str>) -> Vec<Message> {
+/// `init` names (as `principal` may see it), or the client-held state; and
+/// when that snapshot was written.
+async fn history_of(agent: &Agent, init: &AgentInit, principal: Option<&str>) -> (Vec<Message>, Option<DateTime<Utc>>) {
     let snapshot = if let Some(id) = &init.snapshot_id {
         agent.snapshot_as(id, principal).await.ok().flatten()
     } else if let Some(id) = &init.session_id {
@@ -87,29 +89,35 @@ async fn history_of(agent: &Agent, init: &AgentInit, principal: Option<&str>) ->
     } else {
         None
     };
-    if let Some(state) = snapshot.and_then(|s| s.state) {
-        return state.messages;
+    if let Some(snapshot) = snapshot {
+        let at = snapshot.created_at;
+        if let Some(state) = snapshot.state {
+            return (state.messages, Some(at));
+        }
     }
     // Client-held state: only read here; the agent verifies its signature.
-    init.state
+    let messages = init
+        .state
         .as_ref()
         .and_then(|s| s.get("messages"))
         .and_then(|m| serde_json::from_value(m.clone()).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    (messages, None)
 }
 
-/// [`restore_inputs`] for an input about to run with `init`.
+/// [`restore_inputs`] for an input about to run with `init`. For a resume
+/// of a stored snapshot, returns when that snapshot was written (since
+/// when its calls have been held, for the approval-wait metric).
 pub(crate) async fn restore_resume_inputs(
     agent: &Agent,
     init: &AgentInit,
     principal: Option<&str>,
     input: &mut AgentInput,
-) {
-    let Some(resume) = input.resume.as_mut().filter(|r| !r.restart.is_empty()) else {
-        return;
-    };
-    let history = history_of(agent, init, principal).await;
+) -> Option<DateTime<Utc>> {
+    let resume = input.resume.as_mut().filter(|r| !r.is_empty())?;
+    let (history, held_since) = history_of(agent, init, principal).await;
     restore_inputs(&mut resume.restart, &history);
+    held_since
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use holdpoint::agent::Agent;
 
 use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtHs256};
 use crate::limits::Limits;
+use crate::metrics::Metrics;
 use crate::shutdown::Turns;
 use crate::signing::{KeyRing, SigningCodec};
 use crate::state::{AppState, StateInner};
@@ -66,6 +67,9 @@ pub struct ServerBuilder {
     keys: Option<KeyRing>,
     data_dir: Option<PathBuf>,
     grace: Duration,
+    metrics: Option<Metrics>,
+    metrics_token: Option<String>,
+    request_timeout: Option<Duration>,
 }
 
 impl Default for ServerBuilder {
@@ -78,6 +82,9 @@ impl Default for ServerBuilder {
             keys: None,
             data_dir: None,
             grace: Duration::from_secs(30),
+            metrics: None,
+            metrics_token: None,
+            request_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -149,6 +156,29 @@ impl ServerBuilder {
         self
     }
 
+    /// Records into these metrics (share them with the agents' store and
+    /// middleware, see [`Metrics`]); by default the server makes its own.
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Requires `Authorization: Bearer TOKEN` for `GET /metrics` (default:
+    /// open, as Prometheus scrapes usually are; the metrics hold only
+    /// aggregate counts by agent, tool and route).
+    pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
+        self.metrics_token = Some(token.into());
+        self
+    }
+
+    /// How long a request body may take to arrive (default 30 s; `None`:
+    /// no limit). A client that sends its body slower is answered 408
+    /// `DEADLINE_EXCEEDED`; it never holds up other requests.
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
     /// Builds the server. Without keys or a data directory the signing key
     /// is generated in memory (state it signed will not verify after a
     /// restart; a warning says so).
@@ -183,6 +213,9 @@ impl ServerBuilder {
             limits: self.limits,
             turns: Turns::default(),
             keys,
+            metrics: self.metrics.unwrap_or_default(),
+            metrics_token: self.metrics_token,
+            request_timeout: self.request_timeout,
         });
         Ok(Server {
             state,

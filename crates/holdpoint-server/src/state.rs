@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use holdpoint::agent::Agent;
 
 use crate::auth::{Authenticator, Identity};
 use crate::error::ApiError;
 use crate::limits::Limits;
+use crate::metrics::Metrics;
 use crate::shutdown::Turns;
 use crate::signing::KeyRing;
 
@@ -18,6 +20,9 @@ pub(crate) struct StateInner {
     pub limits: Limits,
     pub turns: Turns,
     pub keys: Arc<KeyRing>,
+    pub metrics: Metrics,
+    pub metrics_token: Option<String>,
+    pub request_timeout: Option<Duration>,
 }
 
 /// The state shared by the server's handlers (cheap to clone).
@@ -74,5 +79,19 @@ impl AppState {
     /// The state-signing keys.
     pub fn keys(&self) -> &Arc<KeyRing> {
         &self.inner.keys
+    }
+
+    /// The server's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    pub(crate) fn metrics_token(&self) -> Option<&str> {
+        self.inner.metrics_token.as_deref()
+    }
+
+    /// How long a request body may take to arrive.
+    pub fn request_timeout(&self) -> Option<Duration> {
+        self.inner.request_timeout
     }
 }

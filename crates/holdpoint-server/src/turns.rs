@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
+use crate::metrics::TurnMeta;
 use crate::shutdown::TurnGuard;
 use crate::state::AppState;
 
@@ -56,9 +57,11 @@ pub(crate) fn drive(
     agent: Agent,
     conn: Connection,
     input: AgentInput,
+    meta: TurnMeta,
 ) -> mpsc::UnboundedReceiver<TurnEvent> {
     let (tx, rx) = mpsc::unbounded_channel();
     let guard: TurnGuard = state.turns().begin();
+    let metrics = state.metrics().clone();
     tokio::spawn(async move {
         if let Err(e) = conn.send(input) {
             conn.cancel();
@@ -71,6 +74,7 @@ pub(crate) fn drive(
             let _ = tx.send(TurnEvent::Chunk(chunk));
         }
         let out = conn.output().await;
+        metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
             _ => None,
@@ -92,11 +96,14 @@ pub(crate) async fn run_once(
     input: AgentInput,
     init: AgentInit,
     context: Map<String, Value>,
+    meta: TurnMeta,
 ) -> Result<AgentOutput, ApiError> {
     let (tx, rx) = oneshot::channel();
     let guard: TurnGuard = state.turns().begin();
+    let metrics = state.metrics().clone();
     tokio::spawn(async move {
         let out = agent.run_with_context(input, init, context).await;
+        metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
             _ => None,

@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, RunRequest, reply};
-use crate::error::{ApiError, error_json, http_status};
+use crate::error::ApiError;
+use crate::metrics::TurnMeta;
 use crate::numbers;
 use crate::state::AppState;
 use crate::turns::{self, claim_conflict};
@@ -56,10 +57,14 @@ pub(crate) async fn run(
     // Reject a malformed input before anything starts.
     request.data.validate()?;
     let init = request.init.unwrap_or_default();
-    numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut request.data).await;
+    let held_since = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut request.data).await;
+    let meta = TurnMeta {
+        agent: agent.name().to_owned(),
+        held_since,
+    };
     if stream {
         let conn = agent.connect_with_context(init, caller.request_context()).await?;
-        let events = turns::drive(&state, agent, conn, request.data);
+        let events = turns::drive(&state, agent, conn, request.data, meta);
         let frames = turns::frames(events)
             .map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
         let mut response = Sse::new(frames)
@@ -70,9 +75,9 @@ pub(crate) async fn run(
             .insert("x-accel-buffering", HeaderValue::from_static("no"));
         return Ok(response);
     }
-    let out = turns::run_once(&state, agent, request.data, init, caller.request_context()).await?;
+    let out = turns::run_once(&state, agent, request.data, init, caller.request_context(), meta).await?;
     if let Some(err) = claim_conflict(&out) {
-        return Ok((http_status(err.status), axum::Json(error_json(err))).into_response());
+        return Ok(ApiError::from(err.clone()).into_response());
     }
     Ok(reply(out).into_response())
 }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiPath, ConnectInit, decode_json};
 use crate::error::{ApiError, http_status};
+use crate::metrics::Metrics;
 use crate::numbers;
 use crate::state::AppState;
 use crate::turns::claim_conflict;
@@ -149,6 +150,8 @@ async fn read_init(
     }
 }
 
+// One per message, short-lived: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Incoming {
     Input(AgentInput),
     Close,
@@ -172,13 +175,16 @@ fn parse_incoming(text: &str) -> Result<Incoming, ApiError> {
 }
 
 /// Forwards every turn's chunks until the agent ends.
-fn forward_chunks(conn: Arc<Connection>, out: Outbox) -> tokio::task::JoinHandle<()> {
+fn forward_chunks(conn: Arc<Connection>, out: Outbox, metrics: Metrics, agent: String) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             let mut chunks = conn.receive();
             let mut any = false;
             while let Some(chunk) = chunks.next().await {
                 any = true;
+                if let Some(end) = &chunk.turn_end {
+                    metrics.turn(&agent, end.finish_reason, None);
+                }
                 send_json(&out, &json!({ "message": chunk }));
             }
             if !any {
@@ -210,7 +216,12 @@ async fn run(
     };
     let guard = state.turns().begin();
     let mut closing = state.turns().closing();
-    let mut forwarder = forward_chunks(Arc::clone(&conn), out.clone());
+    let mut forwarder = forward_chunks(
+        Arc::clone(&conn),
+        out.clone(),
+        state.metrics().clone(),
+        agent.name().to_owned(),
+    );
     let mut forwarder_done = false;
     loop {
         tokio::select! {

@@ -48,6 +48,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/app.css"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
+    ("GET", "/metrics"),
     ("GET", "/agents"),
     ("POST", "/agents/{name}"),
     ("POST", "/agents/{name}/getSnapshot"),
@@ -79,6 +80,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/app.css", get(meta::app_css))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
+        .route("/metrics", get(crate::metrics::scrape))
         .route("/agents", get(pending::list_agents))
         .route("/agents/{name}", post(agents::run))
         .route("/agents/{name}/getSnapshot", post(snapshots::get_snapshot))
@@ -91,5 +93,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limits.body))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::layer,
+        ))
         .with_state(state)
 }

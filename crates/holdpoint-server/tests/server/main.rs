@@ -8,6 +8,7 @@ mod auth;
 mod bank;
 mod browser;
 mod child;
+mod observability;
 mod rejections;
 mod replicas;
 mod shutdown;

@@ -92,6 +92,13 @@ impl TestServer {
         read(req.send().await.unwrap()).await
     }
 
+    /// `GET /metrics` as text.
+    pub async fn metrics(&self) -> String {
+        let r = self.client.get(self.url("/metrics")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r.text().await.unwrap()
+    }
+
     pub async fn get(&self, path: &str, key: Option<&str>) -> (StatusCode, Value) {
         let mut req = self.client.get(self.url(path));
         if let Some(key) = key {
@@ -207,6 +214,17 @@ pub fn ops(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
 
 /// [`ops`] under another name, its holds expiring after `ttl`.
 pub fn ops_named(name: &str, store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>, ttl: Option<Duration>) -> Agent {
+    ops_with(name, store, runs, ttl, None)
+}
+
+/// [`ops_named`] with an extra middleware outside the approval gate.
+pub fn ops_with(
+    name: &str,
+    store: Arc<dyn SessionStore>,
+    runs: Arc<AtomicUsize>,
+    ttl: Option<Duration>,
+    outer: Option<Arc<dyn holdpoint::middleware::Middleware>>,
+) -> Agent {
     let close = tool(
         "closeAccount",
         "Closes an account",
@@ -242,14 +260,14 @@ pub fn ops_named(name: &str, store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize
     if let Some(ttl) = ttl {
         gate = gate.ttl(ttl);
     }
-    Agent::builder(name)
+    let mut builder = Agent::builder(name)
         .description("Closes accounts after a person approves")
         .model(Arc::new(model))
-        .tool(close)
-        .middleware(gate.into_middleware())
-        .store(store)
-        .build()
-        .unwrap()
+        .tool(close);
+    if let Some(outer) = outer {
+        builder = builder.middleware(outer);
+    }
+    builder.middleware(gate.into_middleware()).store(store).build().unwrap()
 }
 
 /// A custom agent whose turns take `delay`.
@@ -317,4 +335,19 @@ pub async fn fixture(auth: bool) -> Fixture {
 /// The client-managed banking agent under another name.
 pub fn bank_client_managed_named(name: &str) -> Agent {
     crate::bank::builder(name).build().unwrap()
+}
+
+/// The value of the sample `name` whose labels include `labels` (summed
+/// over the matching series), from Prometheus text.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, "}"));
+            (n == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
 }
