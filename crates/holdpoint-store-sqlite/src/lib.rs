@@ -7,8 +7,9 @@
 //!   announced after its save survives a crash (SPEC §9.2).
 //! - [`SqliteStoreOptions`] changes durability ([`Synchronous`]), how long a
 //!   write waits for another writer, pool size and the watch poll interval.
-//! - Each save is one `BEGIN IMMEDIATE` transaction: read the row, run the
-//!   update, write, commit. Any number of handles and processes may share
+//! - Each save runs in a `BEGIN IMMEDIATE` transaction: read the row, run
+//!   the update, write, commit. Saves made at the same time share one
+//!   transaction and one commit (group commit), each in its own savepoint. Any number of handles and processes may share
 //!   the file; two resumes of one snapshot never both claim it (SPEC §9.1).
 //! - Status watchers hear this handle's writes at once and poll for other
 //!   processes' writes (100 ms by default).
@@ -21,6 +22,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod group;
 mod options;
 mod read;
 mod row;

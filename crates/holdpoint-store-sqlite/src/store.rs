@@ -7,17 +7,17 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, claim_update,
-    mint_id,
+    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, mint_id,
 };
 use holdpoint::{Error, Result};
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::error::store_error;
+use crate::group::{Op, Writer};
 use crate::options::SqliteStoreOptions;
 use crate::watch::Watchers;
-use crate::{read, schema, write};
+use crate::{read, schema};
 
 const TARGET: &str = "holdpoint::store::sqlite";
 
@@ -29,6 +29,11 @@ const TARGET: &str = "holdpoint::store::sqlite";
 /// runs its update inside a `BEGIN IMMEDIATE` transaction, which holds the
 /// database's write lock from the first read: saves are atomic across
 /// handles, pools and processes sharing the file.
+///
+/// Writes made at the same time through one handle share a transaction
+/// and its commit (group commit): one writer task runs them in order, each
+/// in its own savepoint, so a failed update rolls back only its own write
+/// and every caller is answered after the shared commit.
 ///
 /// Clones share one connection pool.
 ///
@@ -56,6 +61,7 @@ pub struct SqliteStore {
 struct Inner {
     pool: SqlitePool,
     watchers: Arc<Watchers>,
+    writer: Writer,
     options: SqliteStoreOptions,
 }
 
@@ -90,10 +96,13 @@ impl SqliteStore {
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         schema::migrate(&pool).await?;
         tracing::debug!(target: TARGET, path = %path.display(), "opened");
+        let watchers: Arc<Watchers> = Arc::default();
+        let writer = Writer::spawn(pool.clone(), Arc::clone(&watchers));
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 pool,
-                watchers: Arc::default(),
+                watchers,
+                writer,
                 options,
             }),
         })
@@ -134,12 +143,7 @@ impl SessionStore for SqliteStore {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => mint_id(),
         };
-        let mut tx = self.begin_write(&id).await?;
-        let saved = write::save_in(&mut tx, &id, update).await?;
-        if let Some(row) = &saved {
-            self.commit(tx, &id, row).await?;
-        }
-        Ok(saved)
+        self.inner.writer.write(Op::Save { id, update }).await
     }
 
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
@@ -160,9 +164,7 @@ impl SessionStore for SqliteStore {
         if records.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin_write("audit").await?;
-        write::insert_audit(&mut tx, &records).await?;
-        tx.commit().await.map_err(|e| store_error("append audit records", e))
+        self.inner.writer.write(Op::Audit { records }).await.map(|_| ())
     }
 
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
@@ -171,39 +173,11 @@ impl SessionStore for SqliteStore {
 
     /// The claim and its audit records in one transaction: both or neither.
     async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
-        let mut tx = self.begin_write(snapshot_id).await?;
-        let saved = write::save_in(&mut tx, snapshot_id, claim_update(snapshot_id)).await?;
-        write::insert_audit(&mut tx, &audit).await?;
-        match &saved {
-            Some(row) => self.commit(tx, snapshot_id, row).await,
-            None => tx
-                .commit()
-                .await
-                .map_err(|e| store_error(&format!("claim snapshot {snapshot_id}"), e)),
-        }
-    }
-}
-
-impl SqliteStore {
-    /// A transaction holding the database's write lock from its start, so
-    /// no other writer can slip in between a read and the write it decides.
-    /// (An uncommitted transaction rolls back when dropped.)
-    async fn begin_write(&self, what: &str) -> Result<Transaction<'static, Sqlite>> {
-        self.inner
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| store_error(&format!("start writing {what}"), e))
-    }
-
-    /// Commits a save of `row` and tells this handle's watchers.
-    async fn commit(&self, tx: Transaction<'static, Sqlite>, id: &str, row: &Snapshot) -> Result<()> {
-        tx.commit()
-            .await
-            .map_err(|e| store_error(&format!("save snapshot {id}"), e))?;
-        tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
-        self.inner.watchers.publish(id, row.read_status(chrono::Utc::now()));
-        Ok(())
+        let op = Op::Claim {
+            id: snapshot_id.to_owned(),
+            audit,
+        };
+        self.inner.writer.write(op).await.map(|_| ())
     }
 }
 

@@ -1,0 +1,247 @@
+//! Group commit: one writer task per store handle runs the writes callers
+//! queue, a batch at a time, in one `BEGIN IMMEDIATE` transaction with one
+//! commit (so one fsync under `synchronous=FULL`).
+//!
+//! Each write in a batch runs in order against the rows as the transaction
+//! sees them (so a claim queued behind another claim of the same row sees
+//! it claimed) and inside its own `SAVEPOINT`: a write whose update fails
+//! is rolled back alone and only its caller hears the error. A caller is
+//! answered only after the batch committed, so a save that returned `Ok` is
+//! as durable as before. A failure of the transaction itself (cannot begin,
+//! cannot commit, SQLite rolled the whole transaction back) fails every
+//! write of the batch; none of them is visible.
+
+use std::sync::Arc;
+
+use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, claim_update};
+use holdpoint::{Error, Result};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::store_error;
+use crate::watch::Watchers;
+use crate::write;
+
+const TARGET: &str = "holdpoint::store::sqlite";
+
+/// The most writes one transaction carries.
+const MAX_BATCH: usize = 256;
+
+/// One queued write.
+pub(crate) enum Op {
+    /// `save_snapshot`: run `update` on row `id` and write what it returns.
+    Save { id: String, update: SnapshotUpdate },
+    /// `claim_resume`: claim row `id` and append `audit`, both or neither.
+    Claim { id: String, audit: Vec<AuditRecord> },
+    /// `append_audit`.
+    Audit { records: Vec<AuditRecord> },
+}
+
+impl Op {
+    fn what(&self) -> String {
+        match self {
+            Op::Save { id, .. } => format!("save snapshot {id}"),
+            Op::Claim { id, .. } => format!("claim snapshot {id}"),
+            Op::Audit { .. } => "append audit records".to_owned(),
+        }
+    }
+
+    /// The row this write touches, for the watchers.
+    fn row_id(&self) -> Option<&str> {
+        match self {
+            Op::Save { id, .. } | Op::Claim { id, .. } => Some(id),
+            Op::Audit { .. } => None,
+        }
+    }
+}
+
+struct Job {
+    op: Op,
+    reply: oneshot::Sender<Result<Option<Snapshot>>>,
+}
+
+/// The queue in front of one writer task.
+pub(crate) struct Writer {
+    queue: mpsc::UnboundedSender<Job>,
+}
+
+impl Writer {
+    /// Starts the writer task on the current runtime. It ends when the
+    /// last `Writer` handle is dropped.
+    pub fn spawn(pool: SqlitePool, watchers: Arc<Watchers>) -> Self {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(pool, watchers, rx));
+        Writer { queue }
+    }
+
+    /// Queues `op` and waits for its batch to commit.
+    pub async fn write(&self, op: Op) -> Result<Option<Snapshot>> {
+        let what = op.what();
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Job { op, reply }).map_err(|_| stopped(&what))?;
+        answer.await.map_err(|_| stopped(&what))?
+    }
+}
+
+fn stopped(what: &str) -> Error {
+    Error::Unavailable(format!("sqlite store: {what}: the store's writer has stopped"))
+}
+
+async fn run(pool: SqlitePool, watchers: Arc<Watchers>, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let jobs = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+        let done = run_batch(&pool, jobs).await;
+        for (job, result) in done {
+            if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
+                tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
+                watchers.publish(id, row.read_status(chrono::Utc::now()));
+            }
+            // The caller may have gone away; its write stands.
+            let _ = job.reply.send(result);
+        }
+    }
+}
+
+/// A job whose op has been taken out to run, with what its caller hears.
+struct Done {
+    op: Op,
+    reply: oneshot::Sender<Result<Option<Snapshot>>>,
+}
+
+/// Runs `jobs` in one transaction; returns each with its result.
+async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
+    let batch_len = jobs.len();
+    let fail_all = |jobs: Vec<Job>, err: Error| -> Vec<(Done, Result<Option<Snapshot>>)> {
+        jobs.into_iter()
+            .map(|j| {
+                (
+                    Done {
+                        op: j.op,
+                        reply: j.reply,
+                    },
+                    Err(err.clone()),
+                )
+            })
+            .collect()
+    };
+    let mut tx = match pool.begin_with("BEGIN IMMEDIATE").await {
+        Ok(tx) => tx,
+        Err(e) => {
+            let what = if batch_len == 1 {
+                jobs.first().map(|j| j.op.what()).unwrap_or_default()
+            } else {
+                format!("start writing a batch of {batch_len}")
+            };
+            return fail_all(jobs, store_error(&format!("start writing ({what})"), e));
+        }
+    };
+    let single = batch_len == 1;
+    let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
+    let mut jobs = jobs.into_iter();
+    while let Some(job) = jobs.next() {
+        let Job { op, reply } = job;
+        let what = op.what();
+        if !single && let Err(e) = exec(&mut tx, "SAVEPOINT hp_write").await {
+            let err = store_error(&what, e);
+            return abort(out, Done { op, reply }, jobs, err);
+        }
+        let (op, result) = apply(&mut tx, op).await;
+        match result {
+            Ok(row) => {
+                if !single && let Err(e) = exec(&mut tx, "RELEASE hp_write").await {
+                    let err = store_error(&what, e);
+                    return abort(out, Done { op, reply }, jobs, err);
+                }
+                out.push((Done { op, reply }, Ok(row)));
+            }
+            Err(err) if single => {
+                // Dropping the transaction rolls it back.
+                drop(tx);
+                out.push((Done { op, reply }, Err(err)));
+                return out;
+            }
+            Err(err) => {
+                let undone = exec(&mut tx, "ROLLBACK TO hp_write").await;
+                let released = match undone {
+                    Ok(()) => exec(&mut tx, "RELEASE hp_write").await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = released {
+                    // SQLite already rolled the whole transaction back.
+                    tracing::warn!(target: TARGET, error = %e, "a write failed and took its batch with it");
+                    return abort(out, Done { op, reply }, jobs, err);
+                }
+                out.push((Done { op, reply }, Err(err)));
+            }
+        }
+    }
+    if let Err(e) = tx.commit().await {
+        let err = store_error(&format!("commit a batch of {batch_len} writes"), e);
+        for (_, result) in &mut out {
+            if result.is_ok() {
+                *result = Err(err.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The transaction is lost: every write of the batch fails with `err`
+/// (those already run were rolled back with it).
+fn abort(
+    mut out: Vec<(Done, Result<Option<Snapshot>>)>,
+    failed: Done,
+    rest: impl Iterator<Item = Job>,
+    err: Error,
+) -> Vec<(Done, Result<Option<Snapshot>>)> {
+    for (_, result) in &mut out {
+        if result.is_ok() {
+            *result = Err(err.clone());
+        }
+    }
+    out.push((failed, Err(err.clone())));
+    out.extend(rest.map(|j| {
+        (
+            Done {
+                op: j.op,
+                reply: j.reply,
+            },
+            Err(err.clone()),
+        )
+    }));
+    out
+}
+
+async fn exec(tx: &mut Transaction<'static, Sqlite>, sql: &'static str) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query(sql).execute(&mut **tx).await.map(|_| ())
+}
+
+/// Runs one write; gives the op back (its update consumed) for the reply.
+async fn apply(tx: &mut Transaction<'static, Sqlite>, op: Op) -> (Op, Result<Option<Snapshot>>) {
+    match op {
+        Op::Save { id, update } => {
+            let result = write::save_in(tx, &id, update).await;
+            (
+                Op::Save {
+                    id,
+                    update: Box::new(|_| Ok(None)),
+                },
+                result,
+            )
+        }
+        Op::Claim { id, audit } => {
+            let result = async {
+                let saved = write::save_in(tx, &id, claim_update(&id)).await?;
+                write::insert_audit(tx, &audit).await?;
+                Ok(saved)
+            }
+            .await;
+            (Op::Claim { id, audit: Vec::new() }, result)
+        }
+        Op::Audit { records } => {
+            let result = write::insert_audit(tx, &records).await.map(|()| None);
+            (Op::Audit { records: Vec::new() }, result)
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Group commit: concurrent writes share a transaction, yet each caller
+//! gets its own result and a failed update rolls back only its own write.
+
+use std::sync::Arc;
+
+use holdpoint::Error;
+use holdpoint::session::{SessionState, SessionStore, Snapshot};
+use holdpoint_store_sqlite::SqliteStore;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_update_in_a_batch_rolls_back_only_its_own_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("group.db")).await.unwrap());
+    let mut calls = Vec::new();
+    for i in 0..200 {
+        let store = Arc::clone(&store);
+        calls.push(tokio::spawn(async move {
+            let id = format!("row-{i}");
+            let result = store
+                .save_snapshot(
+                    Some(&id),
+                    Box::new(move |_| {
+                        if i % 3 == 0 {
+                            Err(Error::InvalidArgument(format!("no {i}")))
+                        } else {
+                            Ok(Some(Snapshot::new(SessionState::new(format!("s{i}")))))
+                        }
+                    }),
+                )
+                .await;
+            (i, id, result)
+        }));
+    }
+    for call in calls {
+        let (i, id, result) = call.await.unwrap();
+        let read = store.get_snapshot(&id).await.unwrap();
+        if i % 3 == 0 {
+            assert!(
+                matches!(result, Err(Error::InvalidArgument(ref m)) if m == &format!("no {i}")),
+                "{result:?}"
+            );
+            assert!(read.is_none(), "row {i} was rolled back");
+        } else {
+            let saved = result.unwrap().unwrap();
+            assert_eq!(saved.snapshot_id, id);
+            assert_eq!(read.unwrap().session_id, format!("s{i}"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_queued_together_see_each_other_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("order.db")).await.unwrap());
+    // Many concurrent "create if absent" updates of one row: exactly one writes.
+    let mut calls = Vec::new();
+    for i in 0..64 {
+        let store = Arc::clone(&store);
+        calls.push(tokio::spawn(async move {
+            store
+                .save_snapshot(
+                    Some("one"),
+                    Box::new(move |existing| match existing {
+                        Some(_) => Err(Error::Aborted("taken".into())),
+                        None => Ok(Some(Snapshot::new(SessionState::new(format!("s{i}"))))),
+                    }),
+                )
+                .await
+        }));
+    }
+    let mut won = 0;
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(Some(_)) => won += 1,
+            Err(Error::Aborted(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(won, 1);
+}
