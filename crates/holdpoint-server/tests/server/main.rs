@@ -3,11 +3,13 @@
 //! in a headless browser.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod adversarial;
 mod api;
 mod auth;
 mod bank;
 mod browser;
 mod child;
+mod load;
 mod observability;
 mod rejections;
 mod replicas;
