@@ -124,6 +124,7 @@ async fn child_process_entry() {
                 .build()
                 .unwrap()
         }
+        "sqlite-kill" => crate::kill::server(&std::env::var(STORE_URL).unwrap()).await,
         other => panic!("unknown child role {other}"),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
