@@ -39,6 +39,25 @@
 //! | `gemini` | [`GeminiModel`] (`googleai/…`) | yes |
 //! | `openai` | [`OpenAiModel`] (`openai/…`, `ollama/…`, `openai-compatible/…`) | yes |
 //! | `anthropic` | [`AnthropicModel`] (`anthropic/…`) | yes |
+//! | `local` | `local::LocalModel` (`local/smollm2`): SmolLM2-135M run offline by llama.cpp; see the `local` module | no |
+//!
+//! # Offline local model
+//!
+//! With the non-default `local` feature, `local/smollm2` runs
+//! SmolLM2-135M-Instruct in-process through llama.cpp: no key, no server,
+//! no network once the model file is fetched.
+//!
+//! ```text
+//! scripts/fetch-smollm2.sh        # the .gguf (93 MB, sha256-checked) into ~/.local/share/holdpoint/models
+//! # llama.cpp is compiled from source: needs cmake, a C++ compiler and libclang
+//! # (Debian: apt-get install cmake libclang-dev); the first build takes minutes
+//! HOLDPOINT_MODEL=local/smollm2 cargo run -p banking --features holdpoint-models/local -- …
+//! ```
+//!
+//! Then `resolve_model("local/smollm2")` works like any other provider.
+//! Tool calls are grammar-constrained to the tools' JSON Schemas, so even
+//! this small model produces well-formed calls; see the `local` module
+//! docs for the details, and `scripts/ci-local-model.sh` for the smoke test.
 //!
 //! # Example
 //!
@@ -68,8 +87,14 @@ mod sse;
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
+#[cfg(feature = "local")]
+pub mod local;
+// Without the feature: the setup hint for the registry, and the unit tests
+// of the prompt and grammar code.
 #[cfg(feature = "gemini")]
 pub mod gemini;
+#[cfg(not(feature = "local"))]
+mod local;
 #[cfg(feature = "openai")]
 pub mod openai;
 
@@ -79,6 +104,8 @@ pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use gemini::{GeminiConfig, GeminiModel};
 pub use http::HttpOptions;
 pub use key::ApiKey;
+#[cfg(feature = "local")]
+pub use local::{LocalConfig, LocalModel};
 #[cfg(feature = "openai")]
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiModel};
 pub use registry::{Registry, first_available_provider, resolve_model};

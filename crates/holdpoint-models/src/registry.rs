@@ -7,6 +7,7 @@
 //! | `anthropic/` | Anthropic Messages | `ANTHROPIC_API_KEY` | `ANTHROPIC_BASE_URL` |
 //! | `ollama/` | Ollama (OpenAI-compatible) | none | `OLLAMA_HOST` (default `http://localhost:11434`) |
 //! | `openai-compatible/` | vLLM, llama.cpp, … | `OPENAI_COMPATIBLE_API_KEY` (optional) | `OPENAI_COMPATIBLE_BASE_URL` (required) |
+//! | `local/` (feature `local`) | SmolLM2 in-process (`local/smollm2`) | none | model files in `HOLDPOINT_MODEL_DIR` (default `$XDG_DATA_HOME/holdpoint/models` or `~/.local/share/holdpoint/models`) |
 //!
 //! [`Registry::from_env`] reads the table's variables once; tests build a
 //! [`Registry`] by hand instead, so they never touch the environment.
@@ -21,12 +22,21 @@ use crate::anthropic::{AnthropicConfig, AnthropicModel};
 #[cfg(feature = "gemini")]
 use crate::gemini::{GeminiConfig, GeminiModel};
 use crate::http::HttpOptions;
+#[cfg(feature = "local")]
+use crate::local::{LOCAL_MODELS, LocalConfig, LocalModel};
 #[cfg(feature = "openai")]
 use crate::openai::{OpenAiConfig, OpenAiModel};
 
 /// The provider prefixes [`Registry::resolve`] knows, in the order
 /// [`Registry::first_available`] tries them (keyless ones last).
-pub const PROVIDERS: &[&str] = &["googleai", "openai", "anthropic", "ollama", "openai-compatible"];
+pub const PROVIDERS: &[&str] = &[
+    "googleai",
+    "openai",
+    "anthropic",
+    "ollama",
+    "openai-compatible",
+    "local",
+];
 
 /// The default model of each provider that needs a key, for
 /// [`Registry::first_available`].
@@ -68,6 +78,9 @@ pub struct Registry {
     /// `anthropic/…`.
     #[cfg(feature = "anthropic")]
     pub anthropic: Option<AnthropicConfig>,
+    /// `local/…` (`None`: no model directory is known).
+    #[cfg(feature = "local")]
+    pub local: Option<LocalConfig>,
 }
 
 impl Registry {
@@ -115,6 +128,10 @@ impl Registry {
                 }
             });
         }
+        #[cfg(feature = "local")]
+        {
+            registry.local = LocalConfig::from_lookup(&lookup);
+        }
         registry
     }
 
@@ -159,6 +176,7 @@ impl Registry {
             "googleai" => self.gemini_model(model),
             "openai" | "ollama" | "openai-compatible" => self.openai_model(provider, model),
             "anthropic" => self.anthropic_model(model),
+            "local" => self.local_model(model),
             other => Err(Error::with_status(
                 Status::InvalidArgument,
                 format!(
@@ -235,6 +253,37 @@ impl Registry {
     fn anthropic_model(&self, _model: &str) -> Result<Arc<dyn Model>> {
         Err(not_built("anthropic", "anthropic"))
     }
+
+    #[cfg(feature = "local")]
+    fn local_model(&self, model: &str) -> Result<Arc<dyn Model>> {
+        if !LOCAL_MODELS.contains(&model) {
+            return Err(Error::with_status(
+                Status::InvalidArgument,
+                format!(
+                    "unknown local model \"local/{model}\"; known local models: {}",
+                    LOCAL_MODELS.join(", ")
+                ),
+            ));
+        }
+        let config = self.local.clone().ok_or_else(|| {
+            Error::with_status(
+                Status::FailedPrecondition,
+                "local models need a model directory: set HOLDPOINT_MODEL_DIR (or HOME)",
+            )
+        })?;
+        Ok(Arc::new(LocalModel::smollm2(config)?))
+    }
+
+    #[cfg(not(feature = "local"))]
+    fn local_model(&self, model: &str) -> Result<Arc<dyn Model>> {
+        Err(Error::with_status(
+            Status::FailedPrecondition,
+            format!(
+                "local/{model} is not available: holdpoint-models was built without its \"local\" feature; to use it, {}",
+                crate::local::SETUP_HINT
+            ),
+        ))
+    }
 }
 
 #[allow(dead_code)]
@@ -282,7 +331,7 @@ mod tests {
             ("ANTHROPIC_API_KEY", "a"),
             ("OPENAI_COMPATIBLE_BASE_URL", "http://127.0.0.1:9/v1"),
         ]));
-        for provider in PROVIDERS {
+        for provider in PROVIDERS.iter().filter(|p| **p != "local") {
             let name = format!("{provider}/some-model");
             let model = registry.resolve(&name).unwrap();
             assert_eq!(model.name(), name);
@@ -312,6 +361,26 @@ mod tests {
         assert_eq!(r.first_available().as_deref(), Some("openai/gpt-4o-mini"));
         let r = Registry::from_lookup(env(&[("ANTHROPIC_API_KEY", "a"), ("GOOGLE_API_KEY", "g")]));
         assert_eq!(r.first_available().as_deref(), Some("googleai/gemini-flash-latest"));
+    }
+
+    #[test]
+    fn local_models_explain_what_they_need() {
+        let registry = Registry::from_lookup(env(&[("HOLDPOINT_MODEL_DIR", "/nonexistent/holdpoint")]));
+        let err = registry.resolve("local/smollm2").err().unwrap();
+        assert_eq!(err.status(), Status::FailedPrecondition);
+        let msg = err.to_string();
+        assert!(msg.contains("scripts/fetch-smollm2.sh"), "{msg}");
+        if cfg!(feature = "local") {
+            assert!(
+                msg.contains("/nonexistent/holdpoint/SmolLM2-135M-Instruct.Q4_1.gguf"),
+                "{msg}"
+            );
+            let err = registry.resolve("local/llama-70b").err().unwrap();
+            assert_eq!(err.status(), Status::InvalidArgument);
+            assert!(err.to_string().contains("smollm2"), "{err}");
+        } else {
+            assert!(msg.contains("--features local"), "{msg}");
+        }
     }
 
     #[test]

@@ -1,0 +1,488 @@
+//! [`LocalModel`]: the [`Model`] over the llama.cpp engine.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use holdpoint::model::ToolDefinition;
+use holdpoint::model::{ChunkSink, FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
+use holdpoint::{Error, Message, Part, Result, Role, Status};
+use serde_json::json;
+
+use super::engine::{self, Job, Outcome};
+use super::grammar::{ToolMode, json_grammar, tool_grammar};
+use super::prompt::{self, Reply, parse_reply, partial_answer};
+use super::{SETUP_HINT, SMOLLM2_FILE, model_dir_from};
+use crate::config::{ModelConfig, OutputFormat};
+
+/// Where local models live and how they run.
+///
+/// ```
+/// use holdpoint_models::local::LocalConfig;
+/// let config = LocalConfig::new("/models");
+/// assert_eq!(config.default_max_tokens, 256);
+/// assert_eq!(config.context_size, 4096);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// The directory holding the model files (see [`LocalConfig::from_env`]).
+    pub model_dir: PathBuf,
+    /// Tokens of context (prompt and reply), capped at the model's
+    /// training context (8192 for SmolLM2).
+    pub context_size: u32,
+    /// Tokens generated when the request's config sets no
+    /// `maxOutputTokens`.
+    pub default_max_tokens: u32,
+    /// CPU threads (`None`: half the cores, at most 4).
+    pub threads: Option<u32>,
+    /// When the conversation ends with tool results, offer only a text
+    /// answer (unless the tool choice is `required`). A model this small
+    /// tends to repeat the call it just made instead of reading its
+    /// result; this makes a call-then-answer turn end. Default true.
+    pub answer_after_tool_results: bool,
+}
+
+impl LocalConfig {
+    /// Models in `model_dir`, with the defaults.
+    pub fn new(model_dir: impl Into<PathBuf>) -> Self {
+        LocalConfig {
+            model_dir: model_dir.into(),
+            context_size: 4096,
+            default_max_tokens: 256,
+            threads: None,
+            answer_after_tool_results: true,
+        }
+    }
+
+    /// The model directory from the environment: `HOLDPOINT_MODEL_DIR`,
+    /// else `$XDG_DATA_HOME/holdpoint/models`, else
+    /// `$HOME/.local/share/holdpoint/models`; `None` when none is set.
+    pub fn from_env() -> Option<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`LocalConfig::from_env`] through `lookup` (an environment stand-in).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        model_dir_from(lookup).map(Self::new)
+    }
+
+    /// Where SmolLM2's file is expected.
+    pub fn smollm2_path(&self) -> PathBuf {
+        self.model_dir.join(SMOLLM2_FILE)
+    }
+}
+
+/// A GGUF model run in-process by llama.cpp, prompted with ChatML; see
+/// the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct LocalModel {
+    name: String,
+    path: PathBuf,
+    config: LocalConfig,
+}
+
+impl LocalModel {
+    /// `local/smollm2`: SmolLM2-135M-Instruct from the config's model
+    /// directory. `FAILED_PRECONDITION`, saying how to fetch it, when the
+    /// file is not there.
+    pub fn smollm2(config: LocalConfig) -> Result<Self> {
+        let path = config.smollm2_path();
+        Self::from_file("local/smollm2", path, config)
+    }
+
+    /// A model named `name` from the GGUF file at `path` (a ChatML
+    /// instruct model). `FAILED_PRECONDITION` when the file is missing.
+    /// Nothing is loaded until the first call (or [`LocalModel::load`]).
+    pub fn from_file(name: impl Into<String>, path: impl Into<PathBuf>, config: LocalConfig) -> Result<Self> {
+        let path = path.into();
+        if !path.is_file() {
+            return Err(Error::with_status(
+                Status::FailedPrecondition,
+                format!(
+                    "the local model file {} is missing: fetch it with `scripts/fetch-smollm2.sh` \
+                     (set HOLDPOINT_MODEL_DIR to choose the directory); to use local models, {SETUP_HINT}",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(LocalModel {
+            name: name.into(),
+            path,
+            config,
+        })
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Loads the model now (once per process and file) rather than on
+    /// the first call; returns how long the load took.
+    pub async fn load(&self) -> Result<Duration> {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || engine::engine(&path).map(|e| e.load_time))
+            .await
+            .map_err(|e| Error::with_status(Status::Internal, format!("the local model thread failed: {e}")))?
+    }
+}
+
+/// Sets the flag when dropped: the call's future went away (or ended).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How the reply is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Plain text, cut at stop sequences.
+    Text,
+    /// The tool format (`{"tool"…}` or `{"answer"…}`).
+    Tools,
+    /// JSON output.
+    Json,
+}
+
+#[async_trait]
+impl Model for LocalModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn generate(&self, request: GenerateRequest, chunks: ChunkSink) -> Result<GenerateResponse> {
+        let config = ModelConfig::from_request(&request)?;
+        let output = OutputFormat::from_request(&request);
+        let (tools, mode): (&[ToolDefinition], ToolMode) = match request.tool_choice.as_deref() {
+            None | Some("auto") => (&request.tools, ToolMode::CallOrAnswer),
+            Some("required") => (&request.tools, ToolMode::MustCall),
+            Some("none") => (&[], ToolMode::CallOrAnswer),
+            Some(other) => {
+                return Err(Error::with_status(
+                    Status::InvalidArgument,
+                    format!("unknown tool choice \"{other}\" (auto, required or none)"),
+                ));
+            }
+        };
+        let after_results = request.messages.last().is_some_and(|m| m.role == Role::Tool);
+        let mode = if mode == ToolMode::CallOrAnswer && after_results && self.config.answer_after_tool_results {
+            ToolMode::MustAnswer
+        } else {
+            mode
+        };
+        let (shape, grammar) = if !tools.is_empty() {
+            (Shape::Tools, Some(tool_grammar(tools, mode)))
+        } else if output.json {
+            (Shape::Json, Some(json_grammar(output.schema.as_ref())))
+        } else {
+            (Shape::Text, None)
+        };
+        let prompt = prompt::render(&request, tools, output.json);
+        let job = Job {
+            prompt: prompt.segments,
+            grammar,
+            max_tokens: config
+                .max_output_tokens
+                .unwrap_or(self.config.default_max_tokens)
+                .max(1),
+            temperature: config.temperature.unwrap_or(0.0) as f32,
+            top_p: config.top_p.map(|p| p as f32),
+            top_k: config.top_k.and_then(|k| i32::try_from(k).ok()),
+            // llama.cpp's default seed picks a random one.
+            seed: config.seed.map(|s| s as u32).unwrap_or(u32::MAX),
+            context_size: self.config.context_size,
+            threads: self.config.threads.map_or_else(default_threads, |t| t.max(1) as i32),
+        };
+        let stops: Vec<String> = match shape {
+            Shape::Text => config.stop_sequences.clone().unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        tracing::debug!(target: "holdpoint_models::local", model = %self.name, tools = tools.len(), ?shape, "generate");
+
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(Arc::clone(&cancel));
+        let path = self.path.clone();
+        let started = Instant::now();
+        let thread_stops = stops.clone();
+        let (outcome, load_time) = tokio::task::spawn_blocking(move || -> Result<(Outcome, Duration)> {
+            let engine = engine::engine(&path)?;
+            let mut streamer = Streamer {
+                chunks,
+                shape,
+                stops: thread_stops,
+                sent: 0,
+            };
+            let outcome = engine.generate(&job, &cancel, |text| streamer.update(text))?;
+            Ok((outcome, engine.load_time))
+        })
+        .await
+        .map_err(|e| Error::with_status(Status::Internal, format!("the local model thread failed: {e}")))??;
+
+        let mut response = finish(shape, &outcome, &stops)?;
+        let total = outcome.prompt_tokens + outcome.output_tokens;
+        response.usage = Usage {
+            input_tokens: Some(outcome.prompt_tokens),
+            output_tokens: Some(outcome.output_tokens),
+            total_tokens: Some(total),
+            thoughts_tokens: None,
+            cached_content_tokens: (outcome.cached_tokens > 0).then_some(outcome.cached_tokens),
+        };
+        let generate_s = outcome.generate_time.as_secs_f64();
+        response.custom = json!({
+            "local": {
+                "loadMs": ms(load_time),
+                "promptEvalMs": ms(outcome.prompt_time),
+                "generateMs": ms(outcome.generate_time),
+                "outputTokensPerSecond": if generate_s > 0.0 { outcome.output_tokens as f64 / generate_s } else { 0.0 },
+            }
+        });
+        response.latency_ms = Some(ms(started.elapsed()));
+        Ok(response)
+    }
+}
+
+/// Half the cores, at most 4, at least 1. A model this small gains little
+/// from more threads, and llama.cpp's threads spin at every barrier: with
+/// as many threads as cores on a busy machine, generation slows down by
+/// an order of magnitude (measured: 40 tokens/s with one thread, 1-4 with
+/// two, on two busy cores).
+fn default_threads() -> i32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).clamp(1, 4) as i32
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Sends text chunks as the reply grows.
+struct Streamer {
+    chunks: ChunkSink,
+    shape: Shape,
+    stops: Vec<String>,
+    /// Bytes of the visible text already sent.
+    sent: usize,
+}
+
+impl Streamer {
+    fn update(&mut self, text: &str) -> ControlFlow<()> {
+        let (visible, done) = match self.shape {
+            Shape::Text => match stop_cut(text, &self.stops) {
+                Some(cut) => (text[..cut].to_owned(), true),
+                None => (text[..safe_len(text, &self.stops)].to_owned(), false),
+            },
+            Shape::Json => (text.to_owned(), false),
+            Shape::Tools => (partial_answer(text).unwrap_or_default(), false),
+        };
+        if self.chunks.is_listening() && visible.len() > self.sent && visible.is_char_boundary(self.sent) {
+            self.chunks
+                .send(GenerateChunk::new(Role::Model, vec![Part::text(&visible[self.sent..])]));
+            self.sent = visible.len();
+        }
+        if done {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// Where the first stop sequence starts, if one occurs.
+fn stop_cut(text: &str, stops: &[String]) -> Option<usize> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()))
+        .min()
+}
+
+/// How much of `text` can be shown without showing the start of a stop
+/// sequence that may still complete.
+fn safe_len(text: &str, stops: &[String]) -> usize {
+    let mut keep = text.len();
+    for stop in stops {
+        for (i, _) in stop.char_indices().skip(1) {
+            if text.ends_with(&stop[..i]) {
+                keep = keep.min(text.len() - i);
+            }
+        }
+    }
+    keep
+}
+
+/// The response for a finished generation.
+fn finish(shape: Shape, outcome: &Outcome, stops: &[String]) -> Result<GenerateResponse> {
+    let limited = |content: Vec<Part>, what: &str| {
+        let mut r = GenerateResponse::from_message(Message::new(Role::Model, content));
+        r.finish_reason = Some(FinishReason::Length);
+        r.finish_message = Some(format!("the reply reached maxOutputTokens {what}"));
+        r
+    };
+    let text_parts = |t: &str| if t.is_empty() { Vec::new() } else { vec![Part::text(t)] };
+    match shape {
+        Shape::Text => {
+            let (text, stopped) = match stop_cut(&outcome.text, stops) {
+                Some(cut) => (&outcome.text[..cut], true),
+                None => (outcome.text.as_str(), false),
+            };
+            if outcome.hit_limit && !stopped {
+                return Ok(limited(text_parts(text), "(or the end of the context)"));
+            }
+            Ok(GenerateResponse::from_message(Message::new(
+                Role::Model,
+                text_parts(text),
+            )))
+        }
+        Shape::Json => {
+            if outcome.hit_limit {
+                return Ok(limited(text_parts(&outcome.text), "before the JSON was complete"));
+            }
+            Ok(GenerateResponse::from_message(Message::new(
+                Role::Model,
+                text_parts(&outcome.text),
+            )))
+        }
+        Shape::Tools => match parse_reply(&outcome.text) {
+            Some(Reply::Call { name, input }) => Ok(GenerateResponse::from_message(Message::new(
+                Role::Model,
+                vec![Part::tool_request(name, None, Some(input))],
+            ))),
+            Some(Reply::Answer(text)) => Ok(GenerateResponse::from_message(Message::new(
+                Role::Model,
+                text_parts(&text),
+            ))),
+            None if outcome.hit_limit => {
+                let partial = partial_answer(&outcome.text).unwrap_or_default();
+                Ok(limited(
+                    text_parts(&partial),
+                    "before the reply (a tool call or an answer) was complete",
+                ))
+            }
+            None => Err(Error::with_status(
+                Status::Internal,
+                format!(
+                    "the local model's grammar-constrained reply is not a tool call or an answer: {}",
+                    outcome.text
+                ),
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(text: &str, hit_limit: bool) -> Outcome {
+        Outcome {
+            text: text.to_owned(),
+            hit_limit,
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn stop_sequences_cut_and_hold_back() {
+        let stops = vec!["END".to_owned()];
+        assert_eq!(stop_cut("abc END def", &stops), Some(4));
+        assert_eq!(safe_len("abc EN", &stops), 4);
+        assert_eq!(safe_len("abc E", &stops), 4);
+        assert_eq!(safe_len("abc", &stops), 3);
+        let sent = Arc::new(std::sync::Mutex::new(String::new()));
+        let seen = Arc::clone(&sent);
+        let mut s = Streamer {
+            chunks: ChunkSink::new(move |c| seen.lock().unwrap().push_str(&c.text())),
+            shape: Shape::Text,
+            stops,
+            sent: 0,
+        };
+        assert!(s.update("Hi E").is_continue());
+        assert_eq!(*sent.lock().unwrap(), "Hi ");
+        assert!(s.update("Hi EN").is_continue());
+        assert!(s.update("Hi ENS").is_continue());
+        assert!(s.update("Hi ENS END").is_break());
+        assert_eq!(*sent.lock().unwrap(), "Hi ENS ");
+    }
+
+    #[test]
+    fn tool_replies_stream_only_answers() {
+        let sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&sent);
+        let mut s = Streamer {
+            chunks: ChunkSink::new(move |c| seen.lock().unwrap().push(c.text())),
+            shape: Shape::Tools,
+            stops: Vec::new(),
+            sent: 0,
+        };
+        for t in [
+            r#"{"answer": "#,
+            r#"{"answer": "Hel"#,
+            r#"{"answer": "Hello\"#,
+            r#"{"answer": "Hello\n"}"#,
+        ] {
+            assert!(s.update(t).is_continue());
+        }
+        assert_eq!(*sent.lock().unwrap(), vec!["Hel", "lo", "\n"]);
+    }
+
+    #[test]
+    fn finishes_map_replies_to_parts() {
+        let r = finish(
+            Shape::Tools,
+            &outcome(r#"{"tool": "t", "arguments": {"a": 1}}"#, false),
+            &[],
+        )
+        .unwrap();
+        let part = r
+            .message
+            .as_ref()
+            .unwrap()
+            .tool_requests()
+            .next()
+            .unwrap()
+            .as_tool_request()
+            .unwrap()
+            .clone();
+        assert_eq!((part.name.as_str(), part.input), ("t", Some(json!({"a": 1}))));
+        assert_eq!(r.finish_reason, Some(FinishReason::Stop));
+        let r = finish(Shape::Tools, &outcome(r#"{"answer": "hi"}"#, false), &[]).unwrap();
+        assert_eq!(r.text(), "hi");
+        let r = finish(Shape::Tools, &outcome(r#"{"answer": "cut sho"#, true), &[]).unwrap();
+        assert_eq!(
+            (r.text().as_str(), r.finish_reason),
+            ("cut sho", Some(FinishReason::Length))
+        );
+        let r = finish(Shape::Tools, &outcome(r#"{"tool": "t", "argu"#, true), &[]).unwrap();
+        assert_eq!(r.finish_reason, Some(FinishReason::Length));
+        assert!(r.message.unwrap().content.is_empty());
+        assert_eq!(
+            finish(Shape::Tools, &outcome("nonsense", false), &[])
+                .unwrap_err()
+                .status(),
+            Status::Internal
+        );
+        let stops = vec!["\n\n".to_owned()];
+        let r = finish(Shape::Text, &outcome("one\n\ntwo", true), &stops).unwrap();
+        assert_eq!((r.text().as_str(), r.finish_reason), ("one", Some(FinishReason::Stop)));
+        let r = finish(Shape::Text, &outcome("one", true), &stops).unwrap();
+        assert_eq!(r.finish_reason, Some(FinishReason::Length));
+    }
+
+    #[test]
+    fn missing_files_say_how_to_fetch_them() {
+        let err = LocalModel::smollm2(LocalConfig::new("/nonexistent/holdpoint-models")).unwrap_err();
+        assert_eq!(err.status(), Status::FailedPrecondition);
+        let msg = err.to_string();
+        assert!(msg.contains("scripts/fetch-smollm2.sh"), "{msg}");
+        assert!(
+            msg.contains("/nonexistent/holdpoint-models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "{msg}"
+        );
+    }
+}
