@@ -9,6 +9,7 @@ mod auth;
 mod bank;
 mod browser;
 mod child;
+mod disk;
 mod kill;
 mod load;
 mod observability;
