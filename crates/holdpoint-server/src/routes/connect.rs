@@ -153,7 +153,7 @@ async fn read_init(
 // One per message, short-lived: the size difference does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Incoming {
-    Input(AgentInput),
+    Input(Box<AgentInput>),
     Close,
 }
 
@@ -169,9 +169,9 @@ fn parse_incoming(text: &str) -> Result<Incoming, ApiError> {
         };
     }
     if map.contains_key("data") {
-        return decode_json::<WrappedInput>(text.as_bytes()).map(|w| Incoming::Input(w.data));
+        return decode_json::<WrappedInput>(text.as_bytes()).map(|w| Incoming::Input(Box::new(w.data)));
     }
-    decode_json::<AgentInput>(text.as_bytes()).map(Incoming::Input)
+    decode_json::<AgentInput>(text.as_bytes()).map(|i| Incoming::Input(Box::new(i)))
 }
 
 /// Forwards every turn's chunks until the agent ends.
@@ -237,7 +237,7 @@ async fn run(
                             first_init.clone()
                         };
                         numbers::restore_resume_inputs(&agent, &at, caller.principal(), &mut input).await;
-                        if let Err(e) = conn.send(input) {
+                        if let Err(e) = conn.send(*input) {
                             let ended = e.status() == Status::FailedPrecondition;
                             send_error(out, &e.body());
                             if ended {
