@@ -48,6 +48,9 @@ struct Server {
     bin: PathBuf,
     data: PathBuf,
     as_postgres: bool,
+    /// The `pg_ctl start` arguments: log file and server options.
+    log: String,
+    opts: String,
     // Dropped after the server is stopped (field order does not matter:
     // `Drop for TempPostgres` stops the server first).
     _dir: TempDir,
@@ -106,6 +109,48 @@ impl TempPostgres {
     /// Whether this value runs its own server (rather than a configured one).
     pub fn is_private(&self) -> bool {
         self.server.is_some()
+    }
+
+    /// Stops the private server (`pg_ctl -m fast`: every connection is cut
+    /// and open transactions roll back, committed ones are kept — the test
+    /// servers run with `synchronous_commit=off`, so an immediate stop could
+    /// lose acknowledged commits); [`start_again`](Self::start_again) brings
+    /// it back on the same port with the same data. Errors for a configured
+    /// database, which is not ours to stop.
+    pub fn stop(&self) -> Result<(), String> {
+        let server = self.server.as_ref().ok_or("a configured database cannot be stopped")?;
+        let data = server.data.display().to_string();
+        let out = run(server, "pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"])?;
+        check("pg_ctl stop", &out)
+    }
+
+    /// Starts the private server again after [`stop`](Self::stop).
+    pub fn start_again(&self) -> Result<(), String> {
+        let server = self.server.as_ref().ok_or("a configured database cannot be started")?;
+        let data = server.data.display().to_string();
+        let out = run(
+            server,
+            "pg_ctl",
+            &[
+                "-D",
+                &data,
+                "-l",
+                &server.log,
+                "-o",
+                &server.opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        )?;
+        check("pg_ctl start", &out)
+    }
+
+    /// [`stop`](Self::stop), then [`start_again`](Self::start_again).
+    pub fn restart(&self) -> Result<(), String> {
+        self.stop()?;
+        self.start_again()
     }
 }
 
@@ -170,10 +215,12 @@ fn start_server(bin: &Path) -> Result<(String, Server), String> {
         check("chown postgres", &out)?;
     }
     let data = dir.path().join("data");
-    let server = Server {
+    let mut server = Server {
         bin: bin.to_owned(),
         data: data.clone(),
         as_postgres,
+        log: String::new(),
+        opts: String::new(),
         _dir: dir,
     };
     let data_s = data.display().to_string();
@@ -202,6 +249,8 @@ fn start_server(bin: &Path) -> Result<(String, Server), String> {
         "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={socket_dir} \
          -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     );
+    server.log = log.clone();
+    server.opts = opts.clone();
     let out = run(
         &server,
         "pg_ctl",

@@ -13,6 +13,7 @@ mod disk;
 mod kill;
 mod load;
 mod observability;
+mod pg_restart;
 mod provider;
 mod rejections;
 mod replicas;
