@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use holdpoint::agent::{Agent, AgentInit, AgentInput};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::message::Role;
 use holdpoint::session::{
     AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
@@ -152,39 +152,88 @@ pub struct Paused {
     pub part: Part,
 }
 
-/// Starts a session and runs it to the pause.
-pub async fn pause(agent: &Agent) -> holdpoint::Result<Paused> {
-    let out = agent.run(AgentInput::text(REQUEST), AgentInit::new()).await?;
-    check(out.finish_reason == FinishReason::Interrupted, "turn 1 pauses")?;
-    let part = out
-        .interrupts()
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Internal("no interrupt".into()))?;
-    Ok(Paused {
-        session_id: out.session_id,
-        part,
-    })
+/// What drives the cycle: the agent in-process, or the server over
+/// loopback HTTP with a keep-alive pool (resuming by session id, as a later
+/// request would).
+#[derive(Clone)]
+pub enum Driver {
+    /// `Agent::run` directly.
+    Direct(Agent),
+    /// `POST {url}` (`/agents/bankingAgent` on a local server).
+    Http { client: reqwest::Client, url: String },
 }
 
-/// Claims and approves a paused session by its id; returns the resume
-/// latency.
-pub async fn approve(agent: &Agent, tool: &TransferTool, paused: Paused) -> holdpoint::Result<Duration> {
-    let call = tool
-        .interrupted(&paused.part)
-        .ok_or_else(|| Error::Internal("claim refused".into()))?;
-    let details: Details = call.interrupt_as()?;
-    check(details.details == "Transfer $500.00 to savings", "interrupt payload")?;
-    let directive = call.restart(Some(Approval { approved: true }))?;
-    let started = Instant::now();
-    let done = agent
-        .run(
-            AgentInput::resume(Resume::from_parts([directive])),
-            AgentInit::session(paused.session_id),
-        )
-        .await?;
-    let latency = started.elapsed();
-    check(done.finish_reason == FinishReason::Stop, "turn 2 finishes")?;
-    check(done.text() == "Done: txn-123", "tool result and final text")?;
-    Ok(latency)
+impl Driver {
+    async fn turn(&self, input: AgentInput, init: AgentInit) -> holdpoint::Result<AgentOutput> {
+        match self {
+            Driver::Direct(agent) => agent.run(input, init).await,
+            Driver::Http { client, url } => {
+                let body = serde_json::to_vec(&json!({"data": input, "init": init}))
+                    .map_err(|e| Error::Internal(format!("encode request: {e}")))?;
+                let response = client
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|e| Error::Unavailable(format!("POST {url}: {e}")))?;
+                let status = response.status();
+                let bytes = response
+                    .bytes()
+                    .await
+                    .map_err(|e| Error::Unavailable(format!("POST {url}: {e}")))?;
+                if !status.is_success() {
+                    return Err(Error::Internal(format!(
+                        "POST {url}: {status}: {}",
+                        String::from_utf8_lossy(&bytes)
+                    )));
+                }
+                let envelope: ResultEnvelope =
+                    serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("decode response: {e}")))?;
+                Ok(envelope.result)
+            }
+        }
+    }
+
+    /// Starts a session and runs it to the pause.
+    pub async fn pause(&self) -> holdpoint::Result<Paused> {
+        let out = self.turn(AgentInput::text(REQUEST), AgentInit::new()).await?;
+        check(out.finish_reason == FinishReason::Interrupted, "turn 1 pauses")?;
+        let part = out
+            .interrupts()
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Internal("no interrupt".into()))?;
+        Ok(Paused {
+            session_id: out.session_id,
+            part,
+        })
+    }
+
+    /// Claims and approves a paused session by its id; returns the resume
+    /// latency.
+    pub async fn approve(&self, tool: &TransferTool, paused: Paused) -> holdpoint::Result<Duration> {
+        let call = tool
+            .interrupted(&paused.part)
+            .ok_or_else(|| Error::Internal("claim refused".into()))?;
+        let details: Details = call.interrupt_as()?;
+        check(details.details == "Transfer $500.00 to savings", "interrupt payload")?;
+        let directive = call.restart(Some(Approval { approved: true }))?;
+        let started = Instant::now();
+        let done = self
+            .turn(
+                AgentInput::resume(Resume::from_parts([directive])),
+                AgentInit::session(paused.session_id),
+            )
+            .await?;
+        let latency = started.elapsed();
+        check(done.finish_reason == FinishReason::Stop, "turn 2 finishes")?;
+        check(done.text() == "Done: txn-123", "tool result and final text")?;
+        Ok(latency)
+    }
+}
+
+#[derive(Deserialize)]
+struct ResultEnvelope {
+    result: AgentOutput,
 }

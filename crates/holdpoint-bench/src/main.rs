@@ -4,6 +4,7 @@
 //! cargo run --release -p holdpoint-bench -- --store memory --n 20000
 //! cargo run --release -p holdpoint-bench -- --store memory --paused 10000
 //! cargo run --release -p holdpoint-bench -- --concurrency 64 --n 20000
+//! cargo run --release -p holdpoint-bench -- --http --concurrency 64 --n 20000
 //! ```
 
 mod cycle;
@@ -39,6 +40,9 @@ struct Args {
     /// Warm-up cycles before measuring.
     #[arg(long, default_value_t = 200)]
     warmup: usize,
+    /// Drive the cycle through the HTTP server on loopback (keep-alive).
+    #[arg(long)]
+    http: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -96,7 +100,7 @@ struct Report {
 }
 
 async fn run_cycles(
-    agent: &holdpoint::agent::Agent,
+    agent: &cycle::Driver,
     tool: &cycle::TransferTool,
     n: usize,
     concurrency: usize,
@@ -112,8 +116,8 @@ async fn run_cycles(
             let mut resumes = Vec::with_capacity(count);
             for _ in 0..count {
                 let started = Instant::now();
-                let paused = cycle::pause(&agent).await?;
-                resumes.push(cycle::approve(&agent, &tool, paused).await?);
+                let paused = agent.pause().await?;
+                resumes.push(agent.approve(&tool, paused).await?);
                 cycles.push(started.elapsed());
             }
             Ok::<_, holdpoint::Error>((cycles, resumes))
@@ -132,7 +136,7 @@ async fn run_cycles(
 }
 
 async fn run_paused(
-    agent: &holdpoint::agent::Agent,
+    agent: &cycle::Driver,
     tool: &cycle::TransferTool,
     k: usize,
     concurrency: usize,
@@ -140,7 +144,7 @@ async fn run_paused(
     let before = sys::rss_bytes();
     let mut paused = Vec::with_capacity(k);
     for _ in 0..k {
-        paused.push(cycle::pause(agent).await?);
+        paused.push(agent.pause().await?);
     }
     let after = sys::rss_bytes();
     let per_session = after.saturating_sub(before) as f64 / k.max(1) as f64;
@@ -158,7 +162,7 @@ async fn run_paused(
         workers.push(tokio::spawn(async move {
             let mut times = Vec::with_capacity(chunk.len());
             for p in chunk {
-                times.push(cycle::approve(&agent, &tool, p).await?);
+                times.push(agent.approve(&tool, p).await?);
             }
             Ok::<_, holdpoint::Error>(times)
         }));
@@ -189,6 +193,7 @@ fn print(args: &Args, r: &Report) {
     if args.json {
         let out = json!({
             "store": args.store,
+            "http": args.http,
             "cycles": r.cycles,
             "concurrency": args.concurrency,
             "paused": args.paused,
@@ -205,8 +210,15 @@ fn print(args: &Args, r: &Report) {
         return;
     }
     println!(
-        "holdpoint-bench: store={} cycles={} concurrency={}",
-        args.store, r.cycles, args.concurrency
+        "holdpoint-bench: store={} cycles={} concurrency={}{}",
+        args.store,
+        r.cycles,
+        args.concurrency,
+        if args.http {
+            " via HTTP (loopback, keep-alive)"
+        } else {
+            ""
+        }
     );
     println!("| metric | value |");
     println!("|---|---|");
@@ -238,9 +250,50 @@ fn print(args: &Args, r: &Report) {
     }
 }
 
+/// Serves `agent` on 127.0.0.1:0 on this runtime; a client with a
+/// keep-alive pool of `concurrency` connections. Dropping the sender stops
+/// the server.
+async fn start_http(
+    agent: holdpoint::agent::Agent,
+    concurrency: usize,
+) -> Result<(cycle::Driver, tokio::sync::oneshot::Sender<()>), String> {
+    let name = agent.name().to_owned();
+    let server = holdpoint_server::Server::builder()
+        .agent(agent)
+        .allow_anonymous(true)
+        .build()
+        .map_err(|e| format!("server: {e}"))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("bind: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| format!("bind: {e}"))?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let signal = async move {
+            let _ = stopped.await;
+        };
+        if let Err(e) = holdpoint_server::serve(listener, &server, signal).await {
+            eprintln!("server: {e}");
+        }
+    });
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency.max(1))
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("client: {e}"))?;
+    let url = format!("http://{addr}/agents/{name}");
+    Ok((cycle::Driver::Http { client, url }, stop))
+}
+
 async fn main_async(args: Args) -> Result<(), String> {
     let counting = Arc::new(CountingStore::new(open_store(&args.store).await?));
     let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
+    let (agent, _server) = if args.http {
+        let (driver, stop) = start_http(agent, args.concurrency).await?;
+        (driver, Some(stop))
+    } else {
+        (cycle::Driver::Direct(agent), None)
+    };
     if args.warmup > 0 && args.paused.is_none() {
         run_cycles(&agent, &tool, args.warmup, args.concurrency)
             .await

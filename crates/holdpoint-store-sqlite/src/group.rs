@@ -4,8 +4,8 @@
 //!
 //! Each write in a batch runs in order against the rows as the transaction
 //! sees them (so a claim queued behind another claim of the same row sees
-//! it claimed) and inside its own `SAVEPOINT`: a write whose update fails
-//! is rolled back alone and only its caller hears the error. A caller is
+//! it claimed), and validates before writing: a write whose update fails
+//! has written nothing, and only its caller hears the error. A caller is
 //! answered only after the batch committed, so a save that returned `Ok` is
 //! as durable as before. A failure of the transaction itself (cannot begin,
 //! cannot commit, SQLite rolled the whole transaction back) fails every
@@ -109,72 +109,52 @@ struct Done {
     reply: oneshot::Sender<Result<Option<Snapshot>>>,
 }
 
+/// Why one write of a batch failed.
+enum Fail {
+    /// Its update or its check failed before it wrote anything: only its
+    /// caller hears of it.
+    Caller(Error),
+    /// SQLite failed while reading or writing: the transaction is not to be
+    /// trusted, and the whole batch fails with it.
+    Batch(Error),
+}
+
 /// Runs `jobs` in one transaction; returns each with its result.
+///
+/// Each write validates before writing: its row is read, its update run
+/// and the result checked, and only then written. An update that fails has
+/// written nothing, so the others go on without a savepoint; a failing SQL
+/// statement fails (and rolls back) the whole batch.
 async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
-    let fail_all = |jobs: Vec<Job>, err: Error| -> Vec<(Done, Result<Option<Snapshot>>)> {
-        jobs.into_iter()
-            .map(|j| {
-                (
-                    Done {
-                        op: j.op,
-                        reply: j.reply,
-                    },
-                    Err(err.clone()),
-                )
-            })
-            .collect()
-    };
     let mut tx = match pool.begin_with("BEGIN IMMEDIATE").await {
         Ok(tx) => tx,
         Err(e) => {
-            let what = if batch_len == 1 {
-                jobs.first().map(|j| j.op.what()).unwrap_or_default()
-            } else {
-                format!("start writing a batch of {batch_len}")
+            let what = match jobs.first() {
+                Some(j) if batch_len == 1 => j.op.what(),
+                _ => format!("a batch of {batch_len} writes"),
             };
-            return fail_all(jobs, store_error(&format!("start writing ({what})"), e));
+            let err = store_error(&format!("start writing ({what})"), e);
+            return abort(Vec::new(), jobs.into_iter(), &err);
         }
     };
-    let single = batch_len == 1;
     let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
     let mut jobs = jobs.into_iter();
-    while let Some(job) = jobs.next() {
-        let Job { op, reply } = job;
-        let what = op.what();
-        if !single && let Err(e) = exec(&mut tx, "SAVEPOINT hp_write").await {
-            let err = store_error(&what, e);
-            return abort(out, Done { op, reply }, jobs, err);
-        }
+    while let Some(Job { op, reply }) = jobs.next() {
         let (op, result) = apply(&mut tx, op).await;
         match result {
-            Ok(row) => {
-                if !single && let Err(e) = exec(&mut tx, "RELEASE hp_write").await {
-                    let err = store_error(&what, e);
-                    return abort(out, Done { op, reply }, jobs, err);
-                }
-                out.push((Done { op, reply }, Ok(row)));
-            }
-            Err(err) if single => {
-                // Dropping the transaction rolls it back.
+            Ok(row) => out.push((Done { op, reply }, Ok(row))),
+            Err(Fail::Caller(err)) => out.push((Done { op, reply }, Err(err))),
+            Err(Fail::Batch(err)) => {
                 drop(tx);
-                out.push((Done { op, reply }, Err(err)));
-                return out;
-            }
-            Err(err) => {
-                let undone = exec(&mut tx, "ROLLBACK TO hp_write").await;
-                let released = match undone {
-                    Ok(()) => exec(&mut tx, "RELEASE hp_write").await,
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = released {
-                    // SQLite already rolled the whole transaction back.
-                    tracing::warn!(target: TARGET, error = %e, "a write failed and took its batch with it");
-                    return abort(out, Done { op, reply }, jobs, err);
-                }
-                out.push((Done { op, reply }, Err(err)));
+                out.push((Done { op, reply }, Err(err.clone())));
+                return abort(out, jobs, &err);
             }
         }
+    }
+    if out.iter().all(|(_, r)| r.is_err()) {
+        // Nothing was written: nothing to commit (the drop rolls back).
+        return out;
     }
     if let Err(e) = tx.commit().await {
         let err = store_error(&format!("commit a batch of {batch_len} writes"), e);
@@ -191,16 +171,14 @@ async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Optio
 /// (those already run were rolled back with it).
 fn abort(
     mut out: Vec<(Done, Result<Option<Snapshot>>)>,
-    failed: Done,
     rest: impl Iterator<Item = Job>,
-    err: Error,
+    err: &Error,
 ) -> Vec<(Done, Result<Option<Snapshot>>)> {
     for (_, result) in &mut out {
         if result.is_ok() {
             *result = Err(err.clone());
         }
     }
-    out.push((failed, Err(err.clone())));
     out.extend(rest.map(|j| {
         (
             Done {
@@ -213,34 +191,58 @@ fn abort(
     out
 }
 
-async fn exec(tx: &mut Transaction<'static, Sqlite>, sql: &'static str) -> std::result::Result<(), sqlx::Error> {
-    sqlx::query(sql).execute(&mut **tx).await.map(|_| ())
+/// Reads row `id`, runs `update` and checks the result; writes it.
+async fn save(
+    tx: &mut Transaction<'static, Sqlite>,
+    id: &str,
+    update: SnapshotUpdate,
+    audit: Option<&[AuditRecord]>,
+) -> std::result::Result<Option<Snapshot>, Fail> {
+    let what = || format!("save snapshot {id}");
+    let data = write::read_data(tx, id)
+        .await
+        .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    let prepared = write::prepare(id, data, update).map_err(Fail::Caller)?;
+    let audit = match audit {
+        Some(records) => write::audit_columns(records).map_err(Fail::Caller)?,
+        None => Vec::new(),
+    };
+    let saved = match prepared {
+        Some((row, cols)) => {
+            write::upsert(tx, &cols)
+                .await
+                .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+            Some(row)
+        }
+        None => None,
+    };
+    write::insert_audit(tx, &audit)
+        .await
+        .map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
+    Ok(saved)
 }
 
 /// Runs one write; gives the op back (its update consumed) for the reply.
-async fn apply(tx: &mut Transaction<'static, Sqlite>, op: Op) -> (Op, Result<Option<Snapshot>>) {
+async fn apply(tx: &mut Transaction<'static, Sqlite>, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
     match op {
         Op::Save { id, update } => {
-            let result = write::save_in(tx, &id, update).await;
-            (
-                Op::Save {
-                    id,
-                    update: Box::new(|_| Ok(None)),
-                },
-                result,
-            )
+            let result = save(tx, &id, update, None).await;
+            let spent: SnapshotUpdate = Box::new(|_| Ok(None));
+            (Op::Save { id, update: spent }, result)
         }
         Op::Claim { id, audit } => {
-            let result = async {
-                let saved = write::save_in(tx, &id, claim_update(&id)).await?;
-                write::insert_audit(tx, &audit).await?;
-                Ok(saved)
-            }
-            .await;
+            let result = save(tx, &id, claim_update(&id), Some(&audit)).await;
             (Op::Claim { id, audit: Vec::new() }, result)
         }
         Op::Audit { records } => {
-            let result = write::insert_audit(tx, &records).await.map(|()| None);
+            let result = async {
+                let cols = write::audit_columns(&records).map_err(Fail::Caller)?;
+                write::insert_audit(tx, &cols)
+                    .await
+                    .map_err(|e| Fail::Batch(store_error("append audit records", e)))?;
+                Ok(None)
+            }
+            .await;
             (Op::Audit { records: Vec::new() }, result)
         }
     }

@@ -1,11 +1,11 @@
-//! The writing half of the store: one snapshot save and audit appends,
-//! each inside a transaction the caller opened with `BEGIN IMMEDIATE`.
+//! The writing half of the store, in phases: read a row, run its update and
+//! check the result (writing nothing), then write — each on a connection
+//! holding the write lock (`BEGIN IMMEDIATE`).
 
 use holdpoint::Result;
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use sqlx::SqliteConnection;
 
-use crate::error::store_error;
 use crate::row::{self, AuditColumns, Columns};
 
 const SELECT: &str = "SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?1";
@@ -25,24 +25,33 @@ const INSERT_AUDIT: &str = "INSERT INTO holdpoint_audit \
        (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-/// Reads row `id`, runs `update` on it and writes what it returns, all on
-/// `conn`, which must hold the write lock (`BEGIN IMMEDIATE`). Returns the
-/// row written, or `None` when the update wrote nothing. On error the
-/// caller must roll back.
-pub(crate) async fn save_in(conn: &mut SqliteConnection, id: &str, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
-    let what = format!("save snapshot {id}");
-    let err = |e| store_error(&what, e);
-    let data: Option<String> = sqlx::query_scalar(SELECT)
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(err)?;
-    let existing = data.map(|d| row::decode(id, &d)).transpose()?;
+/// Row `id`'s stored JSON, read on `conn`.
+pub(crate) async fn read_data(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> std::result::Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(SELECT).bind(id).fetch_optional(&mut *conn).await
+}
+
+/// Runs `update` on the row `existing` (row `id` as read) and checks what
+/// it returns, writing nothing: the row to write and its columns, or `None`
+/// when the update writes nothing.
+pub(crate) fn prepare(
+    id: &str,
+    existing: Option<String>,
+    update: SnapshotUpdate,
+) -> Result<Option<(Snapshot, Columns)>> {
+    let existing = existing.map(|d| row::decode(id, &d)).transpose()?;
     let Some(next) = update(existing.as_ref())? else {
         return Ok(None);
     };
     let row = prepare_row(id, existing.as_ref(), next)?;
     let cols = Columns::of(&row)?;
+    Ok(Some((row, cols)))
+}
+
+/// Writes a prepared row on `conn`, which must hold the write lock.
+pub(crate) async fn upsert(conn: &mut SqliteConnection, cols: &Columns) -> std::result::Result<(), sqlx::Error> {
     sqlx::query(UPSERT)
         .bind(&cols.snapshot_id)
         .bind(&cols.session_id)
@@ -58,14 +67,20 @@ pub(crate) async fn save_in(conn: &mut SqliteConnection, id: &str, update: Snaps
         .bind(&cols.data)
         .execute(&mut *conn)
         .await
-        .map_err(err)?;
-    Ok(Some(row))
+        .map(|_| ())
 }
 
-/// Appends audit records on `conn`.
-pub(crate) async fn insert_audit(conn: &mut SqliteConnection, records: &[AuditRecord]) -> Result<()> {
-    for record in records {
-        let cols = AuditColumns::of(record)?;
+/// The columns of `records`, checked before anything is written.
+pub(crate) fn audit_columns(records: &[AuditRecord]) -> Result<Vec<AuditColumns>> {
+    records.iter().map(AuditColumns::of).collect()
+}
+
+/// Appends prepared audit rows on `conn`.
+pub(crate) async fn insert_audit(
+    conn: &mut SqliteConnection,
+    records: &[AuditColumns],
+) -> std::result::Result<(), sqlx::Error> {
+    for cols in records {
         sqlx::query(INSERT_AUDIT)
             .bind(&cols.record_id)
             .bind(cols.at_ns)
@@ -75,8 +90,7 @@ pub(crate) async fn insert_audit(conn: &mut SqliteConnection, records: &[AuditRe
             .bind(&cols.snapshot_id)
             .bind(&cols.data)
             .execute(&mut *conn)
-            .await
-            .map_err(|e| store_error(&format!("append audit record {}", record.id), e))?;
+            .await?;
     }
     Ok(())
 }
