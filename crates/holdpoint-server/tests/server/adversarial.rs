@@ -313,3 +313,36 @@ async fn abort_racing_a_detached_run_settles_once() {
     let statuses: Vec<_> = all.iter().map(|s| (s.snapshot_id.clone(), s.status)).collect();
     assert_eq!(all.len(), 24, "one snapshot per run: {statuses:?}");
 }
+
+/// Client-held state that was already resumed, sent again with the same
+/// approval: today the server keeps no memory of consumed state, so the
+/// replay runs the approved transfer a second time. This is the behaviour
+/// SPEC's "nothing runs twice" wants; it needs a replay guard (see the
+/// report of issue 10).
+#[tokio::test]
+#[ignore = "client-held state has no replay guard: a consumed signed state resumes again and re-runs the approved call"]
+async fn replayed_signed_state_is_refused() {
+    let s = TestServer::start(
+        Server::builder()
+            .agent(bank_client_managed())
+            .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (_, body) = s
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("Transfer $500 to savings")}),
+            None,
+        )
+        .await;
+    let out = body["result"].clone();
+    let request = json!({"data": {"resume": {"restart": [restart(&paused_part(&out), json!({"approved": true}))]}},
+                         "init": {"state": out["state"]}});
+    let (code, first) = s.post("/agents/bankingAgent", request.clone(), None).await;
+    assert_eq!(code, 200, "{first:#}");
+    assert_eq!(first["result"]["finishReason"], "stop");
+    let replay = s.post("/agents/bankingAgent", request, None).await;
+    assert_error(&replay, 409, "ABORTED", "already resumed");
+}
