@@ -221,7 +221,7 @@ impl Loop {
         self.dispatcher.sink.send(chunk);
     }
 
-    fn interrupted(&self, history: Vec<Message>) -> Generation {
+    fn interrupted(&mut self, history: Vec<Message>) -> Generation {
         Generation {
             response: GenerateResponse {
                 message: history.last().cloned(),
@@ -229,7 +229,8 @@ impl Loop {
                 finish_message: Some(INTERRUPTED_MESSAGE.to_owned()),
                 usage: self.usage.clone(),
                 custom: Value::Object(Map::new()),
-                request: self.last_request.clone(),
+                // The loop ends here: hand the request over, no copy.
+                request: self.last_request.take(),
                 latency_ms: None,
             },
             messages: history,
@@ -322,7 +323,7 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
         if calls.is_empty() {
             response.message = Some(message);
             response.usage = lp.usage.clone();
-            response.request = lp.last_request.clone();
+            response.request = lp.last_request.take();
             response
                 .latency_ms
                 .get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
