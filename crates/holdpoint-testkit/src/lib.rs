@@ -23,12 +23,15 @@
 //! - [`resume`]: exactly-once resume through the agent API over two store
 //!   handles (SPEC §9.1), for every durable store.
 //! - [`postgres`]: [`TempPostgres`], a throwaway PostgreSQL server for tests.
+//! - [`state_machine`]: the snapshot life cycle as a property test (proptest)
+//!   against a reference model; [`state_machine::check`] takes a store factory.
 //!
 //! Helpers panic on failure: this crate is for tests only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod postgres;
 pub mod resume;
+pub mod state_machine;
 pub mod store_suite;
 
 pub use postgres::TempPostgres;

@@ -29,7 +29,9 @@ fn null_data_and_custom_parts_round_trip() {
 #[test]
 fn state_with_null_data_part_comes_back() {
     let mut state = SessionState::new("s1");
-    state.messages.push(Message::new(Role::User, vec![Part::data(Value::Null)]));
+    state
+        .messages
+        .push(Message::new(Role::User, vec![Part::data(Value::Null)]));
     let encoded = JsonStateCodec.encode(&state).unwrap();
     assert_eq!(JsonStateCodec.decode(encoded).unwrap(), state);
 }
