@@ -38,7 +38,7 @@ static SAMPLE: LazyLock<Sample> = LazyLock::new(|| {
         let snap = store.get_latest_snapshot(&paused.session_id).await.unwrap().unwrap();
         Sample {
             part: paused.part,
-            state: snap.state,
+            state: snap.state.unwrap(),
         }
     })
 });
