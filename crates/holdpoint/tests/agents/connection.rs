@@ -172,3 +172,77 @@ async fn a_panicking_turn_fails_the_turn_not_the_process() {
     assert_eq!(err.status, Status::Internal);
     assert!(err.message.contains("tool bug"), "{}", err.message);
 }
+
+/// A store whose writes are slow and say when they finished.
+struct SlowStore {
+    inner: holdpoint::session::InMemoryStore,
+    written: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl holdpoint::session::SessionStore for SlowStore {
+    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<holdpoint::session::Snapshot>> {
+        self.inner.get_snapshot(id).await
+    }
+    async fn get_latest_snapshot(&self, s: &str) -> holdpoint::Result<Option<holdpoint::session::Snapshot>> {
+        self.inner.get_latest_snapshot(s).await
+    }
+    async fn save_snapshot(
+        &self,
+        id: Option<&str>,
+        update: holdpoint::session::SnapshotUpdate,
+    ) -> holdpoint::Result<Option<holdpoint::session::Snapshot>> {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let out = self.inner.save_snapshot(id, update).await;
+        self.written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        out
+    }
+    async fn watch_status(
+        &self,
+        id: &str,
+    ) -> holdpoint::Result<futures::stream::BoxStream<'static, holdpoint::session::SnapshotStatus>> {
+        self.inner.watch_status(id).await
+    }
+}
+
+#[tokio::test]
+async fn the_interrupt_is_announced_only_after_its_snapshot_is_durable() {
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let store = Arc::new(SlowStore {
+        inner: holdpoint::session::InMemoryStore::new(),
+        written: std::sync::Arc::clone(&written),
+    });
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let model = ScriptedModel::new("m");
+    model.push(ScriptedTurn::tool_call(
+        "transferMoney",
+        serde_json::json!({"amount": 5, "toAccount": "x"}),
+    ));
+    let agent = Agent::builder("slow")
+        .model(Arc::new(model))
+        .tool(crate::transfer_tool(runs))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("go").unwrap();
+    let mut chunks = conn.receive();
+    while let Some(chunk) = chunks.next().await {
+        let announces_interrupt = chunk
+            .model_chunk
+            .as_ref()
+            .is_some_and(|c| c.content.iter().any(|p| p.is_interrupt()));
+        if announces_interrupt || chunk.turn_end.is_some() {
+            assert_eq!(
+                written.load(std::sync::atomic::Ordering::SeqCst),
+                1,
+                "the snapshot write finished before the interrupt was announced"
+            );
+            if let Some(end) = &chunk.turn_end {
+                use holdpoint::session::SessionStore;
+                let id = end.snapshot_id.as_deref().unwrap();
+                assert!(store.get_snapshot(id).await.unwrap().is_some());
+            }
+        }
+    }
+}
