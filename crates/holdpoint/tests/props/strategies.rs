@@ -169,7 +169,11 @@ pub fn resume() -> impl Strategy<Value = Resume> {
         proptest::collection::vec(part(), 0..3),
         proptest::collection::vec(part(), 0..3),
     )
-        .prop_map(|(restart, respond)| Resume { metadata: None, restart, respond })
+        .prop_map(|(restart, respond)| Resume {
+            metadata: None,
+            restart,
+            respond,
+        })
 }
 
 /// Any agent input.
