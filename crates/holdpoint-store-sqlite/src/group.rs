@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, claim_update};
 use holdpoint::{Error, Result};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::store_error;
@@ -127,36 +127,46 @@ enum Fail {
 /// statement fails (and rolls back) the whole batch.
 async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
-    let mut tx = match pool.begin_with("BEGIN IMMEDIATE").await {
-        Ok(tx) => tx,
+    let what = match jobs.first() {
+        Some(j) if batch_len == 1 => j.op.what(),
+        _ => format!("a batch of {batch_len} writes"),
+    };
+    // The transaction is driven with plain statements on one pooled
+    // connection, so a failure that SQLite answers by rolling back on its
+    // own (a full disk, an I/O error) leaves nothing half-open behind.
+    let mut conn = match pool.acquire().await {
+        Ok(conn) => conn,
         Err(e) => {
-            let what = match jobs.first() {
-                Some(j) if batch_len == 1 => j.op.what(),
-                _ => format!("a batch of {batch_len} writes"),
-            };
             let err = store_error(&format!("start writing ({what})"), e);
             return abort(Vec::new(), jobs.into_iter(), &err);
         }
     };
+    if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await {
+        let err = store_error(&format!("start writing ({what})"), e);
+        rollback(&mut conn).await;
+        return abort(Vec::new(), jobs.into_iter(), &err);
+    }
     let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
     let mut jobs = jobs.into_iter();
     while let Some(Job { op, reply }) = jobs.next() {
-        let (op, result) = apply(&mut tx, op).await;
+        let (op, result) = apply(&mut conn, op).await;
         match result {
             Ok(row) => out.push((Done { op, reply }, Ok(row))),
             Err(Fail::Caller(err)) => out.push((Done { op, reply }, Err(err))),
             Err(Fail::Batch(err)) => {
-                drop(tx);
+                rollback(&mut conn).await;
                 out.push((Done { op, reply }, Err(err.clone())));
                 return abort(out, jobs, &err);
             }
         }
     }
     if out.iter().all(|(_, r)| r.is_err()) {
-        // Nothing was written: nothing to commit (the drop rolls back).
+        // Nothing was written: nothing to commit.
+        rollback(&mut conn).await;
         return out;
     }
-    if let Err(e) = tx.commit().await {
+    if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
+        rollback(&mut conn).await;
         let err = store_error(&format!("commit a batch of {batch_len} writes"), e);
         for (_, result) in &mut out {
             if result.is_ok() {
@@ -165,6 +175,19 @@ async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Optio
         }
     }
     out
+}
+
+/// Ends whatever transaction the connection may still have open. SQLite
+/// may already have rolled it back on its own (then there is nothing to
+/// end); if even that cannot be told, the connection is not reused.
+async fn rollback(conn: &mut sqlx::pool::PoolConnection<Sqlite>) {
+    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await {
+        let no_transaction = e.to_string().contains("no transaction is active");
+        if !no_transaction {
+            tracing::warn!(error = %e, "rollback failed; the connection is closed instead of reused");
+            conn.close_on_drop();
+        }
+    }
 }
 
 /// The transaction is lost: every write of the batch fails with `err`
@@ -193,7 +216,7 @@ fn abort(
 
 /// Reads row `id`, runs `update` and checks the result; writes it.
 async fn save(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut SqliteConnection,
     id: &str,
     update: SnapshotUpdate,
     audit: Option<&[AuditRecord]>,
@@ -223,7 +246,7 @@ async fn save(
 }
 
 /// Runs one write; gives the op back (its update consumed) for the reply.
-async fn apply(tx: &mut Transaction<'static, Sqlite>, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
+async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
     match op {
         Op::Save { id, update } => {
             let result = save(tx, &id, update, None).await;

@@ -1,6 +1,6 @@
 //! A full disk under a SQLite store: write errors injected at the store
 //! boundary, and a small tmpfs made for the test when this process may
-//! mount one (root; ignored until the SQLite store recovers from SQLITE_FULL). Turns fail with a clear `UNAVAILABLE`, nothing already
+//! mount one (root; skipped with a note where mounting is not allowed). Turns fail with a clear `UNAVAILABLE`, nothing already
 //! acknowledged is lost, and once space is back everything works.
 
 use std::path::{Path, PathBuf};
@@ -113,7 +113,6 @@ async fn write_errors_at_the_store_boundary_give_clear_errors_and_lose_nothing_a
 
 /// A real full filesystem under SQLite.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "holdpoint-store-sqlite: after SQLITE_FULL the writer connection stays inside a transaction; every later write fails INTERNAL (\"begin_with at non-zero transaction depth\"), also once space is back"]
 async fn a_full_tmpfs_under_sqlite_gives_clear_errors_and_loses_nothing_acknowledged() {
     full_disk(true).await;
 }
