@@ -74,11 +74,6 @@ pub(crate) fn store_error(what: &str, err: sqlx::Error) -> Error {
     }
 }
 
-/// A stored row (`what`, e.g. "snapshot X") whose JSON does not decode.
-pub(crate) fn corrupt_row(what: &str, err: serde_json::Error) -> Error {
-    Error::Internal(format!("postgres store: {what} does not decode: {err}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

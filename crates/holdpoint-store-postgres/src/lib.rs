@@ -28,7 +28,6 @@ mod error;
 mod listen;
 mod options;
 mod read;
-mod row;
 mod schema;
 mod store;
 mod write;

@@ -6,8 +6,8 @@ use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use sqlx::PgConnection;
 
 use crate::error::store_error;
-use crate::row::{self, AuditColumns, Columns};
 use crate::schema::LOCK_SPACE_ROWS;
+use holdpoint::session::row::{self, AuditColumns, Columns};
 
 const SELECT_FOR_UPDATE: &str = "SELECT data::text FROM holdpoint_snapshots WHERE snapshot_id = $1 FOR UPDATE";
 

@@ -73,11 +73,6 @@ pub(crate) fn store_error(what: &str, err: sqlx::Error) -> Error {
     }
 }
 
-/// A stored row (`what`, e.g. "snapshot X") whose JSON does not decode.
-pub(crate) fn corrupt_row(what: &str, err: serde_json::Error) -> Error {
-    Error::Internal(format!("sqlite store: {what} does not decode: {err}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +92,7 @@ mod tests {
         let Err(json) = serde_json::from_str::<serde_json::Value>("{") else {
             panic!("should not parse");
         };
-        assert_eq!(corrupt_row("snapshot x", json).status(), holdpoint::Status::Internal);
+        let err = holdpoint::session::row::corrupt_row("snapshot x", json);
+        assert_eq!(err.status(), holdpoint::Status::Internal);
     }
 }

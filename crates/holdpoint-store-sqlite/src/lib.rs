@@ -25,7 +25,6 @@ mod error;
 mod group;
 mod options;
 mod read;
-mod row;
 mod schema;
 mod store;
 mod watch;

@@ -7,7 +7,7 @@ use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, Snaps
 use sqlx::SqlitePool;
 
 use crate::error::store_error;
-use crate::row;
+use holdpoint::session::row;
 
 /// Snapshot `id` as a reader sees it now.
 pub(crate) async fn snapshot(pool: &SqlitePool, id: &str) -> Result<Option<Snapshot>> {

@@ -6,7 +6,7 @@ use holdpoint::Result;
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use sqlx::SqliteConnection;
 
-use crate::row::{self, AuditColumns, Columns};
+use holdpoint::session::row::{self, AuditColumns, Columns};
 
 const SELECT: &str = "SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?1";
 

@@ -5,6 +5,7 @@ mod audit;
 mod codec;
 mod memory;
 pub mod patch;
+pub mod row;
 mod snapshot;
 mod store;
 

@@ -1,29 +1,47 @@
-//! Snapshots and audit records as table rows: the JSON document plus the
-//! columns copied out of it for lookups.
+//! Snapshots and audit records as SQL table rows: the JSON document plus
+//! the columns copied out of it for lookups. Pure code shared by the SQL
+//! stores (SQLite, PostgreSQL), so they encode rows alike.
 
 use chrono::{DateTime, Utc};
-use holdpoint::session::{AuditRecord, SessionState, Snapshot, SnapshotStatus};
-use holdpoint::{Error, Result};
 
-use crate::error::corrupt_row;
+use super::{AuditRecord, SessionState, Snapshot, SnapshotStatus};
+use crate::error::{Error, Result};
+
+/// A stored document that does not decode: a broken row, not bad input.
+pub fn corrupt_row(what: &str, err: serde_json::Error) -> Error {
+    Error::Internal(format!("stored {what} does not decode: {err}"))
+}
 
 /// The column values of one snapshot row.
-pub(crate) struct Columns {
+pub struct Columns {
+    /// `snapshotId`.
     pub snapshot_id: String,
+    /// `sessionId`.
     pub session_id: String,
+    /// `parentId`.
     pub parent_id: Option<String>,
+    /// `createdAt`, nanoseconds since the epoch.
     pub created_at_ns: i64,
+    /// `updatedAt`, nanoseconds since the epoch.
     pub updated_at_ns: i64,
+    /// `heartbeatAt`, nanoseconds since the epoch.
     pub heartbeat_at_ns: Option<i64>,
+    /// `resumedAt`, nanoseconds since the epoch.
     pub resumed_at_ns: Option<i64>,
+    /// The status's wire name.
     pub status: &'static str,
+    /// The finish reason's wire name.
     pub finish_reason: Option<String>,
+    /// The agent that wrote it.
     pub agent: Option<String>,
+    /// The owning principal.
     pub owner: Option<String>,
+    /// The whole snapshot as JSON.
     pub data: String,
 }
 
 impl Columns {
+    /// The columns of `row`.
     pub fn of(row: &Snapshot) -> Result<Self> {
         let finish_reason = row
             .finish_reason
@@ -51,17 +69,25 @@ impl Columns {
 }
 
 /// The column values of one audit row.
-pub(crate) struct AuditColumns {
+pub struct AuditColumns {
+    /// The record's id.
     pub record_id: String,
+    /// When, nanoseconds since the epoch.
     pub at_ns: i64,
+    /// The principal.
     pub principal: Option<String>,
+    /// The agent.
     pub agent: Option<String>,
+    /// The session.
     pub session_id: String,
+    /// The snapshot.
     pub snapshot_id: String,
+    /// The whole record as JSON.
     pub data: String,
 }
 
 impl AuditColumns {
+    /// The columns of `record`.
     pub fn of(record: &AuditRecord) -> Result<Self> {
         Ok(AuditColumns {
             record_id: record.id.clone(),
@@ -87,23 +113,18 @@ fn nanos(field: &str, at: DateTime<Utc>) -> Result<i64> {
 }
 
 /// Decodes the `data` column of snapshot row `id`.
-pub(crate) fn decode(id: &str, data: &str) -> Result<Snapshot> {
+pub fn decode(id: &str, data: &str) -> Result<Snapshot> {
     serde_json::from_str(data).map_err(|e| corrupt_row(&format!("snapshot {id}"), e))
 }
 
 /// Decodes the `data` column of audit row `seq`.
-pub(crate) fn decode_audit(seq: i64, data: &str) -> Result<AuditRecord> {
+pub fn decode_audit(seq: i64, data: &str) -> Result<AuditRecord> {
     serde_json::from_str(data).map_err(|e| corrupt_row(&format!("audit row {seq}"), e))
 }
 
 /// The status a reader sees for a row with these columns (see
 /// [`Snapshot::read_status`]), without decoding the whole document.
-pub(crate) fn read_status(
-    id: &str,
-    status: &str,
-    updated_at_ns: i64,
-    heartbeat_at_ns: Option<i64>,
-) -> Result<SnapshotStatus> {
+pub fn read_status(id: &str, status: &str, updated_at_ns: i64, heartbeat_at_ns: Option<i64>) -> Result<SnapshotStatus> {
     let status: SnapshotStatus = serde_json::from_value(serde_json::Value::String(status.to_owned()))
         .map_err(|e| corrupt_row(&format!("status of snapshot {id}"), e))?;
     let mut probe = Snapshot::new(SessionState::default());
@@ -116,7 +137,7 @@ pub(crate) fn read_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use holdpoint::FinishReason;
+    use crate::model::FinishReason;
 
     #[test]
     fn columns_copy_the_document() {
@@ -158,7 +179,7 @@ mod tests {
         row.created_at = DateTime::parse_from_rfc3339("3000-01-01T00:00:00Z").unwrap().to_utc();
         assert_eq!(
             Columns::of(&row).err().map(|e| e.status()),
-            Some(holdpoint::Status::InvalidArgument)
+            Some(crate::Status::InvalidArgument)
         );
     }
 }
