@@ -97,7 +97,7 @@ impl SessionStore for InMemoryStore {
             return Ok(None);
         };
         let row = prepare_row(&id, existing, next)?;
-        let status = row.status;
+        let status = row.as_read_status();
         if existing.is_none() {
             rows.by_session
                 .entry(row.session_id.clone())
@@ -157,7 +157,11 @@ impl SessionStore for InMemoryStore {
                 rx
             }
         };
-        Ok(WatchStream::new(rx).boxed())
+        // The first item is the status as read now (a stale pending row
+        // reads as expired), whatever the channel last carried.
+        Ok(futures::stream::once(async move { current })
+            .chain(WatchStream::from_changes(rx))
+            .boxed())
     }
 }
 
