@@ -8,7 +8,7 @@
 #   FUZZ_TOOLCHAIN   cargo toolchain to build with: "nightly" (default when a
 #                    nightly toolchain is installed) or "stable" (then
 #                    RUSTC_BOOTSTRAP=1 unlocks the -Z flags cargo-fuzz needs)
-#   FUZZ_SANITIZER   address (default on nightly), none (default on stable)
+#   FUZZ_SANITIZER   address (default) or none (faster, no memory checks)
 #   FUZZ_JOBS        targets run at once (default 1)
 #   CARGO_TARGET_DIR builds go to $CARGO_TARGET_DIR/fuzz (default target/fuzz)
 #
@@ -37,14 +37,12 @@ if [[ -z "$toolchain" ]]; then
     if rustup run nightly rustc --version >/dev/null 2>&1; then toolchain=nightly; else toolchain=stable; fi
 fi
 cargo_cmd=(cargo "+$toolchain")
-if [[ "$toolchain" == nightly ]]; then
-    sanitizer="${FUZZ_SANITIZER:-address}"
-else
-    # Stable rustc accepts the nightly-only flags when told it is
-    # bootstrapping; AddressSanitizer also needs a sanitizer runtime, which
-    # only nightly ships, so stable builds run without one.
+sanitizer="${FUZZ_SANITIZER:-address}"
+if [[ "$toolchain" != nightly ]]; then
+    # Stable rustc accepts the nightly-only -Zsanitizer flag when told it is
+    # bootstrapping (the ASan runtime ships with stable's rust-std too).
+    # With FUZZ_SANITIZER=none no -Z flag is needed at all.
     export RUSTC_BOOTSTRAP=1
-    sanitizer="${FUZZ_SANITIZER:-none}"
 fi
 host="$(rustc "+$toolchain" -vV | sed -n 's/^host: //p')"
 
