@@ -15,10 +15,10 @@ fuzz_target!(|data: &[u8]| {
     if let Some(id) = &init.session_id {
         let _ = check_session_id(id);
     }
-    if let Some(state) = init.state {
-        if let Ok(state) = JsonStateCodec.decode(state) {
-            check_round_trip(&state);
-            let _ = check_session_id(&state.session_id);
-        }
+    if let Some(state) = init.state
+        && let Ok(state) = JsonStateCodec.decode(state)
+    {
+        check_round_trip(&state);
+        let _ = check_session_id(&state.session_id);
     }
 });

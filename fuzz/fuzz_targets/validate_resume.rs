@@ -45,12 +45,9 @@ fuzz_target!(|data: &[u8]| {
             (history, resume, case.approval)
         }
     };
-    match validate_resume(&history, &resume) {
-        Err(e) => {
-            assert_eq!(e.status(), Status::InvalidArgument, "{e}");
-            return;
-        }
-        Ok(()) => {}
+    if let Err(e) = validate_resume(&history, &resume) {
+        assert_eq!(e.status(), Status::InvalidArgument, "{e}");
+        return;
     }
     let mut options = GenerateOptions::new(model(None))
         .messages(history)

@@ -26,10 +26,10 @@ where
 {
     // The `Value` route must not panic either (servers decode envelopes
     // into values first and the typed parts later).
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
-        if let Ok(decoded) = serde_json::from_value::<T>(value) {
-            check_round_trip(&decoded);
-        }
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data)
+        && let Ok(decoded) = serde_json::from_value::<T>(value)
+    {
+        check_round_trip(&decoded);
     }
     let decoded: T = serde_json::from_slice(data).ok()?;
     check_round_trip(&decoded);
