@@ -156,7 +156,11 @@ impl ToolApproval {
         };
         data.insert("message".into(), Value::String(message));
         if let Some(ttl) = self.ttl {
-            let at = Utc::now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+            // A TTL too large to represent means "never expires".
+            let at = chrono::Duration::from_std(ttl)
+                .ok()
+                .and_then(|d| Utc::now().checked_add_signed(d))
+                .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC);
             data.insert(
                 metadata::EXPIRES_AT.into(),
                 Value::String(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),

@@ -397,3 +397,12 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
     assert_eq!(audit[0].decision, AuditDecision::Respond);
     assert_eq!(audit[0].principal.as_deref(), Some("alice"));
 }
+
+#[tokio::test]
+async fn a_huge_ttl_holds_without_panicking() {
+    let s = setup(ToolApproval::allow(["getBalance"]).ttl(Duration::MAX));
+    s.model.push(ScriptedTurn::tool_call("closeAccount", json!({"id": 7})));
+    let held = s.agent.run_text("close it").await.unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted, "{held:?}");
+    assert!(!s.agent.pending(SnapshotQuery::default()).await.unwrap()[0].expired);
+}
