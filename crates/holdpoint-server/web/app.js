@@ -351,7 +351,11 @@ function renderPending(all) {
   }
   // Newest first.
   const cards = [...state.cards.values()].sort((a, b) => Date.parse(b.item.heldSince) - Date.parse(a.item.heldSince));
-  for (const c of cards) list.append(c.el);
+  // Move cards only when the order changed: moving a card on every poll
+  // would take the focus (and typed keys) away from its reason field.
+  if (cards.some((c, i) => list.children[i] !== c.el)) {
+    for (const c of cards) list.append(c.el);
+  }
   updateCount();
 }
 
