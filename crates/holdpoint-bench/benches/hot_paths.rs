@@ -137,5 +137,8 @@ fn claim(b: Bencher, kind: &str) {
                 .snapshot_id
         })
     })
-    .bench_local_values(|id| RT.block_on(store.claim_resume(&id, Vec::new())).unwrap());
+    .bench_local_values(|id| {
+        RT.block_on(store.claim_resume(holdpoint::session::ResumeClaim::new(id), Vec::new()))
+            .unwrap()
+    });
 }

@@ -11,7 +11,7 @@ use futures::stream::BoxStream;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::message::Role;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
 };
 use holdpoint::{Error, FinishReason, Part, ResumableTool, Resume, ScriptedModel, ScriptedTurn, ToolContext};
 use schemars::JsonSchema;
@@ -88,9 +88,9 @@ impl SessionStore for CountingStore {
     async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
         self.inner.list_audit(query).await
     }
-    async fn claim_resume(&self, id: &str, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
         self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.claim_resume(id, audit).await
+        self.inner.claim_resume(claim, audit).await
     }
 }
 

@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery};
-use holdpoint::{Part, Resume, Role};
+use holdpoint::{Part, Resume};
 use serde_json::{Value, json};
 
 use crate::error::CliError;
@@ -49,35 +48,7 @@ fn approval(approved: bool, reason: &Option<String>) -> Value {
 
 /// The paused calls of a waiting snapshot (as the server lists them).
 pub fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
-    let Some(last) = snapshot
-        .state
-        .as_ref()
-        .and_then(|s| s.messages.iter().rev().find(|m| m.role == Role::Model))
-    else {
-        return Vec::new();
-    };
-    let now = Utc::now();
-    last.interrupts()
-        .filter_map(|part| {
-            let req = part.as_tool_request()?;
-            let expires_at = part.expires_at();
-            Some(PendingApproval {
-                agent: snapshot.agent.clone(),
-                session_id: snapshot.session_id.clone(),
-                snapshot_id: snapshot.snapshot_id.clone(),
-                owner: snapshot.owner.clone(),
-                tool: req.name.clone(),
-                reference: req.reference.clone(),
-                input: req.input.clone().unwrap_or(Value::Null),
-                interrupt: part.interrupt_data().unwrap_or_default(),
-                interrupted_by: part.interrupted_by().map(str::to_owned),
-                held_since: snapshot.created_at,
-                expires_at,
-                expired: expires_at.is_some_and(|t| t <= now),
-                part: part.clone(),
-            })
-        })
-        .collect()
+    PendingApproval::of(snapshot)
 }
 
 /// The paused call `reference` of `snapshot`, or a clear NotFound.

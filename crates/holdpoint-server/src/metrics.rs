@@ -68,7 +68,7 @@ use holdpoint::agent::AgentOutput;
 use holdpoint::middleware::{Middleware, ModelNext, ToolHookCall, ToolNext};
 use holdpoint::model::{GenerateRequest, GenerateResponse};
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
 };
 use holdpoint::tool::ToolOutcome;
 use holdpoint::{FinishReason, Status};
@@ -621,9 +621,8 @@ impl SessionStore for TimedStore {
         self.timed("list_audit", self.inner.list_audit(query)).await
     }
 
-    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.timed("claim_resume", self.inner.claim_resume(snapshot_id, audit))
-            .await
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.timed("claim_resume", self.inner.claim_resume(claim, audit)).await
     }
 
     async fn abort(&self, snapshot_id: &str) -> holdpoint::Result<Option<SnapshotStatus>> {

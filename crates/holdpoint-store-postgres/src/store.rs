@@ -7,8 +7,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::Result;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, claim_update,
-    mint_id,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    claim_update, mint_id,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -171,10 +171,11 @@ impl SessionStore for PostgresStore {
     }
 
     /// The claim and its audit records in one transaction: both or neither.
-    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
+        let snapshot_id = claim.snapshot_id.clone();
         let what = format!("claim snapshot {snapshot_id}");
         let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
-        write::save_in(&mut tx, snapshot_id, claim_update(snapshot_id)).await?;
+        write::save_in(&mut tx, &snapshot_id, claim_update(claim)).await?;
         write::insert_audit(&mut tx, &audit).await?;
         tx.commit().await.map_err(|e| store_error(&what, e))
     }

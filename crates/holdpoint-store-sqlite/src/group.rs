@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, claim_update};
+use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update};
 use holdpoint::{Error, Result};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
@@ -32,7 +32,10 @@ pub(crate) enum Op {
     /// `save_snapshot`: run `update` on row `id` and write what it returns.
     Save { id: String, update: SnapshotUpdate },
     /// `claim_resume`: claim row `id` and append `audit`, both or neither.
-    Claim { id: String, audit: Vec<AuditRecord> },
+    Claim {
+        claim: ResumeClaim,
+        audit: Vec<AuditRecord>,
+    },
     /// `append_audit`.
     Audit { records: Vec<AuditRecord> },
 }
@@ -41,7 +44,7 @@ impl Op {
     fn what(&self) -> String {
         match self {
             Op::Save { id, .. } => format!("save snapshot {id}"),
-            Op::Claim { id, .. } => format!("claim snapshot {id}"),
+            Op::Claim { claim, .. } => format!("claim snapshot {}", claim.snapshot_id),
             Op::Audit { .. } => "append audit records".to_owned(),
         }
     }
@@ -49,7 +52,8 @@ impl Op {
     /// The row this write touches, for the watchers.
     fn row_id(&self) -> Option<&str> {
         match self {
-            Op::Save { id, .. } | Op::Claim { id, .. } => Some(id),
+            Op::Save { id, .. } => Some(id),
+            Op::Claim { claim, .. } => Some(&claim.snapshot_id),
             Op::Audit { .. } => None,
         }
     }
@@ -253,9 +257,16 @@ async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Op
             let spent: SnapshotUpdate = Box::new(|_| Ok(None));
             (Op::Save { id, update: spent }, result)
         }
-        Op::Claim { id, audit } => {
-            let result = save(tx, &id, claim_update(&id), Some(&audit)).await;
-            (Op::Claim { id, audit: Vec::new() }, result)
+        Op::Claim { claim, audit } => {
+            let id = claim.snapshot_id.clone();
+            let result = save(tx, &id, claim_update(claim.clone()), Some(&audit)).await;
+            (
+                Op::Claim {
+                    claim,
+                    audit: Vec::new(),
+                },
+                result,
+            )
         }
         Op::Audit { records } => {
             let result = async {

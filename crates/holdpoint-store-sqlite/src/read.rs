@@ -48,12 +48,15 @@ pub(crate) async fn status(pool: &SqlitePool, id: &str) -> Result<Option<Snapsho
 }
 
 /// `list_snapshots`: the filters of [`SnapshotQuery`], newest first. With
-/// `waiting_only`, a row counts only if no row of its session is newer.
+/// `waiting_only` or `in_doubt_only`, a row counts only if no row of its
+/// session is newer; for `in_doubt_only` this selects the claimed rows and
+/// the claim's lease (inside the JSON) is checked after decoding.
 const LIST: &str = "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s \
      WHERE (?1 IS NULL OR s.agent = ?1) \
        AND (?2 IS NULL OR s.session_id = ?2) \
        AND (?3 IS NULL OR s.owner = ?3) \
-       AND (?4 = 0 OR (s.status = 'completed' AND s.finish_reason = 'interrupted' AND s.resumed_at_ns IS NULL \
+       AND ((?4 = 0 AND ?6 = 0) OR (s.status = 'completed' AND s.finish_reason = 'interrupted' \
+            AND (CASE WHEN ?4 = 0 THEN s.resumed_at_ns IS NOT NULL ELSE s.resumed_at_ns IS NULL END) \
             AND NOT EXISTS (SELECT 1 FROM holdpoint_snapshots t WHERE t.session_id = s.session_id \
                 AND (t.created_at_ns > s.created_at_ns \
                      OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id))))) \
@@ -65,13 +68,24 @@ pub(crate) async fn list(pool: &SqlitePool, query: &SnapshotQuery) -> Result<Vec
         .bind(&query.session_id)
         .bind(&query.owner)
         .bind(query.waiting_only)
-        .bind(limit(query.limit()))
+        .bind(if query.in_doubt_only {
+            i64::MAX
+        } else {
+            limit(query.limit())
+        })
+        .bind(query.in_doubt_only)
         .fetch_all(pool)
         .await
         .map_err(|e| store_error("list snapshots", e))?;
-    rows.into_iter()
-        .map(|(id, d)| row::decode(&id, &d).map(Snapshot::as_read))
-        .collect()
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, d) in rows {
+        let snapshot = row::decode(&id, &d)?.as_read();
+        if query.matches_row(&snapshot) {
+            out.push(snapshot);
+        }
+    }
+    out.truncate(query.limit());
+    Ok(out)
 }
 
 const LIST_AUDIT: &str = "SELECT seq, data FROM holdpoint_audit \

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, mint_id,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    mint_id,
 };
 use holdpoint::{Error, Result};
 use sqlx::SqlitePool;
@@ -172,11 +173,8 @@ impl SessionStore for SqliteStore {
     }
 
     /// The claim and its audit records in one transaction: both or neither.
-    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
-        let op = Op::Claim {
-            id: snapshot_id.to_owned(),
-            audit,
-        };
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
+        let op = Op::Claim { claim, audit };
         self.inner.writer.write(op).await.map(|_| ())
     }
 }

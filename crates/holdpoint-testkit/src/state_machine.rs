@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, SubsecRound, TimeZone, Utc};
 use futures::StreamExt;
-use holdpoint::session::{SessionState, SessionStore, Snapshot, SnapshotStatus, mint_id};
+use holdpoint::session::{ResumeClaim, SessionState, SessionStore, Snapshot, SnapshotStatus, mint_id};
 use holdpoint::{ErrorBody, FinishReason, Status};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
@@ -419,7 +419,7 @@ async fn apply(m: &mut Model, store: &dyn SessionStore, op: &Op) -> Result<(), S
         }
         Op::Claim { row } => {
             let Some(id) = m.row_id(*row) else { return Ok(()) };
-            let result = store.claim_resume(&id, Vec::new()).await;
+            let result = store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()).await;
             let model_row = m.rows.get_mut(&id).ok_or("model lost a row")?;
             match (model_row.resumed, result) {
                 (false, Ok(())) => model_row.resumed = true,
@@ -430,7 +430,7 @@ async fn apply(m: &mut Model, store: &dyn SessionStore, op: &Op) -> Result<(), S
         }
         Op::ClaimRace { row } => {
             let Some(id) = m.row_id(*row) else { return Ok(()) };
-            let claims = (0..4).map(|_| store.claim_resume(&id, Vec::new()));
+            let claims = (0..4).map(|_| store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()));
             let results = futures::future::join_all(claims).await;
             let wins = results.iter().filter(|r| r.is_ok()).count();
             if let Some(e) = results
@@ -561,7 +561,7 @@ async fn apply(m: &mut Model, store: &dyn SessionStore, op: &Op) -> Result<(), S
                 None,
                 "abort of a missing id"
             );
-            match store.claim_resume(&id, Vec::new()).await {
+            match store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()).await {
                 Err(e) => check_eq!(e.status(), Status::NotFound, "claim of a missing id"),
                 Ok(()) => return Err("claimed a missing id".into()),
             }

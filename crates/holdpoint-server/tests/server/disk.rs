@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
 };
 use holdpoint::{Error, Result};
 use holdpoint_server::Server;
@@ -60,9 +60,9 @@ impl SessionStore for FullDisk {
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
         self.inner.list_audit(query).await
     }
-    async fn claim_resume(&self, id: &str, audit: Vec<AuditRecord>) -> Result<()> {
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         self.check()?;
-        self.inner.claim_resume(id, audit).await
+        self.inner.claim_resume(claim, audit).await
     }
     async fn abort(&self, id: &str) -> Result<Option<SnapshotStatus>> {
         self.check()?;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use holdpoint::session::{AuditQuery, SessionStore, SnapshotStatus};
+use holdpoint::session::{AuditQuery, ResumeClaim, SessionStore, SnapshotStatus};
 use holdpoint::{Result, Status};
 use serde_json::json;
 
@@ -172,7 +172,9 @@ async fn race_claim_resumes(stores: &[Arc<dyn SessionStore>]) {
         let record = record(&session, &id, Some(&format!("principal-{i}")), &agent);
         let id = id.clone();
         tasks.push(tokio::spawn(async move {
-            let outcome = store.claim_resume(&id, vec![record.clone()]).await;
+            let outcome = store
+                .claim_resume(ResumeClaim::new(id.clone()), vec![record.clone()])
+                .await;
             (record, outcome)
         }));
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
 use holdpoint::session::{
-    AuditDecision, AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id,
+    AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id,
 };
 use holdpoint::{FinishReason, Status};
 
@@ -30,6 +30,7 @@ pub(super) fn record(session: &str, snapshot_id: &str, principal: Option<&str>, 
         decision: AuditDecision::Approve,
         reason: Some("looks fine".into()),
         held_by: Some("genkit-middleware/toolApproval".into()),
+        settles: false,
     }
 }
 
@@ -227,7 +228,7 @@ pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
     let id = put(&*store, None, waiting(&session)).await.snapshot_id;
     let winner = record(&session, &id, Some("alice"), &agent);
     store
-        .claim_resume(&id, vec![winner.clone()])
+        .claim_resume(ResumeClaim::new(id.clone()), vec![winner.clone()])
         .await
         .expect("the first claim failed");
     let claimed = get_present(&*store, &id).await;
@@ -236,7 +237,7 @@ pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
 
     let loser = record(&session, &id, Some("bob"), &agent);
     let err = store
-        .claim_resume(&id, vec![loser])
+        .claim_resume(ResumeClaim::new(id.clone()), vec![loser])
         .await
         .expect_err("a second claim must fail");
     assert_eq!(err.status(), Status::Aborted, "{err}");
@@ -244,7 +245,10 @@ pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
 
     let missing = fresh_id("missing");
     let err = store
-        .claim_resume(&missing, vec![record(&session, &missing, None, &agent)])
+        .claim_resume(
+            ResumeClaim::new(missing.clone()),
+            vec![record(&session, &missing, None, &agent)],
+        )
         .await
         .expect_err("claiming a missing snapshot must fail");
     assert_eq!(err.status(), Status::NotFound, "{err}");

@@ -43,6 +43,7 @@ fn record(
         decision,
         reason,
         held_by: request.interrupted_by().map(str::to_owned),
+        settles: false,
     })
 }
 
@@ -141,6 +142,29 @@ pub struct PendingApproval {
     pub expired: bool,
     /// The paused request part itself, to build a directive from.
     pub part: Part,
+    /// Whether the call is in doubt: a resume claimed it and its process
+    /// died, so it may or may not have run (SPEC §9.3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_doubt: bool,
+    /// For a call in doubt: the decisions recorded when it was resumed
+    /// (who approved it, when), newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decided: Vec<AuditRecord>,
+}
+
+impl PendingApproval {
+    /// The paused calls of `snapshot` (the interrupts of its last model
+    /// message), as listings show them.
+    pub fn of(snapshot: &Snapshot) -> Vec<PendingApproval> {
+        pending_of(snapshot)
+    }
+
+    /// The paused calls of a snapshot whose resume claim lapsed, marked in
+    /// doubt, each with the decisions `trail` (its session's audit
+    /// records) holds for it.
+    pub fn in_doubt_of(snapshot: &Snapshot, trail: &[AuditRecord]) -> Vec<PendingApproval> {
+        in_doubt_of(snapshot, trail)
+    }
 }
 
 /// The paused calls of a waiting snapshot.
@@ -170,7 +194,24 @@ pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
                 expires_at,
                 expired: expires_at.is_some_and(|t| t <= now),
                 part: part.clone(),
+                in_doubt: false,
+                decided: Vec::new(),
             })
         })
         .collect()
+}
+
+/// The paused calls of a snapshot whose resume claim lapsed, each with the
+/// decisions `trail` (the session's audit records) holds for it.
+pub(crate) fn in_doubt_of(snapshot: &Snapshot, trail: &[AuditRecord]) -> Vec<PendingApproval> {
+    let mut calls = pending_of(snapshot);
+    for call in &mut calls {
+        call.in_doubt = true;
+        call.decided = trail
+            .iter()
+            .filter(|r| r.snapshot_id == snapshot.snapshot_id && r.tool == call.tool && r.reference == call.reference)
+            .cloned()
+            .collect();
+    }
+    calls
 }

@@ -15,6 +15,9 @@ pub(crate) struct Session {
     pub owner: Option<String>,
     /// When the loaded snapshot was written (how long a pause waited).
     pub saved_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The turn settles calls left in doubt: its resume takes over a
+    /// lapsed claim instead of making a first one (SPEC §9.3).
+    pub settle: bool,
 }
 
 fn fresh_session_id() -> String {
@@ -36,7 +39,7 @@ fn check_resumable(snapshot: &Snapshot) -> Result<()> {
     }
 }
 
-fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
+pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
     let state = snapshot
         .state
         .unwrap_or_else(|| SessionState::new(snapshot.session_id.clone()));
@@ -49,6 +52,7 @@ fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
         snapshot_id: Some(snapshot.snapshot_id),
         owner: snapshot.owner.or_else(|| principal.map(str::to_owned)),
         saved_at: Some(snapshot.created_at),
+        settle: false,
     }
 }
 
@@ -84,6 +88,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             snapshot_id: None,
             owner,
             saved_at: None,
+            settle: false,
         });
     };
 
@@ -127,6 +132,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 snapshot_id: None,
                 owner,
                 saved_at: None,
+                settle: false,
             }),
         };
     }
@@ -135,5 +141,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         snapshot_id: None,
         owner,
         saved_at: None,
+        settle: false,
     })
 }

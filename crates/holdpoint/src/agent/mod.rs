@@ -46,6 +46,7 @@ pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 pub use turn::{Responder, Turn};
 
 use crate::error::{Error, Result};
+use crate::generate::Resume;
 use crate::middleware::Middleware;
 use crate::model::Model;
 use crate::session::{
@@ -98,6 +99,7 @@ pub(crate) struct AgentDef {
     pub codec: Arc<dyn StateCodec>,
     pub heartbeat: Duration,
     pub abort_wait: Duration,
+    pub resume_lease: Duration,
 }
 
 /// An agent definition: immutable and cheap to clone.
@@ -202,6 +204,17 @@ impl Agent {
     ) -> Result<AgentOutput> {
         input.validate()?;
         let session = load::load(&self.def, init, principal_of(&context)).await?;
+        self.drive(session, input, context).await
+    }
+
+    /// Runs one input on a loaded session in the caller's task (only what
+    /// is left after a detach is spawned).
+    async fn drive(
+        &self,
+        session: load::Session,
+        input: AgentInput,
+        context: Map<String, Value>,
+    ) -> Result<AgentOutput> {
         let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input);
         tokio::select! {
             biased;
@@ -277,6 +290,85 @@ impl Agent {
         Ok(snapshots.iter().flat_map(audit::pending_of).collect())
     }
 
+    /// The paused calls of this agent's sessions that are *in doubt*
+    /// (SPEC §9.3): a resume claimed them, its process stopped renewing the
+    /// claim (it died mid-resume), and nothing was written after — so the
+    /// resumed tools may or may not have run. They are never re-run on
+    /// their own and an ordinary resume is refused (`ABORTED`); an operator
+    /// settles them with [`settle`](Self::settle). Each entry has
+    /// `in_doubt` set and the decisions recorded for it in `decided`.
+    pub async fn in_doubt(&self, query: SnapshotQuery) -> Result<Vec<PendingApproval>> {
+        let store = self.require_store()?;
+        let query = SnapshotQuery {
+            agent: Some(self.def.name.clone()),
+            in_doubt_only: true,
+            waiting_only: false,
+            ..query
+        };
+        let snapshots = store.list_snapshots(&query).await?;
+        let mut out = Vec::new();
+        for snapshot in &snapshots {
+            let trail = store
+                .list_audit(&AuditQuery {
+                    session_id: Some(snapshot.session_id.clone()),
+                    limit: Some(1000),
+                    ..AuditQuery::default()
+                })
+                .await?;
+            out.extend(audit::in_doubt_of(snapshot, &trail));
+        }
+        Ok(out)
+    }
+
+    /// Settles calls left in doubt (see [`in_doubt`](Self::in_doubt)) on
+    /// behalf of the principal in `context`: `resume` answers the paused
+    /// calls of `snapshot_id` — `respond` with the result the operator found
+    /// (the call ran), or `restart` to run it again deliberately — and the
+    /// turn continues from there. The lapsed claim is taken over atomically
+    /// (a second settlement, or one racing a still-live resume, fails), and
+    /// the audit records are marked `settles`.
+    ///
+    /// Fails with `FAILED_PRECONDITION` when the snapshot is not in doubt
+    /// (never resumed, its claim still held, or its resume finished),
+    /// `NOT_FOUND` for an unknown or foreign snapshot.
+    pub async fn settle(&self, snapshot_id: &str, resume: Resume, context: Map<String, Value>) -> Result<AgentOutput> {
+        let store = self.require_store()?;
+        let principal = principal_of(&context);
+        let snapshot = store
+            .get_snapshot(snapshot_id)
+            .await?
+            .filter(|s| s.visible_to(principal))
+            .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
+        if !snapshot.resume_lapsed(chrono::Utc::now()) {
+            let why = match snapshot.resume_lease_end() {
+                None => "no resume claimed it; resume it the usual way".to_owned(),
+                Some(end) => format!(
+                    "the resume that claimed it holds its claim until {}; it is in doubt only once that lapses",
+                    end.to_rfc3339()
+                ),
+            };
+            return Err(Error::FailedPrecondition(format!(
+                "snapshot {snapshot_id} is not in doubt: {why}"
+            )));
+        }
+        if let Some(latest) = store.get_latest_snapshot(&snapshot.session_id).await?
+            && latest.snapshot_id != snapshot.snapshot_id
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "snapshot {snapshot_id} is not in doubt: its resume finished (snapshot {} follows it)",
+                latest.snapshot_id
+            )));
+        }
+        let input = AgentInput {
+            resume: Some(resume),
+            ..AgentInput::default()
+        };
+        input.validate()?;
+        let mut session = load::from_snapshot(snapshot, principal);
+        session.settle = true;
+        self.drive(session, input, context).await
+    }
+
     /// This agent's audit trail, newest first (`query.agent` is set to it).
     pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRecord>> {
         let query = AuditQuery {
@@ -324,6 +416,7 @@ pub struct AgentBuilder {
     codec: Arc<dyn StateCodec>,
     heartbeat: Duration,
     abort_wait: Duration,
+    resume_lease: Duration,
 }
 
 impl AgentBuilder {
@@ -342,6 +435,7 @@ impl AgentBuilder {
             codec: Arc::new(JsonStateCodec),
             heartbeat: Duration::from_secs(30),
             abort_wait: Duration::from_secs(5),
+            resume_lease: crate::session::HEARTBEAT_EXPIRY,
         }
     }
 
@@ -406,6 +500,15 @@ impl AgentBuilder {
         self
     }
 
+    /// How long a resume's claim holds without renewal (default 60 s). The
+    /// resuming worker renews it every third of this while the resumed turn
+    /// runs; if the process dies, its calls read as in doubt once it lapses
+    /// (SPEC §9.3, [`Agent::in_doubt`]).
+    pub fn resume_lease(mut self, lease: Duration) -> Self {
+        self.resume_lease = lease;
+        self
+    }
+
     /// The heartbeat period of detached runs (default 30 s).
     pub fn heartbeat(mut self, every: Duration) -> Self {
         self.heartbeat = every;
@@ -450,6 +553,7 @@ impl AgentBuilder {
                 codec: self.codec,
                 heartbeat: self.heartbeat,
                 abort_wait: self.abort_wait,
+                resume_lease: self.resume_lease,
             }),
         })
     }

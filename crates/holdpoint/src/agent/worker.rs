@@ -13,16 +13,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use super::audit::{self, AuditContext};
-use super::detach::{self, Detached};
+use super::detach::{self, AbortOnDrop, Detached};
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 use super::load::Session;
 use super::turn::{Responder, Turn};
 use super::{AgentDef, principal_of};
 use crate::error::{Error, Result};
-use crate::generate::validate_resume;
+use crate::generate::{Resume, validate_resume};
 use crate::message::{Message, Role};
 use crate::model::{FinishReason, GenerateChunk};
-use crate::session::{SessionState, Snapshot, SnapshotStatus};
+use crate::session::{ResumeClaim, SessionState, Snapshot, SnapshotStatus, lease_end, renew_claim_update};
 
 /// The worker's ends of the connection's channels.
 pub(crate) struct WorkerIo {
@@ -87,6 +87,13 @@ async fn run_turn(
         seam: None,
     };
     let mut claimed = false;
+    let mut _renewal = None;
+    if session.settle && input.resume.as_ref().is_none_or(Resume::is_empty) {
+        return Err(fail(
+            Error::InvalidArgument("settling calls in doubt needs a resume that answers them".into()),
+            false,
+        ));
+    }
     if let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) {
         validate_resume(&session.state.messages, resume).map_err(|e| fail(e, false))?;
         if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
@@ -97,12 +104,21 @@ async fn run_turn(
                 session_id: &session.state.session_id,
                 snapshot_id: id,
             };
-            let records = audit::records(&ctx, &session.state.messages, resume);
+            let mut records = audit::records(&ctx, &session.state.messages, resume);
+            for r in &mut records {
+                r.settles = session.settle;
+            }
             let waited_ms = session
                 .saved_at
                 .map(|t| (chrono::Utc::now() - t).num_milliseconds())
                 .unwrap_or(0);
-            let span = tracing::info_span!("resume_decision", snapshot_id = %id, decisions = records.len(), waited_ms);
+            let span = tracing::info_span!(
+                "resume_decision",
+                snapshot_id = %id,
+                decisions = records.len(),
+                waited_ms,
+                settles = session.settle
+            );
             for r in &records {
                 tracing::info!(
                     parent: &span,
@@ -113,12 +129,18 @@ async fn run_turn(
                     "interrupt answered"
                 );
             }
+            let mut claim = ResumeClaim::new(id.clone()).lease(def.resume_lease);
+            if session.settle {
+                claim = claim.takeover();
+            }
+            let held = claim.lease_until;
             store
-                .claim_resume(id, records)
+                .claim_resume(claim, records)
                 .instrument(span)
                 .await
                 .map_err(|e| fail(e, false))?;
             claimed = true;
+            _renewal = Some(renew_claim(Arc::clone(store), id.clone(), held, def.resume_lease));
         }
     }
     let turn = Turn::new(input, session.state, responder, context);
@@ -130,6 +152,36 @@ async fn run_turn(
             seam: turn.seam_state().map(Box::new),
         }),
     }
+}
+
+/// Keeps a resume's claim alive while its turn runs (SPEC §9.3): renews
+/// the lease every third of it, until dropped. If another process took the
+/// claim over (an operator settled it as in doubt), renewing stops and
+/// says so.
+fn renew_claim(
+    store: Arc<dyn crate::session::SessionStore>,
+    snapshot_id: String,
+    mut held: chrono::DateTime<chrono::Utc>,
+    lease: std::time::Duration,
+) -> AbortOnDrop<()> {
+    let every = (lease / 3).max(std::time::Duration::from_millis(10));
+    AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let until = lease_end(chrono::Utc::now(), lease);
+            match store
+                .save_snapshot(Some(&snapshot_id), renew_claim_update(&snapshot_id, held, until))
+                .await
+            {
+                Ok(_) => held = until,
+                Err(Error::FailedPrecondition(msg) | Error::NotFound(msg)) => {
+                    tracing::error!(snapshot_id, "{msg}");
+                    return;
+                }
+                Err(e) => tracing::warn!(snapshot_id, error = %e, "could not renew a resume's claim; retrying"),
+            }
+        }
+    }))
 }
 
 /// Writes the completed snapshot of a turn (server-managed agents).

@@ -71,6 +71,10 @@ pub struct AuditRecord {
     /// The middleware that raised the hold (absent for a tool's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
+    /// Whether this decision settled a call left in doubt by a resume whose
+    /// process died (SPEC §9.3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub settles: bool,
 }
 
 /// Which audit records to list (all filters combine; newest first).
@@ -115,6 +119,10 @@ pub struct SnapshotQuery {
     /// Only the latest snapshot of each session, when it is a completed,
     /// interrupted, not yet resumed one: the sessions waiting for an answer.
     pub waiting_only: bool,
+    /// Only the latest snapshot of each session, when a resume claimed it
+    /// and the claim lapsed: the sessions whose calls are in doubt
+    /// (SPEC §9.3; see [`Snapshot::resume_lapsed`](super::Snapshot::resume_lapsed)).
+    pub in_doubt_only: bool,
     /// At most this many (default 100), newest first.
     pub limit: Option<usize>,
 }
@@ -127,6 +135,12 @@ impl SnapshotQuery {
             && self.session_id.as_ref().is_none_or(|id| &s.session_id == id)
             && self.owner.as_ref().is_none_or(|o| s.owner.as_ref() == Some(o))
             && (!self.waiting_only || s.is_waiting())
+            && (!self.in_doubt_only || s.resume_lapsed(chrono::Utc::now()))
+    }
+
+    /// Whether only the latest snapshot of each session may match.
+    pub fn latest_only(&self) -> bool {
+        self.waiting_only || self.in_doubt_only
     }
 
     /// The effective limit.

@@ -11,7 +11,7 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};
+use super::store::{ResumeClaim, SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};
 use crate::error::Result;
 
 #[derive(Default)]
@@ -132,13 +132,14 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let mut rows = self.lock();
-        let existing = rows.rows.get(snapshot_id);
-        let next = claim_update(snapshot_id)(existing)?;
+        let id = claim.snapshot_id.clone();
+        let existing = rows.rows.get(&id);
+        let next = claim_update(claim)(existing)?;
         if let Some(next) = next {
-            let row = prepare_row(snapshot_id, existing, next)?;
-            rows.rows.insert(snapshot_id.to_owned(), row);
+            let row = prepare_row(&id, existing, next)?;
+            rows.rows.insert(id, row);
         }
         rows.audit.extend(audit);
         Ok(())

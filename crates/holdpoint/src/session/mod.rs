@@ -16,4 +16,7 @@ pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, SessionState, Snapshot, SnapshotStatus, check_session_id,
     upsert_artifact,
 };
-pub use store::{SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};
+pub use store::{
+    ResumeClaim, SessionStore, SnapshotUpdate, claim_update, filter_snapshots, lease_end, mint_id, prepare_row,
+    renew_claim_update,
+};

@@ -157,6 +157,13 @@ pub struct Snapshot {
     /// exactly-once guard (SPEC §9.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<DateTime<Utc>>,
+    /// How long the resume that claimed this snapshot holds its claim: the
+    /// resuming worker renews it while its tools run. A claim past this
+    /// time with nothing written after it is *in doubt* (SPEC §9.3).
+    /// Absent on claims written before leases: they hold for
+    /// [`HEARTBEAT_EXPIRY`] after `resumedAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_lease_until: Option<DateTime<Utc>>,
     /// The agent that wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
@@ -189,6 +196,7 @@ impl Snapshot {
             error: None,
             state: Some(state),
             resumed_at: None,
+            resume_lease_until: None,
             agent: None,
             owner: None,
             metadata: None,
@@ -224,6 +232,28 @@ impl Snapshot {
         self.status == SnapshotStatus::Completed
             && self.finish_reason == Some(FinishReason::Interrupted)
             && self.resumed_at.is_none()
+    }
+
+    /// When the claim of the resume of this snapshot lapses (`None` when it
+    /// was never resumed).
+    pub fn resume_lease_end(&self) -> Option<DateTime<Utc>> {
+        let claimed = self.resumed_at?;
+        Some(
+            self.resume_lease_until.unwrap_or_else(|| {
+                claimed + chrono::Duration::from_std(HEARTBEAT_EXPIRY).unwrap_or(chrono::Duration::MAX)
+            }),
+        )
+    }
+
+    /// Whether a resume claimed this interrupted snapshot and its claim
+    /// lapsed at `now`: the resuming process stopped renewing it, so its
+    /// calls may or may not have run. It is *in doubt* when, in addition,
+    /// nothing was written after it (it is still its session's latest
+    /// snapshot) — see [`Agent::in_doubt`](crate::agent::Agent::in_doubt).
+    pub fn resume_lapsed(&self, now: DateTime<Utc>) -> bool {
+        self.status == SnapshotStatus::Completed
+            && self.finish_reason == Some(FinishReason::Interrupted)
+            && self.resume_lease_end().is_some_and(|end| end <= now)
     }
 
     /// This snapshot with its status as a reader should see it now.

@@ -1,13 +1,14 @@
 //! The `SessionStore` trait: where server-managed agents keep snapshots.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 
 use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
-use super::snapshot::{Snapshot, SnapshotStatus};
+use super::snapshot::{HEARTBEAT_EXPIRY, Snapshot, SnapshotStatus};
 use crate::error::{Error, Result};
 
 /// The read-modify-write step of [`SessionStore::save_snapshot`]: it gets
@@ -67,13 +68,15 @@ pub trait SessionStore: Send + Sync {
         Err(unsupported("keep an audit trail"))
     }
 
-    /// The exactly-once guard of a resume (SPEC §9.1): marks the snapshot
-    /// as resumed, failing with `ABORTED` ("already resumed") when it was,
-    /// and appends `audit` — in one transaction in durable stores. The
-    /// default claims through [`save_snapshot`](Self::save_snapshot) and then
-    /// appends; stores override it to make both one atomic step.
-    async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
-        self.save_snapshot(Some(snapshot_id), claim_update(snapshot_id)).await?;
+    /// The exactly-once guard of a resume (SPEC §9.1): applies
+    /// [`claim_update`] to the claimed snapshot (failing with `ABORTED`,
+    /// "already resumed", when it was) and appends `audit` — in one
+    /// transaction in durable stores. The default claims through
+    /// [`save_snapshot`](Self::save_snapshot) and then appends; stores
+    /// override it to make both one atomic step.
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
+        let id = claim.snapshot_id.clone();
+        self.save_snapshot(Some(&id), claim_update(claim)).await?;
         self.append_audit(audit).await
     }
 
@@ -110,19 +113,101 @@ fn unsupported(what: &str) -> Error {
     Error::FailedPrecondition(format!("this session store cannot {what}"))
 }
 
-/// The update that claims a snapshot for a resume: sets `resumedAt`, or
-/// fails with `ABORTED` when it is already set (`NOT_FOUND` when missing).
-pub fn claim_update(snapshot_id: &str) -> SnapshotUpdate {
+/// A resume's claim on the snapshot it resumes (SPEC §9.1, §9.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeClaim {
+    /// The interrupted snapshot being resumed.
+    pub snapshot_id: String,
+    /// Until when the claim holds unless renewed (written to
+    /// [`Snapshot::resume_lease_until`]).
+    pub lease_until: DateTime<Utc>,
+    /// Take over a claim whose lease lapsed instead of making a first one:
+    /// an operator settling calls left in doubt by a dead process.
+    pub takeover: bool,
+}
+
+impl ResumeClaim {
+    /// A first claim on `snapshot_id`, holding for [`HEARTBEAT_EXPIRY`].
+    pub fn new(snapshot_id: impl Into<String>) -> Self {
+        ResumeClaim {
+            snapshot_id: snapshot_id.into(),
+            lease_until: lease_end(Utc::now(), HEARTBEAT_EXPIRY),
+            takeover: false,
+        }
+    }
+
+    /// Makes the claim hold for `lease` from now unless renewed.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease_until = lease_end(Utc::now(), lease);
+        self
+    }
+
+    /// Makes this the takeover of a lapsed claim.
+    pub fn takeover(mut self) -> Self {
+        self.takeover = true;
+        self
+    }
+}
+
+/// `now + lease`, saturating.
+pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(lease)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// The update that claims a snapshot for a resume. A first claim sets
+/// `resumedAt` and the lease, or fails with `ABORTED` ("already resumed")
+/// when the snapshot was claimed before. A takeover needs a claim whose
+/// lease lapsed (else `FAILED_PRECONDITION`) and renews it. A missing
+/// snapshot is `NOT_FOUND`.
+pub fn claim_update(claim: ResumeClaim) -> SnapshotUpdate {
+    Box::new(move |existing| {
+        let id = &claim.snapshot_id;
+        let Some(row) = existing else {
+            return Err(Error::NotFound(format!("snapshot {id} not found")));
+        };
+        let now = Utc::now();
+        match (row.resume_lease_end(), claim.takeover) {
+            (Some(_), false) => return Err(Error::AlreadyResumed(id.clone())),
+            (None, true) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "snapshot {id} is not in doubt: no resume claimed it; resume it the usual way"
+                )));
+            }
+            (Some(end), true) if end > now => {
+                return Err(Error::FailedPrecondition(format!(
+                    "snapshot {id} is not in doubt: the resume that claimed it still holds its claim until {}; \
+                     settle it only once that process has stopped renewing it",
+                    end.to_rfc3339()
+                )));
+            }
+            _ => {}
+        }
+        let mut next = row.clone();
+        next.resumed_at = Some(row.resumed_at.unwrap_or(now));
+        next.resume_lease_until = Some(claim.lease_until);
+        Ok(Some(next))
+    })
+}
+
+/// The update that renews a resume's claim until `until`, if the row still
+/// carries the lease `held` that this resume set (`FAILED_PRECONDITION`
+/// when another process took the claim over).
+pub fn renew_claim_update(snapshot_id: &str, held: DateTime<Utc>, until: DateTime<Utc>) -> SnapshotUpdate {
     let id = snapshot_id.to_owned();
     Box::new(move |existing| {
         let Some(row) = existing else {
             return Err(Error::NotFound(format!("snapshot {id} not found")));
         };
-        if row.resumed_at.is_some() {
-            return Err(Error::AlreadyResumed(id.clone()));
+        if row.resume_lease_until != Some(held) {
+            return Err(Error::FailedPrecondition(format!(
+                "the claim on snapshot {id} was taken over; this resume no longer holds it"
+            )));
         }
         let mut next = row.clone();
-        next.resumed_at = Some(Utc::now());
+        next.resume_lease_until = Some(until);
         Ok(Some(next))
     })
 }
@@ -131,7 +216,7 @@ pub fn claim_update(snapshot_id: &str) -> SnapshotUpdate {
 /// that every store's `list_snapshots` must match.
 pub fn filter_snapshots<'a>(rows: impl IntoIterator<Item = &'a Snapshot>, query: &SnapshotQuery) -> Vec<Snapshot> {
     let rows: Vec<&Snapshot> = rows.into_iter().collect();
-    let mut out: Vec<Snapshot> = if query.waiting_only {
+    let mut out: Vec<Snapshot> = if query.latest_only() {
         let mut latest: std::collections::HashMap<&str, &Snapshot> = std::collections::HashMap::new();
         for s in &rows {
             let entry = latest.entry(s.session_id.as_str()).or_insert(s);

@@ -5,6 +5,7 @@
 mod approval;
 mod connection;
 mod detach;
+mod in_doubt;
 mod resume;
 mod state;
 

@@ -286,6 +286,7 @@ pub fn snapshot() -> impl Strategy<Value = Snapshot> {
         time(),
         proptest::option::of(time()),
         proptest::option::of(time()),
+        proptest::option::of(time()),
     );
     let outcome = (
         snapshot_status(),
@@ -301,7 +302,7 @@ pub fn snapshot() -> impl Strategy<Value = Snapshot> {
     (ids, times, outcome, owner).prop_map(
         |(
             (snapshot_id, session_id, parent_id),
-            (created_at, updated_at, heartbeat_at, resumed_at),
+            (created_at, updated_at, heartbeat_at, resumed_at, resume_lease_until),
             (status, finish_reason, error, state),
             (agent, owner, metadata),
         )| Snapshot {
@@ -316,6 +317,7 @@ pub fn snapshot() -> impl Strategy<Value = Snapshot> {
             error,
             state,
             resumed_at,
+            resume_lease_until,
             agent,
             owner,
             metadata,

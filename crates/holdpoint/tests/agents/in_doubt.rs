@@ -1,0 +1,209 @@
+//! In doubt, never re-run (SPEC §9.3): a resume whose process stops while
+//! its approved tool runs leaves a lapsed claim. The call is listed as in
+//! doubt, an ordinary resume is refused, and an operator settles it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::middleware::ToolApproval;
+use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SnapshotQuery};
+use holdpoint::tool::{DynamicTool, ToolContext};
+use holdpoint::{FinishReason, Resume, Role, ScriptedModel, ScriptedTurn, Status};
+use serde_json::{Map, Value, json};
+
+const LEASE: Duration = Duration::from_millis(300);
+
+struct Ops {
+    agent: Agent,
+    starts: Arc<AtomicUsize>,
+}
+
+/// An agent whose approved `closeAccount` notes each start and then takes
+/// `work` to finish.
+fn ops(work: Duration) -> Ops {
+    let starts = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&starts);
+    let close = DynamicTool::new(
+        "closeAccount",
+        "closes an account",
+        json!({"type": "object"}),
+        move |_ctx: ToolContext, input: Value| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(work).await;
+                Ok(json!({"closed": input["account"]}))
+            }
+        },
+    )
+    .into_tool();
+    let model = ScriptedModel::from_fn("scripted/ops", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == Role::Tool {
+            let out = last.content[0].as_tool_response()?.output.clone()?;
+            return Some(ScriptedTurn::text(format!("done: {out}")));
+        }
+        Some(ScriptedTurn::tool_call("closeAccount", json!({"account": "a-1"})))
+    });
+    let agent = Agent::builder("ops")
+        .model(Arc::new(model))
+        .tools([close])
+        .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
+        .store(Arc::new(InMemoryStore::new()))
+        .resume_lease(LEASE)
+        .build()
+        .unwrap();
+    Ops { agent, starts }
+}
+
+fn approve(held: &AgentOutput) -> AgentInput {
+    let hold = ToolApproval::interrupted(&held.interrupts()[0]).unwrap();
+    AgentInput::resume(Resume::from_parts(vec![hold.approve(Some("ok by phone")).unwrap()]))
+}
+
+fn by(principal: &str) -> Map<String, Value> {
+    let mut context = Map::new();
+    context.insert(holdpoint::agent::PRINCIPAL.into(), json!(principal));
+    context
+}
+
+/// The status a call was refused with: an init error, or a turn that
+/// failed before anything ran.
+fn refused(result: holdpoint::Result<AgentOutput>) -> (Status, String) {
+    match result {
+        Err(e) => (e.status(), e.to_string()),
+        Ok(out) => {
+            assert_eq!(out.finish_reason, FinishReason::Failed, "{out:?}");
+            let error = out.error.expect("a failed turn says why");
+            (error.status, error.message)
+        }
+    }
+}
+
+/// Holds a call, approves it, and stops the resume while the tool runs, as
+/// a process dying mid-resume would (its claim renewals stop with it).
+async fn die_mid_resume(ops: &Ops) -> AgentOutput {
+    let held = ops.agent.run_text("close a-1").await.unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted);
+    let resume = ops
+        .agent
+        .run(approve(&held), AgentInit::snapshot(held.snapshot_id.clone().unwrap()));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), resume).await.is_err(),
+        "the approved tool is still running"
+    );
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1, "the approved tool started");
+    held
+}
+
+#[tokio::test]
+async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_it() {
+    let ops = ops(Duration::from_secs(3600));
+    let held = die_mid_resume(&ops).await;
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+
+    // Before the lease lapses the claim is held: not in doubt, not settleable.
+    assert!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
+    let early = refused(ops.agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    assert_eq!(early.0, Status::FailedPrecondition, "{early:?}");
+
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    let row = ops.agent.snapshot(&snapshot_id).await.unwrap().unwrap();
+    assert!(row.resume_lapsed(chrono::Utc::now()), "{row:?}");
+
+    // Another resume is refused, whoever sends it.
+    let again = refused(
+        ops.agent
+            .run(approve(&held), AgentInit::session(held.session_id.clone()))
+            .await,
+    );
+    assert_eq!(again.0, Status::Aborted, "{again:?}");
+
+    // The listing shows the call as in doubt, with who approved it.
+    let listed = ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert!(listed[0].in_doubt);
+    assert_eq!(listed[0].tool, "closeAccount");
+    assert_eq!(listed[0].snapshot_id, snapshot_id);
+    assert_eq!(listed[0].decided.len(), 1);
+    assert_eq!(listed[0].decided[0].decision, AuditDecision::Approve);
+    assert!(
+        ops.agent.pending(SnapshotQuery::default()).await.unwrap().is_empty(),
+        "a call in doubt is not offered for approval"
+    );
+
+    // The operator found the account closed and answers with its result.
+    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
+    let done = ops
+        .agent
+        .settle(&snapshot_id, settle.clone(), by("ops-oncall"))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert!(done.message.unwrap().text().contains("a-1"));
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1, "the tool never ran a second time");
+
+    // Settled: nothing in doubt, a second settlement is refused, and the
+    // audit trail says who settled it.
+    assert!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
+    let twice = refused(ops.agent.settle(&snapshot_id, settle, Map::new()).await);
+    assert_eq!(twice.0, Status::FailedPrecondition, "{twice:?}");
+    let trail = ops.agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(trail.len(), 2, "{trail:#?}");
+    assert_eq!(trail[0].decision, AuditDecision::Respond);
+    assert!(trail[0].settles);
+    assert_eq!(trail[0].principal.as_deref(), Some("ops-oncall"));
+    assert!(!trail[1].settles);
+}
+
+#[tokio::test]
+async fn a_live_resume_renews_its_claim_and_is_never_in_doubt() {
+    let ops = ops(LEASE * 4);
+    let held = ops.agent.run_text("close a-1").await.unwrap();
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    let agent = ops.agent.clone();
+    let input = approve(&held);
+    let init = AgentInit::snapshot(snapshot_id.clone());
+    let resume = tokio::spawn(async move { agent.run(input, init).await });
+    // Check well past the lease while the tool still works.
+    for _ in 0..6 {
+        tokio::time::sleep(LEASE / 2).await;
+        let row = ops.agent.snapshot(&snapshot_id).await.unwrap().unwrap();
+        if row.state.is_some() && resume.is_finished() {
+            break;
+        }
+        assert!(!row.resume_lapsed(chrono::Utc::now()), "the claim was renewed: {row:?}");
+        assert!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
+    }
+    let done = resume.await.unwrap().unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop);
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    assert!(
+        ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty(),
+        "a finished resume is not in doubt once its lease ends"
+    );
+    let err = refused(ops.agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    assert_eq!(err.0, Status::FailedPrecondition, "{err:?}");
+    assert!(err.1.contains("finished"), "{err:?}");
+}
+
+#[tokio::test]
+async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
+    let ops = ops(Duration::from_secs(3600));
+    let held = die_mid_resume(&ops).await;
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    let empty = refused(ops.agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    assert_eq!(empty.0, Status::InvalidArgument, "{empty:?}");
+    let missing = refused(
+        ops.agent
+            .settle("no-such-snapshot", Resume::default(), Map::new())
+            .await,
+    );
+    assert_eq!(missing.0, Status::NotFound, "{missing:?}");
+    // The failed attempts changed nothing: the call is still in doubt.
+    assert_eq!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().len(), 1);
+}
