@@ -263,3 +263,113 @@ pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
         .expect("list failed");
     assert_eq!(trail, [winner], "only the winning claim may leave audit records");
 }
+
+/// A claimed row whose lease lapsed, with nothing after it in its session,
+/// lists as in doubt (SPEC §9.3); a claim still held, a settled resume
+/// (a newer row follows) and a waiting row do not. A takeover succeeds
+/// once, only on a lapsed claim, keeps `resumedAt` and renews the lease; a
+/// refused takeover changes nothing and leaves no audit record.
+pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn SessionStore>) {
+    let agent = fresh_id("agent");
+    let row_of = |session: &str| {
+        let mut row = waiting(session);
+        row.agent = Some(agent.clone());
+        row
+    };
+    let lapsed_claim = |id: &str| ResumeClaim {
+        snapshot_id: id.to_owned(),
+        lease_until: Utc::now() - Duration::seconds(1),
+        takeover: false,
+    };
+    let (s_doubt, s_live, s_done, s_wait) = (fresh_session(), fresh_session(), fresh_session(), fresh_session());
+    let doubt = put(&*store, None, row_of(&s_doubt)).await.snapshot_id;
+    let live = put(&*store, None, row_of(&s_live)).await.snapshot_id;
+    let done = put(&*store, None, row_of(&s_done)).await.snapshot_id;
+    let wait = put(&*store, None, row_of(&s_wait)).await.snapshot_id;
+    let first = record(&s_doubt, &doubt, Some("alice"), &agent);
+    store
+        .claim_resume(lapsed_claim(&doubt), vec![first.clone()])
+        .await
+        .expect("claim failed");
+    store
+        .claim_resume(ResumeClaim::new(live.clone()), Vec::new())
+        .await
+        .expect("claim failed");
+    store
+        .claim_resume(lapsed_claim(&done), Vec::new())
+        .await
+        .expect("claim failed");
+    let mut after = snapshot(&s_done);
+    after.parent_id = Some(done.clone());
+    after.created_at = Utc::now() + Duration::seconds(1);
+    after.agent = Some(agent.clone());
+    put(&*store, None, after).await;
+
+    let in_doubt = SnapshotQuery {
+        agent: Some(agent.clone()),
+        in_doubt_only: true,
+        ..Default::default()
+    };
+    assert_eq!(list(&*store, in_doubt.clone()).await, [doubt.clone()]);
+    let waiting_now = SnapshotQuery {
+        agent: Some(agent.clone()),
+        waiting_only: true,
+        ..Default::default()
+    };
+    assert_eq!(list(&*store, waiting_now).await, [wait.clone()]);
+
+    // Refused takeovers: a claim still held, an unclaimed row, a missing row.
+    for (id, status) in [
+        (&live, Status::FailedPrecondition),
+        (&wait, Status::FailedPrecondition),
+        (&fresh_id("missing"), Status::NotFound),
+    ] {
+        let before = store.get_snapshot(id).await.expect("get failed");
+        let err = store
+            .claim_resume(
+                ResumeClaim::new(id.clone()).takeover(),
+                vec![record(&s_live, id, None, &agent)],
+            )
+            .await
+            .expect_err("this takeover must be refused");
+        assert_eq!(err.status(), status, "{id}: {err}");
+        assert_eq!(
+            store.get_snapshot(id).await.expect("get failed"),
+            before,
+            "{id} changed"
+        );
+    }
+
+    // The takeover of the lapsed claim, once.
+    let before = get_present(&*store, &doubt).await;
+    let mut settle = record(&s_doubt, &doubt, Some("ops"), &agent);
+    settle.settles = true;
+    store
+        .claim_resume(ResumeClaim::new(doubt.clone()).takeover(), vec![settle.clone()])
+        .await
+        .expect("the takeover failed");
+    let taken = get_present(&*store, &doubt).await;
+    assert_eq!(taken.resumed_at, before.resumed_at, "the first claim's time is kept");
+    assert!(
+        taken.resume_lease_until > before.resume_lease_until,
+        "the lease is renewed"
+    );
+    assert!(
+        list(&*store, in_doubt).await.is_empty(),
+        "a taken-over claim is not in doubt"
+    );
+    let err = store
+        .claim_resume(ResumeClaim::new(doubt.clone()).takeover(), Vec::new())
+        .await
+        .expect_err("a second takeover must be refused");
+    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+
+    let trail = store
+        .list_audit(&AuditQuery {
+            agent: Some(agent),
+            ..Default::default()
+        })
+        .await
+        .expect("list failed");
+    assert_eq!(trail, [settle, first], "refused takeovers leave no audit records");
+}

@@ -36,7 +36,10 @@ pub use concurrency::{
     concurrent_creators_of_one_id_serialise, concurrent_increments_all_land, two_handles_claim_once,
     two_handles_claim_resume_once, two_handles_increment, two_handles_see_each_other,
 };
-pub use listing::{audit_appends_and_lists, claim_resume_once_with_audit, list_filters_and_orders, list_waiting_only};
+pub use listing::{
+    audit_appends_and_lists, claim_resume_once_with_audit, lapsed_claims_are_in_doubt_and_taken_over_once,
+    list_filters_and_orders, list_waiting_only,
+};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
 };
@@ -97,6 +100,18 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("concurrent_creators_of_one_id_serialise", |s| {
         concurrent_creators_of_one_id_serialise(s).boxed()
+    }),
+    ("concurrent_claim_resumes_have_one_winner", |s| {
+        concurrent_claim_resumes_have_one_winner(s).boxed()
+    }),
+    ("list_filters_and_orders", |s| list_filters_and_orders(s).boxed()),
+    ("list_waiting_only", |s| list_waiting_only(s).boxed()),
+    ("audit_appends_and_lists", |s| audit_appends_and_lists(s).boxed()),
+    ("claim_resume_once_with_audit", |s| {
+        claim_resume_once_with_audit(s).boxed()
+    }),
+    ("lapsed_claims_are_in_doubt_and_taken_over_once", |s| {
+        lapsed_claims_are_in_doubt_and_taken_over_once(s).boxed()
     }),
 ];
 
