@@ -8,6 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use holdpoint::Resume;
 use holdpoint::agent::{AgentInit, AgentInput};
 use holdpoint::session::SnapshotStatus;
 use serde::de::DeserializeOwned;
@@ -66,6 +67,25 @@ pub struct AbortRef {
 pub struct AbortRequest {
     /// Which run.
     pub data: AbortRef,
+}
+
+/// The `data` of `POST /agents/{name}/settle`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SettleRef {
+    /// The snapshot whose resume was left in doubt.
+    pub snapshot_id: String,
+    /// The answers: `respond` with what the call did, or `restart` to run
+    /// it again deliberately.
+    pub resume: Resume,
+}
+
+/// `POST /agents/{name}/settle`: settle calls left in doubt (SPEC §9.3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettleRequest {
+    /// Which snapshot, and the answers.
+    pub data: SettleRef,
 }
 
 /// The result of an abort (Genkit's `AgentAbortResponse`, plus the status

@@ -98,11 +98,30 @@ pub(crate) async fn run_once(
     context: Map<String, Value>,
     meta: TurnMeta,
 ) -> Result<AgentOutput, ApiError> {
+    spawn_turn(state, agent, meta, move |agent| async move {
+        agent.run_with_context(input, init, context).await
+    })
+    .await
+}
+
+/// Runs `turn` on `agent` in a task of its own, counted by the shutdown
+/// tracker and the metrics, and waits for its output. A detached run is
+/// tracked until its snapshot settles.
+pub(crate) async fn spawn_turn<F, Fut>(
+    state: &AppState,
+    agent: Agent,
+    meta: TurnMeta,
+    turn: F,
+) -> Result<AgentOutput, ApiError>
+where
+    F: FnOnce(Agent) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = holdpoint::Result<AgentOutput>> + Send + 'static,
+{
     let (tx, rx) = oneshot::channel();
     let guard: TurnGuard = state.turns().begin();
     let metrics = state.metrics().clone();
     tokio::spawn(async move {
-        let out = agent.run_with_context(input, init, context).await;
+        let out = turn(agent.clone()).await;
         metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),

@@ -26,6 +26,7 @@ mod agents;
 mod connect;
 mod meta;
 mod pending;
+mod settle;
 mod snapshots;
 
 use axum::Router;
@@ -55,6 +56,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/agents/{name}/abort"),
     ("GET", "/agents/{name}/pending"),
     ("GET", "/agents/{name}/audit"),
+    ("GET", "/agents/{name}/inDoubt"),
+    ("POST", "/agents/{name}/settle"),
     ("GET", "/agents/{name}/connect"),
 ];
 
@@ -87,6 +90,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/abort", post(snapshots::abort))
         .route("/agents/{name}/pending", get(pending::pending))
         .route("/agents/{name}/audit", get(pending::audit))
+        .route("/agents/{name}/inDoubt", get(settle::in_doubt))
+        .route("/agents/{name}/settle", post(settle::settle))
         .route("/agents/{name}/connect", get(connect::connect))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

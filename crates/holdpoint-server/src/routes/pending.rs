@@ -47,8 +47,20 @@ pub(crate) struct ListQuery {
     limit: Option<usize>,
 }
 
+impl ListQuery {
+    /// The session filter (an empty one is none).
+    pub(crate) fn session(&self) -> Option<&str> {
+        self.session_id.as_deref().filter(|s| !s.is_empty())
+    }
+
+    /// The limit, within the server's bound.
+    pub(crate) fn limit_in(&self, state: &AppState) -> usize {
+        self.limit.unwrap_or(100).clamp(1, state.limits().max_list)
+    }
+}
+
 fn limit(state: &AppState, query: &ListQuery) -> usize {
-    query.limit.unwrap_or(100).clamp(1, state.limits().max_list)
+    query.limit_in(state)
 }
 
 /// 404 unless the caller may see `session_id` of `agent`.

@@ -26,6 +26,11 @@ pub struct ChildServer {
 impl ChildServer {
     /// Starts `role` (`slow` or `replica`) with an optional store URL.
     pub fn start(role: &str, store_url: Option<&str>) -> ChildServer {
+        Self::start_with(role, store_url, &[])
+    }
+
+    /// [`start`](Self::start) with extra environment variables.
+    pub fn start_with(role: &str, store_url: Option<&str>, env: &[(&str, &str)]) -> ChildServer {
         let exe = std::env::current_exe().unwrap();
         let mut cmd = Command::new(exe);
         cmd.args([
@@ -40,6 +45,7 @@ impl ChildServer {
         if let Some(url) = store_url {
             cmd.env(STORE_URL, url);
         }
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -124,7 +130,10 @@ async fn child_process_entry() {
                 .build()
                 .unwrap()
         }
-        "sqlite-kill" => crate::kill::server(&std::env::var(STORE_URL).unwrap()).await,
+        "kill" => {
+            let runs = std::env::var(crate::kill::RUNS).unwrap();
+            crate::kill::server(&std::env::var(STORE_URL).unwrap(), runs.into()).await
+        }
         other => panic!("unknown child role {other}"),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,7 +1,9 @@
-//! SIGKILL of a server process with a SQLite store, mid-turn and
-//! mid-resume: afterwards the file opens, every snapshot reads, the claimed
-//! call is in doubt (claimed, `resumedAt` set, nothing after it), and the
-//! next start never runs it again.
+//! SIGKILL of a server process mid-turn and mid-resume, on a SQLite file
+//! and on a PostgreSQL database (SPEC §9.3): afterwards every snapshot
+//! reads, nothing half-written is visible, and the claimed call is in
+//! doubt — a new process refuses to resume it, lists it as in doubt once
+//! the dead process's claim lapses, and settles it with respond, without
+//! ever running it again.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,25 +16,29 @@ use holdpoint::session::SnapshotQuery;
 use holdpoint::tool::tool;
 use holdpoint::{ScriptedModel, ScriptedTurn, ToolContext};
 use holdpoint_server::Server;
+use holdpoint_testkit::TempPostgres;
 use serde_json::{Value, json};
 
 use crate::child::ChildServer;
 use crate::support::*;
 
-/// Where the hanging tool notes each start: next to the database file.
-fn marker(url: &str) -> PathBuf {
-    PathBuf::from(format!("{}.runs", url.trim_start_matches("sqlite:")))
-}
+/// The environment variable naming the file where the hanging tool notes
+/// each start.
+pub const RUNS: &str = "HOLDPOINT_SERVER_CHILD_RUNS";
+
+/// How long a resume's claim holds in the child without renewal: once the
+/// child is killed, its call reads as in doubt after this.
+const LEASE: Duration = Duration::from_millis(1500);
 
 fn starts(path: &Path) -> usize {
     std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(0)
 }
 
-/// The child's server: a slow agent (turns take a minute) and an ops agent
-/// whose approved `closeAccount` notes its start and then hangs.
-pub async fn server(url: &str) -> Server {
+/// The child's server: a slow agent (turns take two minutes) and an ops
+/// agent whose approved `closeAccount` notes its start in `runs` and then
+/// hangs.
+pub async fn server(url: &str, runs: PathBuf) -> Server {
     let store = crate::replicas::open_store(url).await;
-    let runs = marker(url);
     let close = tool(
         "closeAccount",
         "Closes an account",
@@ -55,7 +61,8 @@ pub async fn server(url: &str) -> Server {
     let model = ScriptedModel::from_fn("scripted/ops", |request, _| {
         let last = request.messages.last()?;
         if last.role == Role::Tool {
-            return Some(ScriptedTurn::text("done"));
+            let out = last.content[0].as_tool_response()?.output.clone()?;
+            return Some(ScriptedTurn::text(format!("done: {out}")));
         }
         let account = last.text().strip_prefix("close ")?.to_owned();
         Some(ScriptedTurn::tool_call("closeAccount", json!({"account": account})))
@@ -65,6 +72,7 @@ pub async fn server(url: &str) -> Server {
         .tool(close)
         .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
         .store(store.clone())
+        .resume_lease(LEASE)
         .build()
         .unwrap();
     Server::builder()
@@ -81,13 +89,21 @@ async fn post(client: &reqwest::Client, url: String, body: Value) -> (u16, Value
     (code, r.json().await.unwrap())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_mid_turn_and_mid_resume_leaves_the_sqlite_file_whole_and_the_call_in_doubt() {
+async fn get(client: &reqwest::Client, url: String) -> (u16, Value) {
+    let r = client.get(url).send().await.unwrap();
+    let code = r.status().as_u16();
+    (code, r.json().await.unwrap())
+}
+
+/// The whole scenario on the store at `url`. `fresh` says the store held
+/// nothing before, so every row in it can be checked.
+async fn sigkill_leaves_the_call_in_doubt_until_settled(url: &str, fresh: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("sessions.db").display());
-    let runs = marker(&url);
+    let runs = dir.path().join("closeAccount.runs");
+    let runs_env = runs.display().to_string();
+    let env = [(RUNS, runs_env.as_str())];
     let client = reqwest::Client::new();
-    let mut child = ChildServer::start("sqlite-kill", Some(&url));
+    let mut child = ChildServer::start_with("kill", Some(url), &env);
 
     let (code, body) = post(
         &client,
@@ -99,6 +115,7 @@ async fn sigkill_mid_turn_and_mid_resume_leaves_the_sqlite_file_whole_and_the_ca
     let out = body["result"].clone();
     assert_eq!(out["finishReason"], "interrupted", "{out:#}");
     let snapshot = out["snapshotId"].as_str().unwrap().to_owned();
+    let session = out["sessionId"].as_str().unwrap().to_owned();
     let approve = json!({"data": {"resume": {"restart": [restart(&paused_part(&out), json!({"toolApproved": true}))]}},
                          "init": {"snapshotId": snapshot}});
 
@@ -139,16 +156,22 @@ async fn sigkill_mid_turn_and_mid_resume_leaves_the_sqlite_file_whole_and_the_ca
         "the turn's caller saw the connection drop"
     );
 
-    // The file opens and every row reads.
-    let store = crate::replicas::open_store(&url).await;
-    let rows = store
-        .list_snapshots(&SnapshotQuery {
-            limit: Some(1000),
-            ..SnapshotQuery::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(rows.len(), 1, "the killed turn wrote nothing half-way: {rows:#?}");
+    // The store opens and every row reads; nothing half-written is visible.
+    let store = crate::replicas::open_store(url).await;
+    let all = SnapshotQuery {
+        limit: Some(1000),
+        ..SnapshotQuery::default()
+    };
+    let rows = store.list_snapshots(&all).await.unwrap();
+    if fresh {
+        assert_eq!(rows.len(), 1, "the killed turn wrote nothing half-way: {rows:#?}");
+    }
+    let ours = SnapshotQuery {
+        session_id: Some(session.clone()),
+        ..all
+    };
+    let session_rows = store.list_snapshots(&ours).await.unwrap();
+    assert_eq!(session_rows.len(), 1, "{session_rows:#?}");
     let claimed = store.get_snapshot(&snapshot).await.unwrap().unwrap();
     assert!(claimed.resumed_at.is_some(), "the claim survived the kill");
     assert!(claimed.state.is_some(), "its conversation is intact");
@@ -159,14 +182,31 @@ async fn sigkill_mid_turn_and_mid_resume_leaves_the_sqlite_file_whole_and_the_ca
     );
     drop(store);
 
-    // The next start neither re-runs the call nor lets it be answered again.
-    let child = ChildServer::start("sqlite-kill", Some(&url));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (code, body) = post(&client, child.url("/agents/opsAgent"), approve).await;
+    // A new process never re-runs the call and refuses to resume it again.
+    let child = ChildServer::start_with("kill", Some(url), &env);
+    let (code, body) = post(&client, child.url("/agents/opsAgent"), approve.clone()).await;
     assert_eq!(code, 409, "{body:#}");
     assert_eq!(body["error"]["status"], "ABORTED", "{body:#}");
-    let r = client.get(child.url("/agents/opsAgent/pending")).send().await.unwrap();
-    assert_eq!(r.json::<Value>().await.unwrap()["result"], json!([]));
+    let pending = get(&client, child.url("/agents/opsAgent/pending")).await;
+    assert_eq!(
+        pending,
+        (200, json!({"result": []})),
+        "a call in doubt is not offered for approval"
+    );
+
+    // Once the dead process's claim lapses, the call reads as in doubt.
+    let mut polls = 0;
+    let listed = loop {
+        let (code, body) = get(&client, child.url("/agents/opsAgent/inDoubt")).await;
+        assert_eq!(code, 200, "{body:#}");
+        let items = body["result"].as_array().unwrap().clone();
+        if !items.is_empty() {
+            break items;
+        }
+        polls += 1;
+        assert!(polls < 200, "the dead process's claim never lapsed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let (code, got) = post(
         &client,
         child.url("/agents/opsAgent/getSnapshot"),
@@ -174,6 +214,75 @@ async fn sigkill_mid_turn_and_mid_resume_leaves_the_sqlite_file_whole_and_the_ca
     )
     .await;
     assert_eq!(code, 200, "{got:#}");
-    assert!(got["result"]["resumedAt"].is_string(), "{got:#}");
+    let lease_end: chrono::DateTime<chrono::Utc> = got["result"]["resumeLeaseUntil"].as_str().unwrap().parse().unwrap();
+    assert!(
+        lease_end <= chrono::Utc::now(),
+        "the claim's heartbeat is stale: {got:#}"
+    );
+    let mine: Vec<&Value> = listed.iter().filter(|c| c["snapshotId"] == snapshot.as_str()).collect();
+    assert_eq!(mine.len(), 1, "{listed:#?}");
+    let call = mine[0];
+    assert_eq!(call["inDoubt"], true, "{call:#}");
+    assert_eq!(call["tool"], "closeAccount");
+    assert_eq!(call["decided"][0]["decision"], "approve", "{call:#}");
+    let (code, body) = post(&client, child.url("/agents/opsAgent"), approve).await;
+    assert_eq!(code, 409, "still refused while in doubt: {body:#}");
+
+    // The operator checked the account: it was closed. Respond settles it.
+    let part = call["part"].clone();
+    let answer = json!({"toolResponse": {"name": "closeAccount", "ref": part["toolRequest"]["ref"], "output": {"closed": "a-1"}}});
+    let settle = json!({"data": {"snapshotId": snapshot, "resume": {"respond": [answer]}}});
+    let (code, body) = post(&client, child.url("/agents/opsAgent/settle"), settle.clone()).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    assert!(
+        body["result"]["message"].to_string().contains("a-1"),
+        "the model saw the operator's answer: {body:#}"
+    );
     assert_eq!(starts(&runs), 1, "the in-doubt call never ran again");
+
+    // Settled: nothing in doubt, a second settlement is refused, audited.
+    let (_, left) = get(&client, child.url("/agents/opsAgent/inDoubt")).await;
+    assert!(
+        left["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["snapshotId"] != snapshot.as_str()),
+        "{left:#}"
+    );
+    let (code, body) = post(&client, child.url("/agents/opsAgent/settle"), settle).await;
+    assert_eq!(code, 400, "{body:#}");
+    assert_eq!(body["error"]["status"], "FAILED_PRECONDITION", "{body:#}");
+    let (code, trail) = get(
+        &client,
+        child.url(&format!("/agents/opsAgent/audit?sessionId={session}")),
+    )
+    .await;
+    assert_eq!(code, 200, "{trail:#}");
+    let decisions: Vec<(&str, bool)> = trail["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["decision"].as_str().unwrap(), r["settles"] == true))
+        .collect();
+    assert_eq!(decisions, [("respond", true), ("approve", false)], "{trail:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_resume_on_sqlite_leaves_the_call_in_doubt_until_settled() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("sessions.db").display());
+    sigkill_leaves_the_call_in_doubt_until_settled(&url, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_resume_on_postgres_leaves_the_call_in_doubt_until_settled() {
+    let Some(pg) = TempPostgres::start_or_skip("sigkill_mid_resume_on_postgres_leaves_the_call_in_doubt_until_settled")
+    else {
+        return;
+    };
+    // Create the schema before the child connects.
+    drop(crate::replicas::open_store(pg.url()).await);
+    sigkill_leaves_the_call_in_doubt_until_settled(pg.url(), pg.is_private()).await;
 }
