@@ -43,6 +43,12 @@ pub enum Command {
     Deny(DecideArgs),
     /// Settle a paused (or in-doubt) call with an output, without running the tool.
     Respond(RespondArgs),
+    /// Calls left in doubt: a resume claimed them and its process died,
+    /// so they may or may not have run (never re-run on their own).
+    InDoubt(ListArgs),
+    /// Settle a call left in doubt: answer it with what it did (--output),
+    /// or deliberately run it again (--rerun).
+    Settle(SettleArgs),
     /// Decisions about paused calls, newest first.
     Audit(AuditArgs),
     /// Serve the registered agents over HTTP with the approval page.
@@ -110,6 +116,24 @@ pub struct RespondArgs {
     /// The tool's output as JSON, e.g. '{"success": true}'.
     #[arg(long)]
     pub output: String,
+}
+
+/// `settle` arguments.
+#[derive(Args, Debug, Clone)]
+#[command(group = clap::ArgGroup::new("answer").required(true).args(["output", "rerun"]))]
+pub struct SettleArgs {
+    /// The snapshot whose resume was left in doubt (see `holdpoint in-doubt`).
+    pub snapshot: String,
+    /// The call's ref.
+    #[arg(name = "REF")]
+    pub reference: String,
+    /// What the call did, as JSON (check the real system first), e.g.
+    /// '{"success": true}'; the tool does not run.
+    #[arg(long)]
+    pub output: Option<String>,
+    /// Run the call again: only when you know it did not take effect.
+    #[arg(long)]
+    pub rerun: bool,
 }
 
 /// `serve` options.

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use chrono::Utc;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery};
@@ -54,22 +55,43 @@ pub fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
 /// The paused call `reference` of `snapshot`, or a clear NotFound.
 pub fn find_call(snapshot: &Snapshot, reference: &str) -> Result<Part, CliError> {
     if !snapshot.is_waiting() {
+        let why = if snapshot.resume_lapsed(Utc::now()) {
+            "its resume was left in doubt; see `holdpoint in-doubt` and `holdpoint settle`".to_owned()
+        } else {
+            format!("status {}; see `holdpoint pending`", snapshot.status.as_str())
+        };
         return Err(CliError::NotFound(format!(
-            "snapshot {} is not waiting for an answer (status {}; see `holdpoint pending`)",
-            snapshot.snapshot_id,
-            snapshot.status.as_str()
+            "snapshot {} is not waiting for an answer ({why})",
+            snapshot.snapshot_id
         )));
     }
+    paused_call(snapshot, reference)
+}
+
+/// The paused call `reference` of `snapshot` (waiting or not).
+fn paused_call(snapshot: &Snapshot, reference: &str) -> Result<Part, CliError> {
     pending_of(snapshot)
         .into_iter()
         .find(|p| p.reference.as_deref() == Some(reference) || (p.reference.is_none() && p.tool == reference))
         .map(|p| p.part)
         .ok_or_else(|| {
             CliError::NotFound(format!(
-                "snapshot {} has no paused call with ref {reference} (see `holdpoint pending`)",
+                "snapshot {} has no paused call with ref {reference} (see `holdpoint pending` or `holdpoint in-doubt`)",
                 snapshot.snapshot_id
             ))
         })
+}
+
+/// The request context of an operator acting on the store directly: on
+/// behalf of the session's owner (they hold the store's credentials), and
+/// recorded as the actor `holdpoint-cli` in the audit trail.
+fn operator_context(snapshot: &Snapshot) -> serde_json::Map<String, Value> {
+    let mut context = serde_json::Map::new();
+    if let Some(owner) = &snapshot.owner {
+        context.insert(holdpoint::agent::PRINCIPAL.into(), Value::String(owner.clone()));
+    }
+    context.insert(holdpoint::agent::ACTOR.into(), Value::String("holdpoint-cli".into()));
+    context
 }
 
 /// A store opened directly, with the agents registered by the binary.
@@ -174,6 +196,68 @@ impl Backend {
         }
     }
 
+    /// Calls left in doubt, newest first.
+    pub async fn in_doubt(&self, agent: Option<&str>, limit: usize) -> Result<Vec<PendingApproval>, CliError> {
+        match self {
+            Backend::Store(b) => {
+                let snapshots = b
+                    .store
+                    .list_snapshots(&SnapshotQuery {
+                        agent: agent.map(str::to_owned),
+                        in_doubt_only: true,
+                        limit: Some(limit),
+                        ..SnapshotQuery::default()
+                    })
+                    .await?;
+                let mut out = Vec::new();
+                for s in &snapshots {
+                    let trail = b
+                        .store
+                        .list_audit(&AuditQuery {
+                            session_id: Some(s.session_id.clone()),
+                            limit: Some(1000),
+                            ..AuditQuery::default()
+                        })
+                        .await?;
+                    out.extend(PendingApproval::in_doubt_of(s, &trail));
+                }
+                out.truncate(limit);
+                Ok(out)
+            }
+            Backend::Server(h) => h.in_doubt(agent, limit).await,
+        }
+    }
+
+    /// Settles the call `reference` left in doubt in `snapshot_id`: with
+    /// `output` the tool does not run and the model gets it; without, the
+    /// call is run again. Runs the rest of the turn.
+    pub async fn settle(
+        &self,
+        snapshot_id: &str,
+        reference: &str,
+        output: Option<Value>,
+    ) -> Result<AgentOutput, CliError> {
+        let snapshot = self.snapshot(snapshot_id, None).await?;
+        let part = paused_call(&snapshot, reference)?;
+        let directive = match output {
+            Some(v) => part.respond(v)?,
+            None => part.restart(None)?,
+        };
+        let resume = Resume::from_parts([directive]);
+        let name = snapshot.agent.clone().unwrap_or_default();
+        match self {
+            Backend::Store(b) => {
+                let Some(agent) = b.agents.iter().find(|a| a.name() == name) else {
+                    return Err(CliError::Usage(format!(
+                        "settle needs the agent {name:?} to run the rest of the turn: use --server URL of a server that serves it (or register it with holdpoint_cli::run)"
+                    )));
+                };
+                Ok(agent.settle(snapshot_id, resume, operator_context(&snapshot)).await?)
+            }
+            Backend::Server(h) => h.settle(&name, snapshot_id, resume).await,
+        }
+    }
+
     /// Settles the paused call `reference` of `snapshot_id` and runs the
     /// resumed turn (in-process with a registered agent, or on the server).
     pub async fn decide(
@@ -198,7 +282,10 @@ impl Backend {
                 let part = find_call(&snapshot, reference)?;
                 let directive = decision.directive(&part)?;
                 let input = AgentInput::resume(Resume::from_parts([directive]));
-                Ok(agent.run(input, AgentInit::snapshot(snapshot_id)).await?)
+                let context = operator_context(&snapshot);
+                Ok(agent
+                    .run_with_context(input, AgentInit::snapshot(snapshot_id), context)
+                    .await?)
             }
             Backend::Server(h) => {
                 let snapshot = self.snapshot(snapshot_id, None).await?;

@@ -211,6 +211,57 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             }
             Ok(print(&t.render("no paused calls"))?)
         }
+        Command::InDoubt(list) => {
+            let items = with_progress("reading calls in doubt…", backend.in_doubt(agent, list.limit)).await?;
+            if cli.json {
+                return Ok(print_json(&items)?);
+            }
+            let mut t = Table::new(vec!["SNAPSHOT", "REF", "AGENT", "TOOL", "INPUT", "DECIDED"]);
+            for p in &items {
+                let decided = p
+                    .decided
+                    .first()
+                    .map(|r| {
+                        format!(
+                            "{} by {} at {}",
+                            r.decision.as_str(),
+                            or_dash(r.principal.as_deref()),
+                            time(r.at)
+                        )
+                    })
+                    .unwrap_or_else(|| "-".into());
+                t.row(vec![
+                    p.snapshot_id.clone(),
+                    or_dash(p.reference.as_deref()),
+                    or_dash(p.agent.as_deref()),
+                    p.tool.clone(),
+                    cut(&p.input.to_string(), 48),
+                    decided,
+                ]);
+            }
+            let mut text = t.render("no calls in doubt");
+            if !items.is_empty() {
+                text.push_str(
+                    "\nEach may or may not have run. Check the real system, then `holdpoint settle SNAPSHOT REF --output JSON` (what it did) or `--rerun`.\n",
+                );
+            }
+            Ok(print(&text)?)
+        }
+        Command::Settle(a) => {
+            let output = a
+                .output
+                .as_deref()
+                .map(|raw| {
+                    serde_json::from_str::<Value>(raw).map_err(|e| {
+                        CliError::Usage(format!(
+                            "--output is not valid JSON ({e}): quote it, e.g. --output '{{\"success\": true}}'"
+                        ))
+                    })
+                })
+                .transpose()?;
+            let what = if output.is_some() { "settled" } else { "re-run" };
+            decided(cli.json, backend.settle(&a.snapshot, &a.reference, output).await?, what)
+        }
         Command::Approve(d) => decided(
             cli.json,
             backend

@@ -145,6 +145,36 @@ impl HttpBackend {
         Ok(all)
     }
 
+    /// Calls in doubt of every agent (or `agent`'s).
+    pub async fn in_doubt(&self, agent: Option<&str>, limit: usize) -> Result<Vec<PendingApproval>, CliError> {
+        let mut all = Vec::new();
+        for name in self.agents(agent).await? {
+            if let Reply::Found(items) = self
+                .get::<Vec<PendingApproval>>(&format!("/agents/{name}/inDoubt?limit={limit}"))
+                .await?
+            {
+                all.extend(items);
+            }
+        }
+        all.sort_by_key(|p| std::cmp::Reverse(p.held_since));
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    /// Settles calls of `snapshot` left in doubt; the settled turn's output.
+    pub async fn settle(&self, agent: &str, snapshot: &str, resume: Resume) -> Result<AgentOutput, CliError> {
+        let body = json!({ "data": { "snapshotId": snapshot, "resume": resume } });
+        match self
+            .post::<AgentOutput>(&format!("/agents/{agent}/settle"), body)
+            .await?
+        {
+            Reply::Found(out) => Ok(out),
+            Reply::NotFound => Err(CliError::NotFound(format!(
+                "snapshot {snapshot} not found on agent {agent}"
+            ))),
+        }
+    }
+
     /// Decisions of every agent (or `agent`'s).
     pub async fn audit(
         &self,

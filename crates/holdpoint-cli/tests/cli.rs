@@ -175,3 +175,116 @@ async fn against_a_live_server_pending_approve_and_audit() {
     let (ok, _, err) = holdpoint(&with(&["sessions", "list"]));
     assert!(!ok && err.contains("--store"), "{err}");
 }
+
+/// Claims `snapshot` as a resume that died at once would have: the claim's
+/// lease already lapsed and nothing follows it.
+async fn claim_and_die(agent: &Agent, snapshot: &str) {
+    let store = agent.store().unwrap();
+    let claim = holdpoint::session::ResumeClaim {
+        snapshot_id: snapshot.to_owned(),
+        lease_until: chrono::Utc::now() - chrono::Duration::seconds(1),
+        takeover: false,
+    };
+    store.claim_resume(claim, Vec::new()).await.unwrap();
+}
+
+#[tokio::test]
+async fn calls_in_doubt_are_listed_refused_and_settled_against_the_store() {
+    let (_dir, url, agent) = seeded().await;
+    let out = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snapshot = out.snapshot_id.clone().unwrap();
+    let reference = json_of(&["--store", &url, "pending", "--json"])[0]["ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    claim_and_die(&agent, &snapshot).await;
+
+    assert_eq!(json_of(&["--store", &url, "pending", "--json"]), json!([]));
+    let listed = json_of(&["--store", &url, "in-doubt", "--json"]);
+    assert_eq!(listed[0]["snapshotId"], snapshot.as_str(), "{listed}");
+    assert_eq!(listed[0]["inDoubt"], true);
+    let (ok, table, _) = holdpoint(&["--store", &url, "in-doubt"]);
+    assert!(
+        ok && table.contains("transferMoney") && table.contains("holdpoint settle"),
+        "{table}"
+    );
+
+    // An ordinary approval is refused and points at settle.
+    let refused = holdpoint_cli::run_from(
+        ["holdpoint", "--store", &url, "approve", &snapshot, &reference],
+        vec![agent.clone()],
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("in doubt"), "{refused}");
+    // The stock binary cannot run the rest of the turn.
+    let (ok, _, err) = holdpoint(&["--store", &url, "settle", &snapshot, &reference, "--output", "{}"]);
+    assert!(!ok && err.contains("--server"), "{err}");
+    // Neither or both of --output and --rerun is a usage error.
+    let (ok, _, err) = holdpoint(&["--store", &url, "settle", &snapshot, &reference]);
+    assert!(!ok && err.contains("--output"), "{err}");
+
+    let output = r#"{"success": true, "transactionId": "txn-777"}"#;
+    holdpoint_cli::run_from(
+        [
+            "holdpoint",
+            "--store",
+            &url,
+            "settle",
+            &snapshot,
+            &reference,
+            "--output",
+            output,
+        ],
+        vec![agent.clone()],
+    )
+    .await
+    .unwrap();
+    let after = agent.latest_snapshot(&out.session_id).await.unwrap().unwrap();
+    let text = serde_json::to_string(&after.state).unwrap();
+    assert!(
+        text.contains("Done: txn-777"),
+        "the model got the operator's answer: {text}"
+    );
+    assert_eq!(json_of(&["--store", &url, "in-doubt", "--json"]), json!([]));
+    let audit = json_of(&["--store", &url, "audit", "--json"]);
+    assert_eq!(audit[0]["decision"], "respond", "{audit}");
+    assert_eq!(audit[0]["settles"], true, "{audit}");
+    assert_eq!(audit[0]["actor"], "holdpoint-cli", "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_doubt_are_settled_through_a_server() {
+    let store = holdpoint_stores::open_store("memory:").await.unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), Some(store)).unwrap();
+    let held = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snapshot = held.snapshot_id.clone().unwrap();
+    claim_and_die(&agent, &snapshot).await;
+    let data = tempfile::tempdir().unwrap();
+    let server = holdpoint_server::Server::builder()
+        .agent(agent.clone())
+        .data_dir(data.path())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+
+    let listed = json_of(&["--server", &base, "in-doubt", "--json"]);
+    assert_eq!(listed[0]["snapshotId"], snapshot.as_str(), "{listed}");
+    let reference = listed[0]["ref"].as_str().unwrap().to_owned();
+    let (ok, out, err) = holdpoint(&[
+        "--server",
+        &base,
+        "settle",
+        &snapshot,
+        &reference,
+        "--output",
+        r#"{"success": true, "transactionId": "txn-778"}"#,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("settled") && out.contains("Done: txn-778"), "{out}");
+    assert_eq!(json_of(&["--server", &base, "in-doubt", "--json"]), json!([]));
+    let (ok, _, err) = holdpoint(&["--server", &base, "settle", &snapshot, &reference, "--rerun"]);
+    assert!(!ok && err.contains("not in doubt"), "{err}");
+}
