@@ -19,13 +19,10 @@ async fn two_replicas_pass_the_two_handle_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_server_is_unavailable_and_nothing_half_written() {
-    let Some(pg) = TempPostgres::start_or_skip("a_stopped_server_is_unavailable_and_nothing_half_written") else {
+    let Some(pg) = TempPostgres::start_private_or_skip("a_stopped_server_is_unavailable_and_nothing_half_written")
+    else {
         return;
     };
-    if !pg.is_private() {
-        eprintln!("SKIPPED a_stopped_server_is_unavailable…: needs a private server to stop");
-        return;
-    }
     let url = pg.url().to_owned();
     let options = PostgresStoreOptions::new(&url)
         .unwrap()

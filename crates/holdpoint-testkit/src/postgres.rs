@@ -1,7 +1,11 @@
 //! [`TempPostgres`]: a throwaway PostgreSQL server for tests.
 //!
-//! With `HOLDPOINT_TEST_PG_URL` (or else `DATABASE_URL`) set, that database
-//! is used and nothing is started. Otherwise a fresh cluster is made with
+//! With `HOLDPOINT_TEST_PG_URL` (or else `DATABASE_URL`) set — as `.ci/run`
+//! does after `scripts/postgres.sh start` — each value gets a fresh
+//! database of its own on that server (made with `psql`, dropped with the
+//! value), so tests never see each other's rows. Otherwise, and always for
+//! [`TempPostgres::start_private`] (tests that stop the server), a fresh
+//! cluster is made with
 //! `initdb` in a temporary folder and started with `pg_ctl` on a free port
 //! of 127.0.0.1 (as the `postgres` OS user when running as root, since
 //! `initdb` refuses root); dropping the value stops it and removes the
@@ -42,6 +46,9 @@ impl std::error::Error for StartError {}
 pub struct TempPostgres {
     url: String,
     server: Option<Server>,
+    /// A database made for this value on a configured server: the psql
+    /// binary, the server's URL and the database's name, to drop it.
+    created: Option<(PathBuf, String, String)>,
 }
 
 struct Server {
@@ -57,15 +64,21 @@ struct Server {
 }
 
 impl TempPostgres {
-    /// Uses the configured database, or starts a private server.
+    /// A fresh database on the configured server, or a private server.
     pub fn start() -> Result<Self, StartError> {
         for var in ["HOLDPOINT_TEST_PG_URL", "DATABASE_URL"] {
             if let Ok(url) = std::env::var(var)
                 && !url.trim().is_empty()
             {
-                return Ok(TempPostgres { url, server: None });
+                return Ok(fresh_database(url.trim()));
             }
         }
+        Self::start_private()
+    }
+
+    /// A private server of this value's own, whatever is configured: for
+    /// tests that stop and restart the server.
+    pub fn start_private() -> Result<Self, StartError> {
         let bin = find_bin_dir()?;
         let mut last = String::new();
         // A free port can be taken by someone else before the server binds
@@ -76,6 +89,7 @@ impl TempPostgres {
                     return Ok(TempPostgres {
                         url,
                         server: Some(server),
+                        created: None,
                     });
                 }
                 Err(why) => last = why,
@@ -84,21 +98,17 @@ impl TempPostgres {
         Err(StartError::Failed(last))
     }
 
+    /// [`start_private`](Self::start_private), with the skip rule of
+    /// [`start_or_skip`](Self::start_or_skip).
+    pub fn start_private_or_skip(test: &str) -> Option<Self> {
+        skip_or_panic(test, Self::start_private())
+    }
+
     /// [`start`](Self::start), or `None` after saying loudly on stderr why
     /// `test` is skipped, when this machine has no PostgreSQL binaries and
     /// `CI` is not `true`. Panics on any other failure, and under `CI=true`.
     pub fn start_or_skip(test: &str) -> Option<Self> {
-        match Self::start() {
-            Ok(pg) => Some(pg),
-            Err(StartError::NoBinaries(why)) if std::env::var("CI").as_deref() != Ok("true") => {
-                eprintln!(
-                    "SKIPPED {test}: {why}. Install PostgreSQL (apt-get install postgresql) or set \
-                     HOLDPOINT_TEST_PG_URL / DATABASE_URL to run it."
-                );
-                None
-            }
-            Err(err) => panic!("{test}: {err}"),
-        }
+        skip_or_panic(test, Self::start())
     }
 
     /// The connection URL, `postgres://…`.
@@ -156,6 +166,12 @@ impl TempPostgres {
 
 impl Drop for TempPostgres {
     fn drop(&mut self) {
+        if let Some((psql, admin, name)) = &self.created {
+            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            let _ = Command::new(psql)
+                .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", admin, "-c", &drop])
+                .output();
+        }
         if let Some(server) = &self.server {
             let data = server.data.display().to_string();
             let _ = run(server, "pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
@@ -169,6 +185,58 @@ impl fmt::Debug for TempPostgres {
             .field("url", &self.url)
             .field("private", &self.is_private())
             .finish()
+    }
+}
+
+fn skip_or_panic(test: &str, started: Result<TempPostgres, StartError>) -> Option<TempPostgres> {
+    match started {
+        Ok(pg) => Some(pg),
+        Err(StartError::NoBinaries(why)) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!(
+                "SKIPPED {test}: {why}. Install PostgreSQL (apt-get install postgresql), or run \
+                 `eval \"$(scripts/postgres.sh start)\"` to set DATABASE_URL, to run it."
+            );
+            None
+        }
+        Err(err) => panic!("{test}: {err}"),
+    }
+}
+
+/// A fresh database on the server `url` names. When it cannot be made (no
+/// psql, no CREATEDB right), `url` itself is used and the reason printed.
+fn fresh_database(url: &str) -> TempPostgres {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let shared = |why: String| {
+        eprintln!("TempPostgres: using {url} as it is (tests share it): {why}");
+        TempPostgres {
+            url: url.to_owned(),
+            server: None,
+            created: None,
+        }
+    };
+    let Some((prefix, rest)) = url.rsplit_once('/') else {
+        return shared("the URL names no database".into());
+    };
+    let query = rest.split_once('?').map(|(_, q)| format!("?{q}")).unwrap_or_default();
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("holdpoint_test_{}_{n}", std::process::id());
+    let psql = find_bin_dir()
+        .map(|b| b.join("psql"))
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("psql"));
+    let create = format!("CREATE DATABASE {name}");
+    match Command::new(&psql)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", &create])
+        .output()
+    {
+        Ok(out) if out.status.success() => TempPostgres {
+            url: format!("{prefix}/{name}{query}"),
+            server: None,
+            created: Some((psql, url.to_owned(), name)),
+        },
+        Ok(out) => shared(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        Err(e) => shared(format!("{}: {e}", psql.display())),
     }
 }
 

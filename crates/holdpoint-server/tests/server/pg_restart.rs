@@ -16,13 +16,9 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_under_load() {
-    let Some(pg) = TempPostgres::start_or_skip("postgres_restarted_under_load") else {
+    let Some(pg) = TempPostgres::start_private_or_skip("postgres_restarted_under_load") else {
         return;
     };
-    if !pg.is_private() {
-        eprintln!("SKIPPED postgres_restarted_under_load: a configured database is not ours to restart");
-        return;
-    }
     let store = crate::replicas::open_store(pg.url()).await;
     let runs = Arc::new(AtomicUsize::new(0));
     let s = Arc::new(TestServer::start(Server::builder().agent(ops(store.clone(), runs)).build().unwrap()).await);

@@ -310,13 +310,13 @@ pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn Sessi
         in_doubt_only: true,
         ..Default::default()
     };
-    assert_eq!(list(&*store, in_doubt.clone()).await, [doubt.clone()]);
+    assert_eq!(list(&*store, in_doubt.clone()).await, std::slice::from_ref(&doubt));
     let waiting_now = SnapshotQuery {
         agent: Some(agent.clone()),
         waiting_only: true,
         ..Default::default()
     };
-    assert_eq!(list(&*store, waiting_now).await, [wait.clone()]);
+    assert_eq!(list(&*store, waiting_now).await, std::slice::from_ref(&wait));
 
     // Refused takeovers: a claim still held, an unclaimed row, a missing row.
     for (id, status) in [
