@@ -14,7 +14,9 @@ pub use resume::{Resume, validate as validate_resume};
 
 use crate::error::{Error, Result};
 use crate::message::{Message, Part, Role, metadata};
-use crate::middleware::{Chain, Middleware, RestartPlan};
+use crate::middleware::{
+    Chain, IterationFn, IterationInfo, IterationOutcome, IterationReport, Middleware, RestartPlan,
+};
 use crate::model::{ChunkSink, FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
 use crate::tool::{Tool, ToolOutcome};
 use dispatch::{Dispatcher, PlannedCall};
@@ -276,94 +278,156 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
 
     let mut rounds: u32 = 0;
     loop {
-        let request = lp.request(&history);
-        let index = lp.index;
-        let outer = lp.dispatcher.sink.clone();
-        let sink = if outer.is_listening() {
-            ChunkSink::new(move |mut chunk: GenerateChunk| {
-                chunk.index = Some(index);
-                if chunk.role.is_none() {
-                    chunk.role = Some(Role::Model);
-                }
-                outer.send(chunk);
-            })
+        let step = if lp.dispatcher.chain.is_empty() {
+            iteration(&mut lp, &mut history, &mut rounds, options.max_turns).await?
         } else {
-            ChunkSink::none()
-        };
-        let started = std::time::Instant::now();
-        let mut response = lp
-            .dispatcher
-            .chain
-            .call_model(lp.model.as_ref(), request.clone(), &sink)
-            .instrument(tracing::debug_span!("model_call", index))
-            .await?;
-        lp.usage.add(&response.usage);
-        lp.last_request = Some(request);
-        let Some(mut message) = response.message.take() else {
-            return Err(Error::with_status(
-                crate::Status::Internal,
-                format!("model \"{}\" returned no message", lp.model.name()),
-            ));
-        };
-        message.role = Role::Model;
-        assign_refs(&mut message);
-        history.push(message.clone());
-        lp.index += 1;
-
-        let calls: Vec<PlannedCall> = message
-            .tool_requests()
-            .filter_map(Part::as_tool_request)
-            .map(|r| PlannedCall {
-                name: r.name.clone(),
-                reference: r.reference.clone(),
-                input: r.input.clone().unwrap_or(Value::Object(Map::new())),
-                plan: RestartPlan::default(),
-            })
-            .collect();
-        if calls.is_empty() {
-            response.message = Some(message);
-            response.usage = lp.usage.clone();
-            response.request = lp.last_request.take();
-            response
-                .latency_ms
-                .get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
-            return Ok(Generation {
-                response,
-                messages: history,
+            let chain = lp.dispatcher.chain.clone();
+            let info = IterationInfo {
+                round: rounds,
+                context: Arc::clone(&lp.dispatcher.context),
+            };
+            let mut step = None;
+            let slot = &mut step;
+            let (lp, history, rounds) = (&mut lp, &mut history, &mut rounds);
+            let max_turns = options.max_turns;
+            let run: IterationFn<'_> = Box::new(move || {
+                Box::pin(async move {
+                    let done = iteration(lp, history, rounds, max_turns).await?;
+                    let report = done.report();
+                    *slot = Some(done);
+                    Ok(report)
+                })
             });
+            chain.call_iteration(info, run).await?;
+            step.ok_or_else(|| {
+                Error::FailedPrecondition(
+                    "a middleware's iteration hook returned without running the iteration (call next.run())".into(),
+                )
+            })?
+        };
+        if let Step::Done(generation) = step {
+            return Ok(*generation);
         }
-        if rounds >= options.max_turns {
-            return Err(Error::MaxTurnsExceeded(options.max_turns));
-        }
-        rounds += 1;
+    }
+}
 
-        let results = lp.dispatcher.run_all(calls, lp.index, &history).await?;
-        let paused = results.iter().any(|r| matches!(r.outcome, ToolOutcome::Interrupt(_)));
-        if paused {
-            if let Some(last) = history.last_mut() {
-                let requests = last.content.iter_mut().filter(|p| p.as_tool_request().is_some());
-                for (part, result) in requests.zip(&results) {
-                    match &result.outcome {
-                        ToolOutcome::Interrupt(data) => dispatch::mark_interrupt(part, data, result.held_by.as_ref()),
-                        other => {
-                            if let Some(v) = dispatch::pending_value(other) {
-                                part.set_meta(metadata::PENDING_OUTPUT, v);
-                            }
+/// How one iteration of the loop ended.
+enum Step {
+    /// Tools answered; the loop calls the model again.
+    Continue(Message),
+    /// The generation is over (the model answered, or a call paused).
+    Done(Box<Generation>),
+}
+
+impl Step {
+    fn report(&self) -> IterationReport {
+        match self {
+            Step::Continue(message) => IterationReport {
+                message: Some(message.clone()),
+                outcome: IterationOutcome::Continue,
+            },
+            Step::Done(g) => IterationReport {
+                message: g.response.message.clone(),
+                outcome: if g.is_interrupted() {
+                    IterationOutcome::Interrupted
+                } else {
+                    IterationOutcome::Finished
+                },
+            },
+        }
+    }
+}
+
+/// One iteration: a model call, then the tool calls it asks for.
+async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, max_turns: u32) -> Result<Step> {
+    let request = lp.request(history);
+    let index = lp.index;
+    let outer = lp.dispatcher.sink.clone();
+    let sink = if outer.is_listening() {
+        ChunkSink::new(move |mut chunk: GenerateChunk| {
+            chunk.index = Some(index);
+            if chunk.role.is_none() {
+                chunk.role = Some(Role::Model);
+            }
+            outer.send(chunk);
+        })
+    } else {
+        ChunkSink::none()
+    };
+    let started = std::time::Instant::now();
+    let mut response = lp
+        .dispatcher
+        .chain
+        .call_model(lp.model.as_ref(), request.clone(), &sink)
+        .instrument(tracing::debug_span!("model_call", index))
+        .await?;
+    lp.usage.add(&response.usage);
+    lp.last_request = Some(request);
+    let Some(mut message) = response.message.take() else {
+        return Err(Error::with_status(
+            crate::Status::Internal,
+            format!("model \"{}\" returned no message", lp.model.name()),
+        ));
+    };
+    message.role = Role::Model;
+    assign_refs(&mut message);
+    history.push(message.clone());
+    lp.index += 1;
+
+    let calls: Vec<PlannedCall> = message
+        .tool_requests()
+        .filter_map(Part::as_tool_request)
+        .map(|r| PlannedCall {
+            name: r.name.clone(),
+            reference: r.reference.clone(),
+            input: r.input.clone().unwrap_or(Value::Object(Map::new())),
+            plan: RestartPlan::default(),
+        })
+        .collect();
+    if calls.is_empty() {
+        response.message = Some(message);
+        response.usage = lp.usage.clone();
+        response.request = lp.last_request.take();
+        response
+            .latency_ms
+            .get_or_insert(started.elapsed().as_secs_f64() * 1000.0);
+        return Ok(Step::Done(Box::new(Generation {
+            response,
+            messages: std::mem::take(history),
+        })));
+    }
+    if *rounds >= max_turns {
+        return Err(Error::MaxTurnsExceeded(max_turns));
+    }
+    *rounds += 1;
+
+    let results = lp.dispatcher.run_all(calls, lp.index, history).await?;
+    let paused = results.iter().any(|r| matches!(r.outcome, ToolOutcome::Interrupt(_)));
+    if paused {
+        if let Some(last) = history.last_mut() {
+            let requests = last.content.iter_mut().filter(|p| p.as_tool_request().is_some());
+            for (part, result) in requests.zip(&results) {
+                match &result.outcome {
+                    ToolOutcome::Interrupt(data) => dispatch::mark_interrupt(part, data, result.held_by.as_ref()),
+                    other => {
+                        if let Some(v) = dispatch::pending_value(other) {
+                            part.set_meta(metadata::PENDING_OUTPUT, v);
                         }
                     }
                 }
             }
-            return Ok(lp.interrupted(history));
         }
-        let responses: Vec<Part> = message
-            .tool_requests()
-            .filter_map(Part::as_tool_request)
-            .zip(&results)
-            .filter_map(|(r, res)| dispatch::response_part(&r.name, r.reference.as_deref(), &res.outcome))
-            .collect();
-        lp.emit_tool_chunk(responses.clone());
-        history.push(Message::new(Role::Tool, responses));
-        lp.index += 1;
-        lp.seam(&history);
+        return Ok(Step::Done(Box::new(lp.interrupted(std::mem::take(history)))));
     }
+    let responses: Vec<Part> = message
+        .tool_requests()
+        .filter_map(Part::as_tool_request)
+        .zip(&results)
+        .filter_map(|(r, res)| dispatch::response_part(&r.name, r.reference.as_deref(), &res.outcome))
+        .collect();
+    lp.emit_tool_chunk(responses.clone());
+    history.push(Message::new(Role::Tool, responses));
+    lp.index += 1;
+    lp.seam(history);
+    Ok(Step::Continue(message))
 }

@@ -4,7 +4,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use super::{Middleware, ToolHookCall};
+use futures::future::BoxFuture;
+
+use super::{IterationInfo, IterationReport, Middleware, ToolHookCall};
 use crate::error::{Error, Result};
 use crate::model::{ChunkSink, GenerateRequest, GenerateResponse, Model};
 use crate::tool::{Tool, ToolCall, ToolContext, ToolOutcome};
@@ -58,6 +60,22 @@ impl Chain {
         Chain { stages }
     }
 
+    /// Whether there are no stages.
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// Runs one loop iteration (`run`) inside every stage's iteration hook.
+    pub async fn call_iteration<'a>(&'a self, info: IterationInfo, run: IterationFn<'a>) -> Result<IterationReport> {
+        IterationNext {
+            rest: &self.stages,
+            info: info.clone(),
+            run,
+        }
+        .run()
+        .await
+    }
+
     /// The stage index of a hold label, for routing a restart.
     pub fn stage_of(&self, label: &str) -> Result<usize> {
         self.stages.iter().position(|(l, _)| l == label).ok_or_else(|| {
@@ -102,6 +120,33 @@ impl Chain {
         .await?;
         let held = holder.into_inner().unwrap_or_else(|e| e.into_inner());
         Ok((outcome, held))
+    }
+}
+
+/// The loop iteration itself, as the innermost step of the chain.
+pub(crate) type IterationFn<'a> = Box<dyn FnOnce() -> BoxFuture<'a, Result<IterationReport>> + Send + 'a>;
+
+/// The rest of the chain of a generate iteration.
+pub struct IterationNext<'a> {
+    rest: &'a [Stage],
+    info: IterationInfo,
+    run: IterationFn<'a>,
+}
+
+impl IterationNext<'_> {
+    /// Runs the next stage, or the iteration itself.
+    pub async fn run(self) -> Result<IterationReport> {
+        match self.rest.split_first() {
+            None => (self.run)().await,
+            Some(((_, mw), rest)) => {
+                let next = IterationNext {
+                    rest,
+                    info: self.info.clone(),
+                    run: self.run,
+                };
+                mw.iteration(self.info, next).await
+            }
+        }
     }
 }
 

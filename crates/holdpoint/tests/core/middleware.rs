@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use holdpoint::message::metadata;
-use holdpoint::middleware::{Middleware, ModelNext, ToolHookCall, ToolNext};
+use holdpoint::middleware::{
+    IterationInfo, IterationNext, IterationOutcome, IterationReport, Middleware, ModelNext, ToolHookCall, ToolNext,
+};
 use holdpoint::tool::{Tool, ToolContext, ToolOutcome};
 use holdpoint::{
     GenerateOptions, GenerateRequest, GenerateResponse, Generation, Message, Part, Result, Resume, ScriptedTurn,
@@ -755,4 +757,163 @@ async fn stages_see_the_original_input_of_a_revised_restart() {
         ]
     );
     assert_eq!(seen(&log)[1].input.amount, 1.0);
+}
+
+/// Records each iteration it wraps: `tag:enter:round`, then
+/// `tag:exit:outcome:tools` with the tool names the model asked for. With
+/// `budget`, the iteration of that round is refused.
+struct Rounds {
+    tag: &'static str,
+    log: Arc<Mutex<Vec<String>>>,
+    budget: Option<u32>,
+}
+
+#[async_trait]
+impl Middleware for Rounds {
+    fn name(&self) -> &str {
+        "rounds"
+    }
+
+    async fn iteration(&self, info: IterationInfo, next: IterationNext<'_>) -> Result<IterationReport> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}:enter:{}", self.tag, info.round));
+        if self.budget == Some(info.round) {
+            return Err(holdpoint::Error::with_status(
+                Status::ResourceExhausted,
+                format!("round {} is over the budget", info.round),
+            ));
+        }
+        let report = next.run().await?;
+        let tools: Vec<String> = report
+            .message
+            .iter()
+            .flat_map(|m| m.tool_requests())
+            .filter_map(|p| p.as_tool_request().map(|r| r.name.clone()))
+            .collect();
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}:exit:{:?}:{}", self.tag, report.outcome, tools.join(",")));
+        Ok(report)
+    }
+}
+
+fn rounds(tag: &'static str, log: &Arc<Mutex<Vec<String>>>, budget: Option<u32>) -> Arc<dyn Middleware> {
+    Arc::new(Rounds {
+        tag,
+        log: Arc::clone(log),
+        budget,
+    })
+}
+
+#[tokio::test]
+async fn iteration_hooks_wrap_each_round_outermost_first_and_see_how_it_ended() {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    let m = model([
+        calls(&[("balance", json!({"account": "a"}))]),
+        calls(&[("balance", json!({"account": "b"}))]),
+        ScriptedTurn::text("done"),
+    ]);
+    let g = run_with(
+        &m,
+        vec![balance_tool(count.clone()).into_tool()],
+        vec![rounds("outer", &log, None), rounds("inner", &log, None)],
+        vec![Message::user_text("go")],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(g.response.text(), "done");
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "outer:enter:0",
+            "inner:enter:0",
+            "inner:exit:Continue:balance",
+            "outer:exit:Continue:balance",
+            "outer:enter:1",
+            "inner:enter:1",
+            "inner:exit:Continue:balance",
+            "outer:exit:Continue:balance",
+            "outer:enter:2",
+            "inner:enter:2",
+            "inner:exit:Finished:",
+            "outer:exit:Finished:",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_iteration_hook_sees_a_pause_and_can_stop_the_generation() {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let resumes: Resumes = Arc::default();
+    let v: Visits = Arc::default();
+    let m = model([echo_call()]);
+    let g = run_with(
+        &m,
+        vec![echo(&resumes).into_tool()],
+        vec![rounds("r", &log, None), gate("approval", "approval", true, &v)],
+        vec![Message::user_text("go")],
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(g.is_interrupted());
+    assert_eq!(*log.lock().unwrap(), ["r:enter:0", "r:exit:Interrupted:echo"]);
+
+    // A budget of one round: the second model call never happens and the
+    // tool of the first round ran once.
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let count = Arc::new(AtomicUsize::new(0));
+    let m = model([
+        calls(&[("balance", json!({"account": "a"}))]),
+        ScriptedTurn::text("never"),
+    ]);
+    let err = run_with(
+        &m,
+        vec![balance_tool(count.clone()).into_tool()],
+        vec![rounds("r", &log, Some(1))],
+        vec![Message::user_text("go")],
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.status(), Status::ResourceExhausted, "{err}");
+    assert!(err.to_string().contains("over the budget"), "{err}");
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    assert_eq!(m.requests().len(), 1, "the refused round made no model call");
+}
+
+#[tokio::test]
+async fn an_iteration_hook_that_skips_next_is_a_clear_error() {
+    struct Skipper;
+    #[async_trait]
+    impl Middleware for Skipper {
+        fn name(&self) -> &str {
+            "skipper"
+        }
+        async fn iteration(&self, _info: IterationInfo, _next: IterationNext<'_>) -> Result<IterationReport> {
+            Ok(IterationReport {
+                message: None,
+                outcome: IterationOutcome::Finished,
+            })
+        }
+    }
+    let m = model([ScriptedTurn::text("unused")]);
+    let err = run_with(
+        &m,
+        Vec::new(),
+        vec![Arc::new(Skipper)],
+        vec![Message::user_text("go")],
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+    assert!(err.to_string().contains("next.run()"), "{err}");
+    assert!(m.requests().is_empty());
 }
