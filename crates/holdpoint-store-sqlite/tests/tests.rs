@@ -4,4 +4,5 @@
 mod group;
 mod reopen;
 mod replicas;
+mod state_machine;
 mod suite;
