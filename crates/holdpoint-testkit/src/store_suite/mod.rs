@@ -9,6 +9,7 @@
 //! A failing case panics with its name in the message.
 
 mod abort;
+mod approvals;
 mod basic;
 mod concurrency;
 mod listing;
@@ -26,6 +27,7 @@ use holdpoint::session::{SessionState, SessionStore, Snapshot, SnapshotUpdate, m
 use holdpoint::{Error, Result};
 
 pub use abort::{abort_missing_is_none, abort_pending_requests_abort, abort_terminal_is_unchanged};
+pub use approvals::approval_decisions_are_audited_and_pending_is_listed;
 pub use basic::{
     caller_timestamps_are_kept, default_status_is_completed, fixed_id_is_kept, get_missing_is_none,
     id_is_minted_when_absent, missing_session_id_is_rejected, reads_are_copies, session_id_never_changes,
@@ -112,6 +114,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("lapsed_claims_are_in_doubt_and_taken_over_once", |s| {
         lapsed_claims_are_in_doubt_and_taken_over_once(s).boxed()
+    }),
+    ("approval_decisions_are_audited_and_pending_is_listed", |s| {
+        approval_decisions_are_audited_and_pending_is_listed(s).boxed()
     }),
 ];
 
