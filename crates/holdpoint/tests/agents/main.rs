@@ -6,6 +6,7 @@ mod approval;
 mod connection;
 mod detach;
 mod resume;
+mod spans;
 mod state;
 
 use std::sync::Arc;
