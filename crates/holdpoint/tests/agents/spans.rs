@@ -1,5 +1,5 @@
-//! Tracing spans: store operations of a resume (a small in-test layer
-//! records spans and events).
+//! Tracing spans: store operations of a resume, and the spans of an
+//! approved call (a small in-test layer records spans and events).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -7,7 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use holdpoint::agent::{AgentInit, AgentInput};
-use holdpoint::{FinishReason, Part, Resume, ScriptedTurn, Status};
+use holdpoint::middleware::{TOOL_APPROVAL, ToolApproval};
+use holdpoint::tool::{DynamicTool, ToolContext};
+use holdpoint::{FinishReason, Part, Resume, ScriptedModel, ScriptedTurn, Status};
+use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
@@ -223,4 +226,87 @@ async fn a_resume_records_store_spans_for_the_claim_and_the_save() {
     assert_eq!(errors.len(), 1, "{:#?}", capture.events());
     assert!(errors[0].fields["error"].contains("already resumed"), "{:?}", errors[0]);
     assert_eq!(b.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_approved_call_is_recorded_as_one_tool_call_that_ran() {
+    let capture = Capture::default();
+    let _guard = capture.install();
+    let model = ScriptedModel::new("m");
+    let tool = DynamicTool::new(
+        "closeAccount",
+        "closes an account",
+        json!({"type": "object"}),
+        |_ctx: ToolContext, _input| async move {
+            tracing::info!("closeAccount body ran");
+            Ok(json!({"closed": true}))
+        },
+    )
+    .into_tool();
+    let agent = holdpoint::agent::Agent::builder("gated")
+        .model(std::sync::Arc::new(model.clone()))
+        .tools([tool])
+        .middleware(ToolApproval::allow(["getBalance"]).into_middleware())
+        .store(std::sync::Arc::new(holdpoint::session::InMemoryStore::new()))
+        .build()
+        .unwrap();
+    model.push(ScriptedTurn::tool_call("closeAccount", json!({"id": 7})));
+    model.push(ScriptedTurn::text("closed"));
+
+    let held = agent.run_text("close it").await.unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted);
+    let hold = ToolApproval::interrupted(&held.interrupts()[0]).expect("our hold");
+    let done = agent
+        .run(
+            resume(vec![hold.approve(Some("ok")).unwrap()]),
+            AgentInit::session(held.session_id.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+
+    let calls = capture.find("tool_call", &[("tool", "closeAccount")]);
+    let spans = capture.spans();
+    let ran: Vec<usize> = calls
+        .iter()
+        .copied()
+        .filter(|i| spans[*i].fields.get("outcome").map(String::as_str) == Some("ok"))
+        .collect();
+    assert_eq!(ran.len(), 1, "the approved call is recorded once: {spans:#?}");
+    let bodies: Vec<EventRec> = capture
+        .events()
+        .into_iter()
+        .filter(|e| e.fields.get("message").map(String::as_str) == Some("closeAccount body ran"))
+        .collect();
+    assert_eq!(bodies.len(), 1, "the tool body ran once");
+    let body_span = bodies[0].span.unwrap();
+    assert!(
+        capture.within(body_span, ran[0]),
+        "the body ran inside the recorded call"
+    );
+    for other in calls.iter().filter(|i| **i != ran[0]) {
+        assert!(!capture.within(body_span, *other));
+    }
+
+    // The hold: a tool call that did not run, marked interrupted by the
+    // approval stage, and an "interrupt held" event naming the tool.
+    let holds = capture.find(
+        "tool_call",
+        &[
+            ("tool", "closeAccount"),
+            ("outcome", "interrupted"),
+            ("held_by", TOOL_APPROVAL),
+        ],
+    );
+    assert_eq!(holds.len(), 1, "{spans:#?}");
+    assert_eq!(calls.len(), 2, "one held call, one approved run: {spans:#?}");
+    let held_events = capture
+        .events()
+        .into_iter()
+        .filter(|e| {
+            e.fields.get("message").map(String::as_str) == Some("interrupt held")
+                && e.fields.get("tool").map(String::as_str) == Some("closeAccount")
+        })
+        .count();
+    assert_eq!(held_events, 1);
 }
