@@ -15,6 +15,12 @@
 //! another agent, or signed with a key the server does not know is refused with `PERMISSION_DENIED` (HTTP 403)
 //! before the agent sees it. Keys rotate through the [`KeyRing`]: the
 //! newest signs, every key in the ring verifies.
+//!
+//! Signed state is a bearer value, so a resume from it is claimed once: the
+//! server records a marker keyed by the MAC in its claims store
+//! ([`ServerBuilder::state_claims`](crate::ServerBuilder::state_claims))
+//! before any tool runs, and answers a replay of the same state with
+//! `ABORTED` (409, "already resumed").
 
 mod keys;
 
@@ -162,6 +168,15 @@ impl StateCodec for SigningCodec {
 
     fn decode(&self, value: Value) -> Result<SessionState> {
         JsonStateCodec.decode(self.verify(value)?)
+    }
+
+    /// The MAC of the signature, in hex: it names the signed content (in
+    /// its canonical form) for this agent, so a replay of the same state
+    /// has the same key. Only used once `decode` has verified the MAC.
+    fn claim_key(&self, value: &Value) -> Option<String> {
+        let mac = value.get(SIGNATURE)?.get("mac")?.as_str()?;
+        let bytes = URL_SAFE_NO_PAD.decode(mac).ok()?;
+        Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
     }
 }
 

@@ -15,6 +15,9 @@ pub(crate) struct Session {
     pub owner: Option<String>,
     /// When the loaded snapshot was written (how long a pause waited).
     pub saved_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The claim key of the client-held state it was loaded from (see
+    /// [`StateCodec::claim_key`](crate::session::StateCodec::claim_key)).
+    pub state_claim: Option<String>,
 }
 
 fn fresh_session_id() -> String {
@@ -49,6 +52,7 @@ fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
         snapshot_id: Some(snapshot.snapshot_id),
         owner: snapshot.owner.or_else(|| principal.map(str::to_owned)),
         saved_at: Some(snapshot.created_at),
+        state_claim: None,
     }
 }
 
@@ -68,9 +72,12 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 def.name
             )));
         }
+        let mut state_claim = None;
         let state = match init.state {
             Some(value) => {
+                let key = def.codec.claim_key(&value);
                 let mut state = def.codec.decode(value)?;
+                state_claim = key;
                 if state.session_id.is_empty() {
                     state.session_id = fresh_session_id();
                 }
@@ -84,6 +91,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             snapshot_id: None,
             owner,
             saved_at: None,
+            state_claim,
         });
     };
 
@@ -127,6 +135,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 snapshot_id: None,
                 owner,
                 saved_at: None,
+                state_claim: None,
             }),
         };
     }
@@ -135,5 +144,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         snapshot_id: None,
         owner,
         saved_at: None,
+        state_claim: None,
     })
 }

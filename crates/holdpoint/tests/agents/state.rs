@@ -261,3 +261,90 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
         .unwrap();
     assert_eq!(row.owner.as_deref(), Some("alice"));
 }
+
+/// Plain JSON state whose claim key is a hash of the state, standing in
+/// for the server's signing codec.
+struct Claimable;
+
+impl StateCodec for Claimable {
+    fn encode(&self, state: &SessionState) -> holdpoint::Result<Value> {
+        holdpoint::session::JsonStateCodec.encode(state)
+    }
+    fn decode(&self, value: Value) -> holdpoint::Result<SessionState> {
+        holdpoint::session::JsonStateCodec.decode(value)
+    }
+    fn claim_key(&self, value: &Value) -> Option<String> {
+        Some(holdpoint::session::hash_json(value))
+    }
+}
+
+#[tokio::test]
+async fn client_held_state_answers_its_interrupts_once_with_state_claims() {
+    use holdpoint::session::SessionStore;
+    use holdpoint::{Resume, ScriptedModel, ScriptedTurn};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tool = crate::transfer_tool(Arc::clone(&runs));
+    let model = ScriptedModel::new("m");
+    let claims = Arc::new(InMemoryStore::new());
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model.clone()))
+        .tool(tool.clone())
+        .state_codec(Arc::new(Claimable))
+        .build()
+        .unwrap()
+        .with_state_claims(Arc::clone(&claims) as Arc<dyn SessionStore>);
+    let call = || ScriptedTurn::tool_call("transferMoney", json!({"amount": 500, "toAccount": "savings"}));
+    model.push(call());
+    let paused = agent.run_text("Transfer $500").await.unwrap();
+    assert_eq!(paused.finish_reason, FinishReason::Interrupted);
+    let state = paused.state.clone().unwrap();
+    let approve = || AgentInput::resume(Resume::from_parts([crate::approve(&tool, &paused)]));
+
+    // A resume that fails validation claims nothing.
+    let mut wrong = crate::approve(&tool, &paused);
+    wrong.as_tool_request_mut().unwrap().reference = Some("no-such-ref".into());
+    let invalid = agent
+        .run(
+            AgentInput::resume(Resume::from_parts([wrong])),
+            AgentInit::state(state.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(invalid.error.unwrap().status, Status::InvalidArgument);
+    assert!(claims.is_empty());
+
+    model.push(ScriptedTurn::text("Done"));
+    let done = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(claims.len(), 1);
+    let marker_id = format!("state-claim:{}", holdpoint::session::hash_json(&state));
+    let marker = claims
+        .get_snapshot(&marker_id)
+        .await
+        .unwrap()
+        .expect("the claim marker");
+    assert_eq!(marker.session_id, paused.session_id);
+    assert_eq!(marker.agent.as_deref(), Some("bank"));
+    assert!(marker.state.is_none(), "the marker holds no conversation");
+
+    // The same state with the same approval again: refused, nothing runs or is written.
+    model.push(ScriptedTurn::text("Done again"));
+    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(replay.finish_reason, FinishReason::Failed);
+    let err = replay.error.unwrap();
+    assert_eq!(err.status, Status::Aborted);
+    assert!(err.message.contains("already resumed"), "{}", err.message);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved transfer ran once");
+    assert_eq!(claims.len(), 1);
+
+    // A new message from the same state is not a resume: nothing to claim.
+    let chat = agent
+        .run(AgentInput::text("hello?"), AgentInit::state(state))
+        .await
+        .unwrap();
+    assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
+    assert_eq!(claims.len(), 1);
+}
