@@ -278,23 +278,40 @@ impl StateCodec for Claimable {
     }
 }
 
+async fn rows(store: &dyn holdpoint::session::SessionStore) -> usize {
+    let query = holdpoint::session::SnapshotQuery {
+        limit: Some(1000),
+        ..Default::default()
+    };
+    store.list_snapshots(&query).await.unwrap().len()
+}
+
 #[tokio::test]
 async fn client_held_state_answers_its_interrupts_once_with_state_claims() {
-    use holdpoint::session::SessionStore;
+    state_claims_in(Arc::new(InMemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn state_claims_work_in_a_sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("claims.db").display());
+    state_claims_in(holdpoint_stores::open_store(&url).await.unwrap()).await;
+}
+
+async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
     use holdpoint::{Resume, ScriptedModel, ScriptedTurn};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     let runs = Arc::new(AtomicUsize::new(0));
     let tool = crate::transfer_tool(Arc::clone(&runs));
     let model = ScriptedModel::new("m");
-    let claims = Arc::new(InMemoryStore::new());
     let agent = Agent::builder("bank")
         .model(Arc::new(model.clone()))
         .tool(tool.clone())
         .state_codec(Arc::new(Claimable))
         .build()
         .unwrap()
-        .with_state_claims(Arc::clone(&claims) as Arc<dyn SessionStore>);
+        .with_state_claims(Arc::clone(&claims));
     let call = || ScriptedTurn::tool_call("transferMoney", json!({"amount": 500, "toAccount": "savings"}));
     model.push(call());
     let paused = agent.run_text("Transfer $500").await.unwrap();
@@ -313,13 +330,13 @@ async fn client_held_state_answers_its_interrupts_once_with_state_claims() {
         .await
         .unwrap();
     assert_eq!(invalid.error.unwrap().status, Status::InvalidArgument);
-    assert!(claims.is_empty());
+    assert_eq!(rows(claims.as_ref()).await, 0);
 
     model.push(ScriptedTurn::text("Done"));
     let done = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(claims.len(), 1);
+    assert_eq!(rows(claims.as_ref()).await, 1);
     let marker_id = format!("state-claim:{}", holdpoint::session::hash_json(&state));
     let marker = claims
         .get_snapshot(&marker_id)
@@ -338,7 +355,7 @@ async fn client_held_state_answers_its_interrupts_once_with_state_claims() {
     assert_eq!(err.status, Status::Aborted);
     assert!(err.message.contains("already resumed"), "{}", err.message);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved transfer ran once");
-    assert_eq!(claims.len(), 1);
+    assert_eq!(rows(claims.as_ref()).await, 1);
 
     // A new message from the same state is not a resume: nothing to claim.
     let chat = agent
@@ -346,5 +363,5 @@ async fn client_held_state_answers_its_interrupts_once_with_state_claims() {
         .await
         .unwrap();
     assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
-    assert_eq!(claims.len(), 1);
+    assert_eq!(rows(claims.as_ref()).await, 1);
 }
