@@ -236,6 +236,28 @@ mod tests {
         );
     }
 
+    /// A signature made before number canonicalisation changed, pinned:
+    /// state signed by earlier releases still verifies.
+    #[test]
+    fn signatures_of_ordinary_values_are_stable() {
+        let c = SigningCodec::scoped(
+            Arc::new(KeyRing::new(vec![SigningKey::new("pin", vec![7; 32]).unwrap()]).unwrap()),
+            "bank",
+        );
+        let state = json!({
+            "sessionId": "s1",
+            "messages": [{"role": "user", "content": [{"text": "Transfer $500.50 to savings"}]}],
+            "artifacts": [],
+            "custom": {"balance": 500.0, "n": 1, "neg": -3, "rate": 0.25, "big": 1.5e300, "tiny": 1e-7, "ok": true, "none": null},
+        });
+        let signed = c.sign(state.clone()).unwrap();
+        assert_eq!(
+            signed["signature"]["mac"],
+            json!("ZGtkqm_JUwmn8feIUI9ilFAHi3nzwJcBKmBbmnBzr5Y")
+        );
+        assert_eq!(c.verify(signed).unwrap(), state);
+    }
+
     #[test]
     fn state_of_one_scope_does_not_load_into_another() {
         let ring = Arc::new(KeyRing::new(vec![SigningKey::new("a", vec![1; 32]).unwrap()]).unwrap());

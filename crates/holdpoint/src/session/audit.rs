@@ -200,4 +200,19 @@ mod tests {
         assert_eq!(hash_json(&json!({"amount": 500})), hash_json(&json!({"amount": 500.0})));
         assert_ne!(hash_json(&json!({"amount": 500})), hash_json(&json!({"amount": 500.5})));
     }
+
+    /// The canonical form of ordinary values, pinned: audit hashes and
+    /// signatures made by earlier releases stay valid.
+    #[test]
+    fn canonical_form_of_ordinary_values_is_stable() {
+        let v = json!({"b": [1, -2, 500.0, 0.25, -0.0, 1.5e300, 1e-7, 123456789012.0], "a": {"t": true, "n": null, "s": "x\"y\u{e9}"}});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":{"n":null,"s":"x\"yé","t":true},"b":[1,-2,500,0.25,0,1.5e+300,1e-7,123456789012]}"#
+        );
+        assert_eq!(
+            hash_json(&v),
+            "c51eacd0d5facc95e60a4652ea015373db8e8c5a6b2fd7ddfb0f52b5ae32eae1"
+        );
+    }
 }
