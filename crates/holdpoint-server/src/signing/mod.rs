@@ -45,24 +45,12 @@ const CONTEXT: &[u8] = b"holdpoint-state-v1\n";
 type HmacSha256 = Hmac<Sha256>;
 
 /// The text the MAC covers: the canonical JSON form (sorted keys, no
-/// whitespace) of the state with integral numbers written as integers, so
-/// a client that parses and re-serialises the state (JavaScript turns
-/// `500.0` into `500`) does not break the signature.
+/// whitespace, one spelling per number: integral floats in the integer
+/// range as integers), so a client that parses and re-serialises the state
+/// (JavaScript turns `500.0` into `500` and `1e16` into `10000000000000000`)
+/// does not break the signature.
 fn signed_form(state: &Value) -> String {
-    fn normalize(v: &Value) -> Value {
-        match v {
-            Value::Number(n) => match n.as_f64() {
-                Some(f) if n.is_f64() && f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
-                    Value::from(f as i64)
-                }
-                _ => v.clone(),
-            },
-            Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
-            other => other.clone(),
-        }
-    }
-    canonical_json(&normalize(state))
+    canonical_json(state)
 }
 
 /// A [`StateCodec`] that signs outbound state and verifies inbound state.
@@ -234,6 +222,25 @@ mod tests {
             other.decode(forged).unwrap_err().status(),
             holdpoint::Status::PermissionDenied
         );
+    }
+
+    #[test]
+    fn large_integral_floats_survive_a_javascript_round_trip() {
+        let c = codec(vec![SigningKey::new("a", vec![1; 32]).unwrap()]);
+        let mut s = state();
+        s.custom = json!({"limit": 1e16, "max": 1e19, "min": -1e16, "huge": 2e21, "rate": 0.1});
+        let signed = c.encode(&s).unwrap();
+        // JSON.stringify writes integral doubles below 1e21 as digits.
+        let text = serde_json::to_string(&signed)
+            .unwrap()
+            .replace("-1e+16", "-10000000000000000")
+            .replace("1e+16", "10000000000000000")
+            .replace("1e+19", "10000000000000000000");
+        assert!(text.contains(r#""limit":10000000000000000"#), "{text}");
+        assert!(text.contains(r#""max":10000000000000000000"#), "{text}");
+        let back = c.decode(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back.custom["limit"].as_f64(), Some(1e16));
+        assert_eq!(back.custom["huge"].as_f64(), Some(2e21));
     }
 
     /// A signature made before number canonicalisation changed, pinned:
