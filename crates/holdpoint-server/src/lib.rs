@@ -14,6 +14,7 @@
 //! | [`error`] | [`ApiError`] and [`http_status`](error::http_status), the one status → HTTP table |
 //! | [`Limits`] | body and message size limits (default 1 MiB) |
 //! | [`metrics`], [`Metrics`] | Prometheus metrics at `GET /metrics`; a counting middleware and a timed store for the agents |
+//! | `otel` (feature `otel`) | OpenTelemetry export of the tracing spans: the `holdpoint-otel` crate, re-exported |
 //!
 //! # Routes
 //!
@@ -96,3 +97,7 @@ pub use metrics::Metrics;
 pub use server::{BuildError, Server, ServerBuilder};
 pub use shutdown::{Turns, serve, serve_app, shutdown_signal};
 pub use state::AppState;
+
+/// OpenTelemetry export of Holdpoint's tracing spans (the `holdpoint-otel` crate).
+#[cfg(feature = "otel")]
+pub use holdpoint_otel as otel;

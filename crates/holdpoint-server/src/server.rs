@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use holdpoint::agent::Agent;
+use holdpoint::session::{InMemoryStore, SessionStore};
 
 use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtHs256};
 use crate::limits::Limits;
@@ -70,6 +71,7 @@ pub struct ServerBuilder {
     metrics: Option<Metrics>,
     metrics_token: Option<String>,
     request_timeout: Option<Duration>,
+    state_claims: Option<Arc<dyn SessionStore>>,
 }
 
 impl Default for ServerBuilder {
@@ -85,6 +87,7 @@ impl Default for ServerBuilder {
             metrics: None,
             metrics_token: None,
             request_timeout: Some(Duration::from_secs(30)),
+            state_claims: None,
         }
     }
 }
@@ -150,6 +153,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Where resumes from signed client-held state are claimed (SPEC §9.4):
+    /// a marker snapshot `state-claim:MAC` per resumed state, written before
+    /// any tool runs, so replaying the same state gets 409 "already
+    /// resumed". By default an in-memory store, which guards one process
+    /// until it restarts; give replicas one shared durable store (it may be
+    /// the store of the server-managed agents). Server-managed agents claim
+    /// their snapshots instead.
+    pub fn state_claims(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.state_claims = Some(store);
+        self
+    }
+
     /// How long a shutdown waits for running turns (default 30 s).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
@@ -194,6 +209,9 @@ impl ServerBuilder {
             }
         };
         let keys = Arc::new(keys);
+        let claims = self
+            .state_claims
+            .unwrap_or_else(|| Arc::new(InMemoryStore::new()) as Arc<dyn SessionStore>);
         let mut agents = BTreeMap::new();
         for agent in self.agents {
             let name = agent.name().to_owned();
@@ -201,7 +219,10 @@ impl ServerBuilder {
                 return Err(BuildError::BadAgentName(name));
             }
             let codec = SigningCodec::scoped(Arc::clone(&keys), name.clone());
-            let agent = agent.with_state_codec(Arc::new(codec));
+            let mut agent = agent.with_state_codec(Arc::new(codec));
+            if !agent.is_server_managed() {
+                agent = agent.with_state_claims(Arc::clone(&claims));
+            }
             if agents.insert(name.clone(), agent).is_some() {
                 return Err(BuildError::DuplicateAgent(name));
             }

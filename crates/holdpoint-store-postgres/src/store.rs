@@ -112,19 +112,23 @@ impl std::fmt::Debug for PostgresStore {
 
 #[async_trait]
 impl SessionStore for PostgresStore {
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "postgres", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
         read::snapshot(&self.inner.pool, snapshot_id).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "postgres", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
         read::latest(&self.inner.pool, session_id).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "postgres", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
         let id = match snapshot_id {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => mint_id(),
         };
+        tracing::Span::current().record("snapshot_id", id.as_str());
         let what = format!("save snapshot {id}");
         let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
         let saved = write::save_in(&mut tx, &id, update).await?;
@@ -135,6 +139,7 @@ impl SessionStore for PostgresStore {
         Ok(saved)
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "postgres", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         // LISTEN first, read second: a change committed after the read is
         // then sure to be heard.
@@ -152,10 +157,17 @@ impl SessionStore for PostgresStore {
         Ok(stream)
     }
 
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_snapshots", store = "postgres"),
+        err(Display)
+    )]
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
         read::list(&self.inner.pool, query).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "postgres", records = records.len()), err(Display))]
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -166,11 +178,18 @@ impl SessionStore for PostgresStore {
         tx.commit().await.map_err(err)
     }
 
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_audit", store = "postgres"),
+        err(Display)
+    )]
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
         read::audit(&self.inner.pool, query).await
     }
 
     /// The claim and its audit records in one transaction: both or neither.
+    #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "postgres", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let snapshot_id = claim.snapshot_id.clone();
         let what = format!("claim snapshot {snapshot_id}");

@@ -131,22 +131,27 @@ impl std::fmt::Debug for SqliteStore {
 
 #[async_trait]
 impl SessionStore for SqliteStore {
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
         read::snapshot(&self.inner.pool, snapshot_id).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "sqlite", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
         read::latest(&self.inner.pool, session_id).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
         let id = match snapshot_id {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => mint_id(),
         };
+        tracing::Span::current().record("snapshot_id", id.as_str());
         self.inner.writer.write(Op::Save { id, update }).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         let Some(current) = read::status(&self.inner.pool, snapshot_id).await? else {
             return Ok(futures::stream::empty().boxed());
@@ -157,10 +162,17 @@ impl SessionStore for SqliteStore {
             .subscribe(&self.inner.pool, snapshot_id, current, self.inner.options.poll_interval))
     }
 
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_snapshots", store = "sqlite"),
+        err(Display)
+    )]
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
         read::list(&self.inner.pool, query).await
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "sqlite", records = records.len()), err(Display))]
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -168,11 +180,13 @@ impl SessionStore for SqliteStore {
         self.inner.writer.write(Op::Audit { records }).await.map(|_| ())
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "list_audit", store = "sqlite"), err(Display))]
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
         read::audit(&self.inner.pool, query).await
     }
 
     /// The claim and its audit records in one transaction: both or neither.
+    #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "sqlite", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let op = Op::Claim { claim, audit };
         self.inner.writer.write(op).await.map(|_| ())

@@ -15,6 +15,12 @@
 //! another agent, or signed with a key the server does not know is refused with `PERMISSION_DENIED` (HTTP 403)
 //! before the agent sees it. Keys rotate through the [`KeyRing`]: the
 //! newest signs, every key in the ring verifies.
+//!
+//! Signed state is a bearer value, so a resume from it is claimed once: the
+//! server records a marker keyed by the MAC in its claims store
+//! ([`ServerBuilder::state_claims`](crate::ServerBuilder::state_claims))
+//! before any tool runs, and answers a replay of the same state with
+//! `ABORTED` (409, "already resumed").
 
 mod keys;
 
@@ -39,24 +45,12 @@ const CONTEXT: &[u8] = b"holdpoint-state-v1\n";
 type HmacSha256 = Hmac<Sha256>;
 
 /// The text the MAC covers: the canonical JSON form (sorted keys, no
-/// whitespace) of the state with integral numbers written as integers, so
-/// a client that parses and re-serialises the state (JavaScript turns
-/// `500.0` into `500`) does not break the signature.
+/// whitespace, one spelling per number: integral floats in the integer
+/// range as integers), so a client that parses and re-serialises the state
+/// (JavaScript turns `500.0` into `500` and `1e16` into `10000000000000000`)
+/// does not break the signature.
 fn signed_form(state: &Value) -> String {
-    fn normalize(v: &Value) -> Value {
-        match v {
-            Value::Number(n) => match n.as_f64() {
-                Some(f) if n.is_f64() && f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
-                    Value::from(f as i64)
-                }
-                _ => v.clone(),
-            },
-            Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
-            other => other.clone(),
-        }
-    }
-    canonical_json(&normalize(state))
+    canonical_json(state)
 }
 
 /// A [`StateCodec`] that signs outbound state and verifies inbound state.
@@ -163,6 +157,15 @@ impl StateCodec for SigningCodec {
     fn decode(&self, value: Value) -> Result<SessionState> {
         JsonStateCodec.decode(self.verify(value)?)
     }
+
+    /// The MAC of the signature, in hex: it names the signed content (in
+    /// its canonical form) for this agent, so a replay of the same state
+    /// has the same key. Only used once `decode` has verified the MAC.
+    fn claim_key(&self, value: &Value) -> Option<String> {
+        let mac = value.get(SIGNATURE)?.get("mac")?.as_str()?;
+        let bytes = URL_SAFE_NO_PAD.decode(mac).ok()?;
+        Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +222,47 @@ mod tests {
             other.decode(forged).unwrap_err().status(),
             holdpoint::Status::PermissionDenied
         );
+    }
+
+    #[test]
+    fn large_integral_floats_survive_a_javascript_round_trip() {
+        let c = codec(vec![SigningKey::new("a", vec![1; 32]).unwrap()]);
+        let mut s = state();
+        s.custom = json!({"limit": 1e16, "max": 1e19, "min": -1e16, "huge": 2e21, "rate": 0.1});
+        let signed = c.encode(&s).unwrap();
+        // JSON.stringify writes integral doubles below 1e21 as digits.
+        let text = serde_json::to_string(&signed)
+            .unwrap()
+            .replace("-1e+16", "-10000000000000000")
+            .replace("1e+16", "10000000000000000")
+            .replace("1e+19", "10000000000000000000");
+        assert!(text.contains(r#""limit":10000000000000000"#), "{text}");
+        assert!(text.contains(r#""max":10000000000000000000"#), "{text}");
+        let back = c.decode(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back.custom["limit"].as_f64(), Some(1e16));
+        assert_eq!(back.custom["huge"].as_f64(), Some(2e21));
+    }
+
+    /// A signature made before number canonicalisation changed, pinned:
+    /// state signed by earlier releases still verifies.
+    #[test]
+    fn signatures_of_ordinary_values_are_stable() {
+        let c = SigningCodec::scoped(
+            Arc::new(KeyRing::new(vec![SigningKey::new("pin", vec![7; 32]).unwrap()]).unwrap()),
+            "bank",
+        );
+        let state = json!({
+            "sessionId": "s1",
+            "messages": [{"role": "user", "content": [{"text": "Transfer $500.50 to savings"}]}],
+            "artifacts": [],
+            "custom": {"balance": 500.0, "n": 1, "neg": -3, "rate": 0.25, "big": 1.5e300, "tiny": 1e-7, "ok": true, "none": null},
+        });
+        let signed = c.sign(state.clone()).unwrap();
+        assert_eq!(
+            signed["signature"]["mac"],
+            json!("ZGtkqm_JUwmn8feIUI9ilFAHi3nzwJcBKmBbmnBzr5Y")
+        );
+        assert_eq!(c.verify(signed).unwrap(), state);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! detached run's completion. Each is answered with its documented status
 //! and a JSON error, and the store holds what it held before.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use holdpoint::session::{SessionStore, SnapshotStatus};
@@ -315,34 +317,73 @@ async fn abort_racing_a_detached_run_settles_once() {
 }
 
 /// Client-held state that was already resumed, sent again with the same
-/// approval: today the server keeps no memory of consumed state, so the
-/// replay runs the approved transfer a second time. This is the behaviour
-/// SPEC's "nothing runs twice" wants; it needs a replay guard (see the
-/// report of issue 10).
+/// approval: the server claimed the signed state before the tool ran, so
+/// the replay is 409 "already resumed" and the approved call ran once. An
+/// altered copy is 403 and claims nothing; the claims store holds what it
+/// held before each refusal.
 #[tokio::test]
-#[ignore = "client-held state has no replay guard: a consumed signed state resumes again and re-runs the approved call"]
 async fn replayed_signed_state_is_refused() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let claims = memory();
     let s = TestServer::start(
         Server::builder()
-            .agent(bank_client_managed())
+            .agent(ops_client_managed("opsAgent", Arc::clone(&runs)))
             .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap())
+            .state_claims(claims.clone())
             .build()
             .unwrap(),
     )
     .await;
-    let (_, body) = s
+    let path = "/agents/opsAgent";
+    let (code, body) = s.post(path, json!({"data": user("close acct-1")}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    let out = body["result"].clone();
+    assert_eq!(out["finishReason"], "interrupted", "{out:#}");
+    let state = out["state"].clone();
+    assert!(state["signature"].is_object());
+    let approve = |state: &Value| {
+        json!({"data": {"resume": {"restart": [restart(&paused_part(&out), json!({"toolApproved": true}))]}},
+               "init": {"state": state}})
+    };
+
+    // Altered state: refused before anything is claimed.
+    let mut altered = state.clone();
+    altered["sessionId"] = json!("someone-else");
+    let got = s.post(path, approve(&altered), None).await;
+    assert_error(&got, 403, "PERMISSION_DENIED", "altered");
+    assert_eq!(dump(claims.as_ref()).await.0.len(), 0);
+
+    let (code, first) = s.post(path, approve(&state), None).await;
+    assert_eq!(code, 200, "{first:#}");
+    assert_eq!(first["result"]["finishReason"], "stop", "{first:#}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let before = dump(claims.as_ref()).await;
+    assert_eq!(before.0.len(), 1, "one claim marker");
+    assert!(before.0[0].snapshot_id.starts_with("state-claim:"));
+
+    // The same signed state and approval again, also re-serialised by a client.
+    let replay = s.post(path, approve(&state), None).await;
+    assert_error(&replay, 409, "ABORTED", "already resumed");
+    let text = serde_json::to_string(&state).unwrap();
+    let reparsed: Value = serde_json::from_str(&text).unwrap();
+    let replay = s.post(path, approve(&reparsed), None).await;
+    assert_error(&replay, 409, "ABORTED", "already resumed");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved call ran once");
+    assert_eq!(
+        dump(claims.as_ref()).await,
+        before,
+        "the store holds what it held before"
+    );
+
+    // The state the resume returned goes on as usual.
+    let next = first["result"]["state"].clone();
+    let (code, body) = s
         .post(
-            "/agents/bankingAgent",
-            json!({"data": user("Transfer $500 to savings")}),
+            path,
+            json!({"data": user("close acct-2"), "init": {"state": next}}),
             None,
         )
         .await;
-    let out = body["result"].clone();
-    let request = json!({"data": {"resume": {"restart": [restart(&paused_part(&out), json!({"approved": true}))]}},
-                         "init": {"state": out["state"]}});
-    let (code, first) = s.post("/agents/bankingAgent", request.clone(), None).await;
-    assert_eq!(code, 200, "{first:#}");
-    assert_eq!(first["result"]["finishReason"], "stop");
-    let replay = s.post("/agents/bankingAgent", request, None).await;
-    assert_error(&replay, 409, "ABORTED", "already resumed");
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "interrupted");
 }

@@ -225,6 +225,20 @@ pub fn ops_with(
     ttl: Option<Duration>,
     outer: Option<Arc<dyn holdpoint::middleware::Middleware>>,
 ) -> Agent {
+    ops_builder(name, runs, ttl, outer).store(store).build().unwrap()
+}
+
+/// The ops agent without a store: client-held (signed) state.
+pub fn ops_client_managed(name: &str, runs: Arc<AtomicUsize>) -> Agent {
+    ops_builder(name, runs, None, None).build().unwrap()
+}
+
+fn ops_builder(
+    name: &str,
+    runs: Arc<AtomicUsize>,
+    ttl: Option<Duration>,
+    outer: Option<Arc<dyn holdpoint::middleware::Middleware>>,
+) -> holdpoint::agent::AgentBuilder {
     let close = tool(
         "closeAccount",
         "Closes an account",
@@ -267,7 +281,7 @@ pub fn ops_with(
     if let Some(outer) = outer {
         builder = builder.middleware(outer);
     }
-    builder.middleware(gate.into_middleware()).store(store).build().unwrap()
+    builder.middleware(gate.into_middleware())
 }
 
 /// A custom agent whose turns take `delay`.

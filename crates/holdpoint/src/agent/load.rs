@@ -18,6 +18,9 @@ pub(crate) struct Session {
     /// The turn settles calls left in doubt: its resume takes over a
     /// lapsed claim instead of making a first one (SPEC §9.3).
     pub settle: bool,
+    /// The claim key of the client-held state it was loaded from (see
+    /// [`StateCodec::claim_key`](crate::session::StateCodec::claim_key)).
+    pub state_claim: Option<String>,
 }
 
 fn fresh_session_id() -> String {
@@ -53,6 +56,7 @@ pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Sess
         owner: snapshot.owner.or_else(|| principal.map(str::to_owned)),
         saved_at: Some(snapshot.created_at),
         settle: false,
+        state_claim: None,
     }
 }
 
@@ -72,9 +76,12 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 def.name
             )));
         }
+        let mut state_claim = None;
         let state = match init.state {
             Some(value) => {
+                let key = def.codec.claim_key(&value);
                 let mut state = def.codec.decode(value)?;
+                state_claim = key;
                 if state.session_id.is_empty() {
                     state.session_id = fresh_session_id();
                 }
@@ -89,6 +96,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             owner,
             saved_at: None,
             settle: false,
+            state_claim,
         });
     };
 
@@ -133,6 +141,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 owner,
                 saved_at: None,
                 settle: false,
+                state_claim: None,
             }),
         };
     }
@@ -142,5 +151,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         owner,
         saved_at: None,
         settle: false,
+        state_claim: None,
     })
 }

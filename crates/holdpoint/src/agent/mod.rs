@@ -29,6 +29,7 @@ mod detach;
 mod io;
 mod load;
 mod prompt;
+mod state_claim;
 mod turn;
 mod worker;
 
@@ -97,6 +98,8 @@ pub(crate) struct AgentDef {
     pub handler: Arc<dyn TurnHandler>,
     pub store: Option<Arc<dyn SessionStore>>,
     pub codec: Arc<dyn StateCodec>,
+    /// Where one-time claims of client-held state are recorded.
+    pub claims: Option<Arc<dyn SessionStore>>,
     pub heartbeat: Duration,
     pub abort_wait: Duration,
     pub resume_lease: Duration,
@@ -163,6 +166,22 @@ impl Agent {
     pub fn with_state_codec(&self, codec: Arc<dyn StateCodec>) -> Agent {
         let mut def = (*self.def).clone();
         def.codec = codec;
+        Agent { def: Arc::new(def) }
+    }
+
+    /// The same agent, recording one-time claims of client-held state in
+    /// `store` (a server installs this with its signing codec).
+    ///
+    /// A resume that answers interrupts from client-held state first saves
+    /// a marker snapshot `state-claim:KEY` (KEY from
+    /// [`StateCodec::claim_key`]) in `store`, before any tool runs; when the
+    /// marker exists the turn fails with `ABORTED` ("already resumed"), so
+    /// replaying the same signed state with the same approval does not run
+    /// the call again. Share one durable store between replicas. Agents
+    /// with a session store claim their snapshots instead and ignore this.
+    pub fn with_state_claims(&self, store: Arc<dyn SessionStore>) -> Agent {
+        let mut def = (*self.def).clone();
+        def.claims = Some(store);
         Agent { def: Arc::new(def) }
     }
 
@@ -551,6 +570,7 @@ impl AgentBuilder {
                 handler,
                 store: self.store,
                 codec: self.codec,
+                claims: None,
                 heartbeat: self.heartbeat,
                 abort_wait: self.abort_wait,
                 resume_lease: self.resume_lease,

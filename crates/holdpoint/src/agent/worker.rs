@@ -141,6 +141,13 @@ async fn run_turn(
                 .map_err(|e| fail(e, false))?;
             claimed = true;
             _renewal = Some(renew_claim(Arc::clone(store), id.clone(), held, def.resume_lease));
+        } else if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
+            // Client-held state: claim the state itself (SPEC §9.4).
+            let span = tracing::info_span!("resume_decision", state_claim = %key);
+            super::state_claim::claim(claims, key, &def.name, &session.state.session_id)
+                .instrument(span)
+                .await
+                .map_err(|e| fail(e, false))?;
         }
     }
     let turn = Turn::new(input, session.state, responder, context);
@@ -356,13 +363,16 @@ impl Worker {
                 continue;
             }
             let before = self.session.clone();
+            // The claim key names the state as loaded; later turns start
+            // from other state.
+            self.session.state_claim = None;
             // The turn runs inside this task (no spawn per turn); a panic in
             // a tool or handler becomes a failed turn instead of a lost worker.
             let mut task = Box::pin(
                 AssertUnwindSafe(
                     run_turn(
                         Arc::clone(&self.def),
-                        self.session.clone(),
+                        before.clone(),
                         input,
                         self.io.responder.clone(),
                         Arc::clone(&self.context),

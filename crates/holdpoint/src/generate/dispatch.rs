@@ -58,8 +58,15 @@ impl Dispatcher {
 
     async fn run_one(&self, call: PlannedCall, index: u32, history: Arc<Vec<Message>>) -> Result<CallResult> {
         let tool = self.tool(&call.name)?;
-        let span =
-            tracing::debug_span!("tool_call", tool = %call.name, r#ref = call.reference.as_deref().unwrap_or(""));
+        // `outcome` (ok, failed, interrupted) and `held_by` are recorded when
+        // the call ends, so a trace tells a held call from one that ran.
+        let span = tracing::debug_span!(
+            "tool_call",
+            tool = %call.name,
+            r#ref = call.reference.as_deref().unwrap_or(""),
+            outcome = tracing::field::Empty,
+            held_by = tracing::field::Empty,
+        );
         let ctx = ToolContext {
             name: call.name.clone(),
             reference: call.reference.clone(),
@@ -84,8 +91,24 @@ impl Dispatcher {
         let (outcome, held_by) = self
             .chain
             .call_tool(tool.as_ref(), hook_call, &call.plan, &ctx)
-            .instrument(span)
+            .instrument(span.clone())
             .await?;
+        span.record(
+            "outcome",
+            match &outcome {
+                ToolOutcome::Output { .. } => "ok",
+                ToolOutcome::Failed(_) => "failed",
+                ToolOutcome::Interrupt(_) => "interrupted",
+            },
+        );
+        let holder = match &held_by {
+            Some(HeldBy::Tool) => Some("tool"),
+            Some(HeldBy::Stage(label)) => Some(label.as_str()),
+            None => None,
+        };
+        if let Some(holder) = holder {
+            span.record("held_by", holder);
+        }
         Ok(CallResult { outcome, held_by })
     }
 }

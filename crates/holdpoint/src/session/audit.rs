@@ -149,8 +149,38 @@ impl SnapshotQuery {
     }
 }
 
+/// Writes a number with one spelling per value, whatever JSON form it came
+/// in: a float with an integral value in the range of `i64`/`u64` is written
+/// as that integer (`500.0` → `500`, `1e16` → `10000000000000000`, as a
+/// JavaScript client re-serialises them); integers as they are; any other
+/// float in its shortest round-trip form (`0.25`, `1.5e+300`).
+fn write_number(n: &serde_json::Number, out: &mut String) {
+    use std::fmt::Write as _;
+    // 2^63 and 2^64, exactly representable as f64.
+    const I64_MIN: f64 = -9_223_372_036_854_775_808.0;
+    const U64_END: f64 = 18_446_744_073_709_551_616.0;
+    if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+        && f.is_finite()
+        && f.fract() == 0.0
+    {
+        // Integral and in range: the casts are exact. -0.0 is in the first
+        // range (it equals 0.0) and is written as 0.
+        if (0.0..U64_END).contains(&f) {
+            let _ = write!(out, "{}", f as u64);
+            return;
+        }
+        if (I64_MIN..0.0).contains(&f) {
+            let _ = write!(out, "{}", f as i64);
+            return;
+        }
+    }
+    let _ = write!(out, "{n}");
+}
+
 /// JSON with object keys sorted at every level and no whitespace: the form
-/// hashed for audit records and signed for client-held state.
+/// hashed for audit records and signed for client-held state. Numbers have
+/// one spelling per value (see `write_number`): `500.0` and `500`, `1e16`
+/// and `10000000000000000` are the same.
 pub fn canonical_json(value: &Value) -> String {
     fn write(v: &Value, out: &mut String) {
         match v {
@@ -180,11 +210,7 @@ pub fn canonical_json(value: &Value) -> String {
                 }
                 out.push(']');
             }
-            Value::Number(n) => match n.as_f64() {
-                // One spelling per value: 500.0 and 500 hash and sign alike.
-                Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => out.push_str(&format!("{}", f as i64)),
-                _ => out.push_str(&n.to_string()),
-            },
+            Value::Number(n) => write_number(n, out),
             other => out.push_str(&other.to_string()),
         }
     }
@@ -213,5 +239,50 @@ mod tests {
         assert_eq!(hash_json(&json!({})).len(), 64);
         assert_eq!(hash_json(&json!({"amount": 500})), hash_json(&json!({"amount": 500.0})));
         assert_ne!(hash_json(&json!({"amount": 500})), hash_json(&json!({"amount": 500.5})));
+    }
+
+    #[test]
+    fn integral_floats_canonicalise_as_integers_across_the_integer_range() {
+        let same = |a: &str, b: &str| {
+            let (a, b): (Value, Value) = (serde_json::from_str(a).unwrap(), serde_json::from_str(b).unwrap());
+            assert_eq!(canonical_json(&a), canonical_json(&b), "{a} vs {b}");
+            assert_eq!(hash_json(&a), hash_json(&b));
+        };
+        // What a JavaScript client writes back for these floats.
+        same("1e16", "10000000000000000");
+        same("1.0e16", "10000000000000000");
+        same("-1e16", "-10000000000000000");
+        same("9007199254740993.0", "9007199254740992");
+        same("1e19", "10000000000000000000");
+        same("-9.223372036854775808e18", "-9223372036854775808");
+        same("500.0", "500");
+        same("-0.0", "0");
+        assert_eq!(canonical_json(&json!(1e16)), "10000000000000000");
+        assert_eq!(canonical_json(&json!([-0.0, 0.0, -7.0])), "[0,0,-7]");
+        // Past u64 (and below i64) floats keep their shortest round-trip form,
+        // and parse back to the same value from either spelling.
+        same("2e19", "20000000000000000000");
+        same("1e21", "1e+21");
+        assert_eq!(canonical_json(&json!(2e19)), "2e+19");
+        assert_eq!(canonical_json(&json!(-1e19)), "-1e+19");
+        // Fractions are untouched.
+        assert_eq!(canonical_json(&json!(0.1)), "0.1");
+        assert_eq!(canonical_json(&json!(1e-7)), "1e-7");
+        assert_ne!(hash_json(&json!(1e16)), hash_json(&json!(1.0000000000000002e16)));
+    }
+
+    /// The canonical form of ordinary values, pinned: audit hashes and
+    /// signatures made by earlier releases stay valid.
+    #[test]
+    fn canonical_form_of_ordinary_values_is_stable() {
+        let v = json!({"b": [1, -2, 500.0, 0.25, -0.0, 1.5e300, 1e-7, 123456789012.0], "a": {"t": true, "n": null, "s": "x\"y\u{e9}"}});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":{"n":null,"s":"x\"yé","t":true},"b":[1,-2,500,0.25,0,1.5e+300,1e-7,123456789012]}"#
+        );
+        assert_eq!(
+            hash_json(&v),
+            "c51eacd0d5facc95e60a4652ea015373db8e8c5a6b2fd7ddfb0f52b5ae32eae1"
+        );
     }
 }

@@ -12,6 +12,17 @@ pub trait StateCodec: Send + Sync {
     fn encode(&self, state: &SessionState) -> Result<Value>;
     /// The state from `AgentInit.state`; reject anything not trusted.
     fn decode(&self, value: Value) -> Result<SessionState>;
+
+    /// A key naming this exact inbound state, for the one-time claim of the
+    /// interrupts a resume from it answers (SPEC §9.4; see
+    /// [`Agent::with_state_claims`](crate::agent::Agent::with_state_claims)).
+    /// Called before [`decode`](Self::decode) and used only when `decode`
+    /// accepts the value, so it must name what `decode` checks (the signing
+    /// codec returns its MAC). `None`, the default: the state is not claimed.
+    fn claim_key(&self, value: &Value) -> Option<String> {
+        let _ = value;
+        None
+    }
 }
 
 /// Plain JSON state, unsigned: the state is trusted as sent.

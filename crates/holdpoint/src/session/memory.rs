@@ -69,10 +69,12 @@ impl InMemoryStore {
 
 #[async_trait]
 impl SessionStore for InMemoryStore {
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "memory", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
         Ok(self.lock().rows.get(snapshot_id).cloned().map(Snapshot::as_read))
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "memory", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
         let rows = self.lock();
         let Some(ids) = rows.by_session.get(session_id) else {
@@ -86,11 +88,13 @@ impl SessionStore for InMemoryStore {
         Ok(latest.cloned().map(Snapshot::as_read))
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "memory", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
         let id = match snapshot_id {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => mint_id(),
         };
+        tracing::Span::current().record("snapshot_id", id.as_str());
         let mut rows = self.lock();
         let existing = rows.rows.get(&id);
         let Some(next) = update(existing)? else {
@@ -111,15 +115,23 @@ impl SessionStore for InMemoryStore {
         Ok(Some(row))
     }
 
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_snapshots", store = "memory"),
+        err(Display)
+    )]
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
         Ok(filter_snapshots(self.lock().rows.values(), query))
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "memory", records = records.len()), err(Display))]
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
         self.lock().audit.extend(records);
         Ok(())
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "list_audit", store = "memory"), err(Display))]
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
         let rows = self.lock();
         Ok(rows
@@ -132,6 +144,7 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "memory", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let mut rows = self.lock();
         let id = claim.snapshot_id.clone();
@@ -145,6 +158,7 @@ impl SessionStore for InMemoryStore {
         Ok(())
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         let mut rows = self.lock();
         let Some(current) = rows.rows.get(snapshot_id).map(|s| s.as_read_status()) else {

@@ -7,6 +7,7 @@ mod connection;
 mod detach;
 mod in_doubt;
 mod resume;
+mod spans;
 mod state;
 
 use std::sync::Arc;

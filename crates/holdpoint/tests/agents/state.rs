@@ -261,3 +261,107 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
         .unwrap();
     assert_eq!(row.owner.as_deref(), Some("alice"));
 }
+
+/// Plain JSON state whose claim key is a hash of the state, standing in
+/// for the server's signing codec.
+struct Claimable;
+
+impl StateCodec for Claimable {
+    fn encode(&self, state: &SessionState) -> holdpoint::Result<Value> {
+        holdpoint::session::JsonStateCodec.encode(state)
+    }
+    fn decode(&self, value: Value) -> holdpoint::Result<SessionState> {
+        holdpoint::session::JsonStateCodec.decode(value)
+    }
+    fn claim_key(&self, value: &Value) -> Option<String> {
+        Some(holdpoint::session::hash_json(value))
+    }
+}
+
+async fn rows(store: &dyn holdpoint::session::SessionStore) -> usize {
+    let query = holdpoint::session::SnapshotQuery {
+        limit: Some(1000),
+        ..Default::default()
+    };
+    store.list_snapshots(&query).await.unwrap().len()
+}
+
+#[tokio::test]
+async fn client_held_state_answers_its_interrupts_once_with_state_claims() {
+    state_claims_in(Arc::new(InMemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn state_claims_work_in_a_sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("claims.db").display());
+    state_claims_in(holdpoint_stores::open_store(&url).await.unwrap()).await;
+}
+
+async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
+    use holdpoint::{Resume, ScriptedModel, ScriptedTurn};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tool = crate::transfer_tool(Arc::clone(&runs));
+    let model = ScriptedModel::new("m");
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model.clone()))
+        .tool(tool.clone())
+        .state_codec(Arc::new(Claimable))
+        .build()
+        .unwrap()
+        .with_state_claims(Arc::clone(&claims));
+    let call = || ScriptedTurn::tool_call("transferMoney", json!({"amount": 500, "toAccount": "savings"}));
+    model.push(call());
+    let paused = agent.run_text("Transfer $500").await.unwrap();
+    assert_eq!(paused.finish_reason, FinishReason::Interrupted);
+    let state = paused.state.clone().unwrap();
+    let approve = || AgentInput::resume(Resume::from_parts([crate::approve(&tool, &paused)]));
+
+    // A resume that fails validation claims nothing.
+    let mut wrong = crate::approve(&tool, &paused);
+    wrong.as_tool_request_mut().unwrap().reference = Some("no-such-ref".into());
+    let invalid = agent
+        .run(
+            AgentInput::resume(Resume::from_parts([wrong])),
+            AgentInit::state(state.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(invalid.error.unwrap().status, Status::InvalidArgument);
+    assert_eq!(rows(claims.as_ref()).await, 0);
+
+    model.push(ScriptedTurn::text("Done"));
+    let done = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(rows(claims.as_ref()).await, 1);
+    let marker_id = format!("state-claim:{}", holdpoint::session::hash_json(&state));
+    let marker = claims
+        .get_snapshot(&marker_id)
+        .await
+        .unwrap()
+        .expect("the claim marker");
+    assert_eq!(marker.session_id, paused.session_id);
+    assert_eq!(marker.agent.as_deref(), Some("bank"));
+    assert!(marker.state.is_none(), "the marker holds no conversation");
+
+    // The same state with the same approval again: refused, nothing runs or is written.
+    model.push(ScriptedTurn::text("Done again"));
+    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(replay.finish_reason, FinishReason::Failed);
+    let err = replay.error.unwrap();
+    assert_eq!(err.status, Status::Aborted);
+    assert!(err.message.contains("already resumed"), "{}", err.message);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved transfer ran once");
+    assert_eq!(rows(claims.as_ref()).await, 1);
+
+    // A new message from the same state is not a resume: nothing to claim.
+    let chat = agent
+        .run(AgentInput::text("hello?"), AgentInit::state(state))
+        .await
+        .unwrap();
+    assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
+    assert_eq!(rows(claims.as_ref()).await, 1);
+}
