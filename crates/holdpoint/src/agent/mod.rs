@@ -357,6 +357,7 @@ impl Agent {
             .get_snapshot(snapshot_id)
             .await?
             .filter(|s| s.visible_to(principal))
+            .filter(|s| s.agent.as_deref().is_none_or(|a| a == self.def.name))
             .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
         if !snapshot.resume_lapsed(chrono::Utc::now()) {
             let why = match snapshot.resume_lease_end() {

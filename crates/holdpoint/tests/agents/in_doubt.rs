@@ -204,6 +204,15 @@ async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
             .await,
     );
     assert_eq!(missing.0, Status::NotFound, "{missing:?}");
+    // Another agent on the same store does not see it.
+    let other = Agent::builder("other")
+        .model(Arc::new(ScriptedModel::new("unused")))
+        .store(Arc::clone(ops.agent.store().unwrap()))
+        .build()
+        .unwrap();
+    let answer = Resume::from_parts(vec![held.interrupts()[0].respond(json!({"closed": "a-1"})).unwrap()]);
+    let foreign = refused(other.settle(&snapshot_id, answer, Map::new()).await);
+    assert_eq!(foreign.0, Status::NotFound, "{foreign:?}");
     // The failed attempts changed nothing: the call is still in doubt.
     assert_eq!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().len(), 1);
 }
