@@ -251,12 +251,14 @@ async fn abort_racing_a_detached_run_settles_once() {
     let store = memory();
     let s = TestServer::start(
         Server::builder()
-            .agent(slow(store.clone(), Duration::from_millis(40)))
+            .agent(slow(store.clone(), Duration::from_millis(400)))
             .build()
             .unwrap(),
     )
     .await;
     let mut tasks = Vec::new();
+    // Runs take 400 ms and aborts come 0 – 800 ms after the detach reply:
+    // wide enough that a loaded machine still exercises both sides.
     for i in 0..24u64 {
         let client = s.client.clone();
         let base = s.base.clone();
@@ -273,7 +275,7 @@ async fn abort_racing_a_detached_run_settles_once() {
             assert_eq!(code, 200, "{body:#}");
             let id = body["result"]["snapshotId"].as_str().unwrap().to_owned();
             // Abort anywhere from before to after the run's end.
-            tokio::time::sleep(Duration::from_millis(i * 4)).await;
+            tokio::time::sleep(Duration::from_millis(i * 35)).await;
             let r = client
                 .post(format!("{base}/agents/slowAgent/abort"))
                 .json(&json!({"data": {"snapshotId": id}}))
