@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (pieces, whole) = runtime.block_on(async {
-        (decode_stream(format, body, piece).await, decode_stream(format, body, 0).await)
+        (
+            decode_stream(format, body, piece).await,
+            decode_stream(format, body, 0).await,
+        )
     });
     match (pieces, whole) {
         (Ok(a), Ok(b)) => {

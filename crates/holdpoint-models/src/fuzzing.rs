@@ -145,7 +145,9 @@ mod tests {
     async fn text_split_inside_a_utf8_character_decodes() {
         let body = OPENAI_OK.replace("Hel", "Hé€");
         for piece in [1, 2, 3] {
-            let out = decode_stream(StreamFormat::OpenAi, body.as_bytes(), piece).await.unwrap();
+            let out = decode_stream(StreamFormat::OpenAi, body.as_bytes(), piece)
+                .await
+                .unwrap();
             assert_eq!(out.text(), "Hé€lo");
         }
     }
