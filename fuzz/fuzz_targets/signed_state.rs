@@ -62,12 +62,17 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     }
 });
 
-/// The number forms the signature treats as one: an integral float below
-/// 2^53 is the integer.
+/// The number forms the signature treats as one: an integral float in the
+/// `u64`/`i64` range is the integer.
 fn normalize(v: &Value) -> Value {
     match v {
         Value::Number(n) => match n.as_f64() {
-            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => Value::from(f as i64),
+            Some(f) if n.is_f64() && f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&f) => {
+                Value::from(f as u64)
+            }
+            Some(f) if n.is_f64() && f.fract() == 0.0 && (-9_223_372_036_854_775_808.0..0.0).contains(&f) => {
+                Value::from(f as i64)
+            }
             _ => v.clone(),
         },
         Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),

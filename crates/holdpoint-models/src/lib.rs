@@ -79,6 +79,8 @@
 
 mod config;
 mod content;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod key;
 pub mod registry;

@@ -10,7 +10,7 @@
 //! native to this API and is not requested.
 
 mod convert;
-mod stream;
+pub(crate) mod stream;
 mod wire;
 
 use std::time::Instant;

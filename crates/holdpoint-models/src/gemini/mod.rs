@@ -8,7 +8,7 @@
 //! of thinking models.
 
 mod convert;
-mod stream;
+pub(crate) mod stream;
 mod wire;
 
 use std::time::Instant;

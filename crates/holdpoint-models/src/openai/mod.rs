@@ -8,7 +8,7 @@
 //! Authentication is `Authorization: Bearer KEY` when a key is set.
 
 mod convert;
-mod stream;
+pub(crate) mod stream;
 mod wire;
 
 use std::time::Instant;
