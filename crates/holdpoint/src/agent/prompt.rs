@@ -31,7 +31,7 @@ pub(crate) struct PromptHandler {
 #[async_trait]
 impl TurnHandler for PromptHandler {
     async fn handle(&self, turn: Turn) -> Result<()> {
-        let messages = turn.messages();
+        let messages = turn.take_messages();
         let mut options = GenerateOptions::new(Arc::clone(&self.model));
         options.system = self
             .system

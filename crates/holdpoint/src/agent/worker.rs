@@ -303,7 +303,7 @@ impl Worker {
             if !input.has_payload() {
                 continue;
             }
-            let before = self.session.clone();
+            // `self.session` stays the state before the turn until it ends.
             // The turn runs inside this task (no spawn per turn); a panic in
             // a tool or handler becomes a failed turn instead of a lost worker.
             let mut task = Box::pin(
@@ -330,6 +330,7 @@ impl Worker {
                     }
                     next = self.io.inputs.recv(), if self.inputs_open && self.detached.is_none() => match next {
                         Some(mut i) if i.is_detach() => {
+                            let before = self.session.clone();
                             if let Err(e) = self.detach(&before).await {
                                 drop(task);
                                 self.fail_attached(e);
@@ -347,7 +348,7 @@ impl Worker {
                         if changed.is_ok() && *self.abort_rx.borrow() {
                             drop(task);
                             if let Some(d) = &self.detached {
-                                d.finalize(SnapshotStatus::Aborted, before.state, FinishReason::Aborted, None).await;
+                                d.finalize(SnapshotStatus::Aborted, self.session.state.clone(), FinishReason::Aborted, None).await;
                             }
                             return;
                         }
@@ -374,10 +375,12 @@ impl Worker {
                                     "interrupt held"
                                 );
                             }
-                            let parts: Vec<_> = m.interrupts().cloned().collect();
-                            self.io
-                                .responder
-                                .send_model_chunk(GenerateChunk::new(Role::Tool, parts));
+                            if self.io.responder.is_attached() {
+                                let parts: Vec<_> = m.interrupts().cloned().collect();
+                                self.io
+                                    .responder
+                                    .send_model_chunk(GenerateChunk::new(Role::Tool, parts));
+                            }
                         }
                         turn_end(&self.io.responder, finish, self.session.snapshot_id.clone());
                     }

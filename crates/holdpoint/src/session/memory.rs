@@ -11,8 +11,8 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};
-use crate::error::Result;
+use super::store::{SessionStore, SnapshotUpdate, filter_snapshots, mint_id, prepare_row};
+use crate::error::{Error, Result};
 
 #[derive(Default)]
 struct Rows {
@@ -134,12 +134,14 @@ impl SessionStore for InMemoryStore {
 
     async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
         let mut rows = self.lock();
-        let existing = rows.rows.get(snapshot_id);
-        let next = claim_update(snapshot_id)(existing)?;
-        if let Some(next) = next {
-            let row = prepare_row(snapshot_id, existing, next)?;
-            rows.rows.insert(snapshot_id.to_owned(), row);
+        // The claim of `claim_update`, in place: the row is not copied.
+        let Some(row) = rows.rows.get_mut(snapshot_id) else {
+            return Err(Error::NotFound(format!("snapshot {snapshot_id} not found")));
+        };
+        if row.resumed_at.is_some() {
+            return Err(Error::AlreadyResumed(snapshot_id.to_owned()));
         }
+        row.resumed_at = Some(chrono::Utc::now());
         rows.audit.extend(audit);
         Ok(())
     }
