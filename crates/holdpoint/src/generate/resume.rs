@@ -108,19 +108,19 @@ pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
         }
         let original = target
             .as_tool_request()
-            .and_then(|r| r.input.clone())
-            .unwrap_or(Value::Null);
-        let given = req.input.clone().unwrap_or(Value::Null);
+            .and_then(|r| r.input.as_ref())
+            .unwrap_or(&Value::Null);
+        let given = req.input.as_ref().unwrap_or(&Value::Null);
         match part.meta(metadata::REPLACED_INPUT) {
             Some(declared) => {
-                if !json_eq(declared, &original) {
+                if !json_eq(declared, original) {
                     return Err(Error::InvalidArgument(format!(
                         "restart of {call} declares replacedInput that is not the original input"
                     )));
                 }
             }
             None => {
-                if !json_eq(&given, &original) {
+                if !json_eq(given, original) {
                     return Err(Error::InvalidArgument(format!(
                         "restart of {call} has modified inputs; a changed input must be declared with replacedInput (restart_with_input)"
                     )));
