@@ -46,11 +46,26 @@ struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// PostgreSQL: connections in the store's pool (default: the store's
+    /// default, 10).
+    #[arg(long)]
+    pool: Option<u32>,
 }
 
-async fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+async fn open_store(url: &str, pool: Option<u32>) -> Result<Arc<dyn SessionStore>, String> {
     match url {
         "memory" | "memory:" => Ok(Arc::new(InMemoryStore::new())),
+        pg if pool.is_some() && (pg.starts_with("postgres://") || pg.starts_with("postgresql://")) => {
+            let mut options =
+                holdpoint_stores::PostgresStoreOptions::new(pg).map_err(|e| format!("store {pg}: {e}"))?;
+            if let Some(n) = pool {
+                options = options.max_connections(n);
+            }
+            let store = holdpoint_stores::PostgresStore::connect_with(options)
+                .await
+                .map_err(|e| format!("store {pg}: {e}"))?;
+            Ok(Arc::new(store))
+        }
         other => holdpoint_stores::open_store(other)
             .await
             .map_err(|e| format!("store {other}: {e}")),
@@ -286,7 +301,7 @@ async fn start_http(
 }
 
 async fn main_async(args: Args) -> Result<(), String> {
-    let counting = Arc::new(CountingStore::new(open_store(&args.store).await?));
+    let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
     let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
     let (agent, _server) = if args.http {
         let (driver, stop) = start_http(agent, args.concurrency).await?;

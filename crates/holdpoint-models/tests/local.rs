@@ -116,7 +116,7 @@ and transferMoney to move money. Every transfer needs the account holder's appro
             Message::new(Role::System, vec![Part::text(SYSTEM_PROMPT)]),
             Message::user_text("Transfer $500 to my savings account."),
         ]);
-        request.tools = banking_tools();
+        request.tools = banking_tools().into();
         let response = model.generate(request, ChunkSink::none()).await.unwrap();
         println!("transferMoney call: {}", timings(&response));
         let message = response.message.clone().unwrap();
@@ -219,7 +219,7 @@ and transferMoney to move money. Every transfer needs the account holder's appro
                 )],
             ),
         ]);
-        request.tools = banking_tools();
+        request.tools = banking_tools().into();
         request.config = Some(json!({"maxOutputTokens": 64}));
         let response = model.generate(request, ChunkSink::none()).await.unwrap();
         println!(

@@ -61,6 +61,17 @@ pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotU
     };
     let row = prepare_row(id, existing.as_ref(), next)?;
     let cols = Columns::of(&row)?;
+    upsert(&mut *conn, &cols).await.map_err(err)?;
+    Ok(Some(row))
+}
+
+/// Writes the row with these columns (inserts it, or replaces the row with
+/// its id) on `exec`: a connection inside a transaction, or the pool for one
+/// statement committed on its own.
+pub(crate) async fn upsert<'e>(
+    exec: impl sqlx::PgExecutor<'e>,
+    cols: &Columns,
+) -> std::result::Result<(), sqlx::Error> {
     sqlx::query(UPSERT)
         .bind(&cols.snapshot_id)
         .bind(&cols.session_id)
@@ -74,10 +85,9 @@ pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotU
         .bind(&cols.agent)
         .bind(&cols.owner)
         .bind(&cols.data)
-        .execute(&mut *conn)
-        .await
-        .map_err(err)?;
-    Ok(Some(row))
+        .execute(exec)
+        .await?;
+    Ok(())
 }
 
 /// Appends audit records on `conn`.

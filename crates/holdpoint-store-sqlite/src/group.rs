@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use holdpoint::session::row::Columns;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update};
 use holdpoint::{Error, Result};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool};
@@ -31,6 +32,14 @@ const MAX_BATCH: usize = 256;
 pub(crate) enum Op {
     /// `save_snapshot`: run `update` on row `id` and write what it returns.
     Save { id: String, update: SnapshotUpdate },
+    /// `save_snapshot` under a freshly minted id: there is no row to read,
+    /// so the caller built and encoded the row already; only the write is
+    /// left for the batch.
+    /// `row` is what the caller hears once written (taken then).
+    Insert {
+        row: Option<Box<Snapshot>>,
+        cols: Box<Columns>,
+    },
     /// `claim_resume`: claim row `id` and append `audit`, both or neither.
     Claim {
         claim: ResumeClaim,
@@ -44,6 +53,7 @@ impl Op {
     fn what(&self) -> String {
         match self {
             Op::Save { id, .. } => format!("save snapshot {id}"),
+            Op::Insert { cols, .. } => format!("save snapshot {}", cols.snapshot_id),
             Op::Claim { claim, .. } => format!("claim snapshot {}", claim.snapshot_id),
             Op::Audit { .. } => "append audit records".to_owned(),
         }
@@ -54,6 +64,7 @@ impl Op {
         match self {
             Op::Save { id, .. } => Some(id),
             Op::Claim { claim, .. } => Some(&claim.snapshot_id),
+            Op::Insert { cols, .. } => Some(&cols.snapshot_id),
             Op::Audit { .. } => None,
         }
     }
@@ -256,6 +267,16 @@ async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Op
             let result = save(tx, &id, update, None).await;
             let spent: SnapshotUpdate = Box::new(|_| Ok(None));
             (Op::Save { id, update: spent }, result)
+        }
+        Op::Insert { row, cols } => {
+            let result = match write::upsert(tx, &cols).await {
+                Ok(()) => Ok(row.map(|r| *r)),
+                Err(e) => Err(Fail::Batch(store_error(
+                    &format!("save snapshot {}", cols.snapshot_id),
+                    e,
+                ))),
+            };
+            (Op::Insert { row: None, cols }, result)
         }
         Op::Claim { claim, audit } => {
             let id = claim.snapshot_id.clone();

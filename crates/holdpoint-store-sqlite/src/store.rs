@@ -6,9 +6,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use holdpoint::session::row::Columns;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    mint_id,
+    mint_id, prepare_row,
 };
 use holdpoint::{Error, Result};
 use sqlx::SqlitePool;
@@ -143,11 +144,23 @@ impl SessionStore for SqliteStore {
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
-        let id = match snapshot_id {
-            Some(id) if !id.is_empty() => id.to_owned(),
-            _ => mint_id(),
+        let Some(id) = snapshot_id.filter(|id| !id.is_empty()) else {
+            // A freshly minted id has no row to read: the row is built and
+            // encoded here, in the caller's task, and the writer only writes
+            // it (its batch stays short and serial work small).
+            let id = mint_id();
+            let Some(next) = update(None)? else {
+                return Ok(None);
+            };
+            let row = prepare_row(&id, None, next)?;
+            let cols = Columns::of(&row)?;
+            let op = Op::Insert {
+                row: Some(Box::new(row)),
+                cols: Box::new(cols),
+            };
+            return self.inner.writer.write(op).await;
         };
-        tracing::Span::current().record("snapshot_id", id.as_str());
+        let id = id.to_owned();
         self.inner.writer.write(Op::Save { id, update }).await
     }
 

@@ -289,7 +289,8 @@ mod tests {
             input_schema: Some(json!({"type": "object", "properties": {}})),
             output_schema: None,
             metadata: None,
-        }];
+        }]
+        .into();
         let body = serde_json::to_value(to_request(&req, &ModelConfig::default()).unwrap()).unwrap();
         assert_eq!(body["systemInstruction"], json!({"parts": [{"text": "sys"}]}));
         assert_eq!(

@@ -373,7 +373,7 @@ mod tests {
                 ],
             ),
         ]);
-        request.tools = vec![transfer_tool()];
+        request.tools = vec![transfer_tool()].into();
         let prompt = render(&request, &request.tools, false);
         let text = prompt.text();
         let expected = "<|im_start|>system\nYou are a bank.\n\nYou can use these tools:\n\

@@ -187,7 +187,8 @@ async fn parallel_tool_use_input_json_deltas_are_assembled() {
         })),
         output_schema: None,
         metadata: None,
-    }];
+    }]
+    .into();
     request.tool_choice = Some("required".into());
     let (sink, chunks) = recording_sink();
     let response = model(&server).generate(request, sink).await.unwrap();

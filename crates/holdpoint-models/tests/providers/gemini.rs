@@ -128,7 +128,7 @@ async fn parallel_function_calls_stream_into_tool_requests_with_shaped_schema() 
     ]);
     let server = MockServer::start(vec![Reply::sse_in_pieces(text, 5)]).await;
     let mut request = GenerateRequest::new(vec![Message::user_text("Weather in Zürich and Köln?")]);
-    request.tools = vec![weather_tool()];
+    request.tools = vec![weather_tool()].into();
     request.tool_choice = Some("auto".into());
     let (sink, chunks) = recording_sink();
     let response = model(&server).generate(request, sink).await.unwrap();

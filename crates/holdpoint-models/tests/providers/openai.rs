@@ -164,7 +164,7 @@ async fn parallel_tool_call_deltas_split_at_awkward_bytes_are_assembled() {
     // of every event.
     let server = MockServer::start(vec![Reply::sse_in_pieces(text, 3)]).await;
     let mut request = GenerateRequest::new(vec![Message::user_text("Weather in Zürich and Köln?")]);
-    request.tools = vec![weather_tool()];
+    request.tools = vec![weather_tool()].into();
     request.tool_choice = Some("required".into());
     let (sink, chunks) = recording_sink();
     let response = openai(&server).generate(request, sink).await.unwrap();

@@ -76,7 +76,8 @@ impl Connection {
         let ended = Arc::new(AtomicBool::new(false));
         let session_id = session.state.session_id.clone();
         let io = WorkerIo {
-            inputs: input_rx,
+            inputs: Some(input_rx),
+            first: None,
             responder: Responder::new(chunk_tx),
             output: Some(output_tx),
             ended: Arc::clone(&ended),

@@ -557,6 +557,7 @@ impl AgentBuilder {
                 Arc::new(prompt::PromptHandler {
                     model,
                     system: self.system,
+                    toolset: Arc::new(crate::generate::Toolset::new(&self.tools)),
                     tools: self.tools,
                     middleware: self.middleware,
                     max_turns: self.max_turns,

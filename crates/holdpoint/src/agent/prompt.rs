@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::TurnHandler;
 use super::turn::Turn;
 use crate::error::Result;
-use crate::generate::{GenerateOptions, generate};
+use crate::generate::{GenerateOptions, Toolset, generate_with};
 use crate::message::{Message, Part, Role};
 use crate::middleware::Middleware;
 use crate::model::{FinishReason, Model};
@@ -21,6 +21,8 @@ pub(crate) struct PromptHandler {
     pub model: Arc<dyn Model>,
     pub system: Option<String>,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// `tools` by name with their definitions, built once for every turn.
+    pub toolset: Arc<Toolset>,
     pub middleware: Vec<Arc<dyn Middleware>>,
     pub max_turns: u32,
     pub config: Option<Value>,
@@ -29,7 +31,7 @@ pub(crate) struct PromptHandler {
 #[async_trait]
 impl TurnHandler for PromptHandler {
     async fn handle(&self, turn: Turn) -> Result<()> {
-        let messages = turn.messages();
+        let messages = turn.take_messages();
         let mut options = GenerateOptions::new(Arc::clone(&self.model));
         options.system = self
             .system
@@ -45,7 +47,7 @@ impl TurnHandler for PromptHandler {
         options.context = turn.request_context();
         let seam_turn = turn.clone();
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
-        let generation = generate(options).await?;
+        let generation = generate_with(options, Arc::clone(&self.toolset)).await?;
         let finish = generation.response.finish_reason.unwrap_or(FinishReason::Stop);
         turn.set_messages(generation.messages);
         turn.finish(generation.response.message, finish);

@@ -233,11 +233,21 @@ impl Turn {
     /// The session state as the turn left it, with the output message and
     /// finish reason.
     pub(crate) fn into_parts(self) -> (SessionState, Option<Message>, FinishReason) {
-        let s = self.lock();
+        // The turn is over: its state moves out instead of being copied (a
+        // handler that kept a clone of the turn sees an emptied state).
+        let mut s = self.lock();
+        let state = std::mem::take(&mut s.state);
         let message = s
             .message
-            .clone()
-            .or_else(|| s.state.messages.iter().rev().find(|m| m.role == Role::Model).cloned());
-        (s.state.clone(), message, s.finish_reason.unwrap_or(FinishReason::Stop))
+            .take()
+            .or_else(|| state.messages.iter().rev().find(|m| m.role == Role::Model).cloned());
+        (state, message, s.finish_reason.unwrap_or(FinishReason::Stop))
+    }
+
+    /// Moves the session's messages out of the turn, leaving none (for the
+    /// built-in handler, which sets them again when it succeeds; on failure
+    /// the turn's state is discarded).
+    pub(crate) fn take_messages(&self) -> Vec<Message> {
+        std::mem::take(&mut self.lock().state.messages)
     }
 }

@@ -26,7 +26,10 @@ use crate::session::{ResumeClaim, SessionState, Snapshot, SnapshotStatus, lease_
 
 /// The worker's ends of the connection's channels.
 pub(crate) struct WorkerIo {
-    pub inputs: mpsc::UnboundedReceiver<AgentInput>,
+    /// Where later inputs arrive; `None` when there are none (a single run).
+    pub inputs: Option<mpsc::UnboundedReceiver<AgentInput>>,
+    /// An input to handle before any from `inputs`.
+    pub first: Option<AgentInput>,
     pub responder: Responder,
     pub output: Option<oneshot::Sender<Result<AgentOutput>>>,
     pub ended: Arc<AtomicBool>,
@@ -272,13 +275,10 @@ pub(crate) fn single(
     context: Arc<Map<String, Value>>,
     input: AgentInput,
 ) -> (WorkerFuture, oneshot::Receiver<Result<AgentOutput>>) {
-    let (input_tx, input_rx) = mpsc::unbounded_channel();
-    // The receiver is alive: the send cannot fail.
-    let _ = input_tx.send(input);
-    drop(input_tx);
     let (output_tx, output_rx) = oneshot::channel();
     let io = WorkerIo {
-        inputs: input_rx,
+        inputs: None,
+        first: Some(input),
         responder: Responder::disconnected(),
         output: Some(output_tx),
         ended: Arc::new(AtomicBool::new(false)),
@@ -287,16 +287,18 @@ pub(crate) fn single(
 }
 
 /// Runs the worker until its inputs end, it fails, or it is aborted.
-pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<String, Value>>, io: WorkerIo) {
+pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<String, Value>>, mut io: WorkerIo) {
     let (abort_tx, abort_rx) = watch::channel(false);
+    let queue: VecDeque<AgentInput> = io.first.take().into_iter().collect();
+    let inputs_open = io.inputs.is_some();
     let span = tracing::info_span!("agent", agent = %def.name, session_id = %session.state.session_id);
     let worker = Worker {
         def,
         session,
         context,
         io,
-        queue: VecDeque::new(),
-        inputs_open: true,
+        queue,
+        inputs_open,
         detached: None,
         abort_tx,
         abort_rx,
@@ -304,6 +306,14 @@ pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<S
         last_finish: FinishReason::Stop,
     };
     worker.run().instrument(span).await;
+}
+
+/// The next input from `inputs`; `None` once they end (or when there are none).
+async fn recv(inputs: &mut Option<mpsc::UnboundedReceiver<AgentInput>>) -> Option<AgentInput> {
+    match inputs {
+        Some(rx) => rx.recv().await,
+        None => None,
+    }
 }
 
 impl Worker {
@@ -314,7 +324,7 @@ impl Worker {
         if !self.inputs_open || self.detached.is_some() {
             return None;
         }
-        let next = self.io.inputs.recv().await;
+        let next = recv(&mut self.io.inputs).await;
         if next.is_none() {
             self.inputs_open = false;
         }
@@ -362,7 +372,8 @@ impl Worker {
             if !input.has_payload() {
                 continue;
             }
-            let before = self.session.clone();
+            // `self.session` stays the state before the turn until it ends.
+            let session = self.session.clone();
             // The claim key names the state as loaded; later turns start
             // from other state.
             self.session.state_claim = None;
@@ -372,7 +383,7 @@ impl Worker {
                 AssertUnwindSafe(
                     run_turn(
                         Arc::clone(&self.def),
-                        before.clone(),
+                        session,
                         input,
                         self.io.responder.clone(),
                         Arc::clone(&self.context),
@@ -390,8 +401,9 @@ impl Worker {
                             seam: None,
                         }));
                     }
-                    next = self.io.inputs.recv(), if self.inputs_open && self.detached.is_none() => match next {
+                    next = recv(&mut self.io.inputs), if self.inputs_open && self.detached.is_none() => match next {
                         Some(mut i) if i.is_detach() => {
+                            let before = self.session.clone();
                             if let Err(e) = self.detach(&before).await {
                                 drop(task);
                                 self.fail_attached(e);
@@ -409,7 +421,7 @@ impl Worker {
                         if changed.is_ok() && *self.abort_rx.borrow() {
                             drop(task);
                             if let Some(d) = &self.detached {
-                                d.finalize(SnapshotStatus::Aborted, before.state, FinishReason::Aborted, None).await;
+                                d.finalize(SnapshotStatus::Aborted, self.session.state.clone(), FinishReason::Aborted, None).await;
                             }
                             return;
                         }
@@ -436,10 +448,12 @@ impl Worker {
                                     "interrupt held"
                                 );
                             }
-                            let parts: Vec<_> = m.interrupts().cloned().collect();
-                            self.io
-                                .responder
-                                .send_model_chunk(GenerateChunk::new(Role::Tool, parts));
+                            if self.io.responder.is_attached() {
+                                let parts: Vec<_> = m.interrupts().cloned().collect();
+                                self.io
+                                    .responder
+                                    .send_model_chunk(GenerateChunk::new(Role::Tool, parts));
+                            }
                         }
                         turn_end(&self.io.responder, finish, self.session.snapshot_id.clone());
                     }

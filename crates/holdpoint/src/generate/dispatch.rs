@@ -11,12 +11,34 @@ use tracing::Instrument;
 use crate::error::{Error, Result};
 use crate::message::{Message, Part, PartKind, metadata};
 use crate::middleware::{Chain, HeldBy, RestartPlan, ToolHookCall};
-use crate::model::ChunkSink;
+use crate::model::{ChunkSink, ToolDefinition};
 use crate::tool::{Tool, ToolContext, ToolOutcome};
+
+/// The tools of a generation by name, and their definitions as the model
+/// sees them (sorted by name). Built once — per agent for prompt agents —
+/// and shared, so a model call never copies the tools' schemas.
+pub(crate) struct Toolset {
+    pub by_name: HashMap<String, Arc<dyn Tool>>,
+    pub definitions: Arc<[ToolDefinition]>,
+}
+
+impl Toolset {
+    /// The set of `tools`; a later tool replaces an earlier one of the same name.
+    pub fn new(tools: &[Arc<dyn Tool>]) -> Self {
+        let by_name: HashMap<String, Arc<dyn Tool>> =
+            tools.iter().map(|t| (t.name().to_owned(), Arc::clone(t))).collect();
+        let mut definitions: Vec<ToolDefinition> = by_name.values().map(|t| t.definition().clone()).collect();
+        definitions.sort_by(|a, b| a.name.cmp(&b.name));
+        Toolset {
+            by_name,
+            definitions: definitions.into(),
+        }
+    }
+}
 
 /// What every tool call of one generation shares.
 pub(crate) struct Dispatcher {
-    pub tools: HashMap<String, Arc<dyn Tool>>,
+    pub tools: Arc<Toolset>,
     pub chain: Chain,
     pub sink: ChunkSink,
     pub context: Arc<Map<String, Value>>,
@@ -38,21 +60,29 @@ pub(crate) struct CallResult {
 
 impl Dispatcher {
     pub fn tool(&self, name: &str) -> Result<&Arc<dyn Tool>> {
-        self.tools.get(name).ok_or_else(|| Error::ToolNotFound(name.to_owned()))
+        self.tools
+            .by_name
+            .get(name)
+            .ok_or_else(|| Error::ToolNotFound(name.to_owned()))
     }
 
     /// Runs all calls concurrently; results come back in the calls' order.
     ///
     /// Every named tool must exist before any call starts, so a missing
-    /// tool fails the round without a sibling's side effects.
-    pub async fn run_all(&self, calls: Vec<PlannedCall>, index: u32, history: &[Message]) -> Result<Vec<CallResult>> {
+    /// tool fails the round without a sibling's side effects. `history` is
+    /// what the calls' middleware sees (shared, not copied per call).
+    pub async fn run_all(
+        &self,
+        calls: Vec<PlannedCall>,
+        index: u32,
+        history: Arc<Vec<Message>>,
+    ) -> Result<Vec<CallResult>> {
         for call in &calls {
             self.tool(&call.name)?;
         }
         if calls.is_empty() {
             return Ok(Vec::new());
         }
-        let history = Arc::new(history.to_vec());
         try_join_all(calls.into_iter().map(|c| self.run_one(c, index, Arc::clone(&history)))).await
     }
 
@@ -111,6 +141,21 @@ impl Dispatcher {
         }
         Ok(CallResult { outcome, held_by })
     }
+}
+
+/// Runs `calls` with the middleware seeing `history`, lent for the duration
+/// without a copy: it moves into an `Arc` and back (copied only when a
+/// middleware kept a handle to it).
+pub(crate) async fn run_all_lending(
+    dispatcher: &Dispatcher,
+    calls: Vec<PlannedCall>,
+    index: u32,
+    history: &mut Vec<Message>,
+) -> Result<Vec<CallResult>> {
+    let shared = Arc::new(std::mem::take(history));
+    let results = dispatcher.run_all(calls, index, Arc::clone(&shared)).await;
+    *history = Arc::try_unwrap(shared).unwrap_or_else(|kept| (*kept).clone());
+    results
 }
 
 /// The value the model sees for a soft failure.

@@ -4,7 +4,6 @@
 mod dispatch;
 mod resume;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -19,6 +18,7 @@ use crate::middleware::{
 };
 use crate::model::{ChunkSink, FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
 use crate::tool::{Tool, ToolOutcome};
+pub(crate) use dispatch::Toolset;
 use dispatch::{Dispatcher, PlannedCall};
 
 /// The finish message of an interrupted generation.
@@ -145,8 +145,15 @@ impl Generation {
 
 /// Runs the generate loop.
 pub async fn generate(options: GenerateOptions) -> Result<Generation> {
+    let toolset = Arc::new(Toolset::new(&options.tools));
+    generate_with(options, toolset).await
+}
+
+/// [`generate`] with the tool set built beforehand from `options.tools`
+/// (prompt agents build theirs once).
+pub(crate) async fn generate_with(options: GenerateOptions, toolset: Arc<Toolset>) -> Result<Generation> {
     let span = tracing::info_span!("generate", model = %options.model.name());
-    run(options).instrument(span).await
+    run(options, toolset).instrument(span).await
 }
 
 fn fresh_ref(taken: &[String]) -> String {
@@ -200,13 +207,11 @@ struct Loop {
 
 impl Loop {
     fn request(&self, history: &[Message]) -> GenerateRequest {
-        let mut messages = Vec::with_capacity(history.len() + 1);
+        let mut messages = Vec::with_capacity(history.len() + usize::from(self.system.is_some()));
         messages.extend(self.system.iter().cloned());
         messages.extend(history.iter().cloned());
-        let mut tools: Vec<_> = self.dispatcher.tools.values().map(|t| t.definition().clone()).collect();
-        tools.sort_by(|a, b| a.name.cmp(&b.name));
         let mut req = GenerateRequest::new(messages);
-        req.tools = tools;
+        req.tools = Arc::clone(&self.dispatcher.tools.definitions);
         req.config = self.config.clone();
         req
     }
@@ -240,12 +245,7 @@ impl Loop {
     }
 }
 
-async fn run(options: GenerateOptions) -> Result<Generation> {
-    let tools: HashMap<String, Arc<dyn Tool>> = options
-        .tools
-        .iter()
-        .map(|t| (t.name().to_owned(), Arc::clone(t)))
-        .collect();
+async fn run(options: GenerateOptions, tools: Arc<Toolset>) -> Result<Generation> {
     let mut lp = Loop {
         model: options.model,
         system: options.system,
@@ -293,7 +293,7 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
             let run: IterationFn<'_> = Box::new(move || {
                 Box::pin(async move {
                     let done = iteration(lp, history, rounds, max_turns).await?;
-                    let report = done.report();
+                    let report = done.report(history);
                     *slot = Some(done);
                     Ok(report)
                 })
@@ -314,16 +314,18 @@ async fn run(options: GenerateOptions) -> Result<Generation> {
 /// How one iteration of the loop ended.
 enum Step {
     /// Tools answered; the loop calls the model again.
-    Continue(Message),
+    Continue,
     /// The generation is over (the model answered, or a call paused).
     Done(Box<Generation>),
 }
 
 impl Step {
-    fn report(&self) -> IterationReport {
+    /// What an iteration hook is told; `history` is the loop's history
+    /// after a `Continue`.
+    fn report(&self, history: &[Message]) -> IterationReport {
         match self {
-            Step::Continue(message) => IterationReport {
-                message: Some(message.clone()),
+            Step::Continue => IterationReport {
+                message: history.iter().rev().find(|m| m.role == Role::Model).cloned(),
                 outcome: IterationOutcome::Continue,
             },
             Step::Done(g) => IterationReport {
@@ -371,8 +373,6 @@ async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, 
     };
     message.role = Role::Model;
     assign_refs(&mut message);
-    history.push(message.clone());
-    lp.index += 1;
 
     let calls: Vec<PlannedCall> = message
         .tool_requests()
@@ -384,7 +384,9 @@ async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, 
             plan: RestartPlan::default(),
         })
         .collect();
+    lp.index += 1;
     if calls.is_empty() {
+        history.push(message.clone());
         response.message = Some(message);
         response.usage = lp.usage.clone();
         response.request = lp.last_request.take();
@@ -400,8 +402,16 @@ async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, 
         return Err(Error::MaxTurnsExceeded(max_turns));
     }
     *rounds += 1;
+    // The tool-call names and refs are read from here once the calls
+    // ran; the history gets the message itself.
+    let requests: Vec<(String, Option<String>)> = message
+        .tool_requests()
+        .filter_map(Part::as_tool_request)
+        .map(|r| (r.name.clone(), r.reference.clone()))
+        .collect();
+    history.push(message);
 
-    let results = lp.dispatcher.run_all(calls, lp.index, history).await?;
+    let results = dispatch::run_all_lending(&lp.dispatcher, calls, lp.index, history).await?;
     let paused = results.iter().any(|r| matches!(r.outcome, ToolOutcome::Interrupt(_)));
     if paused {
         if let Some(last) = history.last_mut() {
@@ -419,15 +429,14 @@ async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, 
         }
         return Ok(Step::Done(Box::new(lp.interrupted(std::mem::take(history)))));
     }
-    let responses: Vec<Part> = message
-        .tool_requests()
-        .filter_map(Part::as_tool_request)
+    let responses: Vec<Part> = requests
+        .iter()
         .zip(&results)
-        .filter_map(|(r, res)| dispatch::response_part(&r.name, r.reference.as_deref(), &res.outcome))
+        .filter_map(|((name, reference), res)| dispatch::response_part(name, reference.as_deref(), &res.outcome))
         .collect();
     lp.emit_tool_chunk(responses.clone());
     history.push(Message::new(Role::Tool, responses));
     lp.index += 1;
     lp.seam(history);
-    Ok(Step::Continue(message))
+    Ok(Step::Continue)
 }

@@ -108,19 +108,19 @@ pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {
         }
         let original = target
             .as_tool_request()
-            .and_then(|r| r.input.clone())
-            .unwrap_or(Value::Null);
-        let given = req.input.clone().unwrap_or(Value::Null);
+            .and_then(|r| r.input.as_ref())
+            .unwrap_or(&Value::Null);
+        let given = req.input.as_ref().unwrap_or(&Value::Null);
         match part.meta(metadata::REPLACED_INPUT) {
             Some(declared) => {
-                if !json_eq(declared, &original) {
+                if !json_eq(declared, original) {
                     return Err(Error::InvalidArgument(format!(
                         "restart of {call} declares replacedInput that is not the original input"
                     )));
                 }
             }
             None => {
-                if !json_eq(&given, &original) {
+                if !json_eq(given, original) {
                     return Err(Error::InvalidArgument(format!(
                         "restart of {call} has modified inputs; a changed input must be declared with replacedInput (restart_with_input)"
                     )));
@@ -171,14 +171,13 @@ pub(crate) enum Applied {
 
 /// Applies validated directives to the last (model) message of `history`.
 pub(crate) async fn apply(
-    history: &mut [Message],
+    history: &mut Vec<Message>,
     resume: &Resume,
     dispatcher: &Dispatcher,
     index: u32,
 ) -> Result<Applied> {
-    let snapshot_of_history: Vec<Message> = history.to_vec();
     let now = chrono::Utc::now();
-    let Some(last) = history.last_mut() else {
+    let Some(last) = history.last() else {
         return Err(Error::FailedPrecondition("cannot resume: the history is empty".into()));
     };
     if last.role != Role::Model || last.tool_requests().next().is_none() {
@@ -262,7 +261,11 @@ pub(crate) async fn apply(
 
     let inputs: Vec<Value> = calls.iter().map(|c| c.input.clone()).collect();
     let replaced: Vec<Option<Value>> = calls.iter().map(|c| c.plan.original_input.clone()).collect();
-    let results = dispatcher.run_all(calls, index, &snapshot_of_history).await?;
+    // The calls' middleware sees the history as it was before the answers.
+    let results = dispatch::run_all_lending(dispatcher, calls, index, history).await?;
+    let Some(last) = history.last_mut() else {
+        return Err(Error::FailedPrecondition("cannot resume: the history is empty".into()));
+    };
 
     let mut responses: Vec<Option<Part>> = Vec::with_capacity(actions.len());
     let mut repaused = false;

@@ -1,6 +1,8 @@
 //! Wire types of a model call: `GenerateRequest`, `GenerateResponse`,
 //! `GenerateChunk`, `ToolDefinition`, `Usage`, `FinishReason`.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -117,9 +119,12 @@ pub struct GenerateRequest {
     /// Provider config (temperature, maxOutputTokens, stopSequences, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,
-    /// The tools the model may call.
+    /// The tools the model may call. Shared: the generate loop builds the
+    /// list once and every model call of a generation (and of an agent)
+    /// reuses it, so cloning a request never copies the tools' schemas.
+    /// Build one from a `Vec` with `.into()`.
     #[serde(default)]
-    pub tools: Vec<ToolDefinition>,
+    pub tools: Arc<[ToolDefinition]>,
     /// `auto`, `required` or `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,
@@ -134,7 +139,7 @@ impl GenerateRequest {
         GenerateRequest {
             messages,
             config: None,
-            tools: Vec::new(),
+            tools: Arc::default(),
             tool_choice: None,
             output: empty_object(),
         }

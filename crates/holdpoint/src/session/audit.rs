@@ -221,8 +221,14 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// SHA-256 (hex) of the canonical JSON of `value`.
 pub fn hash_json(value: &Value) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(canonical_json(value).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut hex = String::with_capacity(2 * digest.len());
+    for b in digest {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    hex
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use tokio_stream::wrappers::WatchStream;
 
 use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{ResumeClaim, SessionStore, SnapshotUpdate, claim_update, filter_snapshots, mint_id, prepare_row};
-use crate::error::Result;
+use super::store::{ResumeClaim, SessionStore, SnapshotUpdate, apply_claim, filter_snapshots, mint_id, prepare_row};
+use crate::error::{Error, Result};
 
 #[derive(Default)]
 struct Rows {
@@ -147,13 +147,11 @@ impl SessionStore for InMemoryStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "memory", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let mut rows = self.lock();
-        let id = claim.snapshot_id.clone();
-        let existing = rows.rows.get(&id);
-        let next = claim_update(claim)(existing)?;
-        if let Some(next) = next {
-            let row = prepare_row(&id, existing, next)?;
-            rows.rows.insert(id, row);
-        }
+        // The claim of `claim_update`, in place: the row is not copied.
+        let Some(row) = rows.rows.get_mut(&claim.snapshot_id) else {
+            return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
+        };
+        apply_claim(row, &claim)?;
         rows.audit.extend(audit);
         Ok(())
     }

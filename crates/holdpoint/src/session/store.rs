@@ -157,37 +157,44 @@ pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// The update that claims a snapshot for a resume. A first claim sets
-/// `resumedAt` and the lease, or fails with `ABORTED` ("already resumed")
-/// when the snapshot was claimed before. A takeover needs a claim whose
-/// lease lapsed (else `FAILED_PRECONDITION`) and renews it. A missing
-/// snapshot is `NOT_FOUND`.
+/// Checks `claim` against the row it claims and applies it in place. A
+/// first claim sets `resumedAt` and the lease, or fails with `ABORTED`
+/// ("already resumed") when the snapshot was claimed before. A takeover
+/// needs a claim whose lease lapsed (else `FAILED_PRECONDITION`) and
+/// renews it. On an error the row is unchanged.
+pub fn apply_claim(row: &mut Snapshot, claim: &ResumeClaim) -> Result<()> {
+    let id = &claim.snapshot_id;
+    let now = Utc::now();
+    match (row.resume_lease_end(), claim.takeover) {
+        (Some(_), false) => return Err(Error::AlreadyResumed(id.clone())),
+        (None, true) => {
+            return Err(Error::FailedPrecondition(format!(
+                "snapshot {id} is not in doubt: no resume claimed it; resume it the usual way"
+            )));
+        }
+        (Some(end), true) if end > now => {
+            return Err(Error::FailedPrecondition(format!(
+                "snapshot {id} is not in doubt: the resume that claimed it still holds its claim until {}; \
+                 settle it only once that process has stopped renewing it",
+                end.to_rfc3339()
+            )));
+        }
+        _ => {}
+    }
+    row.resumed_at = Some(row.resumed_at.unwrap_or(now));
+    row.resume_lease_until = Some(claim.lease_until);
+    Ok(())
+}
+
+/// The update that claims a snapshot for a resume ([`apply_claim`] on a
+/// copy of the row); a missing snapshot is `NOT_FOUND`.
 pub fn claim_update(claim: ResumeClaim) -> SnapshotUpdate {
     Box::new(move |existing| {
-        let id = &claim.snapshot_id;
         let Some(row) = existing else {
-            return Err(Error::NotFound(format!("snapshot {id} not found")));
+            return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
         };
-        let now = Utc::now();
-        match (row.resume_lease_end(), claim.takeover) {
-            (Some(_), false) => return Err(Error::AlreadyResumed(id.clone())),
-            (None, true) => {
-                return Err(Error::FailedPrecondition(format!(
-                    "snapshot {id} is not in doubt: no resume claimed it; resume it the usual way"
-                )));
-            }
-            (Some(end), true) if end > now => {
-                return Err(Error::FailedPrecondition(format!(
-                    "snapshot {id} is not in doubt: the resume that claimed it still holds its claim until {}; \
-                     settle it only once that process has stopped renewing it",
-                    end.to_rfc3339()
-                )));
-            }
-            _ => {}
-        }
         let mut next = row.clone();
-        next.resumed_at = Some(row.resumed_at.unwrap_or(now));
-        next.resume_lease_until = Some(claim.lease_until);
+        apply_claim(&mut next, &claim)?;
         Ok(Some(next))
     })
 }
