@@ -156,9 +156,10 @@ impl ServerBuilder {
     /// Where resumes from signed client-held state are claimed (SPEC §9.4):
     /// a marker snapshot `state-claim:MAC` per resumed state, written before
     /// any tool runs, so replaying the same state gets 409 "already
-    /// resumed". By default an in-memory store, which guards one process
-    /// until it restarts; give replicas one shared durable store (it may be
-    /// the store of the server-managed agents). Server-managed agents claim
+    /// resumed". By default the store of the first server-managed agent
+    /// (durable, and shared by replicas that share it); with none, an
+    /// in-memory store, which guards one process until it restarts — give
+    /// replicas one shared durable store then. Server-managed agents claim
     /// their snapshots instead.
     pub fn state_claims(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.state_claims = Some(store);
@@ -211,6 +212,7 @@ impl ServerBuilder {
         let keys = Arc::new(keys);
         let claims = self
             .state_claims
+            .or_else(|| self.agents.iter().find_map(|a| a.store().cloned()))
             .unwrap_or_else(|| Arc::new(InMemoryStore::new()) as Arc<dyn SessionStore>);
         let mut agents = BTreeMap::new();
         for agent in self.agents {

@@ -389,3 +389,36 @@ async fn replayed_signed_state_is_refused() {
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"]["finishReason"], "interrupted");
 }
+
+/// Without `state_claims`, a server that also serves a server-managed
+/// agent claims signed state in that agent's (durable) store.
+#[tokio::test]
+async fn signed_state_is_claimed_in_the_server_managed_store_by_default() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = memory();
+    let s = TestServer::start(
+        Server::builder()
+            .agent(ops(store.clone(), Arc::new(AtomicUsize::new(0))))
+            .agent(ops_client_managed("clientOps", Arc::clone(&runs)))
+            .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let path = "/agents/clientOps";
+    let (code, body) = s.post(path, json!({"data": user("close acct-9")}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    let out = body["result"].clone();
+    let approve = json!({"data": {"resume": {"restart": [restart(&paused_part(&out), json!({"toolApproved": true}))]}},
+                         "init": {"state": out["state"]}});
+    let (code, first) = s.post(path, approve.clone(), None).await;
+    assert_eq!(code, 200, "{first:#}");
+    let rows = dump(store.as_ref()).await.0;
+    assert!(
+        rows.iter().any(|r| r.snapshot_id.starts_with("state-claim:")),
+        "the claim is in the server-managed store: {rows:#?}"
+    );
+    let replay = s.post(path, approve, None).await;
+    assert_error(&replay, 409, "ABORTED", "already resumed");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
