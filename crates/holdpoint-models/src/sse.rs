@@ -62,8 +62,9 @@ impl EventReader {
                 Status::DeadlineExceeded,
                 format!("event stream stalled after {} events: {e}", self.events),
             )),
+            // The connection broke: a retry may well succeed.
             Some(Err(EventStreamError::Transport(e))) => Err(self.http.error(
-                Status::Internal,
+                Status::Unavailable,
                 format!("event stream broke off after {} events: {e}", self.events),
             )),
         }
@@ -78,10 +79,11 @@ impl EventReader {
         })
     }
 
-    /// The error for a stream that ended before `missing` arrived.
+    /// The error for a stream that ended before `missing` arrived: the
+    /// connection was cut, so `UNAVAILABLE` (a retry may succeed).
     pub fn truncated(&self, missing: &str) -> Error {
         self.http.error(
-            Status::Internal,
+            Status::Unavailable,
             format!("the event stream ended after {} events, before {missing}", self.events),
         )
     }

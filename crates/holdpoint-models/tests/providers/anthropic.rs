@@ -306,7 +306,7 @@ async fn stream_error_event_and_missing_message_stop_are_reported() {
         .generate(GenerateRequest::new(vec![Message::user_text("Hi")]), sink.clone())
         .await
         .unwrap_err();
-    assert_eq!(err.status(), Status::Internal);
+    assert_eq!(err.status(), Status::Unavailable);
     assert!(err.to_string().contains("message_stop"), "{err}");
     let err = model
         .generate(GenerateRequest::new(vec![Message::user_text("Hi")]), sink)

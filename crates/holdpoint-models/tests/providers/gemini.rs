@@ -282,7 +282,7 @@ async fn bad_key_is_unauthenticated_with_gemini_message() {
 }
 
 #[tokio::test]
-async fn stream_without_finish_reason_is_internal() {
+async fn stream_without_finish_reason_is_unavailable() {
     let text = sse_text(&[("", candidate(json!([{"text": "Half an ans"}]), None))]);
     let server = MockServer::start(vec![Reply::sse(text)]).await;
     let (sink, chunks) = recording_sink();
@@ -290,7 +290,7 @@ async fn stream_without_finish_reason_is_internal() {
         .generate(GenerateRequest::new(vec![Message::user_text("Hi")]), sink)
         .await
         .unwrap_err();
-    assert_eq!(err.status(), Status::Internal);
+    assert_eq!(err.status(), Status::Unavailable);
     assert!(err.to_string().contains("finishReason"), "{err}");
     assert_eq!(chunk_texts(&chunks), vec!["Half an ans"]);
 }
