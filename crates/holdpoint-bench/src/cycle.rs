@@ -210,6 +210,26 @@ impl Driver {
         })
     }
 
+    /// Reads a paused session's waiting call back from the agent by the
+    /// session id alone, as an approval screen does; `None` over HTTP (the
+    /// caller keeps the part it got).
+    pub async fn reload(&self, session_id: String) -> holdpoint::Result<Option<Paused>> {
+        let Driver::Direct(agent) = self else {
+            return Ok(None);
+        };
+        let snapshot = agent
+            .latest_snapshot(&session_id)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("session {session_id} not found")))?;
+        let part = snapshot
+            .state
+            .as_ref()
+            .and_then(|s| s.messages.iter().rev().find(|m| m.role == Role::Model))
+            .and_then(|m| m.interrupts().next().cloned())
+            .ok_or_else(|| Error::Internal(format!("session {session_id} is not waiting")))?;
+        Ok(Some(Paused { session_id, part }))
+    }
+
     /// Claims and approves a paused session by its id; returns the resume
     /// latency.
     pub async fn approve(&self, tool: &TransferTool, paused: Paused) -> holdpoint::Result<Duration> {

@@ -14,11 +14,14 @@ use super::snapshot::{Snapshot, SnapshotStatus};
 use super::store::{SessionStore, SnapshotUpdate, filter_snapshots, mint_id, prepare_row};
 use crate::error::{Error, Result};
 
+/// The rows. A row is boxed (the table holds a pointer, not a whole
+/// `Snapshot`, per slot) and its id is shared by the table and the session
+/// index: what a paused session costs is mostly its own data.
 #[derive(Default)]
 struct Rows {
-    rows: HashMap<String, Snapshot>,
+    rows: HashMap<Arc<str>, Box<Snapshot>>,
     /// Snapshot ids by session, for `get_latest_snapshot`.
-    by_session: HashMap<String, Vec<String>>,
+    by_session: HashMap<String, Vec<Arc<str>>>,
     audit: Vec<AuditRecord>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>>,
 }
@@ -70,7 +73,7 @@ impl InMemoryStore {
 #[async_trait]
 impl SessionStore for InMemoryStore {
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        Ok(self.lock().rows.get(snapshot_id).cloned().map(Snapshot::as_read))
+        Ok(self.lock().rows.get(snapshot_id).map(|row| (**row).clone().as_read()))
     }
 
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
@@ -83,7 +86,7 @@ impl SessionStore for InMemoryStore {
                 .cmp(&b.created_at)
                 .then_with(|| a.snapshot_id.cmp(&b.snapshot_id))
         });
-        Ok(latest.cloned().map(Snapshot::as_read))
+        Ok(latest.map(|row| (**row).clone().as_read()))
     }
 
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
@@ -92,19 +95,23 @@ impl SessionStore for InMemoryStore {
             _ => mint_id(),
         };
         let mut rows = self.lock();
-        let existing = rows.rows.get(&id);
+        let existing = rows.rows.get(id.as_str()).map(|row| &**row);
         let Some(next) = update(existing)? else {
             return Ok(None);
         };
         let row = prepare_row(&id, existing, next)?;
         let status = row.as_read_status();
-        if existing.is_none() {
+        let stored = Box::new(row.clone());
+        if let Some(slot) = rows.rows.get_mut(id.as_str()) {
+            *slot = stored;
+        } else {
+            let key: Arc<str> = Arc::from(id.as_str());
             rows.by_session
                 .entry(row.session_id.clone())
-                .or_default()
-                .push(id.clone());
+                .or_insert_with(|| Vec::with_capacity(1))
+                .push(Arc::clone(&key));
+            rows.rows.insert(key, stored);
         }
-        rows.rows.insert(id.clone(), row.clone());
         if let Some(tx) = rows.watchers.get(&id) {
             tx.send_replace(status);
         }
@@ -112,7 +119,7 @@ impl SessionStore for InMemoryStore {
     }
 
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-        Ok(filter_snapshots(self.lock().rows.values(), query))
+        Ok(filter_snapshots(self.lock().rows.values().map(|row| &**row), query))
     }
 
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
