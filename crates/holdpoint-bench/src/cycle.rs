@@ -160,7 +160,7 @@ pub enum Driver {
     /// `Agent::run` directly.
     Direct(Agent),
     /// `POST {url}` (`/agents/bankingAgent` on a local server).
-    Http { client: reqwest::Client, url: String },
+    Http { client: reqwest::Client, url: reqwest::Url },
 }
 
 impl Driver {
@@ -171,7 +171,7 @@ impl Driver {
                 let body = serde_json::to_vec(&json!({"data": input, "init": init}))
                     .map_err(|e| Error::Internal(format!("encode request: {e}")))?;
                 let response = client
-                    .post(url)
+                    .post(url.clone())
                     .header("content-type", "application/json")
                     .body(body)
                     .send()

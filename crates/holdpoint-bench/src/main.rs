@@ -321,7 +321,8 @@ async fn start_http(
         .tcp_nodelay(true)
         .build()
         .map_err(|e| format!("client: {e}"))?;
-    let url = format!("http://{addr}/agents/{name}");
+    // Parsed once: the client would parse a string on every request.
+    let url = reqwest::Url::parse(&format!("http://{addr}/agents/{name}")).map_err(|e| format!("url: {e}"))?;
     Ok((cycle::Driver::Http { client, url }, stop))
 }
 
