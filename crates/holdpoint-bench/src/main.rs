@@ -318,6 +318,7 @@ async fn start_http(
     });
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency.max(1))
+        .redirect(reqwest::redirect::Policy::none())
         .tcp_nodelay(true)
         .build()
         .map_err(|e| format!("client: {e}"))?;

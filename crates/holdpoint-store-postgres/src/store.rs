@@ -8,8 +8,8 @@ use futures::stream::BoxStream;
 use holdpoint::Result;
 use holdpoint::session::row::Columns;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, claim_update,
-    mint_id, prepare_row,
+    AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, mint_id,
+    prepare_row,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -184,12 +184,8 @@ impl SessionStore for PostgresStore {
         read::audit(&self.inner.pool, query).await
     }
 
-    /// The claim and its audit records in one transaction: both or neither.
+    /// The claim and its audit records in one statement: both or neither.
     async fn claim_resume(&self, snapshot_id: &str, audit: Vec<AuditRecord>) -> Result<()> {
-        let what = format!("claim snapshot {snapshot_id}");
-        let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
-        write::save_in(&mut tx, snapshot_id, claim_update(snapshot_id)).await?;
-        write::insert_audit(&mut tx, &audit).await?;
-        tx.commit().await.map_err(|e| store_error(&what, e))
+        write::claim(&self.inner.pool, snapshot_id, &audit).await
     }
 }
