@@ -160,7 +160,7 @@ pub enum Driver {
     /// `Agent::run` directly.
     Direct(Agent),
     /// `POST {url}` (`/agents/bankingAgent` on a local server).
-    Http { client: reqwest::Client, url: String },
+    Http { client: reqwest::Client, url: reqwest::Url },
 }
 
 impl Driver {
@@ -171,7 +171,7 @@ impl Driver {
                 let body = serde_json::to_vec(&json!({"data": input, "init": init}))
                     .map_err(|e| Error::Internal(format!("encode request: {e}")))?;
                 let response = client
-                    .post(url)
+                    .post(url.clone())
                     .header("content-type", "application/json")
                     .body(body)
                     .send()
@@ -208,6 +208,26 @@ impl Driver {
             session_id: out.session_id,
             part,
         })
+    }
+
+    /// Reads a paused session's waiting call back from the agent by the
+    /// session id alone, as an approval screen does; `None` over HTTP (the
+    /// caller keeps the part it got).
+    pub async fn reload(&self, session_id: String) -> holdpoint::Result<Option<Paused>> {
+        let Driver::Direct(agent) = self else {
+            return Ok(None);
+        };
+        let snapshot = agent
+            .latest_snapshot(&session_id)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("session {session_id} not found")))?;
+        let part = snapshot
+            .state
+            .as_ref()
+            .and_then(|s| s.messages.iter().rev().find(|m| m.role == Role::Model))
+            .and_then(|m| m.interrupts().next().cloned())
+            .ok_or_else(|| Error::Internal(format!("session {session_id} is not waiting")))?;
+        Ok(Some(Paused { session_id, part }))
     }
 
     /// Claims and approves a paused session by its id; returns the resume

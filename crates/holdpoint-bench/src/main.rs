@@ -150,21 +150,39 @@ async fn run_cycles(
     Ok((cycles, resumes))
 }
 
+/// What the caller keeps of a paused session until it approves it.
+enum Held {
+    /// The session id only.
+    Id(String),
+    /// The paused part as the turn returned it.
+    Part(Box<cycle::Paused>),
+}
+
 async fn run_paused(
     agent: &cycle::Driver,
     tool: &cycle::TransferTool,
     k: usize,
     concurrency: usize,
 ) -> holdpoint::Result<(Vec<Duration>, f64)> {
+    // In process the caller keeps only the session ids (what a ticket or a
+    // queue would hold) and reads each waiting call back when approving, so
+    // the figure is what the agent and its store keep per paused session.
+    // Over HTTP it keeps the paused part the response carried.
+    let in_process = matches!(agent, cycle::Driver::Direct(_));
     let before = sys::rss_bytes();
-    let mut paused = Vec::with_capacity(k);
+    let mut paused: Vec<Held> = Vec::with_capacity(k);
     for _ in 0..k {
-        paused.push(agent.pause().await?);
+        let p = agent.pause().await?;
+        paused.push(if in_process {
+            Held::Id(p.session_id)
+        } else {
+            Held::Part(Box::new(p))
+        });
     }
     let after = sys::rss_bytes();
     let per_session = after.saturating_sub(before) as f64 / k.max(1) as f64;
-    let chunks: Vec<Vec<cycle::Paused>> = {
-        let mut chunks: Vec<Vec<cycle::Paused>> = (0..concurrency.max(1)).map(|_| Vec::new()).collect();
+    let chunks: Vec<Vec<Held>> = {
+        let mut chunks: Vec<Vec<Held>> = (0..concurrency.max(1)).map(|_| Vec::new()).collect();
         for (i, p) in paused.into_iter().enumerate() {
             chunks[i % concurrency.max(1)].push(p);
         }
@@ -176,7 +194,14 @@ async fn run_paused(
         let tool = tool.clone();
         workers.push(tokio::spawn(async move {
             let mut times = Vec::with_capacity(chunk.len());
-            for p in chunk {
+            for held in chunk {
+                let p = match held {
+                    Held::Part(p) => *p,
+                    Held::Id(id) => agent
+                        .reload(id)
+                        .await?
+                        .ok_or_else(|| holdpoint::Error::Internal("cannot read a paused call back".into()))?,
+                };
                 times.push(agent.approve(&tool, p).await?);
             }
             Ok::<_, holdpoint::Error>(times)
@@ -293,10 +318,12 @@ async fn start_http(
     });
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency.max(1))
+        .redirect(reqwest::redirect::Policy::none())
         .tcp_nodelay(true)
         .build()
         .map_err(|e| format!("client: {e}"))?;
-    let url = format!("http://{addr}/agents/{name}");
+    // Parsed once: the client would parse a string on every request.
+    let url = reqwest::Url::parse(&format!("http://{addr}/agents/{name}")).map_err(|e| format!("url: {e}"))?;
     Ok((cycle::Driver::Http { client, url }, stop))
 }
 

@@ -132,6 +132,11 @@ pub(crate) fn reply<T: Serialize>(result: T) -> Reply<T> {
 /// Decodes JSON text into `T`, naming the path of the first problem
 /// (`data.message.role: unknown variant …`).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Most bodies are fine: decode them directly, and pay for tracking the
+    // path only to explain a body that fails.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();

@@ -201,9 +201,13 @@ impl SessionStore for PostgresStore {
         read::audit(&self.inner.pool, query).await
     }
 
-    /// The claim and its audit records in one transaction: both or neither.
+    /// The claim and its audit records, both or neither: a first claim in
+    /// one statement, a takeover of a lapsed claim in a transaction.
     #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "postgres", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
+        if !claim.takeover {
+            return write::claim(&self.inner.pool, &claim.snapshot_id, claim.lease_until, &audit).await;
+        }
         let snapshot_id = claim.snapshot_id.clone();
         let what = format!("claim snapshot {snapshot_id}");
         let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;

@@ -108,3 +108,80 @@ pub(crate) async fn insert_audit(conn: &mut PgConnection, records: &[AuditRecord
     }
     Ok(())
 }
+
+/// Claims row `id` and appends `records`, in one statement (so in one
+/// implicit transaction, with one round trip): `resumed_at_ns` is set and
+/// `"resumedAt"` and `"resumeLeaseUntil"` (given as `$3`, the JSON members
+/// without braces) appended to the stored document only while it is
+/// unset. A waiting row's document has neither key (both are left out
+/// while unset), so appending keeps it one valid JSON object; the audit
+/// rows are inserted only when the claim took. A takeover of a lapsed
+/// claim goes through [`save_in`] instead.
+const CLAIM: &str = "WITH claimed AS ( \
+       UPDATE holdpoint_snapshots \
+          SET resumed_at_ns = $2, data = (left(data::text, -1) || ',' || $3 || '}')::json \
+        WHERE snapshot_id = $1 AND resumed_at_ns IS NULL \
+    RETURNING 1 \
+   ), audit AS ( \
+       INSERT INTO holdpoint_audit (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
+       SELECT r.record_id, r.at_ns, r.principal, r.agent, r.session_id, r.snapshot_id, r.data::json \
+         FROM unnest($4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[]) \
+              WITH ORDINALITY AS r(record_id, at_ns, principal, agent, session_id, snapshot_id, data, n) \
+        WHERE EXISTS (SELECT 1 FROM claimed) \
+        ORDER BY r.n \
+   ) \
+   SELECT count(*) FROM claimed";
+
+const CLAIMED: &str = "SELECT resumed_at_ns IS NOT NULL FROM holdpoint_snapshots WHERE snapshot_id = $1";
+
+/// The claim of a resume (see [`CLAIM`]): `NOT_FOUND` for a missing row,
+/// `ABORTED` ("already resumed") when it was claimed before.
+pub(crate) async fn claim(
+    pool: &sqlx::PgPool,
+    id: &str,
+    lease_until: chrono::DateTime<chrono::Utc>,
+    records: &[AuditRecord],
+) -> Result<()> {
+    let what = format!("claim snapshot {id}");
+    let err = |e| store_error(&what, e);
+    let now = chrono::Utc::now();
+    let at_ns = now
+        .timestamp_nanos_opt()
+        .ok_or_else(|| holdpoint::Error::Internal(format!("the time {now} is outside the range a store can keep")))?;
+    let json = |t: &chrono::DateTime<chrono::Utc>| {
+        serde_json::to_string(t).map_err(|e| holdpoint::Error::Internal(format!("{what}: {e}")))
+    };
+    let at_json = format!(
+        "\"resumedAt\":{},\"resumeLeaseUntil\":{}",
+        json(&now)?,
+        json(&lease_until)?
+    );
+    let cols: Vec<AuditColumns> = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
+    let column = |f: fn(&AuditColumns) -> Option<String>| cols.iter().map(f).collect::<Vec<_>>();
+    let claimed: i64 = sqlx::query_scalar(CLAIM)
+        .bind(id)
+        .bind(at_ns)
+        .bind(&at_json)
+        .bind(column(|c| Some(c.record_id.clone())))
+        .bind(cols.iter().map(|c| c.at_ns).collect::<Vec<i64>>())
+        .bind(column(|c| c.principal.clone()))
+        .bind(column(|c| c.agent.clone()))
+        .bind(column(|c| Some(c.session_id.clone())))
+        .bind(column(|c| Some(c.snapshot_id.clone())))
+        .bind(column(|c| Some(c.data.clone())))
+        .fetch_one(pool)
+        .await
+        .map_err(err)?;
+    if claimed > 0 {
+        return Ok(());
+    }
+    let resumed: Option<bool> = sqlx::query_scalar(CLAIMED)
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?;
+    Err(match resumed {
+        Some(true) => holdpoint::Error::AlreadyResumed(id.to_owned()),
+        _ => holdpoint::Error::NotFound(format!("snapshot {id} not found")),
+    })
+}

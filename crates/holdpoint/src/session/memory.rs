@@ -9,16 +9,123 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 
+use chrono::{DateTime, Utc};
+
 use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{ResumeClaim, SessionStore, SnapshotUpdate, apply_claim, filter_snapshots, mint_id, prepare_row};
+use super::store::{ResumeClaim, SessionStore, SnapshotUpdate, apply_claim_to, filter_snapshots, mint_id, prepare_row};
 use crate::error::{Error, Result};
+use crate::message::{Message, Part, PartKind, metadata};
 
+/// One stored row.
+enum Stored {
+    /// The row as saved.
+    Live(Box<Snapshot>),
+    /// A row saved waiting for an answer, kept as its JSON text: a paused
+    /// session may wait for days, and the text is a fraction of the decoded
+    /// tree (one allocation instead of dozens). A claim sets `resumed_at`
+    /// here, without decoding; reads decode a copy.
+    Packed {
+        created_at: DateTime<Utc>,
+        resumed_at: Option<DateTime<Utc>>,
+        resume_lease_until: Option<DateTime<Utc>>,
+        json: Box<str>,
+    },
+}
+
+impl Stored {
+    /// Stores `row`: packed when it waits for an answer and decodes back
+    /// to itself, as saved otherwise.
+    fn of(row: &Snapshot) -> Stored {
+        if row.is_waiting()
+            && decodes_back(row)
+            && let Ok(json) = serde_json::to_string(row)
+        {
+            return Stored::Packed {
+                created_at: row.created_at,
+                resumed_at: None,
+                resume_lease_until: None,
+                json: json.into_boxed_str(),
+            };
+        }
+        Stored::Live(Box::new(row.clone()))
+    }
+
+    fn created_at(&self) -> DateTime<Utc> {
+        match self {
+            Stored::Live(row) => row.created_at,
+            Stored::Packed { created_at, .. } => *created_at,
+        }
+    }
+
+    /// The status as read now (a packed row was saved completed).
+    fn read_status(&self) -> SnapshotStatus {
+        match self {
+            Stored::Live(row) => row.as_read_status(),
+            Stored::Packed { .. } => SnapshotStatus::Completed,
+        }
+    }
+
+    /// A copy of the row.
+    fn to_snapshot(&self, id: &str) -> Result<Snapshot> {
+        match self {
+            Stored::Live(row) => Ok((**row).clone()),
+            Stored::Packed {
+                resumed_at,
+                resume_lease_until,
+                json,
+                ..
+            } => {
+                let mut row: Snapshot = serde_json::from_str(json)
+                    .map_err(|e| Error::Internal(format!("stored snapshot {id} does not decode: {e}")))?;
+                if resumed_at.is_some() {
+                    row.resumed_at = *resumed_at;
+                    row.resume_lease_until = *resume_lease_until;
+                }
+                Ok(row)
+            }
+        }
+    }
+
+    /// Applies a resume's claim (the exactly-once mark, SPEC §9.1, and its
+    /// lease, §9.3) in place, without decoding a packed row.
+    fn claim(&mut self, claim: &ResumeClaim) -> Result<()> {
+        match self {
+            Stored::Live(row) => apply_claim_to(&mut row.resumed_at, &mut row.resume_lease_until, claim),
+            Stored::Packed {
+                resumed_at,
+                resume_lease_until,
+                ..
+            } => apply_claim_to(resumed_at, resume_lease_until, claim),
+        }
+    }
+}
+
+/// Whether `row`'s JSON decodes to `row` again: every part's interrupt
+/// markers are well formed (decoding checks them). Rows that fail this
+/// stay as saved.
+fn decodes_back(row: &Snapshot) -> bool {
+    fn part_ok(part: &Part) -> bool {
+        part.metadata.as_ref().is_none_or(|m| metadata::validate(m).is_ok())
+            && match &part.kind {
+                PartKind::ToolResponse(r) => r.content.as_ref().is_none_or(|c| c.iter().all(part_ok)),
+                _ => true,
+            }
+    }
+    let message_ok = |m: &Message| m.content.iter().all(part_ok);
+    row.state
+        .as_ref()
+        .is_none_or(|s| s.messages.iter().all(message_ok) && s.artifacts.iter().all(|a| a.parts.iter().all(part_ok)))
+}
+
+/// The rows. A row is boxed or packed (the table holds a pointer per slot,
+/// not a whole `Snapshot`) and its id is shared by the table and the
+/// session index: what a paused session costs is mostly its own data.
 #[derive(Default)]
 struct Rows {
-    rows: HashMap<String, Snapshot>,
+    rows: HashMap<Arc<str>, Stored>,
     /// Snapshot ids by session, for `get_latest_snapshot`.
-    by_session: HashMap<String, Vec<String>>,
+    by_session: HashMap<String, Vec<Arc<str>>>,
     audit: Vec<AuditRecord>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>>,
 }
@@ -71,7 +178,11 @@ impl InMemoryStore {
 impl SessionStore for InMemoryStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "memory", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        Ok(self.lock().rows.get(snapshot_id).cloned().map(Snapshot::as_read))
+        let rows = self.lock();
+        match rows.rows.get(snapshot_id) {
+            Some(row) => Ok(Some(row.to_snapshot(snapshot_id)?.as_read())),
+            None => Ok(None),
+        }
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "memory", session_id = session_id), err(Display))]
@@ -80,12 +191,15 @@ impl SessionStore for InMemoryStore {
         let Some(ids) = rows.by_session.get(session_id) else {
             return Ok(None);
         };
-        let latest = ids.iter().filter_map(|id| rows.rows.get(id)).max_by(|a, b| {
-            a.created_at
-                .cmp(&b.created_at)
-                .then_with(|| a.snapshot_id.cmp(&b.snapshot_id))
-        });
-        Ok(latest.cloned().map(Snapshot::as_read))
+        // The greatest (createdAt, snapshotId).
+        let latest = ids
+            .iter()
+            .filter_map(|id| rows.rows.get(id).map(|row| (row.created_at(), id, row)))
+            .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        match latest {
+            Some((_, id, row)) => Ok(Some(row.to_snapshot(id)?.as_read())),
+            None => Ok(None),
+        }
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "memory", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
@@ -96,19 +210,31 @@ impl SessionStore for InMemoryStore {
         };
         tracing::Span::current().record("snapshot_id", id.as_str());
         let mut rows = self.lock();
-        let existing = rows.rows.get(&id);
+        let decoded;
+        let existing = match rows.rows.get(id.as_str()) {
+            None => None,
+            Some(Stored::Live(row)) => Some(&**row),
+            Some(packed) => {
+                decoded = packed.to_snapshot(&id)?;
+                Some(&decoded)
+            }
+        };
         let Some(next) = update(existing)? else {
             return Ok(None);
         };
         let row = prepare_row(&id, existing, next)?;
         let status = row.as_read_status();
-        if existing.is_none() {
+        let stored = Stored::of(&row);
+        if let Some(slot) = rows.rows.get_mut(id.as_str()) {
+            *slot = stored;
+        } else {
+            let key: Arc<str> = Arc::from(id.as_str());
             rows.by_session
                 .entry(row.session_id.clone())
-                .or_default()
-                .push(id.clone());
+                .or_insert_with(|| Vec::with_capacity(1))
+                .push(Arc::clone(&key));
+            rows.rows.insert(key, stored);
         }
-        rows.rows.insert(id.clone(), row.clone());
         if let Some(tx) = rows.watchers.get(&id) {
             tx.send_replace(status);
         }
@@ -122,7 +248,16 @@ impl SessionStore for InMemoryStore {
         err(Display)
     )]
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-        Ok(filter_snapshots(self.lock().rows.values(), query))
+        let rows = self.lock();
+        let mut live: Vec<&Snapshot> = Vec::with_capacity(rows.rows.len());
+        let mut unpacked: Vec<Snapshot> = Vec::new();
+        for (id, row) in &rows.rows {
+            match row {
+                Stored::Live(row) => live.push(row),
+                packed => unpacked.push(packed.to_snapshot(id)?),
+            }
+        }
+        Ok(filter_snapshots(live.into_iter().chain(&unpacked), query))
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "memory", records = records.len()), err(Display))]
@@ -148,10 +283,10 @@ impl SessionStore for InMemoryStore {
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let mut rows = self.lock();
         // The claim of `claim_update`, in place: the row is not copied.
-        let Some(row) = rows.rows.get_mut(&claim.snapshot_id) else {
+        let Some(stored) = rows.rows.get_mut(claim.snapshot_id.as_str()) else {
             return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
         };
-        apply_claim(row, &claim)?;
+        stored.claim(&claim)?;
         rows.audit.extend(audit);
         Ok(())
     }
@@ -159,7 +294,7 @@ impl SessionStore for InMemoryStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         let mut rows = self.lock();
-        let Some(current) = rows.rows.get(snapshot_id).map(|s| s.as_read_status()) else {
+        let Some(current) = rows.rows.get(snapshot_id).map(Stored::read_status) else {
             return Ok(futures::stream::empty().boxed());
         };
         let rx = match rows.watchers.get(snapshot_id) {
@@ -185,5 +320,80 @@ trait ReadStatus {
 impl ReadStatus for Snapshot {
     fn as_read_status(&self) -> SnapshotStatus {
         self.read_status(chrono::Utc::now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Message, Part, Role};
+    use crate::model::FinishReason;
+    use crate::session::SessionState;
+    use serde_json::json;
+
+    fn waiting(interrupt: serde_json::Value) -> Snapshot {
+        let mut paused = Part::tool_request("transferMoney", Some("r1".into()), Some(json!({"amount": 0.1 + 0.2})));
+        paused.set_meta(metadata::INTERRUPT, interrupt);
+        let mut state = SessionState::new("s1");
+        state.messages = vec![Message::user_text("pay"), Message::new(Role::Model, vec![paused])];
+        let mut row = Snapshot::new(state);
+        row.finish_reason = Some(FinishReason::Interrupted);
+        row
+    }
+
+    async fn save(store: &InMemoryStore, row: Snapshot) -> Snapshot {
+        store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    fn is_packed(store: &InMemoryStore, id: &str) -> bool {
+        matches!(store.lock().rows.get(id), Some(Stored::Packed { .. }))
+    }
+
+    #[tokio::test]
+    async fn a_waiting_row_is_packed_and_reads_back_equal() {
+        let store = InMemoryStore::new();
+        let saved = save(&store, waiting(json!({"details": "pay 0.30000000000000004"}))).await;
+        assert!(is_packed(&store, &saved.snapshot_id));
+        assert_eq!(
+            store.get_snapshot(&saved.snapshot_id).await.unwrap(),
+            Some(saved.clone())
+        );
+        assert_eq!(store.get_latest_snapshot("s1").await.unwrap(), Some(saved.clone()));
+        let listed = store.list_snapshots(&SnapshotQuery::default()).await.unwrap();
+        assert_eq!(listed, vec![saved]);
+    }
+
+    #[tokio::test]
+    async fn a_packed_row_is_claimed_once_and_reads_back_claimed() {
+        let store = InMemoryStore::new();
+        let saved = save(&store, waiting(json!(true))).await;
+        let id = saved.snapshot_id.clone();
+        store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()).await.unwrap();
+        let err = store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()).await.unwrap_err();
+        assert!(matches!(err, Error::AlreadyResumed(_)), "{err}");
+        let read = store.get_snapshot(&id).await.unwrap().unwrap();
+        assert!(read.resumed_at.is_some());
+        assert!(!read.is_waiting());
+        assert_eq!(read.state, saved.state);
+        // An update of the claimed row sees the claim.
+        let seen = store
+            .save_snapshot(Some(&id), Box::new(|row| Ok(row.cloned())))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen.resumed_at, read.resumed_at);
+    }
+
+    #[tokio::test]
+    async fn a_row_whose_json_would_not_decode_stays_as_saved() {
+        let store = InMemoryStore::new();
+        // A malformed interrupt marker: decoding a part refuses it.
+        let saved = save(&store, waiting(json!(5))).await;
+        assert!(!is_packed(&store, &saved.snapshot_id));
+        assert_eq!(store.get_snapshot(&saved.snapshot_id).await.unwrap(), Some(saved));
     }
 }

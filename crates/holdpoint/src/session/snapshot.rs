@@ -239,9 +239,8 @@ impl Snapshot {
     pub fn resume_lease_end(&self) -> Option<DateTime<Utc>> {
         let claimed = self.resumed_at?;
         Some(
-            self.resume_lease_until.unwrap_or_else(|| {
-                claimed + chrono::Duration::from_std(HEARTBEAT_EXPIRY).unwrap_or(chrono::Duration::MAX)
-            }),
+            self.resume_lease_until
+                .unwrap_or_else(|| super::store::lease_end(claimed, HEARTBEAT_EXPIRY)),
         )
     }
 

@@ -163,9 +163,20 @@ pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
 /// needs a claim whose lease lapsed (else `FAILED_PRECONDITION`) and
 /// renews it. On an error the row is unchanged.
 pub fn apply_claim(row: &mut Snapshot, claim: &ResumeClaim) -> Result<()> {
+    apply_claim_to(&mut row.resumed_at, &mut row.resume_lease_until, claim)
+}
+
+/// [`apply_claim`] on the two claim fields of a row (`resumedAt` and
+/// `resumeLeaseUntil`), for stores that keep them apart from the document.
+pub fn apply_claim_to(
+    resumed_at: &mut Option<DateTime<Utc>>,
+    lease_until: &mut Option<DateTime<Utc>>,
+    claim: &ResumeClaim,
+) -> Result<()> {
     let id = &claim.snapshot_id;
     let now = Utc::now();
-    match (row.resume_lease_end(), claim.takeover) {
+    let lease_end = resumed_at.map(|at| lease_until.unwrap_or_else(|| lease_end(at, HEARTBEAT_EXPIRY)));
+    match (lease_end, claim.takeover) {
         (Some(_), false) => return Err(Error::AlreadyResumed(id.clone())),
         (None, true) => {
             return Err(Error::FailedPrecondition(format!(
@@ -181,8 +192,8 @@ pub fn apply_claim(row: &mut Snapshot, claim: &ResumeClaim) -> Result<()> {
         }
         _ => {}
     }
-    row.resumed_at = Some(row.resumed_at.unwrap_or(now));
-    row.resume_lease_until = Some(claim.lease_until);
+    *resumed_at = Some(resumed_at.unwrap_or(now));
+    *lease_until = Some(claim.lease_until);
     Ok(())
 }
 
