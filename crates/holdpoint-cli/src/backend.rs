@@ -200,27 +200,12 @@ impl Backend {
     pub async fn in_doubt(&self, agent: Option<&str>, limit: usize) -> Result<Vec<PendingApproval>, CliError> {
         match self {
             Backend::Store(b) => {
-                let snapshots = b
-                    .store
-                    .list_snapshots(&SnapshotQuery {
-                        agent: agent.map(str::to_owned),
-                        in_doubt_only: true,
-                        limit: Some(limit),
-                        ..SnapshotQuery::default()
-                    })
-                    .await?;
-                let mut out = Vec::new();
-                for s in &snapshots {
-                    let trail = b
-                        .store
-                        .list_audit(&AuditQuery {
-                            session_id: Some(s.session_id.clone()),
-                            limit: Some(1000),
-                            ..AuditQuery::default()
-                        })
-                        .await?;
-                    out.extend(PendingApproval::in_doubt_of(s, &trail));
-                }
+                let query = SnapshotQuery {
+                    agent: agent.map(str::to_owned),
+                    limit: Some(limit),
+                    ..SnapshotQuery::default()
+                };
+                let mut out = PendingApproval::list_in_doubt(b.store.as_ref(), query).await?;
                 out.truncate(limit);
                 Ok(out)
             }

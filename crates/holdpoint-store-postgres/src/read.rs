@@ -75,24 +75,12 @@ pub(crate) async fn list(pool: &PgPool, query: &SnapshotQuery) -> Result<Vec<Sna
         .bind(&query.session_id)
         .bind(&query.owner)
         .bind(query.waiting_only)
-        .bind(if query.in_doubt_only {
-            i64::MAX
-        } else {
-            limit(query.limit())
-        })
+        .bind(row::list_limit(query))
         .bind(query.in_doubt_only)
         .fetch_all(pool)
         .await
         .map_err(|e| store_error("list snapshots", e))?;
-    let mut out = Vec::with_capacity(rows.len());
-    for (id, d) in rows {
-        let snapshot = row::decode(&id, &d)?.as_read();
-        if query.matches_row(&snapshot) {
-            out.push(snapshot);
-        }
-    }
-    out.truncate(query.limit());
-    Ok(out)
+    row::decode_listed(rows, query)
 }
 
 const LIST_AUDIT: &str = "SELECT seq, data::text FROM holdpoint_audit \

@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use holdpoint::agent::Agent;
+use holdpoint::agent::{Agent, PendingApproval};
 use holdpoint::session::{AuditQuery, SnapshotQuery};
 use serde::{Deserialize, Serialize};
 
@@ -80,24 +80,39 @@ pub(crate) async fn pending(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?;
-    let session_id = query.session_id.clone().filter(|s| !s.is_empty());
-    if let Some(id) = &session_id {
-        check_session(agent, &caller, id).await?;
-    }
-    let principal = caller.principal();
     let items = agent
-        .pending(SnapshotQuery {
-            owner: principal.map(str::to_owned),
-            session_id,
-            limit: Some(limit(&state, &query)),
-            ..SnapshotQuery::default()
-        })
+        .pending(caller_query(&state, agent, &caller, &query).await?)
         .await?;
-    let items: Vec<_> = items
+    Ok(reply(visible(items, &caller)).into_response())
+}
+
+/// The snapshot query of a listing for `caller`: their own sessions, or
+/// the one `sessionId` names (404 unless they may see it).
+pub(crate) async fn caller_query(
+    state: &AppState,
+    agent: &Agent,
+    caller: &Identity,
+    query: &ListQuery,
+) -> Result<SnapshotQuery, ApiError> {
+    let session_id = query.session().map(str::to_owned);
+    if let Some(id) = &session_id {
+        check_session(agent, caller, id).await?;
+    }
+    Ok(SnapshotQuery {
+        owner: caller.principal().map(str::to_owned),
+        session_id,
+        limit: Some(query.limit_in(state)),
+        ..SnapshotQuery::default()
+    })
+}
+
+/// The listed calls `caller` may see (unowned ones, and their own).
+pub(crate) fn visible(items: Vec<PendingApproval>, caller: &Identity) -> Vec<PendingApproval> {
+    let principal = caller.principal();
+    items
         .into_iter()
         .filter(|p| p.owner.is_none() || p.owner.as_deref() == principal)
-        .collect();
-    Ok(reply(items).into_response())
+        .collect()
 }
 
 /// `GET /agents/{name}/audit?sessionId=&limit=`: decisions, newest first —

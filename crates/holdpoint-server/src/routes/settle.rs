@@ -5,15 +5,15 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use holdpoint::agent::{AgentInit, AgentInput};
-use holdpoint::session::SnapshotQuery;
 
 use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, SettleRequest, reply};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
+use crate::numbers;
+use crate::routes::pending::{ListQuery, caller_query, visible};
 use crate::state::AppState;
 use crate::turns::{claim_conflict, spawn_turn};
-use crate::{numbers, routes::pending::ListQuery};
 
 /// `GET /agents/{name}/inDoubt?sessionId=&limit=`: the caller's calls in
 /// doubt, newest first, each with the decisions recorded for it.
@@ -24,20 +24,10 @@ pub(crate) async fn in_doubt(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?;
-    let principal = caller.principal();
     let items = agent
-        .in_doubt(SnapshotQuery {
-            owner: principal.map(str::to_owned),
-            session_id: query.session().map(str::to_owned),
-            limit: Some(query.limit_in(&state)),
-            ..SnapshotQuery::default()
-        })
+        .in_doubt(caller_query(&state, agent, &caller, &query).await?)
         .await?;
-    let items: Vec<_> = items
-        .into_iter()
-        .filter(|p| p.owner.is_none() || p.owner.as_deref() == principal)
-        .collect();
-    Ok(reply(items).into_response())
+    Ok(reply(visible(items, &caller)).into_response())
 }
 
 /// `{"data": {"snapshotId", "resume": {"respond"?, "restart"?}}}` →

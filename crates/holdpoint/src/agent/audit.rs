@@ -5,9 +5,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::error::Result;
 use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
-use crate::session::{AuditDecision, AuditRecord, Snapshot, hash_json};
+use crate::session::{AuditDecision, AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, hash_json};
 
 /// The key of resume data that approves (`true`) or denies (`false`) an
 /// approval gate's hold.
@@ -164,6 +165,28 @@ impl PendingApproval {
     /// records) holds for it.
     pub fn in_doubt_of(snapshot: &Snapshot, trail: &[AuditRecord]) -> Vec<PendingApproval> {
         in_doubt_of(snapshot, trail)
+    }
+
+    /// The calls in doubt in `store` that `query` selects (it is run with
+    /// `in_doubt_only`), newest first, each with its recorded decisions.
+    pub async fn list_in_doubt(store: &dyn SessionStore, query: SnapshotQuery) -> Result<Vec<PendingApproval>> {
+        let query = SnapshotQuery {
+            in_doubt_only: true,
+            waiting_only: false,
+            ..query
+        };
+        let mut out = Vec::new();
+        for snapshot in store.list_snapshots(&query).await? {
+            let trail = store
+                .list_audit(&AuditQuery {
+                    session_id: Some(snapshot.session_id.clone()),
+                    limit: Some(1000),
+                    ..AuditQuery::default()
+                })
+                .await?;
+            out.extend(in_doubt_of(&snapshot, &trail));
+        }
+        Ok(out)
     }
 }
 

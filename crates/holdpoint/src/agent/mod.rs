@@ -317,26 +317,11 @@ impl Agent {
     /// settles them with [`settle`](Self::settle). Each entry has
     /// `in_doubt` set and the decisions recorded for it in `decided`.
     pub async fn in_doubt(&self, query: SnapshotQuery) -> Result<Vec<PendingApproval>> {
-        let store = self.require_store()?;
         let query = SnapshotQuery {
             agent: Some(self.def.name.clone()),
-            in_doubt_only: true,
-            waiting_only: false,
             ..query
         };
-        let snapshots = store.list_snapshots(&query).await?;
-        let mut out = Vec::new();
-        for snapshot in &snapshots {
-            let trail = store
-                .list_audit(&AuditQuery {
-                    session_id: Some(snapshot.session_id.clone()),
-                    limit: Some(1000),
-                    ..AuditQuery::default()
-                })
-                .await?;
-            out.extend(audit::in_doubt_of(snapshot, &trail));
-        }
-        Ok(out)
+        PendingApproval::list_in_doubt(self.require_store()?.as_ref(), query).await
     }
 
     /// Settles calls left in doubt (see [`in_doubt`](Self::in_doubt)) on

@@ -372,8 +372,14 @@ mod tests {
         let store = InMemoryStore::new();
         let saved = save(&store, waiting(json!(true))).await;
         let id = saved.snapshot_id.clone();
-        store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()).await.unwrap();
-        let err = store.claim_resume(ResumeClaim::new(id.clone()), Vec::new()).await.unwrap_err();
+        store
+            .claim_resume(ResumeClaim::new(id.clone()), Vec::new())
+            .await
+            .unwrap();
+        let err = store
+            .claim_resume(ResumeClaim::new(id.clone()), Vec::new())
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::AlreadyResumed(_)), "{err}");
         let read = store.get_snapshot(&id).await.unwrap().unwrap();
         assert!(read.resumed_at.is_some());

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{AuditRecord, SessionState, Snapshot, SnapshotStatus};
+use super::{AuditRecord, SessionState, Snapshot, SnapshotQuery, SnapshotStatus};
 use crate::error::{Error, Result};
 
 /// A stored document that does not decode: a broken row, not bad input.
@@ -115,6 +115,31 @@ fn nanos(field: &str, at: DateTime<Utc>) -> Result<i64> {
 /// Decodes the `data` column of snapshot row `id`.
 pub fn decode(id: &str, data: &str) -> Result<Snapshot> {
     serde_json::from_str(data).map_err(|e| corrupt_row(&format!("snapshot {id}"), e))
+}
+
+/// The `(snapshot_id, data)` rows a `list_snapshots` query selected,
+/// decoded as read now, keeping those that pass `query`'s row filters
+/// (the lease of `in_doubt_only` lives in the document), up to its limit.
+pub fn decode_listed(rows: Vec<(String, String)>, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for (id, data) in rows {
+        let snapshot = decode(&id, &data)?.as_read();
+        if query.matches_row(&snapshot) {
+            out.push(snapshot);
+        }
+    }
+    out.truncate(query.limit());
+    Ok(out)
+}
+
+/// The SQL `LIMIT` of a `list_snapshots` query: none for `in_doubt_only`,
+/// whose lease is checked after decoding (see [`decode_listed`]).
+pub fn list_limit(query: &SnapshotQuery) -> i64 {
+    if query.in_doubt_only {
+        i64::MAX
+    } else {
+        i64::try_from(query.limit()).unwrap_or(i64::MAX)
+    }
 }
 
 /// Decodes the `data` column of audit row `seq`.
