@@ -41,7 +41,8 @@ pub enum Command {
     Approve(DecideArgs),
     /// Deny a paused call: the model is told, with the reason.
     Deny(DecideArgs),
-    /// Settle a paused (or in-doubt) call with an output, without running the tool.
+    /// Answer a paused call with an output, without running the tool (a call
+    /// in doubt is settled with `settle`).
     Respond(RespondArgs),
     /// Calls left in doubt: a resume claimed them and its process died,
     /// so they may or may not have run (never re-run on their own).
