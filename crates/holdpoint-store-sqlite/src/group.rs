@@ -156,6 +156,19 @@ async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Optio
             return abort(Vec::new(), jobs.into_iter(), &err);
         }
     };
+    // A batch of one fresh row (the common case when writes do not overlap)
+    // is one statement, which SQLite commits on its own, as atomically and
+    // durably as a transaction, without the BEGIN and COMMIT round trips to
+    // the connection's worker thread.
+    if batch_len == 1 && matches!(jobs.first().map(|j| &j.op), Some(Op::Insert { .. })) {
+        let mut jobs = jobs;
+        if let Some(Job { op, reply }) = jobs.pop() {
+            let (op, result) = apply(&mut conn, op).await;
+            let result = result.map_err(|(Fail::Caller(e) | Fail::Batch(e))| e);
+            return vec![(Done { op, reply }, result)];
+        }
+        return Vec::new();
+    }
     if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await {
         let err = store_error(&format!("start writing ({what})"), e);
         rollback(&mut conn).await;

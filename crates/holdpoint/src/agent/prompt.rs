@@ -47,7 +47,7 @@ impl TurnHandler for PromptHandler {
         options.context = turn.request_context();
         let seam_turn = turn.clone();
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
-        let generation = generate_with(options, Arc::clone(&self.toolset)).await?;
+        let generation = generate_with(options, Arc::clone(&self.toolset), false).await?;
         let finish = generation.response.finish_reason.unwrap_or(FinishReason::Stop);
         turn.set_messages(generation.messages);
         turn.finish(generation.response.message, finish);

@@ -146,14 +146,20 @@ impl Generation {
 /// Runs the generate loop.
 pub async fn generate(options: GenerateOptions) -> Result<Generation> {
     let toolset = Arc::new(Toolset::new(&options.tools));
-    generate_with(options, toolset).await
+    generate_with(options, toolset, true).await
 }
 
 /// [`generate`] with the tool set built beforehand from `options.tools`
-/// (prompt agents build theirs once).
-pub(crate) async fn generate_with(options: GenerateOptions, toolset: Arc<Toolset>) -> Result<Generation> {
+/// (prompt agents build theirs once). With `keep_request` false the
+/// response's `request` stays `None`, and each model call gets the request
+/// without a copy being kept (agent turns never read it).
+pub(crate) async fn generate_with(
+    options: GenerateOptions,
+    toolset: Arc<Toolset>,
+    keep_request: bool,
+) -> Result<Generation> {
     let span = tracing::info_span!("generate", model = %options.model.name());
-    run(options, toolset).instrument(span).await
+    run(options, toolset, keep_request).instrument(span).await
 }
 
 fn fresh_ref(taken: &[String]) -> String {
@@ -202,6 +208,8 @@ struct Loop {
     usage: Usage,
     index: u32,
     last_request: Option<GenerateRequest>,
+    /// Whether to keep `last_request` (a copy of every request) at all.
+    keep_request: bool,
     on_seam: Option<SeamHook>,
 }
 
@@ -245,7 +253,7 @@ impl Loop {
     }
 }
 
-async fn run(options: GenerateOptions, tools: Arc<Toolset>) -> Result<Generation> {
+async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) -> Result<Generation> {
     let mut lp = Loop {
         model: options.model,
         system: options.system,
@@ -259,6 +267,7 @@ async fn run(options: GenerateOptions, tools: Arc<Toolset>) -> Result<Generation
         usage: Usage::default(),
         index: 0,
         last_request: None,
+        keep_request,
         on_seam: options.on_seam,
     };
     let mut history = options.messages;
@@ -356,15 +365,20 @@ async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, 
     } else {
         ChunkSink::none()
     };
+    let (request, kept) = if lp.keep_request {
+        (request.clone(), Some(request))
+    } else {
+        (request, None)
+    };
     let started = std::time::Instant::now();
     let mut response = lp
         .dispatcher
         .chain
-        .call_model(lp.model.as_ref(), request.clone(), &sink)
+        .call_model(lp.model.as_ref(), request, &sink)
         .instrument(tracing::debug_span!("model_call", index))
         .await?;
     lp.usage.add(&response.usage);
-    lp.last_request = Some(request);
+    lp.last_request = kept;
     let Some(mut message) = response.message.take() else {
         return Err(Error::with_status(
             crate::Status::Internal,
