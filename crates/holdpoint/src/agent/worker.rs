@@ -2,6 +2,7 @@
 //! turn, persists it, then announces it (SPEC §4, §9.1, §9.2).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
@@ -13,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use super::audit::{self, AuditContext};
-use super::detach::{self, AbortOnDrop, Detached};
+use super::detach::{self, Detached};
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 use super::load::Session;
 use super::turn::{Responder, Turn};
@@ -90,7 +91,7 @@ async fn run_turn(
         seam: None,
     };
     let mut claimed = false;
-    let mut _renewal = None;
+    let mut renewal = None;
     if session.settle && input.resume.as_ref().is_none_or(Resume::is_empty) {
         return Err(fail(
             Error::InvalidArgument("settling calls in doubt needs a resume that answers them".into()),
@@ -143,7 +144,7 @@ async fn run_turn(
                 .await
                 .map_err(|e| fail(e, false))?;
             claimed = true;
-            _renewal = Some(renew_claim(Arc::clone(store), id.clone(), held, def.resume_lease));
+            renewal = Some(renew_claim(Arc::clone(store), id.clone(), held, def.resume_lease));
         } else if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
             // Client-held state: claim the state itself (SPEC §9.4).
             let span = tracing::info_span!("resume_decision", state_claim = %key);
@@ -154,7 +155,12 @@ async fn run_turn(
         }
     }
     let turn = Turn::new(input, session.state, responder, context);
-    match def.handler.handle(turn.clone()).await {
+    let work = def.handler.handle(turn.clone());
+    let done = match renewal {
+        Some(renew) => while_renewing(work, renew).await,
+        None => work.await,
+    };
+    match done {
         Ok(()) => Ok(turn.into_parts()),
         Err(error) => Err(TurnFailure {
             error,
@@ -164,34 +170,44 @@ async fn run_turn(
     }
 }
 
-/// Keeps a resume's claim alive while its turn runs (SPEC §9.3): renews
-/// the lease every third of it, until dropped. If another process took the
-/// claim over (an operator settled it as in doubt), renewing stops and
-/// says so.
-fn renew_claim(
+/// Runs `work` while `renew` keeps the resume's claim alive, both polled
+/// in this task (no spawn: a resume's cost stays one task's). If renewing
+/// stops (the claim was taken over), the turn still finishes.
+async fn while_renewing<T>(work: impl Future<Output = T>, renew: impl Future<Output = ()>) -> T {
+    tokio::pin!(work);
+    tokio::pin!(renew);
+    tokio::select! {
+        biased;
+        out = &mut work => out,
+        () = &mut renew => work.await,
+    }
+}
+
+/// Keeps a resume's claim alive (SPEC §9.3): renews the lease every third
+/// of it, for as long as it is polled. Ends when another process took the
+/// claim over (an operator settled it as in doubt), saying so.
+async fn renew_claim(
     store: Arc<dyn crate::session::SessionStore>,
     snapshot_id: String,
     mut held: chrono::DateTime<chrono::Utc>,
     lease: std::time::Duration,
-) -> AbortOnDrop<()> {
+) {
     let every = (lease / 3).max(std::time::Duration::from_millis(10));
-    AbortOnDrop(tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let until = lease_end(chrono::Utc::now(), lease);
-            match store
-                .save_snapshot(Some(&snapshot_id), renew_claim_update(&snapshot_id, held, until))
-                .await
-            {
-                Ok(_) => held = until,
-                Err(Error::FailedPrecondition(msg) | Error::NotFound(msg)) => {
-                    tracing::error!(snapshot_id, "{msg}");
-                    return;
-                }
-                Err(e) => tracing::warn!(snapshot_id, error = %e, "could not renew a resume's claim; retrying"),
+    loop {
+        tokio::time::sleep(every).await;
+        let until = lease_end(chrono::Utc::now(), lease);
+        match store
+            .save_snapshot(Some(&snapshot_id), renew_claim_update(&snapshot_id, held, until))
+            .await
+        {
+            Ok(_) => held = until,
+            Err(Error::FailedPrecondition(msg) | Error::NotFound(msg)) => {
+                tracing::error!(snapshot_id, "{msg}");
+                return;
             }
+            Err(e) => tracing::warn!(snapshot_id, error = %e, "could not renew a resume's claim; retrying"),
         }
-    }))
+    }
 }
 
 /// Writes the completed snapshot of a turn (server-managed agents).
