@@ -6,10 +6,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::Result;
-use holdpoint::session::row::Columns;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    claim_update, mint_id, prepare_row,
+    claim_update, row,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -129,16 +128,13 @@ impl SessionStore for PostgresStore {
             // A freshly minted id has no row to read or lock: the row is
             // built here and written by one statement, committed on its own
             // (one round trip instead of a transaction of five).
-            let id = mint_id();
-            let Some(next) = update(None)? else {
+            let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            let row = prepare_row(&id, None, next)?;
-            let cols = Columns::of(&row)?;
             write::upsert(&self.inner.pool, &cols)
                 .await
-                .map_err(|e| store_error(&format!("save snapshot {id}"), e))?;
-            tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
+                .map_err(|e| store_error(&format!("save snapshot {}", row.snapshot_id), e))?;
+            tracing::debug!(target: TARGET, snapshot_id = %row.snapshot_id, status = row.status.as_str(), "saved");
             return Ok(Some(row));
         };
         let id = id.to_owned();

@@ -6,10 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use holdpoint::session::row::Columns;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    mint_id, prepare_row,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
 };
 use holdpoint::{Error, Result};
 use sqlx::SqlitePool;
@@ -148,12 +146,9 @@ impl SessionStore for SqliteStore {
             // A freshly minted id has no row to read: the row is built and
             // encoded here, in the caller's task, and the writer only writes
             // it (its batch stays short and serial work small).
-            let id = mint_id();
-            let Some(next) = update(None)? else {
+            let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            let row = prepare_row(&id, None, next)?;
-            let cols = Columns::of(&row)?;
             let op = Op::Insert {
                 row: Some(Box::new(row)),
                 cols: Box::new(cols),

@@ -68,6 +68,20 @@ impl Columns {
     }
 }
 
+/// The row a save under a freshly minted id writes, and its columns
+/// (`None` when `update` writes nothing). The id is recorded on the
+/// current span (a store's `save_snapshot` span).
+pub fn fresh_row(update: super::SnapshotUpdate) -> Result<Option<(Snapshot, Columns)>> {
+    let id = super::mint_id();
+    tracing::Span::current().record("snapshot_id", id.as_str());
+    let Some(next) = update(None)? else {
+        return Ok(None);
+    };
+    let row = super::prepare_row(&id, None, next)?;
+    let cols = Columns::of(&row)?;
+    Ok(Some((row, cols)))
+}
+
 /// The column values of one audit row.
 pub struct AuditColumns {
     /// The record's id.
