@@ -86,13 +86,9 @@ pub(crate) async fn audit(pool: &SqlitePool, query: &AuditQuery) -> Result<Vec<A
         .bind(&query.agent)
         .bind(&query.session_id)
         .bind(&query.principal)
-        .bind(limit(query.limit()))
+        .bind(row::sql_limit(query.limit()))
         .fetch_all(pool)
         .await
         .map_err(|e| store_error("list audit records", e))?;
     rows.into_iter().map(|(seq, d)| row::decode_audit(seq, &d)).collect()
-}
-
-fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

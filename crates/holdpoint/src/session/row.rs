@@ -152,8 +152,13 @@ pub fn list_limit(query: &SnapshotQuery) -> i64 {
     if query.in_doubt_only {
         i64::MAX
     } else {
-        i64::try_from(query.limit()).unwrap_or(i64::MAX)
+        sql_limit(query.limit())
     }
+}
+
+/// A listing limit as an SQL `LIMIT` value (saturating).
+pub fn sql_limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Decodes the `data` column of audit row `seq`.
