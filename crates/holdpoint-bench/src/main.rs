@@ -10,6 +10,19 @@
 mod cycle;
 mod sys;
 
+/// mimalloc, as a deployment of the server would run (the default
+/// feature); without it, the system allocator. The table names which.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator this build measures with.
+const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "system"
+};
+
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -245,12 +258,13 @@ fn print(args: &Args, r: &Report) {
             "peakRssBytes": peak,
             "fsyncUs": r.floor.as_ref().map(|f| us(f.fsync)),
             "floorCyclesPerSec": r.floor.as_ref().map(|f| f.cycles_per_sec),
+            "allocator": ALLOCATOR_NAME,
         });
         println!("{out}");
         return;
     }
     println!(
-        "holdpoint-bench: store={} cycles={} concurrency={}{}",
+        "holdpoint-bench: store={} cycles={} concurrency={} allocator={ALLOCATOR_NAME}{}",
         args.store,
         r.cycles,
         args.concurrency,

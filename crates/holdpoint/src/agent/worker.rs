@@ -212,18 +212,28 @@ async fn renew_claim(
 
 /// Writes the completed snapshot of a turn (server-managed agents).
 async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, finish: FinishReason) -> Result<()> {
-    if let Some(store) = &def.store {
-        let mut row = Snapshot::new(state.clone());
-        row.parent_id = session.snapshot_id.clone();
-        row.finish_reason = Some(finish);
-        row.agent = Some(def.name.clone());
-        row.owner = session.owner.clone();
-        let saved = store
-            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
-            .await?
-            .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?;
-        session.snapshot_id = Some(saved.snapshot_id);
-    }
+    let Some(store) = &def.store else {
+        session.state = state;
+        return Ok(());
+    };
+    // The state moves into the row and comes back with the row written
+    // (a store returns what it wrote): no copy of the conversation.
+    let mut row = Snapshot::new(state);
+    row.parent_id = session.snapshot_id.clone();
+    row.finish_reason = Some(finish);
+    row.agent = Some(def.name.clone());
+    row.owner = session.owner.clone();
+    let saved = store
+        .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+        .await?
+        .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?;
+    let state = saved.state.ok_or_else(|| {
+        Error::Internal(format!(
+            "the store wrote snapshot {} without its state",
+            saved.snapshot_id
+        ))
+    })?;
+    session.snapshot_id = Some(saved.snapshot_id);
     session.state = state;
     Ok(())
 }

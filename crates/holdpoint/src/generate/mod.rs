@@ -63,12 +63,14 @@ pub struct GenerateOptions {
     pub chunks: ChunkSink,
     /// Request context visible to tools and middleware (principal, …).
     pub context: Arc<Map<String, Value>>,
-    /// Called with the history after each completed tool round (a "seam"),
-    /// so a caller can keep what already ran if a later step fails.
+    /// Called once when the loop fails after a completed tool round (a
+    /// "seam"), with the history as it stood at the last seam, so a caller
+    /// can keep what already ran. Not called when the loop succeeds or
+    /// fails before any tool round completed.
     pub on_seam: Option<SeamHook>,
 }
 
-/// A callback that sees the history at each seam of the loop.
+/// A callback that gets the history at the last seam of a failed loop.
 pub type SeamHook = Arc<dyn Fn(&[Message]) + Send + Sync>;
 
 impl GenerateOptions {
@@ -210,7 +212,10 @@ struct Loop {
     last_request: Option<GenerateRequest>,
     /// Whether to keep `last_request` (a copy of every request) at all.
     keep_request: bool,
-    on_seam: Option<SeamHook>,
+    /// How long the history was at the last seam. The loop only appends
+    /// after a seam (and marks parts of messages appended since), so
+    /// `history[..seam]` is the history as it stood there.
+    seam: Option<usize>,
 }
 
 impl Loop {
@@ -224,10 +229,8 @@ impl Loop {
         req
     }
 
-    fn seam(&self, history: &[Message]) {
-        if let Some(hook) = &self.on_seam {
-            hook(history);
-        }
+    fn seam(&mut self, history: &[Message]) {
+        self.seam = Some(history.len());
     }
 
     fn emit_tool_chunk(&self, parts: Vec<Part>) {
@@ -268,19 +271,40 @@ async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) 
         index: 0,
         last_request: None,
         keep_request,
-        on_seam: options.on_seam,
+        seam: None,
     };
     let mut history = options.messages;
+    let on_seam = options.on_seam;
+    let (resume, max_turns) = (options.resume, options.max_turns);
+    let result = run_loop(&mut lp, &mut history, resume, max_turns).await;
+    if result.is_err()
+        && let (Some(hook), Some(at)) = (on_seam, lp.seam)
+        && let Some(kept) = history.get(..at)
+    {
+        hook(kept);
+    }
+    result
+}
 
-    if let Some(resume) = options.resume {
-        resume::validate(&history, &resume)?;
-        match resume::apply(&mut history, &resume, &lp.dispatcher, lp.index).await? {
-            resume::Applied::Interrupted => return Ok(lp.interrupted(history)),
+/// The loop itself: resume, then model calls and tool rounds until the
+/// model answers or a call pauses.
+async fn run_loop(
+    lp: &mut Loop,
+    history: &mut Vec<Message>,
+    resume: Option<Resume>,
+    max_turns: u32,
+) -> Result<Generation> {
+    if let Some(resume) = resume {
+        resume::validate(history, &resume)?;
+        match resume::apply(history, &resume, &lp.dispatcher, lp.index).await? {
+            resume::Applied::Interrupted => return Ok(lp.interrupted(std::mem::take(history))),
             resume::Applied::Continue(tool_message) => {
-                lp.emit_tool_chunk(tool_message.content.clone());
+                if lp.dispatcher.sink.is_listening() {
+                    lp.emit_tool_chunk(tool_message.content.clone());
+                }
                 history.push(tool_message);
                 lp.index += 1;
-                lp.seam(&history);
+                lp.seam(history);
             }
         }
     }
@@ -288,7 +312,7 @@ async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) 
     let mut rounds: u32 = 0;
     loop {
         let step = if lp.dispatcher.chain.is_empty() {
-            iteration(&mut lp, &mut history, &mut rounds, options.max_turns).await?
+            iteration(lp, history, &mut rounds, max_turns).await?
         } else {
             let chain = lp.dispatcher.chain.clone();
             let info = IterationInfo {
@@ -297,8 +321,7 @@ async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) 
             };
             let mut step = None;
             let slot = &mut step;
-            let (lp, history, rounds) = (&mut lp, &mut history, &mut rounds);
-            let max_turns = options.max_turns;
+            let (lp, history, rounds) = (&mut *lp, &mut *history, &mut rounds);
             let run: IterationFn<'_> = Box::new(move || {
                 Box::pin(async move {
                     let done = iteration(lp, history, rounds, max_turns).await?;
@@ -448,7 +471,9 @@ async fn iteration(lp: &mut Loop, history: &mut Vec<Message>, rounds: &mut u32, 
         .zip(&results)
         .filter_map(|((name, reference), res)| dispatch::response_part(name, reference.as_deref(), &res.outcome))
         .collect();
-    lp.emit_tool_chunk(responses.clone());
+    if lp.dispatcher.sink.is_listening() {
+        lp.emit_tool_chunk(responses.clone());
+    }
     history.push(Message::new(Role::Tool, responses));
     lp.index += 1;
     lp.seam(history);

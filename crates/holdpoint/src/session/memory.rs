@@ -1,6 +1,6 @@
 //! `InMemoryStore`: a session store in process memory, for tests and demos.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -21,10 +21,11 @@ use crate::message::{Message, Part, PartKind, metadata};
 enum Stored {
     /// The row as saved.
     Live(Box<Snapshot>),
-    /// A row saved waiting for an answer, kept as its JSON text: a paused
-    /// session may wait for days, and the text is a fraction of the decoded
-    /// tree (one allocation instead of dozens). A claim sets `resumed_at`
-    /// here, without decoding; reads decode a copy.
+    /// A row waiting for an answer that left the window of the newest
+    /// ([`HOT_WAITING`]), kept as its JSON text: a paused session may wait
+    /// for days, and the text is a fraction of the decoded tree (one
+    /// allocation instead of dozens). A claim sets `resumed_at` here,
+    /// without decoding; reads decode a copy.
     Packed {
         created_at: DateTime<Utc>,
         resumed_at: Option<DateTime<Utc>>,
@@ -34,21 +35,21 @@ enum Stored {
 }
 
 impl Stored {
-    /// Stores `row`: packed when it waits for an answer and decodes back
-    /// to itself, as saved otherwise.
-    fn of(row: &Snapshot) -> Stored {
-        if row.is_waiting()
-            && decodes_back(row)
-            && let Ok(json) = serde_json::to_string(row)
-        {
-            return Stored::Packed {
+    /// Packs a live row that waits for an answer and decodes back to
+    /// itself; leaves any other row as it is.
+    fn pack(&mut self) {
+        let Stored::Live(row) = self else { return };
+        if !row.is_waiting() || !decodes_back(row) {
+            return;
+        }
+        if let Ok(json) = serde_json::to_string(row) {
+            *self = Stored::Packed {
                 created_at: row.created_at,
                 resumed_at: None,
                 resume_lease_until: None,
                 json: json.into_boxed_str(),
             };
         }
-        Stored::Live(Box::new(row.clone()))
     }
 
     fn created_at(&self) -> DateTime<Utc> {
@@ -118,16 +119,43 @@ fn decodes_back(row: &Snapshot) -> bool {
         .is_none_or(|s| s.messages.iter().all(message_ok) && s.artifacts.iter().all(|a| a.parts.iter().all(part_ok)))
 }
 
+/// How many of the newest waiting rows stay decoded. A call answered soon
+/// after it paused is read back without decoding; older waiting rows are
+/// packed, so a store holding many paused sessions keeps them small.
+const HOT_WAITING: usize = 256;
+
+/// The maps' hasher: seeded per process, much faster than SipHash on the
+/// short id keys.
+type Hasher = foldhash::fast::RandomState;
+
 /// The rows. A row is boxed or packed (the table holds a pointer per slot,
 /// not a whole `Snapshot`) and its id is shared by the table and the
 /// session index: what a paused session costs is mostly its own data.
 #[derive(Default)]
 struct Rows {
-    rows: HashMap<Arc<str>, Stored>,
+    rows: HashMap<Arc<str>, Stored, Hasher>,
     /// Snapshot ids by session, for `get_latest_snapshot`.
-    by_session: HashMap<String, Vec<Arc<str>>>,
+    by_session: HashMap<String, Vec<Arc<str>>, Hasher>,
+    /// The newest waiting rows saved, oldest first; a row leaving this
+    /// window is packed (if it still waits).
+    hot: VecDeque<Arc<str>>,
     audit: Vec<AuditRecord>,
-    watchers: HashMap<String, watch::Sender<SnapshotStatus>>,
+    watchers: HashMap<String, watch::Sender<SnapshotStatus>, Hasher>,
+}
+
+impl Rows {
+    /// Notes that row `id` was saved waiting; packs the row that leaves the
+    /// window of decoded waiting rows.
+    fn keep_hot(&mut self, id: Arc<str>) {
+        self.hot.push_back(id);
+        while self.hot.len() > HOT_WAITING {
+            if let Some(old) = self.hot.pop_front()
+                && let Some(row) = self.rows.get_mut(&old)
+            {
+                row.pack();
+            }
+        }
+    }
 }
 
 /// A [`SessionStore`] in memory: fast, shared by clones, gone with the
@@ -224,16 +252,24 @@ impl SessionStore for InMemoryStore {
         };
         let row = prepare_row(&id, existing, next)?;
         let status = row.as_read_status();
-        let stored = Stored::of(&row);
-        if let Some(slot) = rows.rows.get_mut(id.as_str()) {
-            *slot = stored;
-        } else {
-            let key: Arc<str> = Arc::from(id.as_str());
-            rows.by_session
-                .entry(row.session_id.clone())
-                .or_insert_with(|| Vec::with_capacity(1))
-                .push(Arc::clone(&key));
-            rows.rows.insert(key, stored);
+        let stored = Stored::Live(Box::new(row.clone()));
+        let key = match rows.rows.get_key_value(id.as_str()).map(|(key, _)| Arc::clone(key)) {
+            Some(key) => {
+                rows.rows.insert(Arc::clone(&key), stored);
+                key
+            }
+            None => {
+                let key: Arc<str> = Arc::from(id.as_str());
+                rows.by_session
+                    .entry(row.session_id.clone())
+                    .or_insert_with(|| Vec::with_capacity(1))
+                    .push(Arc::clone(&key));
+                rows.rows.insert(Arc::clone(&key), stored);
+                key
+            }
+        };
+        if row.is_waiting() {
+            rows.keep_hot(key);
         }
         if let Some(tx) = rows.watchers.get(&id) {
             tx.send_replace(status);
@@ -353,17 +389,66 @@ mod tests {
         matches!(store.lock().rows.get(id), Some(Stored::Packed { .. }))
     }
 
+    /// Saves enough newer waiting rows (of another session) that every
+    /// waiting row saved before leaves the decoded window.
+    async fn push_out_of_window(store: &InMemoryStore) {
+        for _ in 0..HOT_WAITING {
+            let mut row = waiting(json!(true));
+            row.session_id = "other".into();
+            save(store, row).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_newest_waiting_rows_stay_decoded_and_older_ones_are_packed() {
+        let store = InMemoryStore::new();
+        let first = save(&store, waiting(json!(true))).await;
+        assert!(!is_packed(&store, &first.snapshot_id));
+        push_out_of_window(&store).await;
+        assert!(is_packed(&store, &first.snapshot_id));
+        assert_eq!(store.len(), HOT_WAITING + 1);
+        let packed = store
+            .lock()
+            .rows
+            .values()
+            .filter(|r| matches!(r, Stored::Packed { .. }))
+            .count();
+        assert_eq!(packed, 1, "only the row that left the window is packed");
+        assert_eq!(store.get_snapshot(&first.snapshot_id).await.unwrap(), Some(first));
+    }
+
+    #[tokio::test]
+    async fn a_claimed_row_leaving_the_window_stays_as_saved() {
+        let store = InMemoryStore::new();
+        let saved = save(&store, waiting(json!(true))).await;
+        store
+            .claim_resume(ResumeClaim::new(saved.snapshot_id.clone()), Vec::new())
+            .await
+            .unwrap();
+        push_out_of_window(&store).await;
+        assert!(!is_packed(&store, &saved.snapshot_id));
+        let read = store.get_snapshot(&saved.snapshot_id).await.unwrap().unwrap();
+        assert!(read.resumed_at.is_some());
+    }
+
     #[tokio::test]
     async fn a_waiting_row_is_packed_and_reads_back_equal() {
         let store = InMemoryStore::new();
         let saved = save(&store, waiting(json!({"details": "pay 0.30000000000000004"}))).await;
+        push_out_of_window(&store).await;
         assert!(is_packed(&store, &saved.snapshot_id));
         assert_eq!(
             store.get_snapshot(&saved.snapshot_id).await.unwrap(),
             Some(saved.clone())
         );
         assert_eq!(store.get_latest_snapshot("s1").await.unwrap(), Some(saved.clone()));
-        let listed = store.list_snapshots(&SnapshotQuery::default()).await.unwrap();
+        let listed = store
+            .list_snapshots(&SnapshotQuery {
+                session_id: Some("s1".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
         assert_eq!(listed, vec![saved]);
     }
 
@@ -371,7 +456,9 @@ mod tests {
     async fn a_packed_row_is_claimed_once_and_reads_back_claimed() {
         let store = InMemoryStore::new();
         let saved = save(&store, waiting(json!(true))).await;
+        push_out_of_window(&store).await;
         let id = saved.snapshot_id.clone();
+        assert!(is_packed(&store, &id));
         store
             .claim_resume(ResumeClaim::new(id.clone()), Vec::new())
             .await
@@ -399,6 +486,7 @@ mod tests {
         let store = InMemoryStore::new();
         // A malformed interrupt marker: decoding a part refuses it.
         let saved = save(&store, waiting(json!(5))).await;
+        push_out_of_window(&store).await;
         assert!(!is_packed(&store, &saved.snapshot_id));
         assert_eq!(store.get_snapshot(&saved.snapshot_id).await.unwrap(), Some(saved));
     }
