@@ -23,6 +23,25 @@ pub(crate) struct Session {
     pub state_claim: Option<String>,
 }
 
+impl Session {
+    /// A copy of the session that takes its state, leaving this one with
+    /// the session id and artifacts only (what a run's output reports).
+    pub(crate) fn lend_state(&mut self) -> Session {
+        let shell = SessionState {
+            artifacts: self.state.artifacts.clone(),
+            ..SessionState::new(self.state.session_id.clone())
+        };
+        Session {
+            state: std::mem::replace(&mut self.state, shell),
+            snapshot_id: self.snapshot_id.clone(),
+            owner: self.owner.clone(),
+            saved_at: self.saved_at,
+            settle: self.settle,
+            state_claim: self.state_claim.clone(),
+        }
+    }
+}
+
 fn fresh_session_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }

@@ -342,7 +342,39 @@ async fn recv(inputs: &mut Option<mpsc::UnboundedReceiver<AgentInput>>) -> Optio
     }
 }
 
+/// Puts the state a failed last turn borrowed back into `session`, read
+/// from the snapshot it was loaded from (a new session's state is empty).
+/// False when that read fails.
+async fn restore_lent(def: &AgentDef, session: &mut Session) -> bool {
+    let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) else {
+        session.state = SessionState {
+            artifacts: std::mem::take(&mut session.state.artifacts),
+            ..SessionState::new(session.state.session_id.clone())
+        };
+        return true;
+    };
+    match store.get_snapshot(id).await {
+        Ok(Some(Snapshot { state: Some(state), .. })) => {
+            session.state = state;
+            true
+        }
+        Ok(_) => {
+            tracing::error!(snapshot_id = %id, "the snapshot a failed turn started from is gone");
+            false
+        }
+        Err(e) => {
+            tracing::error!(snapshot_id = %id, error = %e, "could not read back the snapshot a failed turn started from");
+            false
+        }
+    }
+}
+
 impl Worker {
+    /// Whether no input can follow the current one (a single run).
+    fn is_last_input(&self) -> bool {
+        self.queue.is_empty() && !self.inputs_open && self.detached.is_none()
+    }
+
     async fn next_input(&mut self) -> Option<AgentInput> {
         if let Some(i) = self.queue.pop_front() {
             return Some(i);
@@ -398,8 +430,16 @@ impl Worker {
             if !input.has_payload() {
                 continue;
             }
-            // `self.session` stays the state before the turn until it ends.
-            let session = self.session.clone();
+            // `self.session` stays the session before the turn until it
+            // ends. The last turn of a run with a store lends the state
+            // instead of copying it: only a failure needs it again, and
+            // then it is read back from the store (see `restore_lent`).
+            let lent = self.is_last_input() && self.def.store.is_some();
+            let session = if lent {
+                self.session.lend_state()
+            } else {
+                self.session.clone()
+            };
             // The claim key names the state as loaded; later turns start
             // from other state.
             self.session.state_claim = None;
@@ -490,6 +530,11 @@ impl Worker {
                     let kept_seam = seam.is_some();
                     if let Some(state) = seam {
                         self.session.state = *state;
+                    } else if lent && claimed && !restore_lent(&self.def, &mut self.session).await {
+                        // The session as it was cannot be read back: write
+                        // no failed snapshot rather than an emptied one.
+                        self.fail_attached(error);
+                        return;
                     }
                     if let Some(d) = &self.detached {
                         d.finalize(

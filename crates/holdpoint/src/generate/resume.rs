@@ -259,8 +259,17 @@ pub(crate) async fn apply(
         actions.push(Some(action));
     }
 
-    let inputs: Vec<Value> = calls.iter().map(|c| c.input.clone()).collect();
-    let replaced: Vec<Option<Value>> = calls.iter().map(|c| c.plan.original_input.clone()).collect();
+    // For restarts with a new input: the input run and the original, which
+    // the paused part records once the calls ran (the calls move away).
+    let mut replaced: Vec<Option<(Value, Value)>> = calls
+        .iter()
+        .map(|c| {
+            c.plan
+                .original_input
+                .clone()
+                .map(|original| (c.input.clone(), original))
+        })
+        .collect();
     // The calls' middleware sees the history as it was before the answers.
     let results = dispatch::run_all_lending(dispatcher, calls, index, history).await?;
     let Some(last) = history.last_mut() else {
@@ -299,11 +308,11 @@ pub(crate) async fn apply(
                 ));
             }
             Action::Restart(i) => {
-                if let Some(original) = &replaced[i] {
+                if let Some((input, original)) = replaced[i].take() {
                     if let Some(r) = part.as_tool_request_mut() {
-                        r.input = Some(inputs[i].clone());
+                        r.input = Some(input);
                     }
-                    part.set_meta(metadata::REPLACED_INPUT, original.clone());
+                    part.set_meta(metadata::REPLACED_INPUT, original);
                 }
                 let result = &results[i];
                 match &result.outcome {

@@ -281,6 +281,62 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
 }
 
 #[tokio::test]
+async fn a_resume_failing_before_any_tool_round_keeps_the_paused_conversation() {
+    // The resumed call fails hard: the run fails after its claim but before
+    // any tool round completed. The failed snapshot holds the conversation
+    // as it was paused (read back from the store), so nothing is lost.
+    let tool = holdpoint::ResumableTool::<serde_json::Value, serde_json::Value, Approval>::define(
+        "transferMoney",
+        "Transfers money",
+        |ctx: holdpoint::ToolContext, _input: serde_json::Value, approval: Option<Approval>| async move {
+            match approval {
+                None => Err(ctx.interrupt(json!({"details": "Transfer $500.00 to savings"}))),
+                Some(_) => Err(holdpoint::ToolError::Error("the bank is down".into())),
+            }
+        },
+    )
+    .unwrap();
+    let model = holdpoint::ScriptedModel::new("scripted");
+    model.push(ScriptedTurn::tool_call("transferMoney", json!({"amount": 500})));
+    let store = Arc::new(holdpoint::session::InMemoryStore::new());
+    let agent = holdpoint::agent::Agent::builder("bank")
+        .model(Arc::new(model))
+        .tool(tool.clone())
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
+        .build()
+        .unwrap();
+    let paused = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let paused_snap = agent
+        .snapshot(paused.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let directive = tool
+        .interrupted(&paused.interrupts()[0])
+        .unwrap()
+        .restart(Some(Approval { approved: true }))
+        .unwrap();
+    let failed = agent
+        .run(resume(vec![directive]), AgentInit::session(paused.session_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(failed.finish_reason, FinishReason::Failed);
+    assert!(failed.error.unwrap().message.contains("the bank is down"));
+    let failed_snap = agent
+        .snapshot(failed.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed_snap.status, holdpoint::session::SnapshotStatus::Failed);
+    assert_eq!(failed_snap.parent_id, paused.snapshot_id);
+    assert_eq!(
+        failed_snap.state.unwrap().messages,
+        paused_snap.state.unwrap().messages,
+        "the failed snapshot keeps the paused conversation whole"
+    );
+}
+
+#[tokio::test]
 async fn pending_listing_and_audit_trail_follow_the_decisions() {
     use holdpoint::session::{AuditDecision, AuditQuery, SnapshotQuery};
     let b = bank();
