@@ -10,15 +10,22 @@
 //! as durable as before. A failure of the transaction itself (cannot begin,
 //! cannot commit, SQLite rolled the whole transaction back) fails every
 //! write of the batch; none of them is visible.
+//!
+//! The writer has a connection of its own, outside the pool: no pool
+//! checkout per batch, and its page cache stays warm (no other connection
+//! of this handle writes, so SQLite need not re-read pages it holds).
+//! Statements are sent in [`Chain`]s: a batch of one fresh row is a single
+//! round trip to sqlx's worker thread, a claim two.
 
 use std::sync::Arc;
 
 use holdpoint::session::row::Columns;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update};
 use holdpoint::{Error, Result};
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::chain::Chain;
 use crate::error::store_error;
 use crate::watch::Watchers;
 use crate::write;
@@ -75,17 +82,27 @@ struct Job {
     reply: oneshot::Sender<Result<Option<Snapshot>>>,
 }
 
+/// What the writer task is asked to do.
+enum Msg {
+    /// Run a write.
+    Job(Job),
+    /// Close the connection (after the writes queued before) and stop;
+    /// answered once the connection is closed.
+    Close(oneshot::Sender<()>),
+}
+
 /// The queue in front of one writer task.
 pub(crate) struct Writer {
-    queue: mpsc::UnboundedSender<Job>,
+    queue: mpsc::UnboundedSender<Msg>,
 }
 
 impl Writer {
-    /// Starts the writer task on the current runtime. It ends when the
-    /// last `Writer` handle is dropped.
-    pub fn spawn(pool: SqlitePool, watchers: Arc<Watchers>) -> Self {
+    /// Starts the writer task on the current runtime, writing on `conn`.
+    /// It ends when asked to [`close`](Self::close) or when the last
+    /// `Writer` handle is dropped.
+    pub fn spawn(conn: SqliteConnection, watchers: Arc<Watchers>) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, watchers, rx));
+        tokio::spawn(run(conn, watchers, rx));
         Writer { queue }
     }
 
@@ -93,8 +110,19 @@ impl Writer {
     pub async fn write(&self, op: Op) -> Result<Option<Snapshot>> {
         let what = op.what();
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Job { op, reply }).map_err(|_| stopped(&what))?;
+        self.queue
+            .send(Msg::Job(Job { op, reply }))
+            .map_err(|_| stopped(&what))?;
         answer.await.map_err(|_| stopped(&what))?
+    }
+
+    /// Lets the writes queued so far finish, closes the connection and
+    /// stops the writer: later writes fail with `UNAVAILABLE`.
+    pub async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.queue.send(Msg::Close(done)).is_ok() {
+            let _ = closed.await;
+        }
     }
 }
 
@@ -102,18 +130,38 @@ fn stopped(what: &str) -> Error {
     Error::Unavailable(format!("sqlite store: {what}: the store's writer has stopped"))
 }
 
-async fn run(pool: SqlitePool, watchers: Arc<Watchers>, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let jobs = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
-        let done = run_batch(&pool, jobs).await;
-        for (job, result) in done {
-            if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
-                tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
-                watchers.publish(id, row.read_status(chrono::Utc::now()));
+async fn run(mut conn: SqliteConnection, watchers: Arc<Watchers>, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    let mut msgs = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
+        let mut jobs = Vec::with_capacity(msgs.len());
+        let mut close = None;
+        for msg in msgs.drain(..) {
+            match msg {
+                Msg::Job(job) if close.is_none() => jobs.push(job),
+                // Queued after a close: dropping the reply tells its
+                // caller that the writer stopped.
+                Msg::Job(_) => {}
+                Msg::Close(done) => close = close.or(Some(done)),
             }
-            // The caller may have gone away; its write stands.
-            let _ = job.reply.send(result);
+        }
+        if !jobs.is_empty() {
+            let done = run_batch(&mut conn, jobs).await;
+            for (job, result) in done {
+                if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
+                    tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
+                    watchers.publish(id, row.read_status(chrono::Utc::now()));
+                }
+                // The caller may have gone away; its write stands.
+                let _ = job.reply.send(result);
+            }
+        }
+        if let Some(done) = close {
+            rx.close();
+            if let Err(e) = conn.close().await {
+                tracing::warn!(target: TARGET, error = %e, "closing the writer's connection failed");
+            }
+            let _ = done.send(());
+            return;
         }
     }
 }
@@ -140,49 +188,26 @@ enum Fail {
 /// and the result checked, and only then written. An update that fails has
 /// written nothing, so the others go on without a savepoint; a failing SQL
 /// statement fails (and rolls back) the whole batch.
-async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
+///
+/// The statements travel in a [`Chain`]: `BEGIN IMMEDIATE` goes with the
+/// first statement sent, each write waits for the next read or for the
+/// `COMMIT`. A batch of one fresh row is therefore one round trip
+/// (`BEGIN IMMEDIATE; INSERT; COMMIT`), a claim two.
+async fn run_batch(conn: &mut SqliteConnection, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
-    let what = match jobs.first() {
-        Some(j) if batch_len == 1 => j.op.what(),
-        _ => format!("a batch of {batch_len} writes"),
-    };
-    // The transaction is driven with plain statements on one pooled
-    // connection, so a failure that SQLite answers by rolling back on its
-    // own (a full disk, an I/O error) leaves nothing half-open behind.
-    let mut conn = match pool.acquire().await {
-        Ok(conn) => conn,
-        Err(e) => {
-            let err = store_error(&format!("start writing ({what})"), e);
-            return abort(Vec::new(), jobs.into_iter(), &err);
-        }
-    };
-    // A batch of one fresh row (the common case when writes do not overlap)
-    // is one statement, which SQLite commits on its own, as atomically and
-    // durably as a transaction, without the BEGIN and COMMIT round trips to
-    // the connection's worker thread.
-    if batch_len == 1 && matches!(jobs.first().map(|j| &j.op), Some(Op::Insert { .. })) {
-        let mut jobs = jobs;
-        if let Some(Job { op, reply }) = jobs.pop() {
-            let (op, result) = apply(&mut conn, op).await;
-            let result = result.map_err(|(Fail::Caller(e) | Fail::Batch(e))| e);
-            return vec![(Done { op, reply }, result)];
-        }
-        return Vec::new();
-    }
-    if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await {
-        let err = store_error(&format!("start writing ({what})"), e);
-        rollback(&mut conn).await;
-        return abort(Vec::new(), jobs.into_iter(), &err);
-    }
+    let mut chain = Chain::default();
+    chain.push("BEGIN IMMEDIATE");
     let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
     let mut jobs = jobs.into_iter();
     while let Some(Job { op, reply }) = jobs.next() {
-        let (op, result) = apply(&mut conn, op).await;
+        let (op, result) = apply(conn, &mut chain, op).await;
         match result {
             Ok(row) => out.push((Done { op, reply }, Ok(row))),
             Err(Fail::Caller(err)) => out.push((Done { op, reply }, Err(err))),
             Err(Fail::Batch(err)) => {
-                rollback(&mut conn).await;
+                if chain.sent() {
+                    rollback(conn).await;
+                }
                 out.push((Done { op, reply }, Err(err.clone())));
                 return abort(out, jobs, &err);
             }
@@ -190,12 +215,15 @@ async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Optio
     }
     if out.iter().all(|(_, r)| r.is_err()) {
         // Nothing was written: nothing to commit.
-        rollback(&mut conn).await;
+        if chain.sent() {
+            rollback(conn).await;
+        }
         return out;
     }
-    if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
-        rollback(&mut conn).await;
-        let err = store_error(&format!("commit a batch of {batch_len} writes"), e);
+    chain.push("COMMIT");
+    if let Err(e) = chain.execute(conn).await {
+        rollback(conn).await;
+        let err = store_error(&format!("write and commit a batch of {batch_len} writes"), e);
         for (_, result) in &mut out {
             if result.is_ok() {
                 *result = Err(err.clone());
@@ -207,13 +235,12 @@ async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Optio
 
 /// Ends whatever transaction the connection may still have open. SQLite
 /// may already have rolled it back on its own (then there is nothing to
-/// end); if even that cannot be told, the connection is not reused.
-async fn rollback(conn: &mut sqlx::pool::PoolConnection<Sqlite>) {
-    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await {
+/// end); if even that cannot be told, the writer's connection is reset.
+async fn rollback(conn: &mut SqliteConnection) {
+    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
         let no_transaction = e.to_string().contains("no transaction is active");
         if !no_transaction {
-            tracing::warn!(error = %e, "rollback failed; the connection is closed instead of reused");
-            conn.close_on_drop();
+            tracing::warn!(target: TARGET, error = %e, "rollback failed");
         }
     }
 }
@@ -242,15 +269,30 @@ fn abort(
     out
 }
 
-/// Reads row `id`, runs `update` and checks the result; writes it.
+/// Makes room in `chain` for one more op's writes: sends what it holds
+/// when that is another op's writes, or when it is full.
+async fn make_room(conn: &mut SqliteConnection, chain: &mut Chain, what: &str) -> std::result::Result<(), Fail> {
+    if chain.has_writes() || chain.is_full() {
+        chain
+            .execute(conn)
+            .await
+            .map_err(|e| Fail::Batch(store_error(what, e)))?;
+    }
+    Ok(())
+}
+
+/// Reads row `id` (sending the chain), runs `update` and checks the result;
+/// queues its write and `audit` on the chain.
 async fn save(
-    tx: &mut SqliteConnection,
+    conn: &mut SqliteConnection,
+    chain: &mut Chain,
     id: &str,
     update: SnapshotUpdate,
     audit: Option<&[AuditRecord]>,
 ) -> std::result::Result<Option<Snapshot>, Fail> {
     let what = || format!("save snapshot {id}");
-    let data = write::read_data(tx, id)
+    let data = chain
+        .read_data(conn, id)
         .await
         .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     let prepared = write::prepare(id, data, update).map_err(Fail::Caller)?;
@@ -260,40 +302,41 @@ async fn save(
     };
     let saved = match prepared {
         Some((row, cols)) => {
-            write::upsert(tx, &cols)
-                .await
-                .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+            chain.upsert(&cols).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
             Some(row)
         }
         None => None,
     };
-    write::insert_audit(tx, &audit)
-        .await
+    chain
+        .audit(&audit)
         .map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
     Ok(saved)
 }
 
 /// Runs one write; gives the op back (its update consumed) for the reply.
-async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
+async fn apply(conn: &mut SqliteConnection, chain: &mut Chain, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
     match op {
         Op::Save { id, update } => {
-            let result = save(tx, &id, update, None).await;
+            let result = save(conn, chain, &id, update, None).await;
             let spent: SnapshotUpdate = Box::new(|_| Ok(None));
             (Op::Save { id, update: spent }, result)
         }
         Op::Insert { row, cols } => {
-            let result = match write::upsert(tx, &cols).await {
-                Ok(()) => Ok(row.map(|r| *r)),
-                Err(e) => Err(Fail::Batch(store_error(
-                    &format!("save snapshot {}", cols.snapshot_id),
-                    e,
-                ))),
-            };
-            (Op::Insert { row: None, cols }, result)
+            let what = format!("save snapshot {}", cols.snapshot_id);
+            let result = async {
+                make_room(conn, chain, &what).await?;
+                chain.upsert(&cols).map_err(|e| Fail::Batch(store_error(&what, e)))?;
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => (Op::Insert { row: None, cols }, Ok(row.map(|r| *r))),
+                Err(e) => (Op::Insert { row: None, cols }, Err(e)),
+            }
         }
         Op::Claim { claim, audit } => {
             let id = claim.snapshot_id.clone();
-            let result = save(tx, &id, claim_update(claim.clone()), Some(&audit)).await;
+            let result = save(conn, chain, &id, claim_update(claim.clone()), Some(&audit)).await;
             (
                 Op::Claim {
                     claim,
@@ -305,9 +348,9 @@ async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Op
         Op::Audit { records } => {
             let result = async {
                 let cols = write::audit_columns(&records).map_err(Fail::Caller)?;
-                write::insert_audit(tx, &cols)
-                    .await
-                    .map_err(|e| Fail::Batch(store_error("append audit records", e)))?;
+                let what = "append audit records";
+                make_room(conn, chain, what).await?;
+                chain.audit(&cols).map_err(|e| Fail::Batch(store_error(what, e)))?;
                 Ok(None)
             }
             .await;

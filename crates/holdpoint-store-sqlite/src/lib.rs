@@ -21,6 +21,7 @@
 //! table `holdpoint_snapshots`.
 #![deny(missing_docs)]
 
+mod chain;
 mod error;
 mod group;
 mod options;

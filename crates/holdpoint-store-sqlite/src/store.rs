@@ -10,8 +10,8 @@ use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
 };
 use holdpoint::{Error, Result};
-use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{ConnectOptions, SqlitePool};
 
 use crate::error::store_error;
 use crate::group::{Op, Writer};
@@ -88,16 +88,25 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(options.synchronous.to_sqlx())
             .busy_timeout(options.busy_timeout);
+        // The pool serves reads. A pooled SQLite connection is a file
+        // handle that cannot drop like a network socket, so it is not
+        // pinged (a round trip to its worker thread) on every checkout.
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.busy_timeout + std::time::Duration::from_secs(5))
-            .connect_with(connect)
+            .test_before_acquire(false)
+            .connect_with(connect.clone())
             .await
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         schema::migrate(&pool).await?;
+        // Writes go through one connection of the writer's own.
+        let writer_conn = connect
+            .connect()
+            .await
+            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         tracing::debug!(target: TARGET, path = %path.display(), "opened");
         let watchers: Arc<Watchers> = Arc::default();
-        let writer = Writer::spawn(pool.clone(), Arc::clone(&watchers));
+        let writer = Writer::spawn(writer_conn, Arc::clone(&watchers));
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 pool,
@@ -113,9 +122,11 @@ impl SqliteStore {
         &self.inner.options.path
     }
 
-    /// Closes the pool (for every clone), waiting for connections in use.
-    /// Later calls fail with `UNAVAILABLE`.
+    /// Closes the store (for every clone): lets the writes queued so far
+    /// finish, then closes the writer's connection and the pool, waiting
+    /// for connections in use. Later calls fail with `UNAVAILABLE`.
     pub async fn close(&self) {
+        self.inner.writer.close().await;
         self.inner.pool.close().await;
     }
 }

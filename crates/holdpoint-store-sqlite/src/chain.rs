@@ -1,0 +1,154 @@
+//! [`Chain`]: SQL statements sent to the connection as one query.
+//!
+//! sqlx runs a SQLite connection on its own worker thread, and every query
+//! is a round trip to it (two thread wake-ups). A write needs only the
+//! answers of its reads, so the writer queues its statements here and sends
+//! them together with the next statement whose answer it needs: a claim is
+//! `BEGIN IMMEDIATE; SELECT` then `UPSERT; INSERT audit…; COMMIT` — two
+//! round trips instead of five or more. SQLite runs the statements of one
+//! query in order and stops at the first that fails.
+//!
+//! Parameters are numbered (`?N`), so each statement binds its own slice of
+//! the chain's one argument list.
+
+use holdpoint::session::row::{AuditColumns, Columns};
+use sqlx::sqlite::SqliteArguments;
+use sqlx::{Arguments, AssertSqlSafe, Encode, Sqlite, SqliteConnection, Type};
+
+/// Statements waiting to be sent, with their arguments.
+#[derive(Default)]
+pub(crate) struct Chain {
+    sql: String,
+    args: SqliteArguments,
+    /// Whether the chain holds a write (one op's writes at most are chained,
+    /// so the chain's text takes only a few shapes and its prepared
+    /// statements stay in sqlx's statement cache).
+    writes: bool,
+    /// Whether anything was sent since the chain was created.
+    sent: bool,
+}
+
+/// The most parameters one chain binds before it is sent (SQLite allows
+/// 32,766 per statement since 3.32; each statement of a chain binds its own).
+const MAX_ARGS: usize = 8_000;
+
+impl Chain {
+    /// Queues a statement without parameters (`BEGIN IMMEDIATE`, `COMMIT`).
+    pub fn push(&mut self, sql: &str) {
+        self.sql.push_str(sql);
+        self.sql.push_str(";\n");
+    }
+
+    /// Whether the chain holds a write not sent yet.
+    pub fn has_writes(&self) -> bool {
+        self.writes
+    }
+
+    /// Whether some of the chain was sent already (so a transaction it
+    /// began may be open).
+    pub fn sent(&self) -> bool {
+        self.sent
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.sql.is_empty()
+    }
+
+    /// Whether the chain should be sent before more is added.
+    pub fn is_full(&self) -> bool {
+        self.args.len() >= MAX_ARGS
+    }
+
+    /// Binds `value` and returns its parameter number.
+    fn bind<'t, T: Encode<'t, Sqlite> + Type<Sqlite>>(&mut self, value: T) -> Result<usize, sqlx::Error> {
+        self.args.add(value).map_err(sqlx::Error::Encode)?;
+        Ok(self.args.len())
+    }
+
+    /// Queues the write of a prepared row (insert, or replace the row with its id).
+    pub fn upsert(&mut self, cols: &Columns) -> Result<(), sqlx::Error> {
+        let p = [
+            self.bind(cols.snapshot_id.as_str())?,
+            self.bind(cols.session_id.as_str())?,
+            self.bind(cols.parent_id.as_deref())?,
+            self.bind(cols.created_at_ns)?,
+            self.bind(cols.updated_at_ns)?,
+            self.bind(cols.heartbeat_at_ns)?,
+            self.bind(cols.resumed_at_ns)?,
+            self.bind(cols.status)?,
+            self.bind(cols.finish_reason.as_deref())?,
+            self.bind(cols.agent.as_deref())?,
+            self.bind(cols.owner.as_deref())?,
+            self.bind(cols.data.as_str())?,
+        ];
+        self.sql.push_str(&format!(
+            "INSERT INTO holdpoint_snapshots \
+               (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
+                resumed_at_ns, status, finish_reason, agent, owner, data) \
+             VALUES (?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}) \
+             ON CONFLICT (snapshot_id) DO UPDATE SET \
+               session_id = excluded.session_id, parent_id = excluded.parent_id, \
+               created_at_ns = excluded.created_at_ns, updated_at_ns = excluded.updated_at_ns, \
+               heartbeat_at_ns = excluded.heartbeat_at_ns, resumed_at_ns = excluded.resumed_at_ns, \
+               status = excluded.status, finish_reason = excluded.finish_reason, \
+               agent = excluded.agent, owner = excluded.owner, data = excluded.data;\n",
+            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
+        ));
+        self.writes = true;
+        Ok(())
+    }
+
+    /// Queues the append of prepared audit rows, in order.
+    pub fn audit(&mut self, records: &[AuditColumns]) -> Result<(), sqlx::Error> {
+        for cols in records {
+            let p = [
+                self.bind(cols.record_id.as_str())?,
+                self.bind(cols.at_ns)?,
+                self.bind(cols.principal.as_deref())?,
+                self.bind(cols.agent.as_deref())?,
+                self.bind(cols.session_id.as_str())?,
+                self.bind(cols.snapshot_id.as_str())?,
+                self.bind(cols.data.as_str())?,
+            ];
+            self.sql.push_str(&format!(
+                "INSERT INTO holdpoint_audit \
+                   (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
+                 VALUES (?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{});\n",
+                p[0], p[1], p[2], p[3], p[4], p[5], p[6]
+            ));
+            self.writes = true;
+        }
+        Ok(())
+    }
+
+    /// Sends the chain; it is empty afterwards, whatever the outcome.
+    pub async fn execute(&mut self, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let (sql, args) = self.take();
+        sqlx::query_with(AssertSqlSafe(sql), args)
+            .execute(&mut *conn)
+            .await
+            .map(|_| ())
+    }
+
+    /// Sends the chain followed by a read of row `id`'s stored JSON, and
+    /// returns what the read found; the chain is empty afterwards.
+    pub async fn read_data(&mut self, conn: &mut SqliteConnection, id: &str) -> Result<Option<String>, sqlx::Error> {
+        let p = self.bind(id)?;
+        self.sql
+            .push_str(&format!("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?{p};\n"));
+        let (sql, args) = self.take();
+        sqlx::query_scalar_with(AssertSqlSafe(sql), args)
+            .fetch_optional(&mut *conn)
+            .await
+    }
+
+    fn take(&mut self) -> (String, SqliteArguments) {
+        self.writes = false;
+        self.sent = true;
+        (std::mem::take(&mut self.sql), std::mem::take(&mut self.args))
+    }
+}
