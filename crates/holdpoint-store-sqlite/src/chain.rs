@@ -122,6 +122,75 @@ impl Chain {
         Ok(())
     }
 
+    /// Queues the compare-and-set write of a prepared row: it replaces row
+    /// `cols.snapshot_id` only where the row still holds exactly `old`, and
+    /// returns one row (`1`) when it did.
+    pub fn replace_if(&mut self, cols: &Columns, old: &str) -> Result<(), sqlx::Error> {
+        let p = [
+            self.bind(cols.session_id.as_str())?,
+            self.bind(cols.parent_id.as_deref())?,
+            self.bind(cols.created_at_ns)?,
+            self.bind(cols.updated_at_ns)?,
+            self.bind(cols.heartbeat_at_ns)?,
+            self.bind(cols.resumed_at_ns)?,
+            self.bind(cols.status)?,
+            self.bind(cols.finish_reason.as_deref())?,
+            self.bind(cols.agent.as_deref())?,
+            self.bind(cols.owner.as_deref())?,
+            self.bind(cols.data.as_str())?,
+            self.bind(cols.snapshot_id.as_str())?,
+            self.bind(old)?,
+        ];
+        self.sql.push_str(&format!(
+            "UPDATE holdpoint_snapshots SET \
+               session_id = ?{}, parent_id = ?{}, created_at_ns = ?{}, updated_at_ns = ?{}, \
+               heartbeat_at_ns = ?{}, resumed_at_ns = ?{}, status = ?{}, finish_reason = ?{}, \
+               agent = ?{}, owner = ?{}, data = ?{} \
+             WHERE snapshot_id = ?{} AND data = ?{} RETURNING 1;\n",
+            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]
+        ));
+        self.writes = true;
+        Ok(())
+    }
+
+    /// Queues the append of prepared audit rows, in order, each only if the
+    /// statement before it changed a row: queued after
+    /// [`replace_if`](Self::replace_if), they are written only with it.
+    pub fn audit_if_changed(&mut self, records: &[AuditColumns]) -> Result<(), sqlx::Error> {
+        for cols in records {
+            let p = [
+                self.bind(cols.record_id.as_str())?,
+                self.bind(cols.at_ns)?,
+                self.bind(cols.principal.as_deref())?,
+                self.bind(cols.agent.as_deref())?,
+                self.bind(cols.session_id.as_str())?,
+                self.bind(cols.snapshot_id.as_str())?,
+                self.bind(cols.data.as_str())?,
+            ];
+            self.sql.push_str(&format!(
+                "INSERT INTO holdpoint_audit \
+                   (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
+                 SELECT ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{} WHERE changes() = 1;\n",
+                p[0], p[1], p[2], p[3], p[4], p[5], p[6]
+            ));
+            self.writes = true;
+        }
+        Ok(())
+    }
+
+    /// Sends the chain, running every statement, and tells whether any
+    /// statement returned a row (a [`replace_if`](Self::replace_if) that
+    /// wrote); the chain is empty afterwards.
+    pub async fn execute_returning(&mut self, conn: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+        let (sql, args) = self.take();
+        // `fetch_all`, not `fetch_optional`: the statements after the one
+        // returning a row must run too.
+        let rows: Vec<i64> = sqlx::query_scalar_with(AssertSqlSafe(sql), args)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
     /// Sends the chain; it is empty afterwards, whatever the outcome.
     pub async fn execute(&mut self, conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
         if self.is_empty() {

@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::chain::Chain;
 use crate::error::store_error;
+use crate::known::Known;
 use crate::watch::Watchers;
 use crate::write;
 
@@ -131,6 +132,7 @@ fn stopped(what: &str) -> Error {
 }
 
 async fn run(mut conn: SqliteConnection, watchers: Arc<Watchers>, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    let mut known = Known::default();
     let mut msgs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
         let mut jobs = Vec::with_capacity(msgs.len());
@@ -145,7 +147,7 @@ async fn run(mut conn: SqliteConnection, watchers: Arc<Watchers>, mut rx: mpsc::
             }
         }
         if !jobs.is_empty() {
-            let done = run_batch(&mut conn, jobs).await;
+            let done = run_batch(&mut conn, &mut known, jobs).await;
             for (job, result) in done {
                 if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
                     tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
@@ -192,19 +194,44 @@ enum Fail {
 /// The statements travel in a [`Chain`]: `BEGIN IMMEDIATE` goes with the
 /// first statement sent, each write waits for the next read or for the
 /// `COMMIT`. A batch of one fresh row is therefore one round trip
-/// (`BEGIN IMMEDIATE; INSERT; COMMIT`), a claim two.
-async fn run_batch(conn: &mut SqliteConnection, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
+/// (`BEGIN IMMEDIATE; INSERT; COMMIT`), a claim of a row this writer
+/// wrote one (see [`Known`]), any other claim two.
+///
+/// `known` learns the rows the batch committed; it forgets everything when
+/// the batch fails.
+async fn run_batch(
+    conn: &mut SqliteConnection,
+    known: &mut Known,
+    jobs: Vec<Job>,
+) -> Vec<(Done, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
     let mut chain = Chain::default();
     chain.push("BEGIN IMMEDIATE");
     let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
+    let mut written: Vec<String> = Vec::with_capacity(batch_len);
+    let mut committed = false;
     let mut jobs = jobs.into_iter();
     while let Some(Job { op, reply }) = jobs.next() {
-        let (op, result) = apply(conn, &mut chain, op).await;
+        let mut step = Step {
+            conn: &mut *conn,
+            chain: &mut chain,
+            known,
+            alone: batch_len == 1,
+            committed: false,
+        };
+        let (op, result) = apply(&mut step, op).await;
+        committed |= step.committed;
         match result {
-            Ok(row) => out.push((Done { op, reply }, Ok(row))),
+            Ok(Written { row, data }) => {
+                if let (Some(data), Some(id)) = (data, op.row_id()) {
+                    written.push(id.to_owned());
+                    written.push(data);
+                }
+                out.push((Done { op, reply }, Ok(row)));
+            }
             Err(Fail::Caller(err)) => out.push((Done { op, reply }, Err(err))),
             Err(Fail::Batch(err)) => {
+                known.clear();
                 if chain.sent() {
                     rollback(conn).await;
                 }
@@ -213,22 +240,30 @@ async fn run_batch(conn: &mut SqliteConnection, jobs: Vec<Job>) -> Vec<(Done, Re
             }
         }
     }
-    if out.iter().all(|(_, r)| r.is_err()) {
-        // Nothing was written: nothing to commit.
-        if chain.sent() {
-            rollback(conn).await;
-        }
-        return out;
-    }
-    chain.push("COMMIT");
-    if let Err(e) = chain.execute(conn).await {
-        rollback(conn).await;
-        let err = store_error(&format!("write and commit a batch of {batch_len} writes"), e);
-        for (_, result) in &mut out {
-            if result.is_ok() {
-                *result = Err(err.clone());
+    if !committed {
+        if out.iter().all(|(_, r)| r.is_err()) {
+            // Nothing was written: nothing to commit.
+            if chain.sent() {
+                rollback(conn).await;
             }
+            return out;
         }
+        chain.push("COMMIT");
+        if let Err(e) = chain.execute(conn).await {
+            known.clear();
+            rollback(conn).await;
+            let err = store_error(&format!("write and commit a batch of {batch_len} writes"), e);
+            for (_, result) in &mut out {
+                if result.is_ok() {
+                    *result = Err(err.clone());
+                }
+            }
+            return out;
+        }
+    }
+    let mut written = written.into_iter();
+    while let (Some(id), Some(data)) = (written.next(), written.next()) {
+        known.record(&id, data);
     }
     out
 }
@@ -281,18 +316,36 @@ async fn make_room(conn: &mut SqliteConnection, chain: &mut Chain, what: &str) -
     Ok(())
 }
 
+/// What one op of a batch works with.
+struct Step<'a> {
+    conn: &'a mut SqliteConnection,
+    chain: &'a mut Chain,
+    known: &'a Known,
+    /// The op is the batch's only one: a chain may carry its `COMMIT`.
+    alone: bool,
+    /// Set when the op's chain committed the batch.
+    committed: bool,
+}
+
+/// What a write that went through returns: the row for its caller, and
+/// the row's stored JSON (for [`Known`]) when it wrote one.
+struct Written {
+    row: Option<Snapshot>,
+    data: Option<String>,
+}
+
 /// Reads row `id` (sending the chain), runs `update` and checks the result;
 /// queues its write and `audit` on the chain.
 async fn save(
-    conn: &mut SqliteConnection,
-    chain: &mut Chain,
+    step: &mut Step<'_>,
     id: &str,
     update: SnapshotUpdate,
     audit: Option<&[AuditRecord]>,
-) -> std::result::Result<Option<Snapshot>, Fail> {
+) -> std::result::Result<Written, Fail> {
     let what = || format!("save snapshot {id}");
-    let data = chain
-        .read_data(conn, id)
+    let data = step
+        .chain
+        .read_data(step.conn, id)
         .await
         .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     let prepared = write::prepare(id, data, update).map_err(Fail::Caller)?;
@@ -302,41 +355,109 @@ async fn save(
     };
     let saved = match prepared {
         Some((row, cols)) => {
-            chain.upsert(&cols).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
-            Some(row)
+            step.chain
+                .upsert(&cols)
+                .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+            Written {
+                row: Some(row),
+                data: Some(cols.data),
+            }
         }
-        None => None,
+        None => Written { row: None, data: None },
     };
-    chain
+    step.chain
         .audit(&audit)
         .map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
     Ok(saved)
 }
 
+/// Claims a row this writer committed, by compare-and-set on its stored
+/// JSON as [`Known`] remembers it, in one round trip. `Ok(None)` when that
+/// did not go through (the row changed since, or the claim fails on the
+/// remembered row): nothing was written, and the claim is to run on the row
+/// as read. With `step.alone`, the round trip also commits.
+async fn claim_known(
+    step: &mut Step<'_>,
+    claim: &ResumeClaim,
+    audit: &[AuditRecord],
+) -> std::result::Result<Option<Written>, Fail> {
+    let id = claim.snapshot_id.as_str();
+    let Some(old) = step.known.get(id) else {
+        return Ok(None);
+    };
+    // A failing claim or record is answered from the row as read, never
+    // from the remembered one.
+    let Ok(Some((row, cols))) = write::prepare(id, Some(old.to_owned()), claim_update(claim.clone())) else {
+        return Ok(None);
+    };
+    let Ok(audit) = write::audit_columns(audit) else {
+        return Ok(None);
+    };
+    let what = || format!("claim snapshot {id}");
+    // The previous op's writes (if any) go in the same round trip.
+    if step.chain.is_full() {
+        step.chain
+            .execute(step.conn)
+            .await
+            .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    }
+    let batch = |e| Fail::Batch(store_error(&what(), e));
+    step.chain.replace_if(&cols, old).map_err(batch)?;
+    step.chain.audit_if_changed(&audit).map_err(batch)?;
+    if step.alone {
+        step.chain.push("COMMIT");
+    }
+    let took = step.chain.execute_returning(step.conn).await.map_err(batch)?;
+    if !took {
+        if step.alone {
+            // The transaction ended with nothing written: the claim runs
+            // in a new one.
+            step.chain.push("BEGIN IMMEDIATE");
+        }
+        return Ok(None);
+    }
+    step.committed = step.alone;
+    Ok(Some(Written {
+        row: Some(row),
+        data: Some(cols.data),
+    }))
+}
+
 /// Runs one write; gives the op back (its update consumed) for the reply.
-async fn apply(conn: &mut SqliteConnection, chain: &mut Chain, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
+async fn apply(step: &mut Step<'_>, op: Op) -> (Op, std::result::Result<Written, Fail>) {
     match op {
         Op::Save { id, update } => {
-            let result = save(conn, chain, &id, update, None).await;
+            let result = save(step, &id, update, None).await;
             let spent: SnapshotUpdate = Box::new(|_| Ok(None));
             (Op::Save { id, update: spent }, result)
         }
         Op::Insert { row, cols } => {
             let what = format!("save snapshot {}", cols.snapshot_id);
             let result = async {
-                make_room(conn, chain, &what).await?;
-                chain.upsert(&cols).map_err(|e| Fail::Batch(store_error(&what, e)))?;
+                make_room(step.conn, step.chain, &what).await?;
+                step.chain
+                    .upsert(&cols)
+                    .map_err(|e| Fail::Batch(store_error(&what, e)))?;
                 Ok(())
             }
             .await;
             match result {
-                Ok(()) => (Op::Insert { row: None, cols }, Ok(row.map(|r| *r))),
+                Ok(()) => {
+                    let data = Some(cols.data.clone());
+                    (Op::Insert { row: None, cols }, Ok(Written { row: row.map(|r| *r), data }))
+                }
                 Err(e) => (Op::Insert { row: None, cols }, Err(e)),
             }
         }
         Op::Claim { claim, audit } => {
-            let id = claim.snapshot_id.clone();
-            let result = save(conn, chain, &id, claim_update(claim.clone()), Some(&audit)).await;
+            let result = match claim_known(step, &claim, &audit).await {
+                Ok(Some(written)) => Ok(written),
+                Ok(None) => {
+                    let id = claim.snapshot_id.clone();
+                    save(step, &id, claim_update(claim.clone()), Some(&audit)).await
+                }
+                Err(e) => Err(e),
+            };
             (
                 Op::Claim {
                     claim,
@@ -349,9 +470,11 @@ async fn apply(conn: &mut SqliteConnection, chain: &mut Chain, op: Op) -> (Op, s
             let result = async {
                 let cols = write::audit_columns(&records).map_err(Fail::Caller)?;
                 let what = "append audit records";
-                make_room(conn, chain, what).await?;
-                chain.audit(&cols).map_err(|e| Fail::Batch(store_error(what, e)))?;
-                Ok(None)
+                make_room(step.conn, step.chain, what).await?;
+                step.chain
+                    .audit(&cols)
+                    .map_err(|e| Fail::Batch(store_error(what, e)))?;
+                Ok(Written { row: None, data: None })
             }
             .await;
             (Op::Audit { records: Vec::new() }, result)

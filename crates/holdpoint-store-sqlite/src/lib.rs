@@ -24,6 +24,7 @@
 mod chain;
 mod error;
 mod group;
+mod known;
 mod options;
 mod read;
 mod schema;
