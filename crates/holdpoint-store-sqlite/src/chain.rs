@@ -8,8 +8,11 @@
 //! round trips instead of five or more. SQLite runs the statements of one
 //! query in order and stops at the first that fails.
 //!
-//! Parameters are numbered (`?N`), so each statement binds its own slice of
-//! the chain's one argument list.
+//! Parameters are positional (`?`): sqlx binds each statement of a query
+//! from where the previous one stopped in the one argument list, so values
+//! are bound in the order their `?` appear. (Numbered `?N` parameters do not
+//! work across statements: sqlx counts a statement's unused lower numbers
+//! as positional ones and stops binding.)
 
 use holdpoint::session::row::{AuditColumns, Columns};
 use sqlx::sqlite::SqliteArguments;
@@ -60,41 +63,37 @@ impl Chain {
         self.args.len() >= MAX_ARGS
     }
 
-    /// Binds `value` and returns its parameter number.
-    fn bind<'t, T: Encode<'t, Sqlite> + Type<Sqlite>>(&mut self, value: T) -> Result<usize, sqlx::Error> {
-        self.args.add(value).map_err(sqlx::Error::Encode)?;
-        Ok(self.args.len())
+    /// Binds `value` to the next `?`.
+    fn bind<'t, T: Encode<'t, Sqlite> + Type<Sqlite>>(&mut self, value: T) -> Result<(), sqlx::Error> {
+        self.args.add(value).map_err(sqlx::Error::Encode)
     }
 
     /// Queues the write of a prepared row (insert, or replace the row with its id).
     pub fn upsert(&mut self, cols: &Columns) -> Result<(), sqlx::Error> {
-        let p = [
-            self.bind(cols.snapshot_id.as_str())?,
-            self.bind(cols.session_id.as_str())?,
-            self.bind(cols.parent_id.as_deref())?,
-            self.bind(cols.created_at_ns)?,
-            self.bind(cols.updated_at_ns)?,
-            self.bind(cols.heartbeat_at_ns)?,
-            self.bind(cols.resumed_at_ns)?,
-            self.bind(cols.status)?,
-            self.bind(cols.finish_reason.as_deref())?,
-            self.bind(cols.agent.as_deref())?,
-            self.bind(cols.owner.as_deref())?,
-            self.bind(cols.data.as_str())?,
-        ];
-        self.sql.push_str(&format!(
+        self.bind(cols.snapshot_id.as_str())?;
+        self.bind(cols.session_id.as_str())?;
+        self.bind(cols.parent_id.as_deref())?;
+        self.bind(cols.created_at_ns)?;
+        self.bind(cols.updated_at_ns)?;
+        self.bind(cols.heartbeat_at_ns)?;
+        self.bind(cols.resumed_at_ns)?;
+        self.bind(cols.status)?;
+        self.bind(cols.finish_reason.as_deref())?;
+        self.bind(cols.agent.as_deref())?;
+        self.bind(cols.owner.as_deref())?;
+        self.bind(cols.data.as_str())?;
+        self.sql.push_str(
             "INSERT INTO holdpoint_snapshots \
                (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
                 resumed_at_ns, status, finish_reason, agent, owner, data) \
-             VALUES (?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (snapshot_id) DO UPDATE SET \
                session_id = excluded.session_id, parent_id = excluded.parent_id, \
                created_at_ns = excluded.created_at_ns, updated_at_ns = excluded.updated_at_ns, \
                heartbeat_at_ns = excluded.heartbeat_at_ns, resumed_at_ns = excluded.resumed_at_ns, \
                status = excluded.status, finish_reason = excluded.finish_reason, \
                agent = excluded.agent, owner = excluded.owner, data = excluded.data;\n",
-            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
-        ));
+        );
         self.writes = true;
         Ok(())
     }
@@ -102,21 +101,18 @@ impl Chain {
     /// Queues the append of prepared audit rows, in order.
     pub fn audit(&mut self, records: &[AuditColumns]) -> Result<(), sqlx::Error> {
         for cols in records {
-            let p = [
-                self.bind(cols.record_id.as_str())?,
-                self.bind(cols.at_ns)?,
-                self.bind(cols.principal.as_deref())?,
-                self.bind(cols.agent.as_deref())?,
-                self.bind(cols.session_id.as_str())?,
-                self.bind(cols.snapshot_id.as_str())?,
-                self.bind(cols.data.as_str())?,
-            ];
-            self.sql.push_str(&format!(
+            self.bind(cols.record_id.as_str())?;
+            self.bind(cols.at_ns)?;
+            self.bind(cols.principal.as_deref())?;
+            self.bind(cols.agent.as_deref())?;
+            self.bind(cols.session_id.as_str())?;
+            self.bind(cols.snapshot_id.as_str())?;
+            self.bind(cols.data.as_str())?;
+            self.sql.push_str(
                 "INSERT INTO holdpoint_audit \
                    (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
-                 VALUES (?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{});\n",
-                p[0], p[1], p[2], p[3], p[4], p[5], p[6]
-            ));
+                 VALUES (?, ?, ?, ?, ?, ?, ?);\n",
+            );
             self.writes = true;
         }
         Ok(())
@@ -126,29 +122,26 @@ impl Chain {
     /// `cols.snapshot_id` only where the row still holds exactly `old`, and
     /// returns one row (`1`) when it did.
     pub fn replace_if(&mut self, cols: &Columns, old: &str) -> Result<(), sqlx::Error> {
-        let p = [
-            self.bind(cols.session_id.as_str())?,
-            self.bind(cols.parent_id.as_deref())?,
-            self.bind(cols.created_at_ns)?,
-            self.bind(cols.updated_at_ns)?,
-            self.bind(cols.heartbeat_at_ns)?,
-            self.bind(cols.resumed_at_ns)?,
-            self.bind(cols.status)?,
-            self.bind(cols.finish_reason.as_deref())?,
-            self.bind(cols.agent.as_deref())?,
-            self.bind(cols.owner.as_deref())?,
-            self.bind(cols.data.as_str())?,
-            self.bind(cols.snapshot_id.as_str())?,
-            self.bind(old)?,
-        ];
-        self.sql.push_str(&format!(
+        self.bind(cols.session_id.as_str())?;
+        self.bind(cols.parent_id.as_deref())?;
+        self.bind(cols.created_at_ns)?;
+        self.bind(cols.updated_at_ns)?;
+        self.bind(cols.heartbeat_at_ns)?;
+        self.bind(cols.resumed_at_ns)?;
+        self.bind(cols.status)?;
+        self.bind(cols.finish_reason.as_deref())?;
+        self.bind(cols.agent.as_deref())?;
+        self.bind(cols.owner.as_deref())?;
+        self.bind(cols.data.as_str())?;
+        self.bind(cols.snapshot_id.as_str())?;
+        self.bind(old)?;
+        self.sql.push_str(
             "UPDATE holdpoint_snapshots SET \
-               session_id = ?{}, parent_id = ?{}, created_at_ns = ?{}, updated_at_ns = ?{}, \
-               heartbeat_at_ns = ?{}, resumed_at_ns = ?{}, status = ?{}, finish_reason = ?{}, \
-               agent = ?{}, owner = ?{}, data = ?{} \
-             WHERE snapshot_id = ?{} AND data = ?{} RETURNING 1;\n",
-            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]
-        ));
+               session_id = ?, parent_id = ?, created_at_ns = ?, updated_at_ns = ?, \
+               heartbeat_at_ns = ?, resumed_at_ns = ?, status = ?, finish_reason = ?, \
+               agent = ?, owner = ?, data = ? \
+             WHERE snapshot_id = ? AND data = ? RETURNING 1;\n",
+        );
         self.writes = true;
         Ok(())
     }
@@ -158,21 +151,18 @@ impl Chain {
     /// [`replace_if`](Self::replace_if), they are written only with it.
     pub fn audit_if_changed(&mut self, records: &[AuditColumns]) -> Result<(), sqlx::Error> {
         for cols in records {
-            let p = [
-                self.bind(cols.record_id.as_str())?,
-                self.bind(cols.at_ns)?,
-                self.bind(cols.principal.as_deref())?,
-                self.bind(cols.agent.as_deref())?,
-                self.bind(cols.session_id.as_str())?,
-                self.bind(cols.snapshot_id.as_str())?,
-                self.bind(cols.data.as_str())?,
-            ];
-            self.sql.push_str(&format!(
+            self.bind(cols.record_id.as_str())?;
+            self.bind(cols.at_ns)?;
+            self.bind(cols.principal.as_deref())?;
+            self.bind(cols.agent.as_deref())?;
+            self.bind(cols.session_id.as_str())?;
+            self.bind(cols.snapshot_id.as_str())?;
+            self.bind(cols.data.as_str())?;
+            self.sql.push_str(
                 "INSERT INTO holdpoint_audit \
                    (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
-                 SELECT ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{} WHERE changes() = 1;\n",
-                p[0], p[1], p[2], p[3], p[4], p[5], p[6]
-            ));
+                 SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;\n",
+            );
             self.writes = true;
         }
         Ok(())
@@ -206,9 +196,9 @@ impl Chain {
     /// Sends the chain followed by a read of row `id`'s stored JSON, and
     /// returns what the read found; the chain is empty afterwards.
     pub async fn read_data(&mut self, conn: &mut SqliteConnection, id: &str) -> Result<Option<String>, sqlx::Error> {
-        let p = self.bind(id)?;
+        self.bind(id)?;
         self.sql
-            .push_str(&format!("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?{p};\n"));
+            .push_str("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?;\n");
         let (sql, args) = self.take();
         sqlx::query_scalar_with(AssertSqlSafe(sql), args)
             .fetch_optional(&mut *conn)
