@@ -444,7 +444,13 @@ async fn apply(step: &mut Step<'_>, op: Op) -> (Op, std::result::Result<Written,
             match result {
                 Ok(()) => {
                     let data = Some(cols.data.clone());
-                    (Op::Insert { row: None, cols }, Ok(Written { row: row.map(|r| *r), data }))
+                    (
+                        Op::Insert { row: None, cols },
+                        Ok(Written {
+                            row: row.map(|r| *r),
+                            data,
+                        }),
+                    )
                 }
                 Err(e) => (Op::Insert { row: None, cols }, Err(e)),
             }
@@ -471,9 +477,7 @@ async fn apply(step: &mut Step<'_>, op: Op) -> (Op, std::result::Result<Written,
                 let cols = write::audit_columns(&records).map_err(Fail::Caller)?;
                 let what = "append audit records";
                 make_room(step.conn, step.chain, what).await?;
-                step.chain
-                    .audit(&cols)
-                    .map_err(|e| Fail::Batch(store_error(what, e)))?;
+                step.chain.audit(&cols).map_err(|e| Fail::Batch(store_error(what, e)))?;
                 Ok(Written { row: None, data: None })
             }
             .await;

@@ -37,7 +37,9 @@ async fn resume_through_two_handles_is_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_sees_what_another_handle_wrote_since() {
     use chrono::{Duration, Utc};
-    use holdpoint::session::{AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
+    use holdpoint::session::{
+        AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot,
+    };
     use holdpoint::{FinishReason, Status};
 
     let dir = tempfile::tempdir().unwrap();
@@ -102,9 +104,7 @@ async fn a_claim_sees_what_another_handle_wrote_since() {
         lease_until: Utc::now() + Duration::seconds(60),
         takeover: true,
     };
-    b.claim_resume(takeover(), vec![record(&doubt, "bob")])
-        .await
-        .unwrap();
+    b.claim_resume(takeover(), vec![record(&doubt, "bob")]).await.unwrap();
     let err = a
         .claim_resume(takeover(), vec![record(&doubt, "alice")])
         .await
@@ -124,8 +124,13 @@ async fn a_claim_sees_what_another_handle_wrote_since() {
 
     // A claim of a row A wrote and nobody touched goes through once.
     let mine = save(&a, waiting()).await;
-    a.claim_resume(ResumeClaim::new(mine.clone()), Vec::new()).await.unwrap();
-    let err = b.claim_resume(ResumeClaim::new(mine.clone()), Vec::new()).await.unwrap_err();
+    a.claim_resume(ResumeClaim::new(mine.clone()), Vec::new())
+        .await
+        .unwrap();
+    let err = b
+        .claim_resume(ResumeClaim::new(mine.clone()), Vec::new())
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), Status::Aborted, "{err}");
     assert!(b.get_snapshot(&mine).await.unwrap().unwrap().resumed_at.is_some());
 }
