@@ -22,7 +22,8 @@ use std::sync::Arc;
 use holdpoint::session::row::Columns;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update};
 use holdpoint::{Error, Result};
-use sqlx::{Connection, SqliteConnection};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::chain::Chain;
@@ -101,9 +102,11 @@ impl Writer {
     /// Starts the writer task on the current runtime, writing on `conn`.
     /// It ends when asked to [`close`](Self::close) or when the last
     /// `Writer` handle is dropped.
-    pub fn spawn(conn: SqliteConnection, watchers: Arc<Watchers>) -> Self {
+    /// `options` reopen the connection if a failed transaction cannot be
+    /// ended on it.
+    pub fn spawn(conn: SqliteConnection, options: SqliteConnectOptions, watchers: Arc<Watchers>) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(conn, watchers, rx));
+        tokio::spawn(run(conn, options, watchers, rx));
         Writer { queue }
     }
 
@@ -131,7 +134,12 @@ fn stopped(what: &str) -> Error {
     Error::Unavailable(format!("sqlite store: {what}: the store's writer has stopped"))
 }
 
-async fn run(mut conn: SqliteConnection, watchers: Arc<Watchers>, mut rx: mpsc::UnboundedReceiver<Msg>) {
+async fn run(
+    mut conn: SqliteConnection,
+    options: SqliteConnectOptions,
+    watchers: Arc<Watchers>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+) {
     let mut known = Known::default();
     let mut msgs = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
@@ -147,7 +155,20 @@ async fn run(mut conn: SqliteConnection, watchers: Arc<Watchers>, mut rx: mpsc::
             }
         }
         if !jobs.is_empty() {
-            let done = run_batch(&mut conn, &mut known, jobs).await;
+            let mut broken = false;
+            let done = run_batch(&mut conn, &mut known, jobs, &mut broken).await;
+            if broken {
+                // A transaction may still be open on the connection: start
+                // over on a new one (if that fails, the next batch fails
+                // and this is tried again).
+                match options.connect().await {
+                    Ok(fresh) => {
+                        let old = std::mem::replace(&mut conn, fresh);
+                        let _ = old.close().await;
+                    }
+                    Err(e) => tracing::warn!(target: TARGET, error = %e, "cannot reopen the writer's connection"),
+                }
+            }
             for (job, result) in done {
                 if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
                     tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
@@ -203,6 +224,7 @@ async fn run_batch(
     conn: &mut SqliteConnection,
     known: &mut Known,
     jobs: Vec<Job>,
+    broken: &mut bool,
 ) -> Vec<(Done, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
     let mut chain = Chain::default();
@@ -233,7 +255,7 @@ async fn run_batch(
             Err(Fail::Batch(err)) => {
                 known.clear();
                 if chain.sent() {
-                    rollback(conn).await;
+                    *broken |= !rollback(conn).await;
                 }
                 out.push((Done { op, reply }, Err(err.clone())));
                 return abort(out, jobs, &err);
@@ -244,14 +266,14 @@ async fn run_batch(
         if out.iter().all(|(_, r)| r.is_err()) {
             // Nothing was written: nothing to commit.
             if chain.sent() {
-                rollback(conn).await;
+                *broken |= !rollback(conn).await;
             }
             return out;
         }
         chain.push("COMMIT");
         if let Err(e) = chain.execute(conn).await {
             known.clear();
-            rollback(conn).await;
+            *broken |= !rollback(conn).await;
             let err = store_error(&format!("write and commit a batch of {batch_len} writes"), e);
             for (_, result) in &mut out {
                 if result.is_ok() {
@@ -270,12 +292,15 @@ async fn run_batch(
 
 /// Ends whatever transaction the connection may still have open. SQLite
 /// may already have rolled it back on its own (then there is nothing to
-/// end); if even that cannot be told, the writer's connection is reset.
-async fn rollback(conn: &mut SqliteConnection) {
-    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
-        let no_transaction = e.to_string().contains("no transaction is active");
-        if !no_transaction {
-            tracing::warn!(target: TARGET, error = %e, "rollback failed");
+/// end). `false` when even that cannot be told: the connection is not to
+/// be used again.
+async fn rollback(conn: &mut SqliteConnection) -> bool {
+    match sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
+        Ok(_) => true,
+        Err(e) if e.to_string().contains("no transaction is active") => true,
+        Err(e) => {
+            tracing::warn!(target: TARGET, error = %e, "rollback failed; the writer's connection is reopened");
+            false
         }
     }
 }

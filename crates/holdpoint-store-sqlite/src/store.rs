@@ -31,11 +31,12 @@ const TARGET: &str = "holdpoint::store::sqlite";
 /// handles, pools and processes sharing the file.
 ///
 /// Writes made at the same time through one handle share a transaction
-/// and its commit (group commit): one writer task runs them in order, each
-/// in its own savepoint, so a failed update rolls back only its own write
-/// and every caller is answered after the shared commit.
+/// and its commit (group commit): one writer task runs them in order on a
+/// connection of its own, each validated before it writes, so a failed
+/// update fails only its own write and every caller is answered after the
+/// shared commit.
 ///
-/// Clones share one connection pool.
+/// Clones share one connection pool (for reads) and one writer.
 ///
 /// ```
 /// use holdpoint::session::{SessionState, SessionStore, Snapshot};
@@ -106,7 +107,7 @@ impl SqliteStore {
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         tracing::debug!(target: TARGET, path = %path.display(), "opened");
         let watchers: Arc<Watchers> = Arc::default();
-        let writer = Writer::spawn(writer_conn, Arc::clone(&watchers));
+        let writer = Writer::spawn(writer_conn, connect, Arc::clone(&watchers));
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 pool,
