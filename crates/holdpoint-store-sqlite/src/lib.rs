@@ -31,6 +31,7 @@ mod group;
 mod known;
 mod options;
 mod read;
+mod readers;
 mod schema;
 mod store;
 mod watch;

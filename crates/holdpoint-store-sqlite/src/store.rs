@@ -16,6 +16,7 @@ use sqlx::{ConnectOptions, SqlitePool};
 use crate::error::store_error;
 use crate::group::{Op, Writer};
 use crate::options::SqliteStoreOptions;
+use crate::readers::Readers;
 use crate::watch::Watchers;
 use crate::{read, schema};
 
@@ -61,6 +62,7 @@ pub struct SqliteStore {
 
 struct Inner {
     pool: SqlitePool,
+    readers: Readers,
     watchers: Arc<Watchers>,
     writer: Writer,
     options: SqliteStoreOptions,
@@ -89,7 +91,8 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(options.synchronous.to_sqlx())
             .busy_timeout(options.busy_timeout);
-        // The pool serves reads. A pooled SQLite connection is a file
+        // The pool serves listings and watchers (single-row reads have
+        // connections of their own, see `Readers`). A pooled SQLite connection is a file
         // handle that cannot drop like a network socket, so it is not
         // pinged (a round trip to its worker thread) on every checkout.
         let pool = SqlitePoolOptions::new()
@@ -105,12 +108,16 @@ impl SqliteStore {
             .connect()
             .await
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
+        let readers = Readers::open(&connect, options.max_connections as usize)
+            .await
+            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         tracing::debug!(target: TARGET, path = %path.display(), "opened");
         let watchers: Arc<Watchers> = Arc::default();
         let writer = Writer::spawn(writer_conn, connect, Arc::clone(&watchers));
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 pool,
+                readers,
                 watchers,
                 writer,
                 options,
@@ -128,6 +135,7 @@ impl SqliteStore {
     /// for connections in use. Later calls fail with `UNAVAILABLE`.
     pub async fn close(&self) {
         self.inner.writer.close().await;
+        self.inner.readers.close().await;
         self.inner.pool.close().await;
     }
 }
@@ -144,12 +152,14 @@ impl std::fmt::Debug for SqliteStore {
 impl SessionStore for SqliteStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        read::snapshot(&self.inner.pool, snapshot_id).await
+        let mut reader = self.inner.readers.get("read a snapshot").await?;
+        read::snapshot(reader.conn()?, snapshot_id).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "sqlite", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        read::latest(&self.inner.pool, session_id).await
+        let mut reader = self.inner.readers.get("read a session's latest snapshot").await?;
+        read::latest(reader.conn()?, session_id).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
