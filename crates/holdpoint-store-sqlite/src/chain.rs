@@ -24,9 +24,12 @@ pub(crate) struct Chain {
     sql: String,
     args: SqliteArguments,
     /// Whether the chain holds a write (one op's writes at most are chained,
-    /// so the chain's text takes only a few shapes and its prepared
-    /// statements stay in sqlx's statement cache).
+    /// or up to [`MAX_FRESH`] fresh rows, so the chain's text takes only a
+    /// few shapes and its prepared statements stay in sqlx's statement
+    /// cache).
     writes: bool,
+    /// How many of the queued writes are fresh rows, when all of them are.
+    fresh: usize,
     /// Whether anything was sent since the chain was created.
     sent: bool,
 }
@@ -34,6 +37,9 @@ pub(crate) struct Chain {
 /// The most parameters one chain binds before it is sent (SQLite allows
 /// 32,766 per statement since 3.32; each statement of a chain binds its own).
 const MAX_ARGS: usize = 8_000;
+
+/// The most fresh rows one chain carries.
+pub(crate) const MAX_FRESH: usize = 16;
 
 impl Chain {
     /// Queues a statement without parameters (`BEGIN IMMEDIATE`, `COMMIT`).
@@ -56,6 +62,31 @@ impl Chain {
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.sql.is_empty()
+    }
+
+    /// How many fresh rows ([`upsert_fresh`](Self::upsert_fresh)) are
+    /// queued, when they are all the chain's writes; 0 otherwise.
+    pub fn fresh_rows(&self) -> usize {
+        self.fresh
+    }
+
+    /// Whether a fresh row can join the queued writes: the chain holds no
+    /// write, or only fewer than [`MAX_FRESH`] fresh rows.
+    pub fn takes_fresh(&self) -> bool {
+        !self.is_full() && (!self.writes || (self.fresh > 0 && self.fresh < MAX_FRESH))
+    }
+
+    /// Queues the write of a row under a freshly minted id (no other write
+    /// of the batch can touch it, so fresh rows may share a round trip).
+    pub fn upsert_fresh(&mut self, cols: &Columns) -> Result<(), sqlx::Error> {
+        let fresh = if self.writes && self.fresh == 0 {
+            0
+        } else {
+            self.fresh + 1
+        };
+        self.upsert(cols)?;
+        self.fresh = fresh;
+        Ok(())
     }
 
     /// Whether the chain should be sent before more is added.
@@ -95,6 +126,7 @@ impl Chain {
                agent = excluded.agent, owner = excluded.owner, data = excluded.data;\n",
         );
         self.writes = true;
+        self.fresh = 0;
         Ok(())
     }
 
@@ -114,6 +146,7 @@ impl Chain {
                  VALUES (?, ?, ?, ?, ?, ?, ?);\n",
             );
             self.writes = true;
+            self.fresh = 0;
         }
         Ok(())
     }
@@ -143,6 +176,7 @@ impl Chain {
              WHERE snapshot_id = ? AND data = ? RETURNING 1;\n",
         );
         self.writes = true;
+        self.fresh = 0;
         Ok(())
     }
 
@@ -164,6 +198,7 @@ impl Chain {
                  SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;\n",
             );
             self.writes = true;
+            self.fresh = 0;
         }
         Ok(())
     }
@@ -207,6 +242,7 @@ impl Chain {
 
     fn take(&mut self) -> (String, SqliteArguments) {
         self.writes = false;
+        self.fresh = 0;
         self.sent = true;
         (std::mem::take(&mut self.sql), std::mem::take(&mut self.args))
     }

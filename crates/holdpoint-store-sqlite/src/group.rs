@@ -232,6 +232,10 @@ async fn run_batch(
     let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
     let mut written: Vec<String> = Vec::with_capacity(batch_len);
     let mut committed = false;
+    // Fresh rows first: nothing else in the batch can touch them, and up
+    // to `MAX_FRESH` of them share a round trip.
+    let mut jobs = jobs;
+    jobs.sort_by_key(|j| !matches!(j.op, Op::Insert { .. }));
     let mut jobs = jobs.into_iter();
     while let Some(Job { op, reply }) = jobs.next() {
         let mut step = Step {
@@ -341,6 +345,14 @@ async fn make_room(conn: &mut SqliteConnection, chain: &mut Chain, what: &str) -
     Ok(())
 }
 
+/// Sends the chain now (before a read or another op's writes joins it).
+async fn send(step: &mut Step<'_>, what: &str) -> std::result::Result<(), Fail> {
+    step.chain
+        .execute(step.conn)
+        .await
+        .map_err(|e| Fail::Batch(store_error(what, e)))
+}
+
 /// What one op of a batch works with.
 struct Step<'a> {
     conn: &'a mut SqliteConnection,
@@ -368,6 +380,9 @@ async fn save(
     audit: Option<&[AuditRecord]>,
 ) -> std::result::Result<Written, Fail> {
     let what = || format!("save snapshot {id}");
+    if step.chain.fresh_rows() > 1 {
+        send(step, &what()).await?;
+    }
     let data = step
         .chain
         .read_data(step.conn, id)
@@ -420,11 +435,8 @@ async fn claim_known(
     };
     let what = || format!("claim snapshot {id}");
     // The previous op's writes (if any) go in the same round trip.
-    if step.chain.is_full() {
-        step.chain
-            .execute(step.conn)
-            .await
-            .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    if step.chain.is_full() || step.chain.fresh_rows() > 1 {
+        send(step, &what()).await?;
     }
     let batch = |e| Fail::Batch(store_error(&what(), e));
     step.chain.replace_if(&cols, old).map_err(batch)?;
@@ -459,9 +471,11 @@ async fn apply(step: &mut Step<'_>, op: Op) -> (Op, std::result::Result<Written,
         Op::Insert { row, cols } => {
             let what = format!("save snapshot {}", cols.snapshot_id);
             let result = async {
-                make_room(step.conn, step.chain, &what).await?;
+                if !step.chain.takes_fresh() {
+                    send(step, &what).await?;
+                }
                 step.chain
-                    .upsert(&cols)
+                    .upsert_fresh(&cols)
                     .map_err(|e| Fail::Batch(store_error(&what, e)))?;
                 Ok(())
             }
