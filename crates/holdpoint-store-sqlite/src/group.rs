@@ -10,16 +10,25 @@
 //! as durable as before. A failure of the transaction itself (cannot begin,
 //! cannot commit, SQLite rolled the whole transaction back) fails every
 //! write of the batch; none of them is visible.
+//!
+//! The writer has a connection of its own, outside the pool: no pool
+//! checkout per batch, and its page cache stays warm (no other connection
+//! of this handle writes, so SQLite need not re-read pages it holds).
+//! Statements are sent in [`Chain`]s: a batch of one fresh row is a single
+//! round trip to sqlx's worker thread, a claim two.
 
 use std::sync::Arc;
 
 use holdpoint::session::row::Columns;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update};
 use holdpoint::{Error, Result};
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::chain::Chain;
 use crate::error::store_error;
+use crate::known::Known;
 use crate::watch::Watchers;
 use crate::write;
 
@@ -75,17 +84,29 @@ struct Job {
     reply: oneshot::Sender<Result<Option<Snapshot>>>,
 }
 
+/// What the writer task is asked to do.
+enum Msg {
+    /// Run a write.
+    Job(Job),
+    /// Close the connection (after the writes queued before) and stop;
+    /// answered once the connection is closed.
+    Close(oneshot::Sender<()>),
+}
+
 /// The queue in front of one writer task.
 pub(crate) struct Writer {
-    queue: mpsc::UnboundedSender<Job>,
+    queue: mpsc::UnboundedSender<Msg>,
 }
 
 impl Writer {
-    /// Starts the writer task on the current runtime. It ends when the
-    /// last `Writer` handle is dropped.
-    pub fn spawn(pool: SqlitePool, watchers: Arc<Watchers>) -> Self {
+    /// Starts the writer task on the current runtime, writing on `conn`.
+    /// It ends when asked to [`close`](Self::close) or when the last
+    /// `Writer` handle is dropped.
+    /// `options` reopen the connection if a failed transaction cannot be
+    /// ended on it.
+    pub fn spawn(conn: SqliteConnection, options: SqliteConnectOptions, watchers: Arc<Watchers>) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, watchers, rx));
+        tokio::spawn(run(conn, options, watchers, rx));
         Writer { queue }
     }
 
@@ -93,8 +114,19 @@ impl Writer {
     pub async fn write(&self, op: Op) -> Result<Option<Snapshot>> {
         let what = op.what();
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Job { op, reply }).map_err(|_| stopped(&what))?;
+        self.queue
+            .send(Msg::Job(Job { op, reply }))
+            .map_err(|_| stopped(&what))?;
         answer.await.map_err(|_| stopped(&what))?
+    }
+
+    /// Lets the writes queued so far finish, closes the connection and
+    /// stops the writer: later writes fail with `UNAVAILABLE`.
+    pub async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.queue.send(Msg::Close(done)).is_ok() {
+            let _ = closed.await;
+        }
     }
 }
 
@@ -102,18 +134,57 @@ fn stopped(what: &str) -> Error {
     Error::Unavailable(format!("sqlite store: {what}: the store's writer has stopped"))
 }
 
-async fn run(pool: SqlitePool, watchers: Arc<Watchers>, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let jobs = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
-        let done = run_batch(&pool, jobs).await;
-        for (job, result) in done {
-            if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
-                tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
-                watchers.publish(id, row.read_status(chrono::Utc::now()));
+async fn run(
+    mut conn: SqliteConnection,
+    options: SqliteConnectOptions,
+    watchers: Arc<Watchers>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+) {
+    let mut known = Known::default();
+    let mut msgs = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
+        let mut jobs = Vec::with_capacity(msgs.len());
+        let mut close = None;
+        for msg in msgs.drain(..) {
+            match msg {
+                Msg::Job(job) if close.is_none() => jobs.push(job),
+                // Queued after a close: dropping the reply tells its
+                // caller that the writer stopped.
+                Msg::Job(_) => {}
+                Msg::Close(done) => close = close.or(Some(done)),
             }
-            // The caller may have gone away; its write stands.
-            let _ = job.reply.send(result);
+        }
+        if !jobs.is_empty() {
+            let mut broken = false;
+            let done = run_batch(&mut conn, &mut known, jobs, &mut broken).await;
+            if broken {
+                // A transaction may still be open on the connection: start
+                // over on a new one (if that fails, the next batch fails
+                // and this is tried again).
+                match options.connect().await {
+                    Ok(fresh) => {
+                        let old = std::mem::replace(&mut conn, fresh);
+                        let _ = old.close().await;
+                    }
+                    Err(e) => tracing::warn!(target: TARGET, error = %e, "cannot reopen the writer's connection"),
+                }
+            }
+            for (job, result) in done {
+                if let (Ok(Some(row)), Some(id)) = (&result, job.op.row_id()) {
+                    tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
+                    watchers.publish(id, row.read_status(chrono::Utc::now()));
+                }
+                // The caller may have gone away; its write stands.
+                let _ = job.reply.send(result);
+            }
+        }
+        if let Some(done) = close {
+            rx.close();
+            if let Err(e) = conn.close().await {
+                tracing::warn!(target: TARGET, error = %e, "closing the writer's connection failed");
+            }
+            let _ = done.send(());
+            return;
         }
     }
 }
@@ -140,80 +211,100 @@ enum Fail {
 /// and the result checked, and only then written. An update that fails has
 /// written nothing, so the others go on without a savepoint; a failing SQL
 /// statement fails (and rolls back) the whole batch.
-async fn run_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Vec<(Done, Result<Option<Snapshot>>)> {
+///
+/// The statements travel in a [`Chain`]: `BEGIN IMMEDIATE` goes with the
+/// first statement sent, each write waits for the next read or for the
+/// `COMMIT`. A batch of one fresh row is therefore one round trip
+/// (`BEGIN IMMEDIATE; INSERT; COMMIT`), a claim of a row this writer
+/// wrote one (see [`Known`]), any other claim two.
+///
+/// `known` learns the rows the batch committed; it forgets everything when
+/// the batch fails.
+async fn run_batch(
+    conn: &mut SqliteConnection,
+    known: &mut Known,
+    jobs: Vec<Job>,
+    broken: &mut bool,
+) -> Vec<(Done, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
-    let what = match jobs.first() {
-        Some(j) if batch_len == 1 => j.op.what(),
-        _ => format!("a batch of {batch_len} writes"),
-    };
-    // The transaction is driven with plain statements on one pooled
-    // connection, so a failure that SQLite answers by rolling back on its
-    // own (a full disk, an I/O error) leaves nothing half-open behind.
-    let mut conn = match pool.acquire().await {
-        Ok(conn) => conn,
-        Err(e) => {
-            let err = store_error(&format!("start writing ({what})"), e);
-            return abort(Vec::new(), jobs.into_iter(), &err);
-        }
-    };
-    // A batch of one fresh row (the common case when writes do not overlap)
-    // is one statement, which SQLite commits on its own, as atomically and
-    // durably as a transaction, without the BEGIN and COMMIT round trips to
-    // the connection's worker thread.
-    if batch_len == 1 && matches!(jobs.first().map(|j| &j.op), Some(Op::Insert { .. })) {
-        let mut jobs = jobs;
-        if let Some(Job { op, reply }) = jobs.pop() {
-            let (op, result) = apply(&mut conn, op).await;
-            let result = result.map_err(|(Fail::Caller(e) | Fail::Batch(e))| e);
-            return vec![(Done { op, reply }, result)];
-        }
-        return Vec::new();
-    }
-    if let Err(e) = sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await {
-        let err = store_error(&format!("start writing ({what})"), e);
-        rollback(&mut conn).await;
-        return abort(Vec::new(), jobs.into_iter(), &err);
-    }
+    let mut chain = Chain::default();
+    chain.push("BEGIN IMMEDIATE");
     let mut out: Vec<(Done, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
+    let mut written: Vec<String> = Vec::with_capacity(batch_len);
+    let mut committed = false;
+    // Fresh rows first: nothing else in the batch can touch them, and up
+    // to `MAX_FRESH` of them share a round trip.
+    let mut jobs = jobs;
+    jobs.sort_by_key(|j| !matches!(j.op, Op::Insert { .. }));
     let mut jobs = jobs.into_iter();
     while let Some(Job { op, reply }) = jobs.next() {
-        let (op, result) = apply(&mut conn, op).await;
+        let mut step = Step {
+            conn: &mut *conn,
+            chain: &mut chain,
+            known,
+            alone: batch_len == 1,
+            committed: false,
+        };
+        let (op, result) = apply(&mut step, op).await;
+        committed |= step.committed;
         match result {
-            Ok(row) => out.push((Done { op, reply }, Ok(row))),
+            Ok(Written { row, data }) => {
+                if let (Some(data), Some(id)) = (data, op.row_id()) {
+                    written.push(id.to_owned());
+                    written.push(data);
+                }
+                out.push((Done { op, reply }, Ok(row)));
+            }
             Err(Fail::Caller(err)) => out.push((Done { op, reply }, Err(err))),
             Err(Fail::Batch(err)) => {
-                rollback(&mut conn).await;
+                known.clear();
+                if chain.sent() {
+                    *broken |= !rollback(conn).await;
+                }
                 out.push((Done { op, reply }, Err(err.clone())));
                 return abort(out, jobs, &err);
             }
         }
     }
-    if out.iter().all(|(_, r)| r.is_err()) {
-        // Nothing was written: nothing to commit.
-        rollback(&mut conn).await;
-        return out;
-    }
-    if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
-        rollback(&mut conn).await;
-        let err = store_error(&format!("commit a batch of {batch_len} writes"), e);
-        for (_, result) in &mut out {
-            if result.is_ok() {
-                *result = Err(err.clone());
+    if !committed {
+        if out.iter().all(|(_, r)| r.is_err()) {
+            // Nothing was written: nothing to commit.
+            if chain.sent() {
+                *broken |= !rollback(conn).await;
             }
+            return out;
         }
+        chain.push("COMMIT");
+        if let Err(e) = chain.execute(conn).await {
+            known.clear();
+            *broken |= !rollback(conn).await;
+            let err = store_error(&format!("write and commit a batch of {batch_len} writes"), e);
+            for (_, result) in &mut out {
+                if result.is_ok() {
+                    *result = Err(err.clone());
+                }
+            }
+            return out;
+        }
+    }
+    let mut written = written.into_iter();
+    while let (Some(id), Some(data)) = (written.next(), written.next()) {
+        known.record(&id, data);
     }
     out
 }
 
 /// Ends whatever transaction the connection may still have open. SQLite
 /// may already have rolled it back on its own (then there is nothing to
-/// end); if even that cannot be told, the connection is not reused.
-async fn rollback(conn: &mut sqlx::pool::PoolConnection<Sqlite>) {
-    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await {
-        let no_transaction = e.to_string().contains("no transaction is active");
-        if !no_transaction {
-            tracing::warn!(error = %e, "rollback failed; the connection is closed instead of reused");
-            conn.close_on_drop();
+/// end). `false` when even that cannot be told: the connection is not to
+/// be used again.
+async fn rollback(conn: &mut SqliteConnection) -> bool {
+    match sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
+        Ok(_) => true,
+        Err(e) if e.to_string().contains("no transaction is active") => true,
+        Err(e) => {
+            tracing::warn!(target: TARGET, error = %e, "rollback failed; the writer's connection is reopened");
+            false
         }
     }
 }
@@ -242,15 +333,59 @@ fn abort(
     out
 }
 
-/// Reads row `id`, runs `update` and checks the result; writes it.
+/// Makes room in `chain` for one more op's writes: sends what it holds
+/// when that is another op's writes, or when it is full.
+async fn make_room(conn: &mut SqliteConnection, chain: &mut Chain, what: &str) -> std::result::Result<(), Fail> {
+    if chain.has_writes() || chain.is_full() {
+        chain
+            .execute(conn)
+            .await
+            .map_err(|e| Fail::Batch(store_error(what, e)))?;
+    }
+    Ok(())
+}
+
+/// Sends the chain now (before a read or another op's writes joins it).
+async fn send(step: &mut Step<'_>, what: &str) -> std::result::Result<(), Fail> {
+    step.chain
+        .execute(step.conn)
+        .await
+        .map_err(|e| Fail::Batch(store_error(what, e)))
+}
+
+/// What one op of a batch works with.
+struct Step<'a> {
+    conn: &'a mut SqliteConnection,
+    chain: &'a mut Chain,
+    known: &'a Known,
+    /// The op is the batch's only one: a chain may carry its `COMMIT`.
+    alone: bool,
+    /// Set when the op's chain committed the batch.
+    committed: bool,
+}
+
+/// What a write that went through returns: the row for its caller, and
+/// the row's stored JSON (for [`Known`]) when it wrote one.
+struct Written {
+    row: Option<Snapshot>,
+    data: Option<String>,
+}
+
+/// Reads row `id` (sending the chain), runs `update` and checks the result;
+/// queues its write and `audit` on the chain.
 async fn save(
-    tx: &mut SqliteConnection,
+    step: &mut Step<'_>,
     id: &str,
     update: SnapshotUpdate,
     audit: Option<&[AuditRecord]>,
-) -> std::result::Result<Option<Snapshot>, Fail> {
+) -> std::result::Result<Written, Fail> {
     let what = || format!("save snapshot {id}");
-    let data = write::read_data(tx, id)
+    if step.chain.fresh_rows() > 1 {
+        send(step, &what()).await?;
+    }
+    let data = step
+        .chain
+        .read_data(step.conn, id)
         .await
         .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     let prepared = write::prepare(id, data, update).map_err(Fail::Caller)?;
@@ -260,40 +395,114 @@ async fn save(
     };
     let saved = match prepared {
         Some((row, cols)) => {
-            write::upsert(tx, &cols)
-                .await
+            step.chain
+                .upsert(&cols)
                 .map_err(|e| Fail::Batch(store_error(&what(), e)))?;
-            Some(row)
+            Written {
+                row: Some(row),
+                data: Some(cols.data),
+            }
         }
-        None => None,
+        None => Written { row: None, data: None },
     };
-    write::insert_audit(tx, &audit)
-        .await
+    step.chain
+        .audit(&audit)
         .map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
     Ok(saved)
 }
 
+/// Claims a row this writer committed, by compare-and-set on its stored
+/// JSON as [`Known`] remembers it, in one round trip. `Ok(None)` when that
+/// did not go through (the row changed since, or the claim fails on the
+/// remembered row): nothing was written, and the claim is to run on the row
+/// as read. With `step.alone`, the round trip also commits.
+async fn claim_known(
+    step: &mut Step<'_>,
+    claim: &ResumeClaim,
+    audit: &[AuditRecord],
+) -> std::result::Result<Option<Written>, Fail> {
+    let id = claim.snapshot_id.as_str();
+    let Some(old) = step.known.get(id) else {
+        return Ok(None);
+    };
+    // A failing claim or record is answered from the row as read, never
+    // from the remembered one.
+    let Ok(Some((row, cols))) = write::prepare(id, Some(old.to_owned()), claim_update(claim.clone())) else {
+        return Ok(None);
+    };
+    let Ok(audit) = write::audit_columns(audit) else {
+        return Ok(None);
+    };
+    let what = || format!("claim snapshot {id}");
+    // The previous op's writes (if any) go in the same round trip.
+    if step.chain.is_full() || step.chain.fresh_rows() > 1 {
+        send(step, &what()).await?;
+    }
+    let batch = |e| Fail::Batch(store_error(&what(), e));
+    step.chain.replace_if(&cols, old).map_err(batch)?;
+    step.chain.audit_if_changed(&audit).map_err(batch)?;
+    if step.alone {
+        step.chain.push("COMMIT");
+    }
+    let took = step.chain.execute_returning(step.conn).await.map_err(batch)?;
+    if !took {
+        if step.alone {
+            // The transaction ended with nothing written: the claim runs
+            // in a new one.
+            step.chain.push("BEGIN IMMEDIATE");
+        }
+        return Ok(None);
+    }
+    step.committed = step.alone;
+    Ok(Some(Written {
+        row: Some(row),
+        data: Some(cols.data),
+    }))
+}
+
 /// Runs one write; gives the op back (its update consumed) for the reply.
-async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Option<Snapshot>, Fail>) {
+async fn apply(step: &mut Step<'_>, op: Op) -> (Op, std::result::Result<Written, Fail>) {
     match op {
         Op::Save { id, update } => {
-            let result = save(tx, &id, update, None).await;
+            let result = save(step, &id, update, None).await;
             let spent: SnapshotUpdate = Box::new(|_| Ok(None));
             (Op::Save { id, update: spent }, result)
         }
         Op::Insert { row, cols } => {
-            let result = match write::upsert(tx, &cols).await {
-                Ok(()) => Ok(row.map(|r| *r)),
-                Err(e) => Err(Fail::Batch(store_error(
-                    &format!("save snapshot {}", cols.snapshot_id),
-                    e,
-                ))),
-            };
-            (Op::Insert { row: None, cols }, result)
+            let what = format!("save snapshot {}", cols.snapshot_id);
+            let result = async {
+                if !step.chain.takes_fresh() {
+                    send(step, &what).await?;
+                }
+                step.chain
+                    .upsert_fresh(&cols)
+                    .map_err(|e| Fail::Batch(store_error(&what, e)))?;
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    let data = Some(cols.data.clone());
+                    (
+                        Op::Insert { row: None, cols },
+                        Ok(Written {
+                            row: row.map(|r| *r),
+                            data,
+                        }),
+                    )
+                }
+                Err(e) => (Op::Insert { row: None, cols }, Err(e)),
+            }
         }
         Op::Claim { claim, audit } => {
-            let id = claim.snapshot_id.clone();
-            let result = save(tx, &id, claim_update(claim.clone()), Some(&audit)).await;
+            let result = match claim_known(step, &claim, &audit).await {
+                Ok(Some(written)) => Ok(written),
+                Ok(None) => {
+                    let id = claim.snapshot_id.clone();
+                    save(step, &id, claim_update(claim.clone()), Some(&audit)).await
+                }
+                Err(e) => Err(e),
+            };
             (
                 Op::Claim {
                     claim,
@@ -305,10 +514,10 @@ async fn apply(tx: &mut SqliteConnection, op: Op) -> (Op, std::result::Result<Op
         Op::Audit { records } => {
             let result = async {
                 let cols = write::audit_columns(&records).map_err(Fail::Caller)?;
-                write::insert_audit(tx, &cols)
-                    .await
-                    .map_err(|e| Fail::Batch(store_error("append audit records", e)))?;
-                Ok(None)
+                let what = "append audit records";
+                make_room(step.conn, step.chain, what).await?;
+                step.chain.audit(&cols).map_err(|e| Fail::Batch(store_error(what, e)))?;
+                Ok(Written { row: None, data: None })
             }
             .await;
             (Op::Audit { records: Vec::new() }, result)

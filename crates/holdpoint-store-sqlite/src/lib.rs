@@ -9,8 +9,12 @@
 //!   write waits for another writer, pool size and the watch poll interval.
 //! - Each save runs in a `BEGIN IMMEDIATE` transaction: read the row, run
 //!   the update, write, commit. Saves made at the same time share one
-//!   transaction and one commit (group commit), each in its own savepoint. Any number of handles and processes may share
-//!   the file; two resumes of one snapshot never both claim it (SPEC §9.1).
+//!   transaction and one commit (group commit); an update that fails has
+//!   written nothing, so it fails alone. Writes run on a connection of
+//!   their own, their statements sent to SQLite in few round trips (a fresh
+//!   row in one, a claim of a row this handle wrote in one). Any number of
+//!   handles and processes may share the file; two resumes of one snapshot
+//!   never both claim it (SPEC §9.1).
 //! - Status watchers hear this handle's writes at once and poll for other
 //!   processes' writes (100 ms by default).
 //! - Failures map to Holdpoint errors: a locked, unreadable or full
@@ -21,10 +25,13 @@
 //! table `holdpoint_snapshots`.
 #![deny(missing_docs)]
 
+mod chain;
 mod error;
 mod group;
+mod known;
 mod options;
 mod read;
+mod readers;
 mod schema;
 mod store;
 mod watch;

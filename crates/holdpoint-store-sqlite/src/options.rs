@@ -97,8 +97,10 @@ impl SqliteStoreOptions {
         self
     }
 
-    /// Connections in the pool (at least 1); 4 unless changed. Writes are
-    /// serialised by SQLite whatever this is; reads run in parallel.
+    /// Connections for reads (at least 1); 4 unless changed. Single-row
+    /// reads keep this many open, listings and watchers use a pool of up to
+    /// this many, and writes have one of their own. Writes are serialised
+    /// by SQLite whatever this is; reads run in parallel.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = max.max(1);
         self

@@ -4,13 +4,13 @@
 
 use holdpoint::Result;
 use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus};
-use sqlx::SqlitePool;
+use sqlx::{SqliteExecutor, SqlitePool};
 
 use crate::error::store_error;
 use holdpoint::session::row;
 
 /// Snapshot `id` as a reader sees it now.
-pub(crate) async fn snapshot(pool: &SqlitePool, id: &str) -> Result<Option<Snapshot>> {
+pub(crate) async fn snapshot<'c>(pool: impl SqliteExecutor<'c>, id: &str) -> Result<Option<Snapshot>> {
     let data: Option<String> = sqlx::query_scalar("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?1")
         .bind(id)
         .fetch_optional(pool)
@@ -20,7 +20,7 @@ pub(crate) async fn snapshot(pool: &SqlitePool, id: &str) -> Result<Option<Snaps
 }
 
 /// The session's row with the greatest `created_at`, ties by greatest id.
-pub(crate) async fn latest(pool: &SqlitePool, session_id: &str) -> Result<Option<Snapshot>> {
+pub(crate) async fn latest<'c>(pool: impl SqliteExecutor<'c>, session_id: &str) -> Result<Option<Snapshot>> {
     let found: Option<(String, String)> = sqlx::query_as(
         "SELECT snapshot_id, data FROM holdpoint_snapshots WHERE session_id = ?1 \
          ORDER BY created_at_ns DESC, snapshot_id DESC LIMIT 1",

@@ -10,12 +10,13 @@ use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
 };
 use holdpoint::{Error, Result};
-use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{ConnectOptions, SqlitePool};
 
 use crate::error::store_error;
 use crate::group::{Op, Writer};
 use crate::options::SqliteStoreOptions;
+use crate::readers::Readers;
 use crate::watch::Watchers;
 use crate::{read, schema};
 
@@ -31,11 +32,12 @@ const TARGET: &str = "holdpoint::store::sqlite";
 /// handles, pools and processes sharing the file.
 ///
 /// Writes made at the same time through one handle share a transaction
-/// and its commit (group commit): one writer task runs them in order, each
-/// in its own savepoint, so a failed update rolls back only its own write
-/// and every caller is answered after the shared commit.
+/// and its commit (group commit): one writer task runs them in order on a
+/// connection of its own, each validated before it writes, so a failed
+/// update fails only its own write and every caller is answered after the
+/// shared commit.
 ///
-/// Clones share one connection pool.
+/// Clones share one connection pool (for reads) and one writer.
 ///
 /// ```
 /// use holdpoint::session::{SessionState, SessionStore, Snapshot};
@@ -60,6 +62,7 @@ pub struct SqliteStore {
 
 struct Inner {
     pool: SqlitePool,
+    readers: Readers,
     watchers: Arc<Watchers>,
     writer: Writer,
     options: SqliteStoreOptions,
@@ -88,19 +91,33 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(options.synchronous.to_sqlx())
             .busy_timeout(options.busy_timeout);
+        // The pool serves listings and watchers (single-row reads have
+        // connections of their own, see `Readers`). A pooled SQLite connection is a file
+        // handle that cannot drop like a network socket, so it is not
+        // pinged (a round trip to its worker thread) on every checkout.
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.busy_timeout + std::time::Duration::from_secs(5))
-            .connect_with(connect)
+            .test_before_acquire(false)
+            .connect_with(connect.clone())
             .await
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         schema::migrate(&pool).await?;
+        // Writes go through one connection of the writer's own.
+        let writer_conn = connect
+            .connect()
+            .await
+            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
+        let readers = Readers::open(&connect, options.max_connections as usize)
+            .await
+            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         tracing::debug!(target: TARGET, path = %path.display(), "opened");
         let watchers: Arc<Watchers> = Arc::default();
-        let writer = Writer::spawn(pool.clone(), Arc::clone(&watchers));
+        let writer = Writer::spawn(writer_conn, connect, Arc::clone(&watchers));
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 pool,
+                readers,
                 watchers,
                 writer,
                 options,
@@ -113,9 +130,12 @@ impl SqliteStore {
         &self.inner.options.path
     }
 
-    /// Closes the pool (for every clone), waiting for connections in use.
-    /// Later calls fail with `UNAVAILABLE`.
+    /// Closes the store (for every clone): lets the writes queued so far
+    /// finish, then closes the writer's connection and the pool, waiting
+    /// for connections in use. Later calls fail with `UNAVAILABLE`.
     pub async fn close(&self) {
+        self.inner.writer.close().await;
+        self.inner.readers.close().await;
         self.inner.pool.close().await;
     }
 }
@@ -132,12 +152,14 @@ impl std::fmt::Debug for SqliteStore {
 impl SessionStore for SqliteStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        read::snapshot(&self.inner.pool, snapshot_id).await
+        let mut reader = self.inner.readers.get("read a snapshot").await?;
+        read::snapshot(reader.conn()?, snapshot_id).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "sqlite", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        read::latest(&self.inner.pool, session_id).await
+        let mut reader = self.inner.readers.get("read a session's latest snapshot").await?;
+        read::latest(reader.conn()?, session_id).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod group;
+mod mixed;
 mod reopen;
 mod replicas;
 mod state_machine;
