@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod group;
 mod listen;
 mod options;
 mod read;

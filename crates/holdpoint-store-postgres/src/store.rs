@@ -15,6 +15,7 @@ use sqlx::postgres::PgPoolOptions;
 use tokio::sync::OnceCell;
 
 use crate::error::store_error;
+use crate::group::{Committer, Op};
 use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
 use crate::{read, schema, write};
@@ -42,6 +43,7 @@ pub struct PostgresStore {
 
 struct Inner {
     pool: PgPool,
+    committer: Committer,
     options: PostgresStoreOptions,
     watchers: Arc<Watchers>,
     listening: OnceCell<Listening>,
@@ -69,9 +71,11 @@ impl PostgresStore {
             .map_err(|e| store_error("connect", e))?;
         schema::migrate(&pool).await?;
         tracing::debug!(target: TARGET, host = options.connect.get_host(), "connected");
+        let committer = Committer::new(pool.clone(), flushers(options.max_connections));
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,
+                committer,
                 options,
                 watchers: Arc::default(),
                 listening: OnceCell::new(),
@@ -102,6 +106,18 @@ impl PostgresStore {
     }
 }
 
+/// How many group-commit statements may be in flight at once: half the
+/// pool's connections (the rest serve reads and other saves), at least
+/// one and at most [`MAX_FLUSHERS`].
+fn flushers(max_connections: u32) -> usize {
+    let pool = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(usize::MAX);
+    (pool / 2).clamp(1, MAX_FLUSHERS)
+}
+
+/// More statements in flight only make the batches smaller: the server
+/// shares one WAL flush among concurrent commits anyway.
+const MAX_FLUSHERS: usize = 4;
+
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore")
@@ -126,14 +142,12 @@ impl SessionStore for PostgresStore {
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
         let Some(id) = snapshot_id.filter(|id| !id.is_empty()) else {
             // A freshly minted id has no row to read or lock: the row is
-            // built here and written by one statement, committed on its own
-            // (one round trip instead of a transaction of five).
+            // built here and only its write is left, which the group commit
+            // batches with the other writes queued meanwhile.
             let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            write::upsert(&self.inner.pool, &cols)
-                .await
-                .map_err(|e| store_error(&format!("save snapshot {}", row.snapshot_id), e))?;
+            self.inner.committer.write(Op::Insert(Box::new(cols))).await?;
             tracing::debug!(target: TARGET, snapshot_id = %row.snapshot_id, status = row.status.as_str(), "saved");
             return Ok(Some(row));
         };
@@ -197,12 +211,21 @@ impl SessionStore for PostgresStore {
         read::audit(&self.inner.pool, query).await
     }
 
-    /// The claim and its audit records, both or neither: a first claim in
-    /// one statement, a takeover of a lapsed claim in a transaction.
+    /// The claim and its audit records, both or neither: a first claim
+    /// through the group commit, a takeover of a lapsed claim in a
+    /// transaction of its own.
     #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "postgres", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         if !claim.takeover {
-            return write::claim(&self.inner.pool, &claim.snapshot_id, claim.lease_until, &audit).await;
+            let inner = &self.inner;
+            return write::claim(
+                &inner.committer,
+                &inner.pool,
+                &claim.snapshot_id,
+                claim.lease_until,
+                &audit,
+            )
+            .await;
         }
         let snapshot_id = claim.snapshot_id.clone();
         let what = format!("claim snapshot {snapshot_id}");
