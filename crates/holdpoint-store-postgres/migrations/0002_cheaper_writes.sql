@@ -20,3 +20,27 @@ CREATE TRIGGER holdpoint_snapshots_notify_status
 DROP INDEX holdpoint_snapshots_status;
 CREATE INDEX holdpoint_snapshots_running ON holdpoint_snapshots (status)
     WHERE status IN ('pending', 'aborting');
+
+-- 3. The claims of a group-commit batch (src/group.rs): each row claimed
+--    alone, by primary key, only while unclaimed, with "resumedAt" and
+--    "resumeLeaseUntil" (`p_members[i]`, JSON members without braces)
+--    appended to its document; returns the (0-based) positions of the
+--    claims that took. One UPDATE per claim keeps each an index lookup
+--    whatever the table's statistics say (a join of the claims with the
+--    table was planned as a sequential scan while the table looked small),
+--    and a second claim of a row in one batch sees the first one's claim.
+CREATE FUNCTION holdpoint_claim(p_ids TEXT[], p_at_ns BIGINT[], p_members TEXT[])
+RETURNS SETOF INTEGER
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+        UPDATE holdpoint_snapshots
+           SET resumed_at_ns = p_at_ns[i],
+               data = (left(data::text, -1) || ',' || p_members[i] || '}')::json
+         WHERE snapshot_id = p_ids[i] AND resumed_at_ns IS NULL;
+        IF FOUND THEN
+            RETURN NEXT i - 1;
+        END IF;
+    END LOOP;
+END
+$$;

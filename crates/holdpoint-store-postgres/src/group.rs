@@ -12,7 +12,7 @@
 //! its commit is durable, so an acknowledged write is as durable as before.
 //! Claims stay compare-and-set: the statement claims a row only while its
 //! `resumed_at_ns` is unset, and when two claims of one row share a batch
-//! the row is updated once and only that claim is reported as taken.
+//! the second sees the first one's claim and is reported as not taken.
 //!
 //! When the server rejects a batch (a database error: the statement rolled
 //! back whole, nothing of it is visible), each write of it is retried on
@@ -189,8 +189,9 @@ async fn flush(pool: &PgPool, batch: Vec<Job>) {
 
 /// Every write of a batch in one statement (see the module doc). `$1`–`$12`
 /// are the inserted rows' columns, `$13`–`$16` the claims (with their
-/// index in the batch), `$17`–`$24` the claims' audit rows (with the index
-/// of their claim). Returns the batch indexes of the claims that took.
+/// index in the batch; `holdpoint_claim`, see migration 2, claims them one
+/// by one), `$17`–`$24` the claims' audit rows (with the index of their
+/// claim). Returns the batch indexes of the claims that took.
 const WRITE: &str = "WITH inserted AS ( \
        INSERT INTO holdpoint_snapshots \
               (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
@@ -208,11 +209,7 @@ const WRITE: &str = "WITH inserted AS ( \
          status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, \
          agent = EXCLUDED.agent, owner = EXCLUDED.owner, data = EXCLUDED.data \
    ), claimed AS ( \
-       UPDATE holdpoint_snapshots s \
-          SET resumed_at_ns = c.at_ns, data = (left(s.data::text, -1) || ',' || c.members || '}')::json \
-         FROM unnest($13::int4[], $14::text[], $15::int8[], $16::text[]) AS c(n, snapshot_id, at_ns, members) \
-        WHERE s.snapshot_id = c.snapshot_id COLLATE \"C\" AND s.resumed_at_ns IS NULL \
-    RETURNING c.n \
+       SELECT ($13::int4[])[p + 1] AS n FROM holdpoint_claim($14::text[], $15::int8[], $16::text[]) AS p \
    ), audit AS ( \
        INSERT INTO holdpoint_audit (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
        SELECT a.record_id, a.at_ns, a.principal, a.agent, a.session_id, a.snapshot_id, a.data::json \
