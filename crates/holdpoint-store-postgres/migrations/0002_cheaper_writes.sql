@@ -1,5 +1,7 @@
 -- Cheaper writes (issue #9). Each change below leaves every query's answer
--- as it was; none rewrites the table.
+-- as it was; none rewrites a table (the new indexes are built in the
+-- migration's transaction, which blocks writes while it runs: a scan of
+-- each table).
 --
 -- 1. Status changes are announced only when an UPDATE changes a row's
 --    status. An INSERT announced nothing anyone could be waiting for: a
@@ -21,7 +23,18 @@ DROP INDEX holdpoint_snapshots_status;
 CREATE INDEX holdpoint_snapshots_running ON holdpoint_snapshots (status)
     WHERE status IN ('pending', 'aborting');
 
--- 3. The claims of a group-commit batch (src/group.rs): each row claimed
+-- 3. Listings by owner or principal ask for one owner (principal), never
+--    for rows without one, so rows without one (anonymous callers) no
+--    longer pay an entry in those indexes: `owner = $x` implies
+--    `owner IS NOT NULL`, so the planner still uses them.
+DROP INDEX holdpoint_snapshots_owner;
+CREATE INDEX holdpoint_snapshots_owner ON holdpoint_snapshots (owner, created_at_ns DESC)
+    WHERE owner IS NOT NULL;
+DROP INDEX holdpoint_audit_principal;
+CREATE INDEX holdpoint_audit_principal ON holdpoint_audit (principal, seq DESC)
+    WHERE principal IS NOT NULL;
+
+-- 4. The claims of a group-commit batch (src/group.rs): each row claimed
 --    alone, by primary key, only while unclaimed, with "resumedAt" and
 --    "resumeLeaseUntil" (`p_members[i]`, JSON members without braces)
 --    appended to its document; returns the (0-based) positions of the
