@@ -26,12 +26,16 @@ const TARGET: &str = "holdpoint::store::postgres";
 /// one database.
 ///
 /// [`connect`](Self::connect) applies the migrations. Each
-/// [`save_snapshot`](SessionStore::save_snapshot) is one transaction that
-/// locks the row (`SELECT … FOR UPDATE`; for a row not yet there, an
-/// advisory lock on its id) before running the update, so concurrent saves
-/// of one id — from this process or another replica — run one after
-/// another and each sees the last one's row: two resumes of one snapshot
-/// never both claim it (SPEC §9.1). Status watchers hear changes from
+/// [`save_snapshot`](SessionStore::save_snapshot) of a given id is one
+/// transaction that locks the row (`SELECT … FOR UPDATE`; for a row not yet
+/// there, an advisory lock on its id) before running the update, so
+/// concurrent saves of one id — from this process or another replica — run
+/// one after another and each sees the last one's row. Saves under a
+/// freshly minted id and first [`claim_resume`](SessionStore::claim_resume)s
+/// go through a group commit: the writes queued while earlier batches are
+/// in flight share one statement, so one commit (see `group.rs`); each
+/// caller is answered after that commit. A claim takes only a row not yet
+/// claimed: two resumes of one snapshot never both claim it (SPEC §9.1). Status watchers hear changes from
 /// every replica through LISTEN/NOTIFY, so an abort reaches the replica
 /// running the turn.
 ///

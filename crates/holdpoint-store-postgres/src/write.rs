@@ -1,5 +1,6 @@
 //! The writing half of the store: one snapshot save and audit appends,
-//! each inside a transaction the caller opened.
+//! each inside a transaction the caller opened, and the first claim of a
+//! resume through the group commit.
 
 use holdpoint::Result;
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
@@ -67,12 +68,8 @@ pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotU
 }
 
 /// Writes the row with these columns (inserts it, or replaces the row with
-/// its id) on `exec`: a connection inside a transaction, or the pool for one
-/// statement committed on its own.
-pub(crate) async fn upsert<'e>(
-    exec: impl sqlx::PgExecutor<'e>,
-    cols: &Columns,
-) -> std::result::Result<(), sqlx::Error> {
+/// its id) in the transaction on `conn`.
+async fn upsert(conn: &mut PgConnection, cols: &Columns) -> std::result::Result<(), sqlx::Error> {
     sqlx::query(UPSERT)
         .bind(&cols.snapshot_id)
         .bind(&cols.session_id)
@@ -86,7 +83,7 @@ pub(crate) async fn upsert<'e>(
         .bind(&cols.agent)
         .bind(&cols.owner)
         .bind(&cols.data)
-        .execute(exec)
+        .execute(conn)
         .await?;
     Ok(())
 }
