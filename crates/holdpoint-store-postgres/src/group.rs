@@ -1,12 +1,12 @@
 //! Group commit for the two writes of a resumable turn's hot path: rows
 //! saved under a freshly minted id, and first claims of a resume.
 //!
-//! Callers queue their write and wait. A dispatcher task takes whatever is
-//! queued (up to [`MAX_BATCH`] writes) as soon as one of its `flushers`
-//! slots is free, and writes the whole batch with one statement ([`WRITE`]),
-//! so one implicit transaction, one commit and one WAL flush for all of
-//! them. Under load the batches grow while the slots are busy; a lone write
-//! is a batch of one.
+//! Callers queue their write and wait. A dispatcher ([`crate::batch`])
+//! takes whatever is queued (up to [`MAX_BATCH`] writes) as soon as one of
+//! its `flushers` slots is free, and the whole batch is written with one
+//! statement ([`WRITE`]), so one implicit transaction, one commit and one
+//! WAL flush for all of them. Under load the batches grow while the slots
+//! are busy; a lone write is a batch of one.
 //!
 //! Every caller is answered only after the statement returned, i.e. after
 //! its commit is durable, so an acknowledged write is as durable as before.
@@ -20,13 +20,12 @@
 //! connection lost mid-statement, no connection to be had) fails every
 //! write of the batch, since whether it committed is unknown.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-
 use holdpoint::session::row::{AuditColumns, Columns};
 use holdpoint::{Error, Result};
 use sqlx::PgPool;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use crate::batch::Batcher;
 use crate::error::store_error;
 
 /// The most writes one statement carries.
@@ -69,21 +68,19 @@ struct Job {
     reply: oneshot::Sender<Result<bool>>,
 }
 
-/// The queue in front of the dispatcher of one store handle.
+/// The group commit of one store handle.
 pub(crate) struct Committer {
-    pool: PgPool,
-    flushers: usize,
-    queue: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+    batcher: Batcher<Job>,
 }
 
 impl Committer {
     /// A committer writing through `pool` with at most `flushers`
-    /// statements in flight. The dispatcher starts with the first write.
+    /// statements in flight. Its dispatcher starts with the first write.
     pub fn new(pool: PgPool, flushers: usize) -> Self {
         Committer {
-            pool,
-            flushers: flushers.max(1),
-            queue: Mutex::new(None),
+            batcher: Batcher::new(pool, flushers, MAX_BATCH, |pool, batch| {
+                Box::pin(async move { flush(&pool, batch).await })
+            }),
         }
     }
 
@@ -93,60 +90,17 @@ impl Committer {
     pub async fn write(&self, op: Op) -> Result<bool> {
         let what = op.what();
         let (reply, answer) = oneshot::channel();
-        self.sender().send(Job { op, reply }).map_err(|_| {
-            Error::Unavailable(format!(
+        if self.batcher.send(Job { op, reply }).is_err() {
+            return Err(Error::Unavailable(format!(
                 "postgres store: {what}: the writer stopped (its runtime shut down); retry later"
-            ))
-        })?;
+            )));
+        }
         answer.await.map_err(|_| {
             Error::Unavailable(format!(
                 "postgres store: {what}: the writer stopped before answering; the write may or may not have \
                  committed"
             ))
         })?
-    }
-
-    /// The dispatcher's queue, starting a dispatcher when there is none or
-    /// the last one is gone (its runtime shut down).
-    fn sender(&self) -> mpsc::UnboundedSender<Job> {
-        let mut queue = lock(&self.queue);
-        if let Some(tx) = queue.as_ref().filter(|tx| !tx.is_closed()) {
-            return tx.clone();
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(dispatch(rx, self.pool.clone(), Arc::new(Semaphore::new(self.flushers))));
-        *queue = Some(tx.clone());
-        tx
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The guarded value is replaced whole, so a poisoned lock is safe to use.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Takes batches off the queue, one per free flusher slot, until every
-/// sender is gone.
-async fn dispatch(mut rx: mpsc::UnboundedReceiver<Job>, pool: PgPool, flushers: Arc<Semaphore>) {
-    loop {
-        let Ok(slot) = Arc::clone(&flushers).acquire_owned().await else {
-            return;
-        };
-        let Some(first) = rx.recv().await else {
-            return;
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            flush(&pool, batch).await;
-            drop(slot);
-        });
     }
 }
 

@@ -28,8 +28,10 @@
 //! table `holdpoint_snapshots`.
 #![deny(missing_docs)]
 
+mod batch;
 mod error;
 mod group;
+mod latest;
 mod listen;
 mod options;
 mod read;

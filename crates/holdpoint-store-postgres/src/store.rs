@@ -16,6 +16,7 @@ use tokio::sync::OnceCell;
 
 use crate::error::store_error;
 use crate::group::{Committer, Op};
+use crate::latest::LatestReader;
 use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
 use crate::{read, schema, write};
@@ -48,6 +49,7 @@ pub struct PostgresStore {
 struct Inner {
     pool: PgPool,
     committer: Committer,
+    reader: LatestReader,
     options: PostgresStoreOptions,
     watchers: Arc<Watchers>,
     listening: OnceCell<Listening>,
@@ -76,10 +78,12 @@ impl PostgresStore {
         schema::migrate(&pool).await?;
         tracing::debug!(target: TARGET, host = options.connect.get_host(), "connected");
         let committer = Committer::new(pool.clone(), flushers(options.max_connections));
+        let reader = LatestReader::new(pool.clone(), flushers(options.max_connections));
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,
                 committer,
+                reader,
                 options,
                 watchers: Arc::default(),
                 listening: OnceCell::new(),
@@ -110,9 +114,9 @@ impl PostgresStore {
     }
 }
 
-/// How many group-commit statements may be in flight at once: half the
-/// pool's connections (the rest serve reads and other saves), at least
-/// one and at most [`MAX_FLUSHERS`].
+/// How many group-commit statements, and how many batched reads, may be
+/// in flight at once: each half the pool's connections, at least one and
+/// at most [`MAX_FLUSHERS`].
 fn flushers(max_connections: u32) -> usize {
     let pool = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(usize::MAX);
     (pool / 2).clamp(1, MAX_FLUSHERS)
@@ -139,7 +143,7 @@ impl SessionStore for PostgresStore {
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "postgres", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        read::latest(&self.inner.pool, session_id).await
+        self.inner.reader.latest(session_id).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "postgres", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
