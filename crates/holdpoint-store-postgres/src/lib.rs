@@ -5,12 +5,16 @@
 //!   `migrations/` (each once; replicas starting together take turns).
 //! - [`PostgresStoreOptions`] sets pool size, timeouts and how often status
 //!   watchers re-read their rows.
-//! - Each save is one transaction that locks its row before the update
-//!   runs (`SELECT … FOR UPDATE`, or an advisory lock on an id not yet
-//!   written), so two resumes of one snapshot never both claim it, on any
+//! - A save of a given id is one transaction that locks its row before the
+//!   update runs (`SELECT … FOR UPDATE`, or an advisory lock on an id not
+//!   yet written). Saves under a freshly minted id and first claims of a
+//!   resume go through a group commit instead: the writes queued meanwhile
+//!   share one statement and one commit. A claim takes only a row not yet
+//!   claimed, so two resumes of one snapshot never both claim it, on any
 //!   replica (SPEC §9.1).
-//! - A trigger announces status changes with NOTIFY; watchers on every
-//!   replica hear them, so an abort reaches the replica running the turn.
+//! - A trigger announces status changes of existing rows with NOTIFY;
+//!   watchers on every replica hear them, so an abort reaches the replica
+//!   running the turn.
 //! - Failures map to Holdpoint errors: an unreachable or overloaded
 //!   server, a lock timeout or a dropped connection is `UNAVAILABLE`;
 //!   nothing half-written is ever visible.
@@ -24,7 +28,10 @@
 //! table `holdpoint_snapshots`.
 #![deny(missing_docs)]
 
+mod batch;
 mod error;
+mod group;
+mod latest;
 mod listen;
 mod options;
 mod read;

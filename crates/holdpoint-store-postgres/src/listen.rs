@@ -1,10 +1,12 @@
 //! Status watchers over LISTEN/NOTIFY.
 //!
-//! A trigger announces every status change on [`CHANNEL`] at commit (see
-//! `migrations/0001_init.sql`), whichever replica wrote it. The first
-//! watcher of a store handle starts two tasks: a listener on a connection
-//! of its own that forwards notifications, and a dispatcher that publishes
-//! them to the watched rows' `tokio::sync::watch` channels. The dispatcher
+//! A trigger announces every status change of an existing row on
+//! [`CHANNEL`] at commit (see `migrations/0002_cheaper_writes.sql`),
+//! whichever replica wrote it; an inserted row is not announced, since
+//! nobody can watch a row before it exists. The first watcher of a store
+//! handle starts two tasks: a listener on a connection of its own that
+//! forwards notifications, and a dispatcher that publishes them to the
+//! watched rows' `tokio::sync::watch` channels. The dispatcher
 //! also re-reads every watched row each `resync_interval` and after the
 //! listener's connection was lost, since notifications sent meanwhile are
 //! gone, and a stale `pending` row turns `expired` without any write.

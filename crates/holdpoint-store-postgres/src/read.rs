@@ -1,6 +1,6 @@
-//! The reading half of the store: single rows, a session's latest row,
-//! listings and the audit trail. Every read is one statement, so it sees
-//! one committed state.
+//! The reading half of the store: single rows, statuses, listings and the
+//! audit trail (a session's latest row: [`crate::latest`]). Every read is
+//! one statement, so it sees one committed state.
 
 use std::collections::HashMap;
 
@@ -19,21 +19,6 @@ pub(crate) async fn snapshot(pool: &PgPool, id: &str) -> Result<Option<Snapshot>
         .await
         .map_err(|e| store_error(&format!("read snapshot {id}"), e))?;
     data.map(|d| row::decode(id, &d).map(Snapshot::as_read)).transpose()
-}
-
-/// The session's row with the greatest `created_at`, ties by greatest id.
-pub(crate) async fn latest(pool: &PgPool, session_id: &str) -> Result<Option<Snapshot>> {
-    let found: Option<(String, String)> = sqlx::query_as(
-        "SELECT snapshot_id, data::text FROM holdpoint_snapshots WHERE session_id = $1 \
-         ORDER BY created_at_ns DESC, snapshot_id DESC LIMIT 1",
-    )
-    .bind(session_id)
-    .fetch_optional(pool)
-    .await
-    .map_err(|e| store_error(&format!("read latest snapshot of session {session_id}"), e))?;
-    found
-        .map(|(id, d)| row::decode(&id, &d).map(Snapshot::as_read))
-        .transpose()
 }
 
 /// The statuses of the rows with these ids, as a reader sees them now.

@@ -18,11 +18,18 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, in order. Add new files here; never edit an applied one.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/0001_init.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cheaper_writes",
+        sql: include_str!("../migrations/0002_cheaper_writes.sql"),
+    },
+];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two
 /// keys): "Hold" in ASCII, and one more for migrations.

@@ -1,11 +1,13 @@
 //! The writing half of the store: one snapshot save and audit appends,
-//! each inside a transaction the caller opened.
+//! each inside a transaction the caller opened, and the first claim of a
+//! resume through the group commit.
 
 use holdpoint::Result;
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use sqlx::PgConnection;
 
 use crate::error::store_error;
+use crate::group::{Claim, Committer, Op};
 use crate::schema::LOCK_SPACE_ROWS;
 use holdpoint::session::row::{self, AuditColumns, Columns};
 
@@ -66,12 +68,8 @@ pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotU
 }
 
 /// Writes the row with these columns (inserts it, or replaces the row with
-/// its id) on `exec`: a connection inside a transaction, or the pool for one
-/// statement committed on its own.
-pub(crate) async fn upsert<'e>(
-    exec: impl sqlx::PgExecutor<'e>,
-    cols: &Columns,
-) -> std::result::Result<(), sqlx::Error> {
+/// its id) in the transaction on `conn`.
+async fn upsert(conn: &mut PgConnection, cols: &Columns) -> std::result::Result<(), sqlx::Error> {
     sqlx::query(UPSERT)
         .bind(&cols.snapshot_id)
         .bind(&cols.session_id)
@@ -85,7 +83,7 @@ pub(crate) async fn upsert<'e>(
         .bind(&cols.agent)
         .bind(&cols.owner)
         .bind(&cols.data)
-        .execute(exec)
+        .execute(conn)
         .await?;
     Ok(())
 }
@@ -109,41 +107,26 @@ pub(crate) async fn insert_audit(conn: &mut PgConnection, records: &[AuditRecord
     Ok(())
 }
 
-/// Claims row `id` and appends `records`, in one statement (so in one
-/// implicit transaction, with one round trip): `resumed_at_ns` is set and
-/// `"resumedAt"` and `"resumeLeaseUntil"` (given as `$3`, the JSON members
-/// without braces) appended to the stored document only while it is
-/// unset. A waiting row's document has neither key (both are left out
-/// while unset), so appending keeps it one valid JSON object; the audit
-/// rows are inserted only when the claim took. A takeover of a lapsed
-/// claim goes through [`save_in`] instead.
-const CLAIM: &str = "WITH claimed AS ( \
-       UPDATE holdpoint_snapshots \
-          SET resumed_at_ns = $2, data = (left(data::text, -1) || ',' || $3 || '}')::json \
-        WHERE snapshot_id = $1 AND resumed_at_ns IS NULL \
-    RETURNING 1 \
-   ), audit AS ( \
-       INSERT INTO holdpoint_audit (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
-       SELECT r.record_id, r.at_ns, r.principal, r.agent, r.session_id, r.snapshot_id, r.data::json \
-         FROM unnest($4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[]) \
-              WITH ORDINALITY AS r(record_id, at_ns, principal, agent, session_id, snapshot_id, data, n) \
-        WHERE EXISTS (SELECT 1 FROM claimed) \
-        ORDER BY r.n \
-   ) \
-   SELECT count(*) FROM claimed";
-
+/// Whether row `id` was claimed before, asked after a claim did not take:
+/// `NOT_FOUND` for a missing row, else `ABORTED` ("already resumed").
 const CLAIMED: &str = "SELECT resumed_at_ns IS NOT NULL FROM holdpoint_snapshots WHERE snapshot_id = $1";
 
-/// The claim of a resume (see [`CLAIM`]): `NOT_FOUND` for a missing row,
-/// `ABORTED` ("already resumed") when it was claimed before.
+/// The first claim of a resume on row `id`, with its audit `records`, both
+/// or neither, through the group commit (see [`crate::group`]): the row is
+/// claimed only while `resumed_at_ns` is unset, and `"resumedAt"` and
+/// `"resumeLeaseUntil"` are appended to its stored document then. A waiting
+/// row's document has neither key (both are left out while unset), so
+/// appending keeps it one valid JSON object. `NOT_FOUND` for a missing row,
+/// `ABORTED` ("already resumed") when it was claimed before. A takeover of
+/// a lapsed claim goes through [`save_in`] instead.
 pub(crate) async fn claim(
+    committer: &Committer,
     pool: &sqlx::PgPool,
     id: &str,
     lease_until: chrono::DateTime<chrono::Utc>,
     records: &[AuditRecord],
 ) -> Result<()> {
     let what = format!("claim snapshot {id}");
-    let err = |e| store_error(&what, e);
     let now = chrono::Utc::now();
     let at_ns = now
         .timestamp_nanos_opt()
@@ -151,35 +134,26 @@ pub(crate) async fn claim(
     let json = |t: &chrono::DateTime<chrono::Utc>| {
         serde_json::to_string(t).map_err(|e| holdpoint::Error::Internal(format!("{what}: {e}")))
     };
-    let at_json = format!(
+    let members = format!(
         "\"resumedAt\":{},\"resumeLeaseUntil\":{}",
         json(&now)?,
         json(&lease_until)?
     );
-    let cols: Vec<AuditColumns> = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
-    let column = |f: fn(&AuditColumns) -> Option<String>| cols.iter().map(f).collect::<Vec<_>>();
-    let claimed: i64 = sqlx::query_scalar(CLAIM)
-        .bind(id)
-        .bind(at_ns)
-        .bind(&at_json)
-        .bind(column(|c| Some(c.record_id.clone())))
-        .bind(cols.iter().map(|c| c.at_ns).collect::<Vec<i64>>())
-        .bind(column(|c| c.principal.clone()))
-        .bind(column(|c| c.agent.clone()))
-        .bind(column(|c| Some(c.session_id.clone())))
-        .bind(column(|c| Some(c.snapshot_id.clone())))
-        .bind(column(|c| Some(c.data.clone())))
-        .fetch_one(pool)
-        .await
-        .map_err(err)?;
-    if claimed > 0 {
+    let audit = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
+    let op = Op::Claim(Box::new(Claim {
+        id: id.to_owned(),
+        at_ns,
+        members,
+        audit,
+    }));
+    if committer.write(op).await? {
         return Ok(());
     }
     let resumed: Option<bool> = sqlx::query_scalar(CLAIMED)
         .bind(id)
         .fetch_optional(pool)
         .await
-        .map_err(err)?;
+        .map_err(|e| store_error(&what, e))?;
     Err(match resumed {
         Some(true) => holdpoint::Error::AlreadyResumed(id.to_owned()),
         _ => holdpoint::Error::NotFound(format!("snapshot {id} not found")),
