@@ -35,18 +35,20 @@ enum Stored {
 }
 
 impl Stored {
-    /// Packs a live row that waits for an answer and decodes back to
-    /// itself; leaves any other row as it is.
+    /// Packs a live row saved waiting for an answer — still waiting, or
+    /// claimed since — that decodes back to itself; leaves any other row
+    /// as it is.
     fn pack(&mut self) {
         let Stored::Live(row) = self else { return };
-        if !row.is_waiting() || !decodes_back(row) {
+        let answered = row.status == SnapshotStatus::Completed && row.resumed_at.is_some();
+        if !(row.is_waiting() || answered) || !decodes_back(row) {
             return;
         }
         if let Ok(json) = serde_json::to_string(row) {
             *self = Stored::Packed {
                 created_at: row.created_at,
-                resumed_at: None,
-                resume_lease_until: None,
+                resumed_at: row.resumed_at,
+                resume_lease_until: row.resume_lease_until,
                 json: json.into_boxed_str(),
             };
         }
@@ -137,7 +139,8 @@ struct Rows {
     /// Snapshot ids by session, for `get_latest_snapshot`.
     by_session: HashMap<String, Vec<Arc<str>>, Hasher>,
     /// The newest waiting rows saved, oldest first; a row leaving this
-    /// window is packed (if it still waits).
+    /// window is packed (waiting or claimed: either way it is history by
+    /// then, read rarely).
     hot: VecDeque<Arc<str>>,
     audit: Vec<AuditRecord>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>, Hasher>,
@@ -418,17 +421,35 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_claimed_row_leaving_the_window_stays_as_saved() {
+    async fn a_row_claimed_in_the_window_is_packed_with_its_claim() {
         let store = InMemoryStore::new();
         let saved = save(&store, waiting(json!(true))).await;
-        store
+        let claim = ResumeClaim::new(saved.snapshot_id.clone());
+        let lease_until = claim.lease_until;
+        store.claim_resume(claim, Vec::new()).await.unwrap();
+        let claimed = store.get_snapshot(&saved.snapshot_id).await.unwrap().unwrap();
+        assert!(!is_packed(&store, &saved.snapshot_id));
+        push_out_of_window(&store).await;
+        assert!(is_packed(&store, &saved.snapshot_id));
+        let read = store.get_snapshot(&saved.snapshot_id).await.unwrap().unwrap();
+        assert_eq!(read, claimed);
+        assert_eq!(read.resume_lease_until, Some(lease_until));
+        // Still claimed once: a second claim of the packed row is refused.
+        let again = store
             .claim_resume(ResumeClaim::new(saved.snapshot_id.clone()), Vec::new())
             .await
-            .unwrap();
+            .unwrap_err();
+        assert!(matches!(again, Error::AlreadyResumed(_)), "{again}");
+    }
+
+    #[tokio::test]
+    async fn a_finished_row_stays_decoded() {
+        let store = InMemoryStore::new();
+        let mut row = waiting(json!(true));
+        row.finish_reason = Some(FinishReason::Stop);
+        let saved = save(&store, row).await;
         push_out_of_window(&store).await;
         assert!(!is_packed(&store, &saved.snapshot_id));
-        let read = store.get_snapshot(&saved.snapshot_id).await.unwrap().unwrap();
-        assert!(read.resumed_at.is_some());
     }
 
     #[tokio::test]
