@@ -42,12 +42,13 @@ impl TurnHandler for PromptHandler {
         options.middleware = self.middleware.clone();
         options.max_turns = self.max_turns;
         options.config = self.config.clone();
-        options.resume = turn.input().resume.clone();
         options.chunks = turn.chunk_sink();
         options.context = turn.request_context();
         let seam_turn = turn.clone();
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
-        let generation = generate_with(options, Arc::clone(&self.toolset), false).await?;
+        // The resume is lent from the turn's input, not copied.
+        let resume = turn.input().resume.as_ref();
+        let generation = generate_with(options, resume, Arc::clone(&self.toolset), false).await?;
         let finish = generation.response.finish_reason.unwrap_or(FinishReason::Stop);
         turn.set_messages(generation.messages);
         turn.finish(generation.response.message, finish);

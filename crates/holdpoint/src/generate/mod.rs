@@ -146,22 +146,26 @@ impl Generation {
 }
 
 /// Runs the generate loop.
-pub async fn generate(options: GenerateOptions) -> Result<Generation> {
+pub async fn generate(mut options: GenerateOptions) -> Result<Generation> {
     let toolset = Arc::new(Toolset::new(&options.tools));
-    generate_with(options, toolset, true).await
+    let resume = options.resume.take();
+    generate_with(options, resume.as_ref(), toolset, true).await
 }
 
 /// [`generate`] with the tool set built beforehand from `options.tools`
-/// (prompt agents build theirs once). With `keep_request` false the
-/// response's `request` stays `None`, and each model call gets the request
-/// without a copy being kept (agent turns never read it).
+/// (prompt agents build theirs once) and the resume lent rather than moved
+/// in (`options.resume` is ignored; a turn's input keeps its own). With
+/// `keep_request` false the response's `request` stays `None`, and each
+/// model call gets the request without a copy being kept (agent turns
+/// never read it).
 pub(crate) async fn generate_with(
     options: GenerateOptions,
+    resume: Option<&Resume>,
     toolset: Arc<Toolset>,
     keep_request: bool,
 ) -> Result<Generation> {
     let span = tracing::info_span!("generate", model = %options.model.name());
-    run(options, toolset, keep_request).instrument(span).await
+    run(options, resume, toolset, keep_request).instrument(span).await
 }
 
 fn fresh_ref(taken: &[String]) -> String {
@@ -256,7 +260,12 @@ impl Loop {
     }
 }
 
-async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) -> Result<Generation> {
+async fn run(
+    options: GenerateOptions,
+    resume: Option<&Resume>,
+    tools: Arc<Toolset>,
+    keep_request: bool,
+) -> Result<Generation> {
     let mut lp = Loop {
         model: options.model,
         system: options.system,
@@ -275,8 +284,7 @@ async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) 
     };
     let mut history = options.messages;
     let on_seam = options.on_seam;
-    let (resume, max_turns) = (options.resume, options.max_turns);
-    let result = run_loop(&mut lp, &mut history, resume, max_turns).await;
+    let result = run_loop(&mut lp, &mut history, resume, options.max_turns).await;
     if result.is_err()
         && let (Some(hook), Some(at)) = (on_seam, lp.seam)
         && let Some(kept) = history.get(..at)
@@ -291,12 +299,12 @@ async fn run(options: GenerateOptions, tools: Arc<Toolset>, keep_request: bool) 
 async fn run_loop(
     lp: &mut Loop,
     history: &mut Vec<Message>,
-    resume: Option<Resume>,
+    resume: Option<&Resume>,
     max_turns: u32,
 ) -> Result<Generation> {
     if let Some(resume) = resume {
-        resume::validate(history, &resume)?;
-        match resume::apply(history, &resume, &lp.dispatcher, lp.index).await? {
+        resume::validate(history, resume)?;
+        match resume::apply(history, resume, &lp.dispatcher, lp.index).await? {
             resume::Applied::Interrupted => return Ok(lp.interrupted(std::mem::take(history))),
             resume::Applied::Continue(tool_message) => {
                 if lp.dispatcher.sink.is_listening() {
