@@ -244,8 +244,11 @@ impl Agent {
                 return out.unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())));
             }
         }
+        // The worker finished, so its output was sent (or never will be):
+        // read it without awaiting (an await would spend the task's tokio
+        // budget, and a task running many turns would be made to yield).
         output
-            .await
+            .try_recv()
             .unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
     }
 

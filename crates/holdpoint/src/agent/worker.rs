@@ -459,7 +459,11 @@ impl Worker {
                 .catch_unwind(),
             );
             let result: TurnResult = loop {
+                // The turn first: one that completes without waiting (an
+                // in-memory store, a scripted model) never polls the other
+                // branches. Aborts exist only after a detach.
                 tokio::select! {
+                    biased;
                     joined = &mut task => {
                         break joined.unwrap_or_else(|panic| Err(TurnFailure {
                             error: Error::Internal(format!("the turn panicked: {}", panic_message(&*panic))),
@@ -483,7 +487,7 @@ impl Worker {
                         Some(i) => self.queue.push_back(i),
                         None => self.inputs_open = false,
                     },
-                    changed = self.abort_rx.changed() => {
+                    changed = self.abort_rx.changed(), if self.detached.is_some() => {
                         if changed.is_ok() && *self.abort_rx.borrow() {
                             drop(task);
                             if let Some(d) = &self.detached {
