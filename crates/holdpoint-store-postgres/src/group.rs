@@ -14,11 +14,13 @@
 //! `resumed_at_ns` is unset, and when two claims of one row share a batch
 //! the second sees the first one's claim and is reported as not taken.
 //!
-//! When the server rejects a batch (a database error: the statement rolled
-//! back whole, nothing of it is visible), each write of it is retried on
-//! its own, so only the write at fault fails. Any other failure (the
+//! When the server rejects a batch for what a write carries (a data or
+//! constraint error: the statement rolled back whole, nothing of it is
+//! visible), each write of it is retried on its own, so only the write at
+//! fault fails. Any other failure (the server shutting down, the
 //! connection lost mid-statement, no connection to be had) fails every
-//! write of the batch, since whether it committed is unknown.
+//! write of the batch as UNAVAILABLE, since whether it committed may be
+//! unknown.
 
 use holdpoint::session::row::{AuditColumns, Columns};
 use holdpoint::{Error, Result};
@@ -26,7 +28,7 @@ use sqlx::PgPool;
 use tokio::sync::oneshot;
 
 use crate::batch::Batcher;
-use crate::error::store_error;
+use crate::error::{Kind, classify, store_error};
 
 /// The most writes one statement carries.
 const MAX_BATCH: usize = 128;
@@ -113,7 +115,13 @@ async fn flush(pool: &PgPool, batch: Vec<Job>) {
                 let _ = reply.send(Ok(taken.contains(&n)));
             }
         }
-        Err(sqlx::Error::Database(_)) if ops.len() > 1 => {
+        // A statement the server refused because of what one write carries
+        // (a data or constraint error) is retried write by write. A
+        // transient refusal (the server shutting down, a connection
+        // killed, a timeout) fails the batch as UNAVAILABLE instead: the
+        // caller hears what happened and retries, and a claim is never
+        // re-sent after its outcome became uncertain.
+        Err(err @ sqlx::Error::Database(_)) if ops.len() > 1 && classify(&err) == Kind::Internal => {
             tracing::debug!(
                 target: "holdpoint::store::postgres",
                 writes = ops.len(),
