@@ -20,11 +20,17 @@ pub(crate) struct Readers {
 }
 
 impl Readers {
-    /// Opens `count` (at least 1) connections with `options`.
-    pub async fn open(options: &SqliteConnectOptions, count: usize) -> std::result::Result<Self, sqlx::Error> {
+    /// Opens `count` (at least 1) connections with `options`, each retried
+    /// while the file is busy for up to `patience`.
+    pub async fn open(
+        options: &SqliteConnectOptions,
+        count: usize,
+        patience: std::time::Duration,
+    ) -> std::result::Result<Self, sqlx::Error> {
         let mut slots = Vec::with_capacity(count.max(1));
         for _ in 0..count.max(1) {
-            slots.push(Mutex::new(Some(options.connect().await?)));
+            let conn = crate::store::patiently(patience, || options.connect()).await?;
+            slots.push(Mutex::new(Some(conn)));
         }
         Ok(Readers {
             slots,

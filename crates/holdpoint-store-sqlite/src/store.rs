@@ -13,7 +13,7 @@ use holdpoint::{Error, Result};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{ConnectOptions, SqlitePool};
 
-use crate::error::store_error;
+use crate::error::{Kind, classify, store_error};
 use crate::group::{Op, Writer};
 use crate::options::SqliteStoreOptions;
 use crate::readers::Readers;
@@ -95,20 +95,22 @@ impl SqliteStore {
         // connections of their own, see `Readers`). A pooled SQLite connection is a file
         // handle that cannot drop like a network socket, so it is not
         // pinged (a round trip to its worker thread) on every checkout.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.busy_timeout + std::time::Duration::from_secs(5))
-            .test_before_acquire(false)
-            .connect_with(connect.clone())
-            .await
-            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
+        let patience = options.busy_timeout;
+        let pool = patiently(patience, || {
+            SqlitePoolOptions::new()
+                .max_connections(options.max_connections)
+                .acquire_timeout(options.busy_timeout + std::time::Duration::from_secs(5))
+                .test_before_acquire(false)
+                .connect_with(connect.clone())
+        })
+        .await
+        .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         schema::migrate(&pool).await?;
         // Writes go through one connection of the writer's own.
-        let writer_conn = connect
-            .connect()
+        let writer_conn = patiently(patience, || connect.connect())
             .await
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
-        let readers = Readers::open(&connect, options.max_connections as usize)
+        let readers = Readers::open(&connect, options.max_connections as usize, patience)
             .await
             .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
         tracing::debug!(target: TARGET, path = %path.display(), "opened");
@@ -137,6 +139,29 @@ impl SqliteStore {
         self.inner.writer.close().await;
         self.inner.readers.close().await;
         self.inner.pool.close().await;
+    }
+}
+
+/// Runs `open` (a connection or a pool being opened) again while SQLite
+/// answers busy, for up to `patience`. Opening runs pragmas (the switch to
+/// WAL) that SQLite's busy handler does not always wait for: two handles
+/// creating one new file at once can see `SQLITE_BUSY` straight away.
+pub(crate) async fn patiently<T, F, Fut>(
+    patience: std::time::Duration,
+    mut open: F,
+) -> std::result::Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        match open().await {
+            Err(e) if classify(&e) == Kind::Busy && started.elapsed() < patience => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            done => return done,
+        }
     }
 }
 
