@@ -102,17 +102,7 @@ impl Chain {
     /// Queues the write of a prepared row (insert, or replace the row with its id).
     pub fn upsert(&mut self, cols: &Columns) -> Result<(), sqlx::Error> {
         self.bind(cols.snapshot_id.as_str())?;
-        self.bind(cols.session_id.as_str())?;
-        self.bind(cols.parent_id.as_deref())?;
-        self.bind(cols.created_at_ns)?;
-        self.bind(cols.updated_at_ns)?;
-        self.bind(cols.heartbeat_at_ns)?;
-        self.bind(cols.resumed_at_ns)?;
-        self.bind(cols.status)?;
-        self.bind(cols.finish_reason.as_deref())?;
-        self.bind(cols.agent.as_deref())?;
-        self.bind(cols.owner.as_deref())?;
-        self.bind(cols.data.as_str())?;
+        self.bind_row(cols)?;
         self.sql.push_str(
             "INSERT INTO holdpoint_snapshots \
                (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
@@ -132,40 +122,14 @@ impl Chain {
 
     /// Queues the append of prepared audit rows, in order.
     pub fn audit(&mut self, records: &[AuditColumns]) -> Result<(), sqlx::Error> {
-        for cols in records {
-            self.bind(cols.record_id.as_str())?;
-            self.bind(cols.at_ns)?;
-            self.bind(cols.principal.as_deref())?;
-            self.bind(cols.agent.as_deref())?;
-            self.bind(cols.session_id.as_str())?;
-            self.bind(cols.snapshot_id.as_str())?;
-            self.bind(cols.data.as_str())?;
-            self.sql.push_str(
-                "INSERT INTO holdpoint_audit \
-                   (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?);\n",
-            );
-            self.writes = true;
-            self.fresh = 0;
-        }
-        Ok(())
+        self.audit_rows(records, "VALUES (?, ?, ?, ?, ?, ?, ?);\n")
     }
 
     /// Queues the compare-and-set write of a prepared row: it replaces row
     /// `cols.snapshot_id` only where the row still holds exactly `old`, and
     /// returns one row (`1`) when it did.
     pub fn replace_if(&mut self, cols: &Columns, old: &str) -> Result<(), sqlx::Error> {
-        self.bind(cols.session_id.as_str())?;
-        self.bind(cols.parent_id.as_deref())?;
-        self.bind(cols.created_at_ns)?;
-        self.bind(cols.updated_at_ns)?;
-        self.bind(cols.heartbeat_at_ns)?;
-        self.bind(cols.resumed_at_ns)?;
-        self.bind(cols.status)?;
-        self.bind(cols.finish_reason.as_deref())?;
-        self.bind(cols.agent.as_deref())?;
-        self.bind(cols.owner.as_deref())?;
-        self.bind(cols.data.as_str())?;
+        self.bind_row(cols)?;
         self.bind(cols.snapshot_id.as_str())?;
         self.bind(old)?;
         self.sql.push_str(
@@ -184,6 +148,12 @@ impl Chain {
     /// statement before it changed a row: queued after
     /// [`replace_if`](Self::replace_if), they are written only with it.
     pub fn audit_if_changed(&mut self, records: &[AuditColumns]) -> Result<(), sqlx::Error> {
+        self.audit_rows(records, "SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;\n")
+    }
+
+    /// Queues one `INSERT INTO holdpoint_audit (…) <values>` per record,
+    /// `values` taking the record's seven columns in order.
+    fn audit_rows(&mut self, records: &[AuditColumns], values: &str) -> Result<(), sqlx::Error> {
         for cols in records {
             self.bind(cols.record_id.as_str())?;
             self.bind(cols.at_ns)?;
@@ -193,14 +163,29 @@ impl Chain {
             self.bind(cols.snapshot_id.as_str())?;
             self.bind(cols.data.as_str())?;
             self.sql.push_str(
-                "INSERT INTO holdpoint_audit \
-                   (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
-                 SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;\n",
+                "INSERT INTO holdpoint_audit (record_id, at_ns, principal, agent, session_id, snapshot_id, data) ",
             );
+            self.sql.push_str(values);
             self.writes = true;
             self.fresh = 0;
         }
         Ok(())
+    }
+
+    /// Binds a row's columns after its id, in table order (`session_id`
+    /// … `data`).
+    fn bind_row(&mut self, cols: &Columns) -> Result<(), sqlx::Error> {
+        self.bind(cols.session_id.as_str())?;
+        self.bind(cols.parent_id.as_deref())?;
+        self.bind(cols.created_at_ns)?;
+        self.bind(cols.updated_at_ns)?;
+        self.bind(cols.heartbeat_at_ns)?;
+        self.bind(cols.resumed_at_ns)?;
+        self.bind(cols.status)?;
+        self.bind(cols.finish_reason.as_deref())?;
+        self.bind(cols.agent.as_deref())?;
+        self.bind(cols.owner.as_deref())?;
+        self.bind(cols.data.as_str())
     }
 
     /// Sends the chain, running every statement, and tells whether any
