@@ -3,29 +3,18 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use futures::future::join_all;
 use holdpoint::Status;
-use holdpoint::session::{AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
+use holdpoint::session::{AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
 use holdpoint_store_postgres::PostgresStore;
 use holdpoint_testkit::TempPostgres;
 
 fn audit(snapshot_id: &str, n: usize) -> AuditRecord {
     AuditRecord {
         id: format!("audit-{snapshot_id}-{n}"),
-        at: Utc::now(),
-        principal: None,
-        actor: None,
         agent: Some("group".into()),
-        session_id: format!("s-{snapshot_id}"),
-        snapshot_id: snapshot_id.to_owned(),
-        tool: "transfer".into(),
-        reference: None,
         input_hash: String::new(),
-        decision: AuditDecision::Approve,
-        reason: None,
-        held_by: None,
-        settles: false,
+        ..holdpoint_testkit::store_suite::approve_record(&format!("s-{snapshot_id}"), snapshot_id)
     }
 }
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use holdpoint::FinishReason;
-use holdpoint::session::{AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
+use holdpoint::session::{AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
 use holdpoint_store_sqlite::SqliteStore;
+use holdpoint_testkit::store_suite::approve_record;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_batches_save_claim_and_read_back() {
@@ -60,19 +61,7 @@ async fn mixed_batches_save_claim_and_read_back() {
 
 fn record(session: &str, snapshot_id: &str, k: usize) -> AuditRecord {
     AuditRecord {
-        id: holdpoint::session::mint_id(),
-        at: chrono::Utc::now(),
         principal: Some(format!("p{k}")),
-        actor: None,
-        agent: Some("agent".into()),
-        session_id: session.to_owned(),
-        snapshot_id: snapshot_id.to_owned(),
-        tool: "transfer".into(),
-        reference: None,
-        input_hash: "0".repeat(64),
-        decision: AuditDecision::Approve,
-        reason: None,
-        held_by: None,
-        settles: false,
+        ..approve_record(session, snapshot_id)
     }
 }

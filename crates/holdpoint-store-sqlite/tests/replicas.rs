@@ -37,9 +37,7 @@ async fn resume_through_two_handles_is_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_sees_what_another_handle_wrote_since() {
     use chrono::{Duration, Utc};
-    use holdpoint::session::{
-        AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot,
-    };
+    use holdpoint::session::{AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
     use holdpoint::{FinishReason, Status};
 
     let dir = tempfile::tempdir().unwrap();
@@ -47,20 +45,8 @@ async fn a_claim_sees_what_another_handle_wrote_since() {
     let a = SqliteStore::open(&path).await.unwrap();
     let b = SqliteStore::open(&path).await.unwrap();
     let record = |snapshot_id: &str, who: &str| AuditRecord {
-        id: holdpoint::session::mint_id(),
-        at: Utc::now(),
         principal: Some(who.to_owned()),
-        actor: None,
-        agent: Some("agent".into()),
-        session_id: "s".into(),
-        snapshot_id: snapshot_id.to_owned(),
-        tool: "transfer".into(),
-        reference: None,
-        input_hash: "0".repeat(64),
-        decision: AuditDecision::Approve,
-        reason: None,
-        held_by: None,
-        settles: false,
+        ..holdpoint_testkit::store_suite::approve_record("s", snapshot_id)
     };
     let waiting = || {
         let mut row = Snapshot::new(SessionState::new("s"));

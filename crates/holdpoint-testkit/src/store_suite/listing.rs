@@ -5,16 +5,15 @@ use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
 use holdpoint::session::{
-    AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id,
 };
 use holdpoint::{FinishReason, Status};
 
-use super::{fresh_id, fresh_session, get_present, put, snapshot};
+use super::{approve_record, fresh_id, fresh_session, get_present, put, snapshot};
 
 /// An audit record of an approval in `session` of snapshot `snapshot_id`.
 pub(super) fn record(session: &str, snapshot_id: &str, principal: Option<&str>, agent: &str) -> AuditRecord {
     AuditRecord {
-        id: mint_id(),
         at: Utc
             .timestamp_opt(1_700_000_000, 987_654_321)
             .single()
@@ -22,15 +21,10 @@ pub(super) fn record(session: &str, snapshot_id: &str, principal: Option<&str>, 
         principal: principal.map(str::to_owned),
         actor: principal.map(|p| format!("{p}/desk-7")),
         agent: Some(agent.to_owned()),
-        session_id: session.to_owned(),
-        snapshot_id: snapshot_id.to_owned(),
-        tool: "transfer".into(),
         reference: Some("ref-1".into()),
-        input_hash: "0".repeat(64),
-        decision: AuditDecision::Approve,
         reason: Some("looks fine".into()),
         held_by: Some("genkit-middleware/toolApproval".into()),
-        settles: false,
+        ..approve_record(session, snapshot_id)
     }
 }
 

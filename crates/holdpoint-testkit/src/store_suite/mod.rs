@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use holdpoint::session::{SessionState, SessionStore, Snapshot, SnapshotUpdate, mint_id};
+use holdpoint::session::{AuditDecision, AuditRecord, SessionState, SessionStore, Snapshot, SnapshotUpdate, mint_id};
 use holdpoint::{Error, Result};
 
 pub use abort::{abort_missing_is_none, abort_pending_requests_abort, abort_terminal_is_unchanged};
@@ -202,6 +202,29 @@ pub fn claim_update() -> SnapshotUpdate {
         next.resumed_at = Some(Utc::now());
         Ok(Some(next))
     })
+}
+
+/// An `approve` decision on a `transfer` call of snapshot `snapshot_id` in
+/// `session_id`, made now, with a fresh id and no principal, reference or
+/// reason: the audit record store tests start from (override fields with
+/// `AuditRecord { principal: …, ..approve_record(…) }`).
+pub fn approve_record(session_id: &str, snapshot_id: &str) -> AuditRecord {
+    AuditRecord {
+        id: mint_id(),
+        at: Utc::now(),
+        principal: None,
+        actor: None,
+        agent: Some("agent".into()),
+        session_id: session_id.to_owned(),
+        snapshot_id: snapshot_id.to_owned(),
+        tool: "transfer".into(),
+        reference: None,
+        input_hash: "0".repeat(64),
+        decision: AuditDecision::Approve,
+        reason: None,
+        held_by: None,
+        settles: false,
+    }
 }
 
 // --- helpers shared by the cases ---
