@@ -343,14 +343,11 @@ async fn recv(inputs: &mut Option<mpsc::UnboundedReceiver<AgentInput>>) -> Optio
 }
 
 /// Puts the state a failed last turn borrowed back into `session`, read
-/// from the snapshot it was loaded from (a new session's state is empty).
-/// False when that read fails.
+/// from the snapshot it was loaded from. A session never saved had only
+/// its id, which is what [`Session::lend_state`] left in place. False when
+/// the read fails.
 async fn restore_lent(def: &AgentDef, session: &mut Session) -> bool {
     let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) else {
-        session.state = SessionState {
-            artifacts: std::mem::take(&mut session.state.artifacts),
-            ..SessionState::new(session.state.session_id.clone())
-        };
         return true;
     };
     match store.get_snapshot(id).await {
