@@ -21,8 +21,9 @@ use crate::message::{Message, Part, PartKind, metadata};
 enum Stored {
     /// The row as saved.
     Live(Box<Snapshot>),
-    /// A row waiting for an answer that left the window of the newest
-    /// ([`HOT_WAITING`]), kept as its JSON text: a paused session may wait
+    /// A row saved waiting for an answer (still waiting, or claimed since)
+    /// that left the window of the newest ([`HOT_WAITING`]), kept as its
+    /// JSON text: a paused session may wait
     /// for days, and the text is a fraction of the decoded tree (one
     /// allocation instead of dozens). A claim sets `resumed_at` here,
     /// without decoding; reads decode a copy.
