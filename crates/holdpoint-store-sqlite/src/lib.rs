@@ -6,15 +6,16 @@
 //!   `synchronous=FULL`: a save that returned is on disk, so an interrupt
 //!   announced after its save survives a crash (SPEC §9.2).
 //! - [`SqliteStoreOptions`] changes durability ([`Synchronous`]), how long a
-//!   write waits for another writer, pool size and the watch poll interval.
+//!   write waits for another writer, how many reads run at once and the
+//!   watch poll interval.
 //! - Each save runs in a `BEGIN IMMEDIATE` transaction: read the row, run
 //!   the update, write, commit. Saves made at the same time share one
 //!   transaction and one commit (group commit); an update that fails has
-//!   written nothing, so it fails alone. Writes run on a connection of
-//!   their own, their statements sent to SQLite in few round trips (a fresh
-//!   row in one, a claim of a row this handle wrote in one). Any number of
-//!   handles and processes may share the file; two resumes of one snapshot
-//!   never both claim it (SPEC §9.1).
+//!   written nothing, so it fails alone. Writes run on a thread and
+//!   connection of their own, reads on a few reader threads, each calling
+//!   SQLite directly: every store call is one hand-over to such a thread
+//!   and one back. Any number of handles and processes may share the
+//!   file; two resumes of one snapshot never both claim it (SPEC §9.1).
 //! - Status watchers hear this handle's writes at once and poll for other
 //!   processes' writes (100 ms by default).
 //! - Failures map to Holdpoint errors: a locked, unreadable or full
@@ -25,10 +26,9 @@
 //! table `holdpoint_snapshots`.
 #![deny(missing_docs)]
 
-mod chain;
+mod conn;
 mod error;
 mod group;
-mod known;
 mod options;
 mod read;
 mod readers;

@@ -34,13 +34,13 @@ impl Synchronous {
         }
     }
 
-    pub(crate) fn to_sqlx(self) -> sqlx::sqlite::SqliteSynchronous {
-        use sqlx::sqlite::SqliteSynchronous as S;
+    /// The value of `PRAGMA synchronous` for this level.
+    pub(crate) fn pragma(self) -> &'static str {
         match self {
-            Synchronous::Off => S::Off,
-            Synchronous::Normal => S::Normal,
-            Synchronous::Full => S::Full,
-            Synchronous::Extra => S::Extra,
+            Synchronous::Off => "OFF",
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+            Synchronous::Extra => "EXTRA",
         }
     }
 }
@@ -97,10 +97,11 @@ impl SqliteStoreOptions {
         self
     }
 
-    /// Connections for reads (at least 1); 4 unless changed. Single-row
-    /// reads keep this many open, listings and watchers use a pool of up to
-    /// this many, and writes have one of their own. Writes are serialised
-    /// by SQLite whatever this is; reads run in parallel.
+    /// Connections for reads (at least 1); 4 unless changed. Each has a
+    /// thread of its own that runs reads, listings and watchers' polls, so
+    /// up to this many reads run in parallel; writes have one connection
+    /// (and thread) of their own, and SQLite serialises them whatever this
+    /// is.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = max.max(1);
         self

@@ -1,47 +1,49 @@
 //! The reading half of the store: single rows, a session's latest row,
 //! listings and the audit trail. Every read is one statement, so it sees
-//! one committed state.
+//! one committed state. These run on a reader's thread (see
+//! [`Readers`](crate::readers::Readers)), or on the writer's inside its
+//! transaction.
 
 use holdpoint::Result;
+use holdpoint::session::row;
 use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus};
-use sqlx::{SqliteExecutor, SqlitePool};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::store_error;
-use holdpoint::session::row;
+
+/// Row `id`'s stored JSON, or `None` when absent.
+pub(crate) fn data(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()
+}
 
 /// Snapshot `id` as a reader sees it now.
-pub(crate) async fn snapshot<'c>(pool: impl SqliteExecutor<'c>, id: &str) -> Result<Option<Snapshot>> {
-    let data: Option<String> = sqlx::query_scalar("SELECT data FROM holdpoint_snapshots WHERE snapshot_id = ?1")
-        .bind(id)
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| store_error(&format!("read snapshot {id}"), e))?;
+pub(crate) fn snapshot(conn: &Connection, id: &str) -> Result<Option<Snapshot>> {
+    let data = data(conn, id).map_err(|e| store_error(&format!("read snapshot {id}"), e))?;
     data.map(|d| row::decode(id, &d).map(Snapshot::as_read)).transpose()
 }
 
 /// The session's row with the greatest `created_at`, ties by greatest id.
-pub(crate) async fn latest<'c>(pool: impl SqliteExecutor<'c>, session_id: &str) -> Result<Option<Snapshot>> {
-    let found: Option<(String, String)> = sqlx::query_as(
-        "SELECT snapshot_id, data FROM holdpoint_snapshots WHERE session_id = ?1 \
-         ORDER BY created_at_ns DESC, snapshot_id DESC LIMIT 1",
-    )
-    .bind(session_id)
-    .fetch_optional(pool)
-    .await
-    .map_err(|e| store_error(&format!("read latest snapshot of session {session_id}"), e))?;
+pub(crate) fn latest(conn: &Connection, session_id: &str) -> Result<Option<Snapshot>> {
+    let found: Option<(String, String)> = conn
+        .prepare_cached(
+            "SELECT snapshot_id, data FROM holdpoint_snapshots WHERE session_id = ?1 \
+             ORDER BY created_at_ns DESC, snapshot_id DESC LIMIT 1",
+        )
+        .and_then(|mut s| s.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(|e| store_error(&format!("read latest snapshot of session {session_id}"), e))?;
     found
         .map(|(id, d)| row::decode(&id, &d).map(Snapshot::as_read))
         .transpose()
 }
 
 /// The status of row `id` as a reader sees it now, or `None` when absent.
-pub(crate) async fn status(pool: &SqlitePool, id: &str) -> Result<Option<SnapshotStatus>> {
-    let found: Option<(String, i64, Option<i64>)> =
-        sqlx::query_as("SELECT status, updated_at_ns, heartbeat_at_ns FROM holdpoint_snapshots WHERE snapshot_id = ?1")
-            .bind(id)
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| store_error(&format!("read status of snapshot {id}"), e))?;
+pub(crate) fn status(conn: &Connection, id: &str) -> Result<Option<SnapshotStatus>> {
+    let found: Option<(String, i64, Option<i64>)> = conn
+        .prepare_cached("SELECT status, updated_at_ns, heartbeat_at_ns FROM holdpoint_snapshots WHERE snapshot_id = ?1")
+        .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+        .map_err(|e| store_error(&format!("read status of snapshot {id}"), e))?;
     found
         .map(|(status, updated, heartbeat)| row::read_status(id, &status, updated, heartbeat))
         .transpose()
@@ -62,17 +64,23 @@ const LIST: &str = "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s \
                      OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id))))) \
      ORDER BY s.created_at_ns DESC, s.snapshot_id DESC LIMIT ?5";
 
-pub(crate) async fn list(pool: &SqlitePool, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-    let rows: Vec<(String, String)> = sqlx::query_as(LIST)
-        .bind(&query.agent)
-        .bind(&query.session_id)
-        .bind(&query.owner)
-        .bind(query.waiting_only)
-        .bind(row::list_limit(query))
-        .bind(query.in_doubt_only)
-        .fetch_all(pool)
-        .await
-        .map_err(|e| store_error("list snapshots", e))?;
+pub(crate) fn list(conn: &Connection, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+    let rows = (|| {
+        let mut stmt = conn.prepare_cached(LIST)?;
+        let rows = stmt.query_map(
+            params![
+                query.agent,
+                query.session_id,
+                query.owner,
+                query.waiting_only,
+                row::list_limit(query),
+                query.in_doubt_only
+            ],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })()
+    .map_err(|e| store_error("list snapshots", e))?;
     row::decode_listed(rows, query)
 }
 
@@ -81,14 +89,20 @@ const LIST_AUDIT: &str = "SELECT seq, data FROM holdpoint_audit \
      ORDER BY seq DESC LIMIT ?4";
 
 /// `list_audit`: the filters of [`AuditQuery`], newest first.
-pub(crate) async fn audit(pool: &SqlitePool, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
-    let rows: Vec<(i64, String)> = sqlx::query_as(LIST_AUDIT)
-        .bind(&query.agent)
-        .bind(&query.session_id)
-        .bind(&query.principal)
-        .bind(row::sql_limit(query.limit()))
-        .fetch_all(pool)
-        .await
-        .map_err(|e| store_error("list audit records", e))?;
+pub(crate) fn audit(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+    let rows = (|| {
+        let mut stmt = conn.prepare_cached(LIST_AUDIT)?;
+        let rows = stmt.query_map(
+            params![
+                query.agent,
+                query.session_id,
+                query.principal,
+                row::sql_limit(query.limit())
+            ],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+        )?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })()
+    .map_err(|e| store_error("list audit records", e))?;
     rows.into_iter().map(|(seq, d)| row::decode_audit(seq, &d)).collect()
 }

@@ -1,87 +1,110 @@
-//! [`Readers`]: connections kept open for the single-row reads.
+//! [`Readers`]: the connections the store reads on.
 //!
-//! A checkout from sqlx's pool costs more than the read itself: the pool
-//! returns a connection by spawning a task that pings it (a round trip to
-//! the connection's worker thread). The reads on the approval path
-//! (`get_snapshot`, `get_latest_snapshot`) therefore use connections of
-//! their own, each behind a lock; listings and watchers keep the pool.
+//! A single-row read is a few microseconds of SQLite work, less than
+//! handing it to another thread and back would cost, so it runs on the
+//! caller's thread, on an idle connection taken from here. Listings, which
+//! may scan many rows, run on tokio's blocking pool. Reads on different
+//! connections run in parallel (WAL readers do not block each other or the
+//! writer).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use holdpoint::{Error, Result};
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection, SqliteConnection};
-use tokio::sync::{Mutex, MutexGuard};
+use rusqlite::Connection;
 
-/// A few open connections for reads; `None` in a slot once closed.
+use crate::conn;
+use crate::error::{closed, store_error};
+use crate::options::SqliteStoreOptions;
+
+/// The read connections of one store handle (shared by its clones).
 pub(crate) struct Readers {
-    slots: Vec<Mutex<Option<SqliteConnection>>>,
-    next: AtomicUsize,
+    /// Idle connections; `None` once closed.
+    idle: Mutex<Option<Vec<Connection>>>,
+    options: SqliteStoreOptions,
+    /// The most idle connections kept.
+    keep: usize,
 }
 
 impl Readers {
-    /// Opens `count` (at least 1) connections with `options`, each retried
-    /// while the file is busy for up to `patience`.
-    pub async fn open(
-        options: &SqliteConnectOptions,
-        count: usize,
-        patience: std::time::Duration,
-    ) -> std::result::Result<Self, sqlx::Error> {
-        let mut slots = Vec::with_capacity(count.max(1));
-        for _ in 0..count.max(1) {
-            let conn = crate::store::patiently(patience, || options.connect()).await?;
-            slots.push(Mutex::new(Some(conn)));
-        }
+    /// Opens `count` (at least 1) connections, kept idle for reads; fails
+    /// when the file cannot be opened.
+    pub async fn open(options: &SqliteStoreOptions, count: usize) -> Result<Self> {
+        let keep = count.max(1);
+        let opening = options.clone();
+        let conns = tokio::task::spawn_blocking(move || {
+            (0..keep)
+                .map(|_| conn::open(&opening))
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(|e| store_error(&format!("open {}", opening.path.display()), e))
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("sqlite store: opening read connections failed: {e}")))??;
         Ok(Readers {
-            slots,
-            next: AtomicUsize::new(0),
+            idle: Mutex::new(Some(conns)),
+            options: options.clone(),
+            keep,
         })
     }
 
-    /// A free connection, or the next one in turn once it is free;
-    /// `UNAVAILABLE` after [`close`](Self::close).
-    pub async fn get(&self, what: &str) -> Result<ReaderGuard<'_>> {
-        let free = self.slots.iter().find_map(|slot| slot.try_lock().ok());
-        let guard = match free {
-            Some(guard) => guard,
-            None => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-                match self.slots.get(i) {
-                    Some(slot) => slot.lock().await,
-                    None => return Err(closed(what)),
+    fn idle(&self) -> MutexGuard<'_, Option<Vec<Connection>>> {
+        // Connections are only pushed and popped whole: a poisoned lock
+        // still guards a usable list.
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `read` on this thread, on an idle connection (or a new one when
+    /// all are in use); `UNAVAILABLE` once the store is closed. `what`
+    /// names the read in errors.
+    pub fn run<T>(&self, what: &str, read: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let taken = match self.idle().as_mut() {
+            None => return Err(closed(what)),
+            Some(idle) => idle.pop(),
+        };
+        let conn = match taken {
+            Some(conn) => conn,
+            None => conn::open(&self.options)
+                .map_err(|e| store_error(&format!("{what}: open {}", self.options.path.display()), e))?,
+        };
+        let result = read(&conn);
+        if let Some(idle) = self.idle().as_mut()
+            && idle.len() < self.keep
+        {
+            idle.push(conn);
+        }
+        result
+    }
+
+    /// [`run`](Self::run) on tokio's blocking pool, for reads that may take
+    /// long (listings).
+    pub async fn run_blocking<T, F>(self: &Arc<Self>, what: &'static str, read: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let readers = Arc::clone(self);
+        tokio::task::spawn_blocking(move || readers.run(what, read))
+            .await
+            .map_err(|e| Error::Internal(format!("sqlite store: {what}: the read panicked or was cancelled: {e}")))?
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.idle().is_none()
+    }
+
+    /// Closes the idle connections; reads in progress close theirs when
+    /// they end, and later reads fail with `UNAVAILABLE`.
+    pub async fn close(&self) {
+        let Some(conns) = self.idle().take() else {
+            return;
+        };
+        let closing = tokio::task::spawn_blocking(move || {
+            for conn in conns {
+                if let Err((_, e)) = conn.close() {
+                    tracing::warn!(target: "holdpoint::store::sqlite", error = %e, "closing a read connection failed");
                 }
             }
-        };
-        if guard.is_none() {
-            return Err(closed(what));
-        }
-        Ok(ReaderGuard(guard))
-    }
-
-    /// Closes every connection (waiting for reads in progress).
-    pub async fn close(&self) {
-        for slot in &self.slots {
-            if let Some(conn) = slot.lock().await.take()
-                && let Err(e) = conn.close().await
-            {
-                tracing::warn!(target: "holdpoint::store::sqlite", error = %e, "closing a read connection failed");
-            }
-        }
-    }
-}
-
-fn closed(what: &str) -> Error {
-    Error::Unavailable(format!("sqlite store: {what}: the store is closed"))
-}
-
-/// A locked, open read connection.
-pub(crate) struct ReaderGuard<'a>(MutexGuard<'a, Option<SqliteConnection>>);
-
-impl ReaderGuard<'_> {
-    /// The connection.
-    pub fn conn(&mut self) -> Result<&mut SqliteConnection> {
-        self.0
-            .as_mut()
-            .ok_or_else(|| Error::Unavailable("sqlite store: the store is closed".into()))
+        });
+        let _ = closing.await;
     }
 }

@@ -7,7 +7,7 @@
 
 use chrono::Utc;
 use holdpoint::{Error, Result};
-use sqlx::SqlitePool;
+use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::store_error;
 
@@ -31,14 +31,17 @@ const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (
     applied_at TEXT    NOT NULL
 )";
 
-/// Brings the database's schema up to date.
-pub(crate) async fn migrate(pool: &SqlitePool) -> Result<()> {
+/// Brings the database's schema up to date (on the writer's connection,
+/// before the store takes any work).
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     let err = |e| store_error("apply migrations", e);
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
-    sqlx::raw_sql(LEDGER).execute(&mut *tx).await.map_err(err)?;
-    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM holdpoint_schema_migrations")
-        .fetch_all(&mut *tx)
-        .await
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    tx.execute_batch(LEDGER).map_err(err)?;
+    let applied: Vec<i64> = tx
+        .prepare("SELECT version FROM holdpoint_schema_migrations")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(err)?;
     let known = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
     if let Some(newest) = applied.iter().copied().max()
@@ -51,16 +54,14 @@ pub(crate) async fn migrate(pool: &SqlitePool) -> Result<()> {
     }
     for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
         tracing::info!(target: "holdpoint::store::sqlite", version = migration.version, name = migration.name, "applying migration");
-        sqlx::raw_sql(migration.sql).execute(&mut *tx).await.map_err(err)?;
-        sqlx::query("INSERT INTO holdpoint_schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)")
-            .bind(migration.version)
-            .bind(migration.name)
-            .bind(Utc::now().to_rfc3339())
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
+        tx.execute_batch(migration.sql).map_err(err)?;
+        tx.execute(
+            "INSERT INTO holdpoint_schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            rusqlite::params![migration.version, migration.name, Utc::now().to_rfc3339()],
+        )
+        .map_err(err)?;
     }
-    tx.commit().await.map_err(err)
+    tx.commit().map_err(err)
 }
 
 #[cfg(test)]

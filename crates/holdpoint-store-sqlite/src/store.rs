@@ -10,15 +10,12 @@ use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
 };
 use holdpoint::{Error, Result};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{ConnectOptions, SqlitePool};
 
-use crate::error::{Kind, classify, store_error};
 use crate::group::{Op, Writer};
 use crate::options::SqliteStoreOptions;
+use crate::read;
 use crate::readers::Readers;
 use crate::watch::Watchers;
-use crate::{read, schema};
 
 const TARGET: &str = "holdpoint::store::sqlite";
 
@@ -37,7 +34,14 @@ const TARGET: &str = "holdpoint::store::sqlite";
 /// update fails only its own write and every caller is answered after the
 /// shared commit.
 ///
-/// Clones share one connection pool (for reads) and one writer.
+/// SQLite's calls are short, and a store call runs them on the caller's
+/// thread: writes on the writer's connection (one batch, at most one
+/// fsync; see group commit above), single-row reads on an idle read
+/// connection ([`SqliteStoreOptions::max_connections`] are kept). Listings,
+/// and writes that must wait for another process's lock or queue behind a
+/// batch, run on tokio's blocking pool.
+///
+/// Clones share the writer and the readers.
 ///
 /// ```
 /// use holdpoint::session::{SessionState, SessionStore, Snapshot};
@@ -61,8 +65,7 @@ pub struct SqliteStore {
 }
 
 struct Inner {
-    pool: SqlitePool,
-    readers: Readers,
+    readers: Arc<Readers>,
     watchers: Arc<Watchers>,
     writer: Writer,
     options: SqliteStoreOptions,
@@ -85,40 +88,20 @@ impl SqliteStore {
                 Error::Unavailable(format!("sqlite store: cannot create folder {}: {e}", parent.display()))
             })?;
         }
-        let connect = SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(options.synchronous.to_sqlx())
-            .busy_timeout(options.busy_timeout);
-        // The pool serves listings and watchers (single-row reads have
-        // connections of their own, see `Readers`). A pooled SQLite connection is a file
-        // handle that cannot drop like a network socket, so it is not
-        // pinged (a round trip to its worker thread) on every checkout.
-        let patience = options.busy_timeout;
-        let pool = patiently(patience, || {
-            SqlitePoolOptions::new()
-                .max_connections(options.max_connections)
-                .acquire_timeout(options.busy_timeout + std::time::Duration::from_secs(5))
-                .test_before_acquire(false)
-                .connect_with(connect.clone())
-        })
-        .await
-        .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
-        schema::migrate(&pool).await?;
-        // Writes go through one connection of the writer's own.
-        let writer_conn = patiently(patience, || connect.connect())
-            .await
-            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
-        let readers = Readers::open(&connect, options.max_connections as usize, patience)
-            .await
-            .map_err(|e| store_error(&format!("open {}", path.display()), e))?;
-        tracing::debug!(target: TARGET, path = %path.display(), "opened");
+        // The writer opens the file first and brings its schema up to
+        // date; the readers open it after.
         let watchers: Arc<Watchers> = Arc::default();
-        let writer = Writer::spawn(writer_conn, connect, Arc::clone(&watchers));
+        let writer = Writer::start(&options, Arc::clone(&watchers)).await?;
+        let readers = match Readers::open(&options, options.max_connections as usize).await {
+            Ok(readers) => Arc::new(readers),
+            Err(e) => {
+                writer.close().await;
+                return Err(e);
+            }
+        };
+        tracing::debug!(target: TARGET, path = %path.display(), "opened");
         Ok(SqliteStore {
             inner: Arc::new(Inner {
-                pool,
                 readers,
                 watchers,
                 writer,
@@ -132,36 +115,12 @@ impl SqliteStore {
         &self.inner.options.path
     }
 
-    /// Closes the store (for every clone): lets the writes queued so far
-    /// finish, then closes the writer's connection and the pool, waiting
-    /// for connections in use. Later calls fail with `UNAVAILABLE`.
+    /// Closes the store (for every clone): lets the writes and reads
+    /// queued so far finish, then closes every connection and stops the
+    /// store's threads. Later calls fail with `UNAVAILABLE`.
     pub async fn close(&self) {
         self.inner.writer.close().await;
         self.inner.readers.close().await;
-        self.inner.pool.close().await;
-    }
-}
-
-/// Runs `open` (a connection or a pool being opened) again while SQLite
-/// answers busy, for up to `patience`. Opening runs pragmas (the switch to
-/// WAL) that SQLite's busy handler does not always wait for: two handles
-/// creating one new file at once can see `SQLITE_BUSY` straight away.
-pub(crate) async fn patiently<T, F, Fut>(
-    patience: std::time::Duration,
-    mut open: F,
-) -> std::result::Result<T, sqlx::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
-{
-    let started = std::time::Instant::now();
-    loop {
-        match open().await {
-            Err(e) if classify(&e) == Kind::Busy && started.elapsed() < patience => {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            done => return done,
-        }
     }
 }
 
@@ -177,14 +136,16 @@ impl std::fmt::Debug for SqliteStore {
 impl SessionStore for SqliteStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        let mut reader = self.inner.readers.get("read a snapshot").await?;
-        read::snapshot(reader.conn()?, snapshot_id).await
+        self.inner
+            .readers
+            .run("read a snapshot", |conn| read::snapshot(conn, snapshot_id))
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "sqlite", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        let mut reader = self.inner.readers.get("read a session's latest snapshot").await?;
-        read::latest(reader.conn()?, session_id).await
+        self.inner.readers.run("read a session's latest snapshot", |conn| {
+            read::latest(conn, session_id)
+        })
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
@@ -197,7 +158,7 @@ impl SessionStore for SqliteStore {
                 return Ok(None);
             };
             let op = Op::Insert {
-                row: Some(Box::new(row)),
+                row: Box::new(row),
                 cols: Box::new(cols),
             };
             return self.inner.writer.write(op).await;
@@ -208,13 +169,19 @@ impl SessionStore for SqliteStore {
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
-        let Some(current) = read::status(&self.inner.pool, snapshot_id).await? else {
+        let current = self
+            .inner
+            .readers
+            .run("read a snapshot's status", |conn| read::status(conn, snapshot_id))?;
+        let Some(current) = current else {
             return Ok(futures::stream::empty().boxed());
         };
-        Ok(self
-            .inner
-            .watchers
-            .subscribe(&self.inner.pool, snapshot_id, current, self.inner.options.poll_interval))
+        Ok(self.inner.watchers.subscribe(
+            &self.inner.readers,
+            snapshot_id,
+            current,
+            self.inner.options.poll_interval,
+        ))
     }
 
     #[tracing::instrument(
@@ -224,7 +191,11 @@ impl SessionStore for SqliteStore {
         err(Display)
     )]
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-        read::list(&self.inner.pool, query).await
+        let query = query.clone();
+        self.inner
+            .readers
+            .run_blocking("list snapshots", move |conn| read::list(conn, &query))
+            .await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "sqlite", records = records.len()), err(Display))]
@@ -237,7 +208,11 @@ impl SessionStore for SqliteStore {
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "list_audit", store = "sqlite"), err(Display))]
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
-        read::audit(&self.inner.pool, query).await
+        let query = query.clone();
+        self.inner
+            .readers
+            .run_blocking("list audit records", move |conn| read::audit(conn, &query))
+            .await
     }
 
     /// The claim and its audit records in one transaction: both or neither.
@@ -254,15 +229,15 @@ mod tests {
     use crate::options::Synchronous;
 
     async fn settings(store: &SqliteStore) -> (String, i64) {
-        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&store.inner.pool)
-            .await
-            .unwrap();
-        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
-            .fetch_one(&store.inner.pool)
-            .await
-            .unwrap();
-        (journal, sync)
+        store
+            .inner
+            .readers
+            .run("read settings", |conn| {
+                let journal: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+                let sync: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+                Ok((journal, sync))
+            })
+            .unwrap()
     }
 
     #[tokio::test]

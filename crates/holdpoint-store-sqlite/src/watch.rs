@@ -14,11 +14,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::SnapshotStatus;
-use sqlx::SqlitePool;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 
 use crate::read;
+use crate::readers::Readers;
 
 /// The watch channels of one store handle, by snapshot id.
 #[derive(Default)]
@@ -44,7 +44,7 @@ impl Watchers {
     /// for the row when it is the first watcher.
     pub fn subscribe(
         self: &Arc<Self>,
-        pool: &SqlitePool,
+        readers: &Arc<Readers>,
         id: &str,
         current: SnapshotStatus,
         poll_interval: Duration,
@@ -58,7 +58,12 @@ impl Watchers {
             None => {
                 let (tx, rx) = watch::channel(current);
                 channels.insert(id.to_owned(), tx);
-                tokio::spawn(poll(Arc::clone(self), pool.clone(), id.to_owned(), poll_interval));
+                tokio::spawn(poll(
+                    Arc::clone(self),
+                    Arc::clone(readers),
+                    id.to_owned(),
+                    poll_interval,
+                ));
                 rx
             }
         };
@@ -84,17 +89,17 @@ impl Watchers {
     }
 }
 
-async fn poll(watchers: Arc<Watchers>, pool: SqlitePool, id: String, interval: Duration) {
+async fn poll(watchers: Arc<Watchers>, readers: Arc<Readers>, id: String, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;
         if watchers.retire_if_unwatched(&id) {
             return;
         }
-        if pool.is_closed() {
+        if readers.is_closed() {
             watchers.close(&id);
             return;
         }
-        match read::status(&pool, &id).await {
+        match readers.run("poll a snapshot's status", |conn| read::status(conn, &id)) {
             Ok(Some(status)) => watchers.publish(&id, status),
             Ok(None) => {
                 watchers.close(&id);
