@@ -35,7 +35,7 @@ use tokio::sync::oneshot;
 use crate::error::{Kind, classify, closed, store_error};
 use crate::options::SqliteStoreOptions;
 use crate::watch::Watchers;
-use crate::{conn, read, schema, write};
+use crate::{conn, schema, write};
 
 const TARGET: &str = "holdpoint::store::sqlite";
 
@@ -379,12 +379,16 @@ fn save(
     audit: &[AuditRecord],
 ) -> std::result::Result<Option<Snapshot>, Fail> {
     let what = || format!("save snapshot {id}");
-    let data = read::data(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
-    let prepared = write::prepare(id, data, update).map_err(Fail::Caller)?;
+    let stored = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    let prepared = write::prepare(id, stored.as_ref(), update).map_err(Fail::Caller)?;
     let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
     let row = match prepared {
         Some((row, cols)) => {
-            write::upsert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+            let written = match &stored {
+                Some(old) => write::update(conn, old, &cols),
+                None => write::upsert(conn, &cols),
+            };
+            written.map_err(|e| Fail::Batch(store_error(&what(), e)))?;
             Some(row)
         }
         None => None,

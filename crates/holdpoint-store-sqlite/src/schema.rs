@@ -19,11 +19,18 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, in order. Add new files here; never edit an applied one.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/0001_init.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "running_index",
+        sql: include_str!("../migrations/0002_running_index.sql"),
+    },
+];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (
     version    INTEGER NOT NULL PRIMARY KEY,

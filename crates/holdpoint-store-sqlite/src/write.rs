@@ -6,17 +6,57 @@
 use holdpoint::Result;
 use holdpoint::session::row::{self, AuditColumns, Columns};
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
-use rusqlite::{Connection, params};
+use rusqlite::types::ToSql;
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// A row as stored: its JSON and the columns copied out of it (all but the
+/// id and the session, which never change).
+pub(crate) struct Stored {
+    data: String,
+    parent_id: Option<String>,
+    created_at_ns: i64,
+    updated_at_ns: i64,
+    heartbeat_at_ns: Option<i64>,
+    resumed_at_ns: Option<i64>,
+    status: String,
+    finish_reason: Option<String>,
+    agent: Option<String>,
+    owner: Option<String>,
+}
+
+/// Row `id` as stored, or `None` when absent.
+pub(crate) fn stored(conn: &Connection, id: &str) -> rusqlite::Result<Option<Stored>> {
+    conn.prepare_cached(
+        "SELECT data, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, resumed_at_ns, \
+                status, finish_reason, agent, owner \
+         FROM holdpoint_snapshots WHERE snapshot_id = ?1",
+    )?
+    .query_row([id], |r| {
+        Ok(Stored {
+            data: r.get(0)?,
+            parent_id: r.get(1)?,
+            created_at_ns: r.get(2)?,
+            updated_at_ns: r.get(3)?,
+            heartbeat_at_ns: r.get(4)?,
+            resumed_at_ns: r.get(5)?,
+            status: r.get(6)?,
+            finish_reason: r.get(7)?,
+            agent: r.get(8)?,
+            owner: r.get(9)?,
+        })
+    })
+    .optional()
+}
 
 /// Runs `update` on the row `existing` (row `id` as read) and checks what
 /// it returns, writing nothing: the row to write and its columns, or `None`
 /// when the update writes nothing.
 pub(crate) fn prepare(
     id: &str,
-    existing: Option<String>,
+    existing: Option<&Stored>,
     update: SnapshotUpdate,
 ) -> Result<Option<(Snapshot, Columns)>> {
-    let existing = existing.map(|d| row::decode(id, &d)).transpose()?;
+    let existing = existing.map(|s| row::decode(id, &s.data)).transpose()?;
     let Some(next) = update(existing.as_ref())? else {
         return Ok(None);
     };
@@ -28,6 +68,53 @@ pub(crate) fn prepare(
 /// The columns of `records`, checked before anything is written.
 pub(crate) fn audit_columns(records: &[AuditRecord]) -> Result<Vec<AuditColumns>> {
     records.iter().map(AuditColumns::of).collect()
+}
+
+/// Writes a prepared row over the row `old` it replaces, setting only the
+/// columns that changed (SQLite then leaves alone every index on the
+/// others: a claim rewrites the row and the waiting index, not the five
+/// other indexes).
+pub(crate) fn update(conn: &Connection, old: &Stored, cols: &Columns) -> rusqlite::Result<()> {
+    let changes: [(&str, bool, &dyn ToSql); 9] = [
+        ("parent_id", old.parent_id != cols.parent_id, &cols.parent_id),
+        (
+            "created_at_ns",
+            old.created_at_ns != cols.created_at_ns,
+            &cols.created_at_ns,
+        ),
+        (
+            "updated_at_ns",
+            old.updated_at_ns != cols.updated_at_ns,
+            &cols.updated_at_ns,
+        ),
+        (
+            "heartbeat_at_ns",
+            old.heartbeat_at_ns != cols.heartbeat_at_ns,
+            &cols.heartbeat_at_ns,
+        ),
+        (
+            "resumed_at_ns",
+            old.resumed_at_ns != cols.resumed_at_ns,
+            &cols.resumed_at_ns,
+        ),
+        ("status", old.status != cols.status, &cols.status),
+        (
+            "finish_reason",
+            old.finish_reason != cols.finish_reason,
+            &cols.finish_reason,
+        ),
+        ("agent", old.agent != cols.agent, &cols.agent),
+        ("owner", old.owner != cols.owner, &cols.owner),
+    ];
+    let mut sql = String::from("UPDATE holdpoint_snapshots SET data = ?2");
+    let mut args: Vec<&dyn ToSql> = vec![&cols.snapshot_id, &cols.data];
+    for (column, _, value) in changes.into_iter().filter(|(_, changed, _)| *changed) {
+        args.push(value);
+        sql.push_str(&format!(", {column} = ?{}", args.len()));
+    }
+    sql.push_str(" WHERE snapshot_id = ?1");
+    conn.prepare_cached(&sql)?.execute(args.as_slice())?;
+    Ok(())
 }
 
 /// Writes a prepared row: inserts it, or replaces the row with its id.
