@@ -1,7 +1,9 @@
 //! Integration tests of `SqliteStore`: one binary, a module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod columns;
 mod group;
+mod locked;
 mod mixed;
 mod reopen;
 mod replicas;
