@@ -23,7 +23,7 @@
 //! another process.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use holdpoint::session::row::Columns;
@@ -162,10 +162,15 @@ impl Shared {
     /// (they queued behind the batch, or the database was busy): the
     /// caller then hands them to the blocking pool.
     fn run_here(&self) -> bool {
-        let Ok(mut slot) = self.conn.try_lock() else {
+        let mut slot = match self.conn.try_lock() {
+            Ok(slot) => slot,
             // Whoever holds the connection runs our write, or sees it in
             // the queue after letting go of the connection.
-            return false;
+            Err(TryLockError::WouldBlock) => return false,
+            // A panic while it was held (updates' panics are caught; this
+            // would be SQLite's or ours): the connection is still sound, any
+            // transaction left open is rolled back by the next batch.
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         };
         let Some(conn) = slot.as_mut() else {
             // Closed: dropping the replies tells the callers.
@@ -242,6 +247,8 @@ impl Shared {
         jobs: Vec<Job>,
         patience: Duration,
     ) -> std::result::Result<(), Vec<Job>> {
+        // A transaction left open by a panic in an earlier batch ends here.
+        rollback(conn);
         let begun = conn
             .busy_timeout(patience)
             .and_then(|()| conn.execute_batch("BEGIN IMMEDIATE"));

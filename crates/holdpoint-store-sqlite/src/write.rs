@@ -3,9 +3,9 @@
 //! checked row or audit records. These run on the writer's thread, inside
 //! its transaction (see [`group`](crate::group)).
 
-use holdpoint::Result;
 use holdpoint::session::row::{self, AuditColumns, Columns};
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
+use holdpoint::{Error, Result};
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -50,14 +50,18 @@ pub(crate) fn stored(conn: &Connection, id: &str) -> rusqlite::Result<Option<Sto
 
 /// Runs `update` on the row `existing` (row `id` as read) and checks what
 /// it returns, writing nothing: the row to write and its columns, or `None`
-/// when the update writes nothing.
+/// when the update writes nothing. An update that panics fails its own
+/// write (`INTERNAL`) and nothing else: it runs inside a batch that other
+/// callers' writes share.
 pub(crate) fn prepare(
     id: &str,
     existing: Option<&Stored>,
     update: SnapshotUpdate,
 ) -> Result<Option<(Snapshot, Columns)>> {
     let existing = existing.map(|s| row::decode(id, &s.data)).transpose()?;
-    let Some(next) = update(existing.as_ref())? else {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| update(existing.as_ref())));
+    let updated = ran.map_err(|_| Error::Internal(format!("sqlite store: the update of snapshot {id} panicked")))?;
+    let Some(next) = updated? else {
         return Ok(None);
     };
     let row = prepare_row(id, existing.as_ref(), next)?;

@@ -78,3 +78,47 @@ async fn writes_queued_together_see_each_other_in_order() {
     }
     assert_eq!(won, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_that_panics_fails_alone_and_the_store_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("panics.db")).await.unwrap());
+    let mut calls = Vec::new();
+    for i in 0..100 {
+        let store = Arc::clone(&store);
+        calls.push(tokio::spawn(async move {
+            let id = format!("row-{i}");
+            let result = store
+                .save_snapshot(
+                    Some(&id),
+                    Box::new(move |_| {
+                        assert!(i % 4 != 0, "update {i} panics");
+                        Ok(Some(Snapshot::new(SessionState::new(format!("s{i}")))))
+                    }),
+                )
+                .await;
+            (i, id, result)
+        }));
+    }
+    for call in calls {
+        let (i, id, result) = call
+            .await
+            .expect("a panicking update must not take its caller's task down");
+        let read = store.get_snapshot(&id).await.unwrap();
+        if i % 4 == 0 {
+            let err = result.expect_err("the panicking update fails");
+            assert_eq!(err.status(), holdpoint::Status::Internal, "{err}");
+            assert!(err.to_string().contains("panicked"), "{err}");
+            assert!(read.is_none());
+        } else {
+            assert_eq!(result.unwrap().unwrap().snapshot_id, id);
+            assert_eq!(read.unwrap().session_id, format!("s{i}"));
+        }
+    }
+    let after = Snapshot::new(SessionState::new("s-after"));
+    store
+        .save_snapshot(Some("after"), Box::new(move |_| Ok(Some(after))))
+        .await
+        .unwrap();
+    assert!(store.get_snapshot("after").await.unwrap().is_some());
+}
