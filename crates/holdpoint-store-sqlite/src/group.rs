@@ -15,8 +15,10 @@
 //! takes it and runs what is queued, itself included, on its own thread
 //! (SQLite's calls are short: one batch is at most one fsync). Handing the
 //! work to another thread and back costs more than the work on a small
-//! machine — the benchmark measured about 120 µs per write in thread
-//! wake-ups alone. Callers that arrive meanwhile queue and wait; when the
+//! machine: the approval-cycle benchmark spent about 370 µs of a cycle
+//! (four store calls) in thread wake-ups (BENCHMARKS.md, round 4). At most
+//! one runtime thread at a time runs a batch. Callers that arrive
+//! meanwhile queue and wait; when the
 //! batch ends with writes queued behind it, or the database is locked by
 //! another handle or process (a wait of up to the busy timeout), the rest
 //! runs on tokio's blocking pool instead, so no runtime thread waits for
