@@ -9,7 +9,7 @@ use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, Snaps
 use sqlx::PgPool;
 
 use crate::error::store_error;
-use holdpoint::session::row;
+use holdpoint::session::row::{self, Listing, Placeholder};
 
 /// Snapshot `id` as a reader sees it now.
 pub(crate) async fn snapshot(pool: &PgPool, id: &str) -> Result<Option<Snapshot>> {
@@ -39,111 +39,49 @@ pub(crate) async fn statuses(pool: &PgPool, ids: &[String]) -> Result<HashMap<St
         .collect()
 }
 
-/// The text and arguments of one listing: only the filters that are set
-/// become terms, each a plain `column = $N`, so even a generic plan (which
-/// PostgreSQL switches to after a few executions of a prepared statement)
-/// can answer from the index that fits (the session's, the agent's, the
-/// owner's, or the partial index of waiting rows, whose condition the
-/// waiting filter repeats exactly) instead of scanning and sorting the
-/// whole table, as `($1::text IS NULL OR column = $1)` forced it to.
-/// There are at most 24 listing texts (8 filter sets, each plain, waiting
-/// or in doubt) and 8 audit texts, well within sqlx's statement cache of
-/// each connection (100 by default).
-struct Listing {
-    sql: String,
-    /// The text arguments, `$1`, `$2`, … in order; the limit comes last.
-    args: Vec<String>,
-    limit: i64,
+/// Runs a listing statement, binding its filters and its limit. Its text
+/// takes at most 24 shapes for snapshots and 8 for the audit trail, well
+/// within sqlx's statement cache of each connection (100 by default).
+async fn listed<T>(pool: &PgPool, listing: Listing) -> sqlx::Result<Vec<T>>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
+    let mut query = sqlx::query_as(sqlx::AssertSqlSafe(listing.sql));
+    for arg in listing.args {
+        query = query.bind(arg);
+    }
+    query.bind(listing.limit).fetch_all(pool).await
 }
 
-impl Listing {
-    fn new(select: &str) -> Self {
-        Listing {
-            sql: format!("{select} WHERE TRUE"),
-            args: Vec::new(),
-            limit: 0,
-        }
-    }
-
-    /// Adds `AND <column> = $N` for a filter that is set.
-    fn equals(&mut self, column: &str, value: Option<&String>) {
-        if let Some(value) = value {
-            self.args.push(value.clone());
-            self.sql.push_str(&format!(" AND {column} = ${}", self.args.len()));
-        }
-    }
-
-    /// Ends with the order, newest first, and the limit.
-    fn finish(mut self, order: &str, limit: i64) -> Self {
-        self.limit = limit;
-        self.sql
-            .push_str(&format!(" ORDER BY {order} LIMIT ${}", self.args.len() + 1));
-        self
-    }
-
-    async fn rows<T>(self, pool: &PgPool) -> sqlx::Result<Vec<T>>
-    where
-        T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
-    {
-        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(self.sql));
-        for arg in self.args {
-            query = query.bind(arg);
-        }
-        query.bind(self.limit).fetch_all(pool).await
-    }
-}
-
-/// `list_snapshots`'s statement for `query`. With `waiting_only` or
-/// `in_doubt_only` (`waiting_only` wins), a row counts only if no row of
-/// its session is newer; for `in_doubt_only` this selects the claimed rows,
-/// and the claim's lease (inside the JSON) is checked after decoding.
 fn list_sql(query: &SnapshotQuery) -> Listing {
-    let mut listing = Listing::new("SELECT s.snapshot_id, s.data::text FROM holdpoint_snapshots s");
-    listing.equals("s.agent", query.agent.as_ref());
-    listing.equals("s.session_id", query.session_id.as_ref());
-    listing.equals("s.owner", query.owner.as_ref());
-    if query.waiting_only || query.in_doubt_only {
-        // The partial index `holdpoint_snapshots_waiting` has exactly the
-        // waiting condition.
-        listing
-            .sql
-            .push_str(" AND s.status = 'completed' AND s.finish_reason = 'interrupted'");
-        listing.sql.push_str(if query.waiting_only {
-            " AND s.resumed_at_ns IS NULL"
-        } else {
-            " AND s.resumed_at_ns IS NOT NULL"
-        });
-        listing.sql.push_str(
-            " AND NOT EXISTS (SELECT 1 FROM holdpoint_snapshots t WHERE t.session_id = s.session_id \
-               AND (t.created_at_ns > s.created_at_ns \
-                    OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id)))",
-        );
-    }
-    listing.finish("s.created_at_ns DESC, s.snapshot_id DESC", row::list_limit(query))
+    row::snapshot_listing(
+        query,
+        "SELECT s.snapshot_id, s.data::text FROM holdpoint_snapshots s",
+        Placeholder::Dollar,
+    )
 }
 
-/// `list_snapshots`: the filters of [`SnapshotQuery`], newest first.
+/// `list_snapshots`: the filters of [`SnapshotQuery`], newest first (see
+/// [`row::snapshot_listing`]: each filter is answered from its index, even
+/// by the generic plan PostgreSQL switches to after a few executions).
 pub(crate) async fn list(pool: &PgPool, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-    let rows: Vec<(String, String)> = list_sql(query)
-        .rows(pool)
+    let rows: Vec<(String, String)> = listed(pool, list_sql(query))
         .await
         .map_err(|e| store_error("list snapshots", e))?;
     row::decode_listed(rows, query)
 }
 
-/// `list_audit`'s statement for `query`, newest first.
 fn audit_sql(query: &AuditQuery) -> Listing {
-    let mut listing = Listing::new("SELECT seq, data::text FROM holdpoint_audit");
-    listing.equals("agent", query.agent.as_ref());
-    listing.equals("session_id", query.session_id.as_ref());
-    listing.equals("principal", query.principal.as_ref());
-    listing.finish("seq DESC", row::sql_limit(query.limit()))
+    row::audit_listing(
+        query,
+        "SELECT seq, data::text FROM holdpoint_audit",
+        Placeholder::Dollar,
+    )
 }
 
 /// `list_audit`: the filters of [`AuditQuery`], newest first.
 pub(crate) async fn audit(pool: &PgPool, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
-    let rows: Vec<(i64, String)> = audit_sql(query)
-        .rows(pool)
+    let rows: Vec<(i64, String)> = listed(pool, audit_sql(query))
         .await
         .map_err(|e| store_error("list audit records", e))?;
     rows.into_iter().map(|(seq, d)| row::decode_audit(seq, &d)).collect()

@@ -6,8 +6,9 @@
 
 use holdpoint::Result;
 use holdpoint::session::row;
+use holdpoint::session::row::{Listing, Placeholder};
 use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus};
-use rusqlite::types::Value;
+use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::store_error;
@@ -50,102 +51,47 @@ pub(crate) fn status(conn: &Connection, id: &str) -> Result<Option<SnapshotStatu
         .transpose()
 }
 
-/// The text and arguments of one listing: only the filters that are set
-/// become terms, each a plain comparison, so SQLite can answer from the
-/// index that fits (the session's, the agent's, the owner's, or the partial
-/// index of waiting rows, whose condition the waiting filter repeats
-/// exactly) and stop at the limit instead of scanning the table.
-struct Listing {
-    sql: String,
-    args: Vec<Value>,
+/// Runs a listing statement, binding its filters and its limit.
+fn listed<T>(
+    conn: &Connection,
+    listing: &Listing,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(&listing.sql)?;
+    let mut args: Vec<&dyn ToSql> = listing.args.iter().map(|a| a as &dyn ToSql).collect();
+    args.push(&listing.limit);
+    let rows = stmt.query_map(args.as_slice(), row)?;
+    rows.collect()
 }
 
-impl Listing {
-    fn new(select: &str) -> Self {
-        Listing {
-            sql: format!("{select} WHERE 1 = 1"),
-            args: Vec::new(),
-        }
-    }
-
-    /// Adds `AND <column> = ?` for a filter that is set.
-    fn equals(&mut self, column: &str, value: Option<&String>) {
-        if let Some(value) = value {
-            self.args.push(Value::Text(value.clone()));
-            self.sql.push_str(&format!(" AND {column} = ?{}", self.args.len()));
-        }
-    }
-
-    /// Ends with the order, newest first, and the limit.
-    fn finish(mut self, order: &str, limit: i64) -> Self {
-        self.args.push(Value::Integer(limit));
-        self.sql
-            .push_str(&format!(" ORDER BY {order} LIMIT ?{}", self.args.len()));
-        self
-    }
-
-    fn rows<T>(
-        &self,
-        conn: &Connection,
-        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    ) -> rusqlite::Result<Vec<T>> {
-        let mut stmt = conn.prepare_cached(&self.sql)?;
-        let rows = stmt.query_map(rusqlite::params_from_iter(&self.args), row)?;
-        rows.collect()
-    }
-}
-
-/// `list_snapshots`'s statement for `query`. With `waiting_only` or
-/// `in_doubt_only`, a row counts only if no row of its session is newer;
-/// for `in_doubt_only` this selects the claimed rows, and the claim's lease
-/// (inside the JSON) is checked after decoding.
 fn list_sql(query: &SnapshotQuery) -> Listing {
-    let mut listing = Listing::new("SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s");
-    listing.equals("s.agent", query.agent.as_ref());
-    listing.equals("s.session_id", query.session_id.as_ref());
-    listing.equals("s.owner", query.owner.as_ref());
-    if query.waiting_only || query.in_doubt_only {
-        // The partial index `holdpoint_snapshots_waiting` has exactly the
-        // waiting condition.
-        listing
-            .sql
-            .push_str(" AND s.status = 'completed' AND s.finish_reason = 'interrupted'");
-        listing.sql.push_str(if query.waiting_only {
-            " AND s.resumed_at_ns IS NULL"
-        } else {
-            " AND s.resumed_at_ns IS NOT NULL"
-        });
-        listing.sql.push_str(
-            " AND NOT EXISTS (SELECT 1 FROM holdpoint_snapshots t WHERE t.session_id = s.session_id \
-               AND (t.created_at_ns > s.created_at_ns \
-                    OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id)))",
-        );
-    }
-    listing.finish("s.created_at_ns DESC, s.snapshot_id DESC", row::list_limit(query))
+    row::snapshot_listing(
+        query,
+        "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s",
+        Placeholder::Question,
+    )
 }
 
-/// `list_snapshots`: the filters of [`SnapshotQuery`], newest first.
+/// `list_snapshots`: the filters of [`SnapshotQuery`], newest first (see
+/// [`row::snapshot_listing`]: each filter is answered from its index).
 pub(crate) fn list(conn: &Connection, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-    let rows = list_sql(query)
-        .rows(conn, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-        .map_err(|e| store_error("list snapshots", e))?;
+    let rows = listed(conn, &list_sql(query), |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })
+    .map_err(|e| store_error("list snapshots", e))?;
     row::decode_listed(rows, query)
 }
 
-/// `list_audit`'s statement for `query`, newest first.
 fn audit_sql(query: &AuditQuery) -> Listing {
-    let mut listing = Listing::new("SELECT seq, data FROM holdpoint_audit");
-    listing.equals("agent", query.agent.as_ref());
-    listing.equals("session_id", query.session_id.as_ref());
-    listing.equals("principal", query.principal.as_ref());
-    listing.finish("seq DESC", row::sql_limit(query.limit()))
+    row::audit_listing(query, "SELECT seq, data FROM holdpoint_audit", Placeholder::Question)
 }
 
 /// `list_audit`: the filters of [`AuditQuery`], newest first.
 pub(crate) fn audit(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
-    let rows = audit_sql(query)
-        .rows(conn, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .map_err(|e| store_error("list audit records", e))?;
+    let rows = listed(conn, &audit_sql(query), |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+    })
+    .map_err(|e| store_error("list audit records", e))?;
     rows.into_iter().map(|(seq, d)| row::decode_audit(seq, &d)).collect()
 }
 
@@ -158,8 +104,10 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut conn).unwrap();
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", listing.sql)).unwrap();
+        let mut args: Vec<&dyn ToSql> = listing.args.iter().map(|a| a as &dyn ToSql).collect();
+        args.push(&listing.limit);
         let steps: Vec<String> = stmt
-            .query_map(rusqlite::params_from_iter(&listing.args), |r| r.get::<_, String>(3))
+            .query_map(args.as_slice(), |r| r.get::<_, String>(3))
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();

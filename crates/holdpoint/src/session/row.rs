@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{AuditRecord, SessionState, Snapshot, SnapshotQuery, SnapshotStatus};
+use super::{AuditQuery, AuditRecord, SessionState, Snapshot, SnapshotQuery, SnapshotStatus};
 use crate::error::{Error, Result};
 
 /// A stored document that does not decode: a broken row, not bad input.
@@ -144,6 +144,128 @@ pub fn decode_listed(rows: Vec<(String, String)>, query: &SnapshotQuery) -> Resu
     }
     out.truncate(query.limit());
     Ok(out)
+}
+
+/// How a SQL dialect spells the `n`th statement parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placeholder {
+    /// `?1`, `?2`, … (SQLite).
+    Question,
+    /// `$1`, `$2`, … (PostgreSQL).
+    Dollar,
+}
+
+impl Placeholder {
+    fn nth(self, n: usize) -> String {
+        match self {
+            Placeholder::Question => format!("?{n}"),
+            Placeholder::Dollar => format!("${n}"),
+        }
+    }
+}
+
+/// A listing statement of the SQL stores: its text, its text arguments (the
+/// parameters `1..=args.len()`, in order) and its limit (the last
+/// parameter).
+///
+/// Only the filters that are set become terms, each a plain `column =
+/// <parameter>`, so the database can answer from the index that fits (the
+/// session's, the agent's, the owner's, or the partial index of waiting
+/// rows, whose condition the waiting filter repeats exactly) and stop at
+/// the limit. `(<parameter> IS NULL OR column = <parameter>)` terms, by
+/// contrast, keep SQLite and PostgreSQL's generic plans from using any
+/// index: every listing scanned and sorted the whole table.
+///
+/// ```
+/// use holdpoint::session::SnapshotQuery;
+/// use holdpoint::session::row::{Placeholder, snapshot_listing};
+///
+/// let query = SnapshotQuery { agent: Some("teller".into()), ..Default::default() };
+/// let listing = snapshot_listing(&query, "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s", Placeholder::Dollar);
+/// assert!(listing.sql.contains("s.agent = $1"));
+/// assert!(listing.sql.ends_with("LIMIT $2"));
+/// assert_eq!(listing.args, ["teller"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The statement.
+    pub sql: String,
+    /// The filters' values, for the parameters `1..=args.len()`.
+    pub args: Vec<String>,
+    /// The limit, for parameter `args.len() + 1`.
+    pub limit: i64,
+}
+
+impl Listing {
+    fn new(select: &str) -> Self {
+        Listing {
+            sql: format!("{select} WHERE 1 = 1"),
+            args: Vec::new(),
+            limit: 0,
+        }
+    }
+
+    /// Adds `AND <column> = <parameter>` for a filter that is set.
+    fn equals(&mut self, column: &str, value: Option<&String>, placeholder: Placeholder) {
+        if let Some(value) = value {
+            self.args.push(value.clone());
+            let parameter = placeholder.nth(self.args.len());
+            self.sql.push_str(&format!(" AND {column} = {parameter}"));
+        }
+    }
+
+    /// Ends with the order and the limit.
+    fn finish(mut self, order: &str, limit: i64, placeholder: Placeholder) -> Self {
+        self.limit = limit;
+        let parameter = placeholder.nth(self.args.len() + 1);
+        self.sql.push_str(&format!(" ORDER BY {order} LIMIT {parameter}"));
+        self
+    }
+}
+
+/// The `list_snapshots` statement for `query` over `select` (a `SELECT …
+/// FROM holdpoint_snapshots s`), newest first. With `waiting_only` or
+/// `in_doubt_only` (`waiting_only` wins), a row counts only if no row of
+/// its session is newer; for `in_doubt_only` this selects the claimed rows,
+/// and the claim's lease (inside the document) is checked after decoding
+/// ([`decode_listed`]).
+pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeholder) -> Listing {
+    let mut listing = Listing::new(select);
+    listing.equals("s.agent", query.agent.as_ref(), placeholder);
+    listing.equals("s.session_id", query.session_id.as_ref(), placeholder);
+    listing.equals("s.owner", query.owner.as_ref(), placeholder);
+    if query.waiting_only || query.in_doubt_only {
+        // The waiting rows' partial index has exactly this condition.
+        listing
+            .sql
+            .push_str(" AND s.status = 'completed' AND s.finish_reason = 'interrupted'");
+        listing.sql.push_str(if query.waiting_only {
+            " AND s.resumed_at_ns IS NULL"
+        } else {
+            " AND s.resumed_at_ns IS NOT NULL"
+        });
+        listing.sql.push_str(
+            " AND NOT EXISTS (SELECT 1 FROM holdpoint_snapshots t WHERE t.session_id = s.session_id \
+               AND (t.created_at_ns > s.created_at_ns \
+                    OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id)))",
+        );
+    }
+    listing.finish(
+        "s.created_at_ns DESC, s.snapshot_id DESC",
+        list_limit(query),
+        placeholder,
+    )
+}
+
+/// The `list_audit` statement for `query` over `select` (a `SELECT seq, …
+/// FROM holdpoint_audit`), newest first.
+pub fn audit_listing(query: &AuditQuery, select: &str, placeholder: Placeholder) -> Listing {
+    let mut listing = Listing::new(select);
+    listing.equals("agent", query.agent.as_ref(), placeholder);
+    listing.equals("session_id", query.session_id.as_ref(), placeholder);
+    listing.equals("principal", query.principal.as_ref(), placeholder);
+    listing.finish("seq DESC", sql_limit(query.limit()), placeholder)
 }
 
 /// The SQL `LIMIT` of a `list_snapshots` query: none for `in_doubt_only`,
