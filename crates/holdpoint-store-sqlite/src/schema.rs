@@ -27,8 +27,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 2,
-        name: "running_index",
-        sql: include_str!("../migrations/0002_running_index.sql"),
+        name: "lighter_indexes",
+        sql: include_str!("../migrations/0002_lighter_indexes.sql"),
     },
 ];
 
