@@ -121,6 +121,25 @@ impl Writer {
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 
+    /// Runs `read` on the writer's connection if it is free right now, on
+    /// this thread; `None` when a batch holds it (or the store is closed).
+    /// Right after a write this connection's page cache is the only warm
+    /// one: another connection must first drop its cache and read the
+    /// changed pages again.
+    pub fn try_read<T>(&self, read: impl FnOnce(&Connection) -> T) -> Option<T> {
+        let result = {
+            let slot = self.shared.conn.try_lock().ok()?;
+            let conn = slot.as_ref().filter(|c| c.is_autocommit())?;
+            read(conn)
+        };
+        // A write that queued while the read held the connection left
+        // itself to whoever held it: run it elsewhere (not in this read).
+        if !self.shared.queue().is_empty() {
+            Shared::hand_off(&self.shared);
+        }
+        Some(result)
+    }
+
     /// Lets the writes queued so far finish, closes the connection; later
     /// writes fail with `UNAVAILABLE`.
     pub async fn close(&self) {
@@ -404,4 +423,43 @@ fn save(
     };
     write::audit(conn, &audit).map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
     Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use holdpoint::session::SessionState;
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_queued_while_a_read_holds_the_connection_still_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteStoreOptions::new(dir.path().join("held.db"));
+        let writer = Arc::new(Writer::start(&options, Arc::default()).await.unwrap());
+        let runtime = tokio::runtime::Handle::current();
+        let writing = writer
+            .try_read(|_conn| {
+                let queued = Arc::clone(&writer);
+                let task = runtime.spawn(async move {
+                    let update: SnapshotUpdate = Box::new(|_| Ok(Some(Snapshot::new(SessionState::new("s")))));
+                    queued.write(Op::Save { id: "w".into(), update }).await
+                });
+                // The write finds the connection taken and leaves itself
+                // in the queue for whoever holds it: this read.
+                while writer.shared.queue().is_empty() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                task
+            })
+            .expect("the connection is free");
+        let written = tokio::time::timeout(Duration::from_secs(10), writing)
+            .await
+            .expect("the queued write should run once the read lets go")
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(written.snapshot_id, "w");
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! A single-row read is a few microseconds of SQLite work, less than
 //! handing it to another thread and back would cost, so it runs on the
-//! caller's thread, on an idle connection taken from here. Listings, which
+//! caller's thread: on the writer's connection when that is free (see
+//! `Writer::try_read`), else on an idle connection taken from here. Listings, which
 //! may scan many rows, run on tokio's blocking pool. Reads on different
 //! connections run in parallel (WAL readers do not block each other or the
 //! writer).

@@ -36,8 +36,10 @@ const TARGET: &str = "holdpoint::store::sqlite";
 ///
 /// SQLite's calls are short, and a store call runs them on the caller's
 /// thread: writes on the writer's connection (one batch, at most one
-/// fsync; see group commit above), single-row reads on an idle read
-/// connection ([`SqliteStoreOptions::max_connections`] are kept). Listings,
+/// fsync; see group commit above), single-row reads on the writer's
+/// connection when it is free (its page cache is the one that saw the last
+/// write), else on an idle read connection
+/// ([`SqliteStoreOptions::max_connections`] are kept). Listings,
 /// and writes that must wait for another process's lock or queue behind a
 /// batch, run on tokio's blocking pool.
 ///
@@ -136,16 +138,20 @@ impl std::fmt::Debug for SqliteStore {
 impl SessionStore for SqliteStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        self.inner
-            .readers
-            .run("read a snapshot", |conn| read::snapshot(conn, snapshot_id))
+        let read = |conn: &_| read::snapshot(conn, snapshot_id);
+        match self.inner.writer.try_read(read) {
+            Some(found) => found,
+            None => self.inner.readers.run("read a snapshot", read),
+        }
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "sqlite", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        self.inner.readers.run("read a session's latest snapshot", |conn| {
-            read::latest(conn, session_id)
-        })
+        let read = |conn: &_| read::latest(conn, session_id);
+        match self.inner.writer.try_read(read) {
+            Some(found) => found,
+            None => self.inner.readers.run("read a session's latest snapshot", read),
+        }
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
