@@ -117,9 +117,10 @@ impl SqliteStore {
         &self.inner.options.path
     }
 
-    /// Closes the store (for every clone): lets the writes and reads
-    /// queued so far finish, then closes every connection and stops the
-    /// store's threads. Later calls fail with `UNAVAILABLE`.
+    /// Closes the store (for every clone): lets the writes queued so far
+    /// commit, then closes the writer's connection and the idle read
+    /// connections (a read in progress closes its own when it ends). Later
+    /// calls fail with `UNAVAILABLE`.
     pub async fn close(&self) {
         self.inner.writer.close().await;
         self.inner.readers.close().await;
