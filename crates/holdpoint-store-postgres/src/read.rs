@@ -94,6 +94,8 @@ mod tests {
     use holdpoint_testkit::TempPostgres;
     use sqlx::{PgConnection, Row};
 
+    use holdpoint_testkit::store_suite::{indexed_audit_listings, indexed_snapshot_listings};
+
     use super::*;
 
     /// A few thousand rows, so that the planner's choices are the ones a
@@ -150,38 +152,7 @@ mod tests {
         let mut conn = pool.acquire().await.unwrap();
         sqlx::raw_sql(ROWS).execute(&mut *conn).await.unwrap();
 
-        let some = |v: &str| Some(v.to_owned());
-        let cases = [
-            (
-                SnapshotQuery {
-                    session_id: some("session-7"),
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_latest",
-            ),
-            (
-                SnapshotQuery {
-                    agent: some("agent-7"),
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_agent",
-            ),
-            (
-                SnapshotQuery {
-                    owner: some("owner-8"),
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_owner",
-            ),
-            (
-                SnapshotQuery {
-                    waiting_only: true,
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_waiting",
-            ),
-        ];
-        for (query, index) in cases {
+        for (query, index) in indexed_snapshot_listings() {
             let plan = generic_plan(&mut conn, &list_sql(&query)).await;
             // On the listed rows `s` (the NOT EXISTS of the waiting listing
             // reads the session index too, on `t`).
@@ -202,29 +173,7 @@ mod tests {
         let plan = generic_plan(&mut conn, &waiting).await;
         assert!(!plan.contains("Sort"), "{plan}");
 
-        for (query, index) in [
-            (
-                AuditQuery {
-                    session_id: some("session-7"),
-                    ..Default::default()
-                },
-                "holdpoint_audit_session",
-            ),
-            (
-                AuditQuery {
-                    principal: some("owner-8"),
-                    ..Default::default()
-                },
-                "holdpoint_audit_principal",
-            ),
-            (
-                AuditQuery {
-                    agent: some("agent-7"),
-                    ..Default::default()
-                },
-                "holdpoint_audit_agent",
-            ),
-        ] {
+        for (query, index) in indexed_audit_listings() {
             let plan = generic_plan(&mut conn, &audit_sql(&query)).await;
             assert!(
                 plan.contains(&format!("using {index} on holdpoint_audit")),

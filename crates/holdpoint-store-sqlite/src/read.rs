@@ -97,6 +97,8 @@ pub(crate) fn audit(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditRe
 
 #[cfg(test)]
 mod tests {
+    use holdpoint_testkit::store_suite::{indexed_audit_listings, indexed_snapshot_listings};
+
     use super::*;
 
     /// How SQLite runs `listing` on the store's schema.
@@ -116,38 +118,7 @@ mod tests {
 
     #[test]
     fn every_filtered_listing_reads_an_index_not_the_whole_table() {
-        let some = |v: &str| Some(v.to_owned());
-        let cases = [
-            (
-                SnapshotQuery {
-                    session_id: some("s1"),
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_latest",
-            ),
-            (
-                SnapshotQuery {
-                    agent: some("teller"),
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_agent",
-            ),
-            (
-                SnapshotQuery {
-                    owner: some("alice"),
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_owner",
-            ),
-            (
-                SnapshotQuery {
-                    waiting_only: true,
-                    ..Default::default()
-                },
-                "holdpoint_snapshots_waiting",
-            ),
-        ];
-        for (query, index) in cases {
+        for (query, index) in indexed_snapshot_listings() {
             let plan = plan(&list_sql(&query));
             assert!(plan.contains(index), "{query:?} should use {index}: {plan}");
             // (Scanning the partial index of waiting rows is fine: it holds
@@ -163,29 +134,7 @@ mod tests {
             ..Default::default()
         }));
         assert!(!waiting.contains("TEMP B-TREE"), "{waiting}");
-        for (query, index) in [
-            (
-                AuditQuery {
-                    session_id: Some("s1".into()),
-                    ..Default::default()
-                },
-                "holdpoint_audit_session",
-            ),
-            (
-                AuditQuery {
-                    principal: Some("alice".into()),
-                    ..Default::default()
-                },
-                "holdpoint_audit_principal",
-            ),
-            (
-                AuditQuery {
-                    agent: Some("teller".into()),
-                    ..Default::default()
-                },
-                "holdpoint_audit_agent",
-            ),
-        ] {
+        for (query, index) in indexed_audit_listings() {
             let plan = plan(&audit_sql(&query));
             assert!(plan.contains(index), "{query:?} should use {index}: {plan}");
         }

@@ -23,7 +23,10 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use holdpoint::session::{AuditDecision, AuditRecord, SessionState, SessionStore, Snapshot, SnapshotUpdate, mint_id};
+use holdpoint::session::{
+    AuditDecision, AuditQuery, AuditRecord, SessionState, SessionStore, Snapshot, SnapshotQuery, SnapshotUpdate,
+    mint_id,
+};
 use holdpoint::{Error, Result};
 
 pub use abort::{abort_missing_is_none, abort_pending_requests_abort, abort_terminal_is_unchanged};
@@ -265,4 +268,70 @@ async fn get_present(store: &dyn SessionStore, id: &str) -> Snapshot {
 /// Saves with `update`, returning the result unchanged.
 async fn save(store: &dyn SessionStore, id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
     store.save_snapshot(id, update).await
+}
+
+/// The filtered `list_snapshots` queries a SQL store must answer from an
+/// index, each with the index it should read (both SQL stores name their
+/// indexes alike): by session, agent, owner, and the waiting rows. The
+/// values match the rows the stores' query-plan tests insert (`session-7`,
+/// `agent-7`, `owner-8`).
+pub fn indexed_snapshot_listings() -> Vec<(SnapshotQuery, &'static str)> {
+    vec![
+        (
+            SnapshotQuery {
+                session_id: Some("session-7".into()),
+                ..Default::default()
+            },
+            "holdpoint_snapshots_latest",
+        ),
+        (
+            SnapshotQuery {
+                agent: Some("agent-7".into()),
+                ..Default::default()
+            },
+            "holdpoint_snapshots_agent",
+        ),
+        (
+            SnapshotQuery {
+                owner: Some("owner-8".into()),
+                ..Default::default()
+            },
+            "holdpoint_snapshots_owner",
+        ),
+        (
+            SnapshotQuery {
+                waiting_only: true,
+                ..Default::default()
+            },
+            "holdpoint_snapshots_waiting",
+        ),
+    ]
+}
+
+/// The filtered `list_audit` queries a SQL store must answer from an index,
+/// each with the index it should read: by session, principal and agent.
+pub fn indexed_audit_listings() -> Vec<(AuditQuery, &'static str)> {
+    vec![
+        (
+            AuditQuery {
+                session_id: Some("session-7".into()),
+                ..Default::default()
+            },
+            "holdpoint_audit_session",
+        ),
+        (
+            AuditQuery {
+                principal: Some("owner-8".into()),
+                ..Default::default()
+            },
+            "holdpoint_audit_principal",
+        ),
+        (
+            AuditQuery {
+                agent: Some("agent-7".into()),
+                ..Default::default()
+            },
+            "holdpoint_audit_agent",
+        ),
+    ]
 }
