@@ -3,36 +3,49 @@
 
 use std::sync::Arc;
 
-use holdpoint::Error;
 use holdpoint::session::{SessionState, SessionStore, Snapshot};
+use holdpoint::{Error, Result};
 use holdpoint_store_sqlite::SqliteStore;
+
+/// Saves rows `row-0` … `row-{n-1}` at once, each from its own task, row
+/// `i` through `update(i)` (which writes session `s{i}`, or fails); gives
+/// each task's `(i, id, result)`, or the task's panic.
+async fn save_at_once(
+    store: &Arc<SqliteStore>,
+    n: usize,
+    update: fn(usize) -> Result<Option<Snapshot>>,
+) -> Vec<std::result::Result<(usize, String, Result<Option<Snapshot>>), tokio::task::JoinError>> {
+    let calls: Vec<_> = (0..n)
+        .map(|i| {
+            let store = Arc::clone(store);
+            tokio::spawn(async move {
+                let id = format!("row-{i}");
+                let result = store.save_snapshot(Some(&id), Box::new(move |_| update(i))).await;
+                (i, id, result)
+            })
+        })
+        .collect();
+    futures::future::join_all(calls).await
+}
+
+fn session_row(i: usize) -> Result<Option<Snapshot>> {
+    Ok(Some(Snapshot::new(SessionState::new(format!("s{i}")))))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_update_in_a_batch_rolls_back_only_its_own_write() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path().join("group.db")).await.unwrap());
-    let mut calls = Vec::new();
-    for i in 0..200 {
-        let store = Arc::clone(&store);
-        calls.push(tokio::spawn(async move {
-            let id = format!("row-{i}");
-            let result = store
-                .save_snapshot(
-                    Some(&id),
-                    Box::new(move |_| {
-                        if i % 3 == 0 {
-                            Err(Error::InvalidArgument(format!("no {i}")))
-                        } else {
-                            Ok(Some(Snapshot::new(SessionState::new(format!("s{i}")))))
-                        }
-                    }),
-                )
-                .await;
-            (i, id, result)
-        }));
-    }
+    let calls = save_at_once(&store, 200, |i| {
+        if i % 3 == 0 {
+            Err(Error::InvalidArgument(format!("no {i}")))
+        } else {
+            session_row(i)
+        }
+    })
+    .await;
     for call in calls {
-        let (i, id, result) = call.await.unwrap();
+        let (i, id, result) = call.unwrap();
         let read = store.get_snapshot(&id).await.unwrap();
         if i % 3 == 0 {
             assert!(
@@ -83,27 +96,13 @@ async fn writes_queued_together_see_each_other_in_order() {
 async fn an_update_that_panics_fails_alone_and_the_store_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path().join("panics.db")).await.unwrap());
-    let mut calls = Vec::new();
-    for i in 0..100 {
-        let store = Arc::clone(&store);
-        calls.push(tokio::spawn(async move {
-            let id = format!("row-{i}");
-            let result = store
-                .save_snapshot(
-                    Some(&id),
-                    Box::new(move |_| {
-                        assert!(i % 4 != 0, "update {i} panics");
-                        Ok(Some(Snapshot::new(SessionState::new(format!("s{i}")))))
-                    }),
-                )
-                .await;
-            (i, id, result)
-        }));
-    }
+    let calls = save_at_once(&store, 100, |i| {
+        assert!(i % 4 != 0, "update {i} panics");
+        session_row(i)
+    })
+    .await;
     for call in calls {
-        let (i, id, result) = call
-            .await
-            .expect("a panicking update must not take its caller's task down");
+        let (i, id, result) = call.expect("a panicking update must not take its caller's task down");
         let read = store.get_snapshot(&id).await.unwrap();
         if i % 4 == 0 {
             let err = result.expect_err("the panicking update fails");
