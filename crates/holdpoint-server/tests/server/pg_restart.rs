@@ -1,6 +1,14 @@
 //! PostgreSQL restarted (fast stop: connections cut, then started) under load: turns in
 //! flight fail with `UNAVAILABLE`, nothing half-written, everything
 //! acknowledged is there, and the next requests succeed.
+//!
+//! Turns are in flight inside PostgreSQL at the stop by construction: just
+//! before it, a trigger makes every insert sleep, and the stop comes while
+//! a save sleeps in it. (Relying on the load alone left it to chance: when
+//! the stop fell between two statements, only idle connections were cut,
+//! the pool reconnected once the server was back, and no turn failed; even
+//! a save waiting for a lock could get it from the dying holder and commit
+//! before its own backend was stopped.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,8 +19,20 @@ use holdpoint::session::SnapshotStatus;
 use holdpoint_server::Server;
 use holdpoint_testkit::TempPostgres;
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 use crate::support::*;
+
+/// A statement-level trigger that makes every insert into the snapshots
+/// table sleep for a second.
+const SLOW_INSERTS: &str = "
+    CREATE FUNCTION holdpoint_test_sleep() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_sleep(1);
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER holdpoint_test_slow_inserts BEFORE INSERT ON holdpoint_snapshots
+        FOR EACH STATEMENT EXECUTE FUNCTION holdpoint_test_sleep();";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_under_load() {
@@ -55,9 +75,35 @@ async fn postgres_restarted_under_load() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Every insert now sleeps in a trigger: stop while a save sleeps there,
+    // so a turn is certainly in flight inside PostgreSQL.
+    let mut admin = sqlx::PgConnection::connect(pg.url()).await.unwrap();
+    sqlx::raw_sql(SLOW_INSERTS).execute(&mut admin).await.unwrap();
+    let waiting_since = Instant::now();
+    loop {
+        let sleeping: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        if sleeping > 0 {
+            break;
+        }
+        assert!(
+            waiting_since.elapsed() < Duration::from_secs(20),
+            "no save ever reached the slow trigger"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     pg.stop().unwrap();
+    drop(admin);
     tokio::time::sleep(Duration::from_millis(500)).await;
     pg.start_again().unwrap();
+    let mut admin = sqlx::PgConnection::connect(pg.url()).await.unwrap();
+    sqlx::raw_sql("DROP TRIGGER holdpoint_test_slow_inserts ON holdpoint_snapshots")
+        .execute(&mut admin)
+        .await
+        .unwrap();
     // Wait until turns go through again.
     let back = Instant::now();
     loop {
@@ -120,9 +166,15 @@ async fn postgres_restarted_under_load() {
     for id in acknowledged.iter().chain(&before) {
         assert!(rows.iter().any(|r| &r.snapshot_id == id), "acknowledged {id} lost");
     }
-    // The next requests succeed: an approval made before the restart goes through.
+    // The next requests succeed: approvals made before the restart go
+    // through.
     let approve = json!({"data": {"resume": {"restart": [restart(&paused_part(&paused[0]), json!({"toolApproved": true}))]}},
                          "init": {"snapshotId": paused[0]["snapshotId"]}});
+    let (code, body) = s.post(path, approve, None).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    let approve = json!({"data": {"resume": {"restart": [restart(&paused_part(&paused[2]), json!({"toolApproved": true}))]}},
+                         "init": {"snapshotId": paused[2]["snapshotId"]}});
     let (code, body) = s.post(path, approve, None).await;
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
