@@ -1,9 +1,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use holdpoint::agent::{AgentInit, AgentInput};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::message::metadata;
-use holdpoint::session::SessionStore;
+use holdpoint::session::{SessionStore, Snapshot, SnapshotStatus};
 use holdpoint::{FinishReason, Part, Resume, ScriptedTurn, Status};
 use serde_json::json;
 
@@ -11,6 +11,19 @@ use crate::{Approval, Transfer, approve, bank};
 
 fn resume(parts: Vec<Part>) -> AgentInput {
     AgentInput::resume(Resume::from_parts(parts))
+}
+
+/// The snapshot a failed resume of `paused` wrote (`failed` is that run's
+/// output): checked to be FAILED and a child of the paused snapshot.
+async fn failed_child(agent: &Agent, failed: &AgentOutput, paused: &AgentOutput) -> Snapshot {
+    let snap = agent
+        .snapshot(failed.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.status, SnapshotStatus::Failed);
+    assert_eq!(snap.parent_id, paused.snapshot_id);
+    snap
 }
 
 #[tokio::test]
@@ -241,14 +254,7 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
         .unwrap();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert_eq!(b.runs.load(Ordering::SeqCst), 1);
-    let failed_snap = b
-        .agent
-        .snapshot(failed.snapshot_id.as_deref().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(failed_snap.status, holdpoint::session::SnapshotStatus::Failed);
-    assert_eq!(failed_snap.parent_id, paused.snapshot_id);
+    let failed_snap = failed_child(&b.agent, &failed, &paused).await;
     let kept = failed_snap.state.unwrap().messages;
     let last = kept.last().unwrap();
     assert_eq!(last.role, holdpoint::Role::Tool, "the completed tool round is kept");
@@ -321,14 +327,8 @@ async fn a_resume_failing_before_any_tool_round_keeps_the_paused_conversation() 
         .await
         .unwrap();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
-    assert!(failed.error.unwrap().message.contains("the bank is down"));
-    let failed_snap = agent
-        .snapshot(failed.snapshot_id.as_deref().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(failed_snap.status, holdpoint::session::SnapshotStatus::Failed);
-    assert_eq!(failed_snap.parent_id, paused.snapshot_id);
+    assert!(failed.error.as_ref().unwrap().message.contains("the bank is down"));
+    let failed_snap = failed_child(&agent, &failed, &paused).await;
     assert_eq!(
         failed_snap.state.unwrap().messages,
         paused_snap.state.unwrap().messages,
