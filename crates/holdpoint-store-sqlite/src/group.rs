@@ -115,9 +115,7 @@ impl Writer {
     pub async fn write(&self, op: Op) -> Result<Option<Snapshot>> {
         let (reply, answer) = oneshot::channel();
         self.shared.queue().push_back(Job { op, reply });
-        if self.shared.run_here() {
-            Shared::hand_off(&self.shared);
-        }
+        Shared::run_here(&self.shared);
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 
@@ -132,11 +130,8 @@ impl Writer {
             let conn = slot.as_ref().filter(|c| c.is_autocommit())?;
             read(conn)
         };
-        // A write that queued while the read held the connection left
-        // itself to whoever held it: run it elsewhere (not in this read).
-        if !self.shared.queue().is_empty() {
-            Shared::hand_off(&self.shared);
-        }
+        // Not in this read: writes queued meanwhile run elsewhere.
+        Shared::let_go(&self.shared);
         Some(result)
     }
 
@@ -178,16 +173,15 @@ impl Shared {
     }
 
     /// Runs one batch of the queue's writes on this thread if the
-    /// connection is free, without waiting for another handle's lock.
-    /// `true` when writes are left in the queue that nobody may be running
-    /// (they queued behind the batch, or the database was busy): the
-    /// caller then hands them to the blocking pool.
-    fn run_here(&self) -> bool {
-        let mut slot = match self.conn.try_lock() {
+    /// connection is free, without waiting for another handle's lock;
+    /// writes left in the queue (queued behind the batch, or the database
+    /// was busy) go to the blocking pool.
+    fn run_here(shared: &Arc<Self>) {
+        let mut slot = match shared.conn.try_lock() {
             Ok(slot) => slot,
             // Whoever holds the connection runs our write, or sees it in
             // the queue after letting go of the connection.
-            Err(TryLockError::WouldBlock) => return false,
+            Err(TryLockError::WouldBlock) => return,
             // A panic while it was held (updates' panics are caught; this
             // would be SQLite's or ours): the connection is still sound, any
             // transaction left open is rolled back by the next batch.
@@ -195,24 +189,31 @@ impl Shared {
         };
         let Some(conn) = slot.as_mut() else {
             // Closed: dropping the replies tells the callers.
-            self.queue().clear();
-            return false;
+            shared.queue().clear();
+            return;
         };
-        let jobs = self.take_batch();
+        let jobs = shared.take_batch();
         if !jobs.is_empty()
-            && let Err(jobs) = self.run_batch(conn, jobs, INLINE_PATIENCE)
+            && let Err(jobs) = shared.run_batch(conn, jobs, INLINE_PATIENCE)
         {
             // Busy: the batch goes back to the head of the queue, for the
             // blocking pool to wait with.
-            let mut queue = self.queue();
+            let mut queue = shared.queue();
             for job in jobs.into_iter().rev() {
                 queue.push_front(job);
             }
         }
         drop(slot);
-        // A write queued while we held the connection found it taken and
-        // left itself to us: it is run elsewhere now that it is free.
-        !self.queue().is_empty()
+        Self::let_go(shared);
+    }
+
+    /// Called after letting go of the connection taken with `try_lock`: a
+    /// write that queued meanwhile found it taken and left itself to the
+    /// holder, so whatever is queued now goes to the blocking pool.
+    fn let_go(shared: &Arc<Self>) {
+        if !shared.queue().is_empty() {
+            Self::hand_off(shared);
+        }
     }
 
     /// Runs the queue's writes on tokio's blocking pool until it is empty.

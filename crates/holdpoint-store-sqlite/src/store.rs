@@ -112,6 +112,16 @@ impl SqliteStore {
         })
     }
 
+    /// Runs a single-row read on this thread: on the writer's connection
+    /// when it is free (its page cache saw the last write), else on an idle
+    /// read connection. `what` names the read in errors.
+    fn read_row<T>(&self, what: &str, read: impl Fn(&rusqlite::Connection) -> Result<T>) -> Result<T> {
+        match self.inner.writer.try_read(&read) {
+            Some(found) => found,
+            None => self.inner.readers.run(what, read),
+        }
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.options.path
@@ -139,20 +149,14 @@ impl std::fmt::Debug for SqliteStore {
 impl SessionStore for SqliteStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn get_snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        let read = |conn: &_| read::snapshot(conn, snapshot_id);
-        match self.inner.writer.try_read(read) {
-            Some(found) => found,
-            None => self.inner.readers.run("read a snapshot", read),
-        }
+        self.read_row("read a snapshot", |conn| read::snapshot(conn, snapshot_id))
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "get_latest_snapshot", store = "sqlite", session_id = session_id), err(Display))]
     async fn get_latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        let read = |conn: &_| read::latest(conn, session_id);
-        match self.inner.writer.try_read(read) {
-            Some(found) => found,
-            None => self.inner.readers.run("read a session's latest snapshot", read),
-        }
+        self.read_row("read a session's latest snapshot", |conn| {
+            read::latest(conn, session_id)
+        })
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "sqlite", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
