@@ -100,6 +100,11 @@ fn durable_dir(url: &str) -> Option<std::path::PathBuf> {
     None
 }
 
+/// The fsync latency of the disk holding `dir` (median of 200 rounds).
+fn probe_fsync(dir: &std::path::Path) -> Result<Duration, String> {
+    sys::fsync_latency(dir, 200).map_err(|e| format!("fsync probe in {}: {e}", dir.display()))
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -355,10 +360,7 @@ async fn start_http(
 async fn main_async(args: Args) -> Result<(), String> {
     // The disk's fsync latency is probed before the store opens (nothing of
     // the run pending) and after the cycles; the floor takes the lower.
-    let fsync_before = match durable_dir(&args.store) {
-        Some(dir) => Some(sys::fsync_latency(&dir, 200).map_err(|e| format!("fsync probe in {}: {e}", dir.display()))?),
-        None => None,
-    };
+    let fsync_before = durable_dir(&args.store).map(|dir| probe_fsync(&dir)).transpose()?;
     let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
     let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
     let (agent, _server) = if args.http {
@@ -406,8 +408,7 @@ async fn main_async(args: Args) -> Result<(), String> {
     };
     let mut report = report;
     if let (Some(dir), Some(fsync_before)) = (durable_dir(&args.store), fsync_before) {
-        let fsync_after =
-            sys::fsync_latency(&dir, 200).map_err(|e| format!("fsync probe in {}: {e}", dir.display()))?;
+        let fsync_after = probe_fsync(&dir)?;
         let fsync = fsync_before.min(fsync_after);
         let commits = report.commits as f64 / report.cycles.max(1) as f64;
         report.floor = Some(Floor {
