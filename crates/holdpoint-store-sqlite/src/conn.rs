@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Kind, classify};
-use crate::options::SqliteStoreOptions;
+use crate::options::{SqliteStoreOptions, Synchronous};
+use crate::vfs;
 
 /// Opens `options.path` (creating it if missing) and applies the store's
 /// pragmas; retried while SQLite answers busy, for up to the busy timeout.
@@ -31,7 +32,12 @@ pub(crate) fn open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection>
 
 fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(&options.path, flags)?;
+    let conn = if batches_wal_writes(options.synchronous) {
+        vfs::register().map_err(|code| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None))?;
+        Connection::open_with_flags_and_vfs(&options.path, flags, vfs::NAME)?
+    } else {
+        Connection::open_with_flags(&options.path, flags)?
+    };
     conn.busy_timeout(options.busy_timeout)?;
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "wal", |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -41,4 +47,54 @@ fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {
     // The writer's statements and the readers' few queries stay prepared.
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
+}
+
+/// Whether connections go through [`vfs`], which writes a commit's WAL
+/// frames in one call. Only when SQLite syncs the WAL at each commit: the
+/// sync is what writes the held-back frames before the commit is
+/// published to other connections.
+fn batches_wal_writes(synchronous: Synchronous) -> bool {
+    matches!(synchronous, Synchronous::Full | Synchronous::Extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::{CStr, c_void};
+
+    use rusqlite::ffi;
+
+    use super::*;
+
+    /// The name of the VFS `conn` opened its file with.
+    fn vfs_name(conn: &Connection) -> String {
+        let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+        // SAFETY: `SQLITE_FCNTL_VFS_POINTER` writes the connection's VFS
+        // pointer, which lives as long as the process, into `vfs`.
+        unsafe {
+            let rc = ffi::sqlite3_file_control(
+                conn.handle(),
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_VFS_POINTER,
+                (&raw mut vfs).cast::<c_void>(),
+            );
+            assert_eq!(rc, ffi::SQLITE_OK);
+            CStr::from_ptr((*vfs).zName).to_str().unwrap().to_owned()
+        }
+    }
+
+    #[test]
+    fn wal_writes_are_batched_only_where_each_commit_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        for (level, batched) in [
+            (Synchronous::Off, false),
+            (Synchronous::Normal, false),
+            (Synchronous::Full, true),
+            (Synchronous::Extra, true),
+        ] {
+            let options = SqliteStoreOptions::new(dir.path().join("v.db")).synchronous(level);
+            let conn = open(&options).unwrap();
+            let expected = if batched { vfs::NAME.to_str().unwrap() } else { "unix" };
+            assert_eq!(vfs_name(&conn), expected, "{level:?}");
+        }
+    }
 }

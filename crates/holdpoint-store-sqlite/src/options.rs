@@ -97,11 +97,11 @@ impl SqliteStoreOptions {
         self
     }
 
-    /// Connections for reads (at least 1); 4 unless changed. Each has a
-    /// thread of its own that runs reads, listings and watchers' polls, so
-    /// up to this many reads run in parallel; writes have one connection
-    /// (and thread) of their own, and SQLite serialises them whatever this
-    /// is.
+    /// Connections for reads (at least 1); 4 unless changed. Reads,
+    /// listings and watchers' polls take an idle one (a single-row read
+    /// takes the writer's connection when it is free), so up to this many
+    /// reads run in parallel; writes have one connection of their own, and
+    /// SQLite serialises them whatever this is.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = max.max(1);
         self

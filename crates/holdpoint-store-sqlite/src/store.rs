@@ -29,8 +29,8 @@ const TARGET: &str = "holdpoint::store::sqlite";
 /// handles, pools and processes sharing the file.
 ///
 /// Writes made at the same time through one handle share a transaction
-/// and its commit (group commit): one writer task runs them in order on a
-/// connection of its own, each validated before it writes, so a failed
+/// and its commit (group commit): whoever finds the writer's connection
+/// free runs every queued write in order, each validated before it writes, so a failed
 /// update fails only its own write and every caller is answered after the
 /// shared commit.
 ///
