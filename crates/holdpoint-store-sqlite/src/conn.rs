@@ -30,6 +30,16 @@ pub(crate) fn open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection>
     }
 }
 
+/// WAL pages after which a commit also copies them into the database
+/// file (`PRAGMA wal_autocheckpoint`; SQLite's default is 1,000).
+///
+/// A checkpoint writes each page the WAL holds once, however often it was
+/// committed, and syncs twice. A session's commits keep rewriting the same
+/// few pages (the newest leaf of each index), so a longer interval writes
+/// far fewer pages per commit: at 4,000 pages (a WAL of about 16 MiB) the
+/// approval cycle spends about 20 % less CPU than at 1,000 (issue #9).
+pub(crate) const CHECKPOINT_PAGES: i64 = 4000;
+
 fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = if batches_wal_writes(options.synchronous) {
@@ -44,6 +54,7 @@ fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {
         tracing::warn!(target: "holdpoint::store::sqlite", journal_mode = %mode, "the database did not switch to WAL mode");
     }
     conn.pragma_update(None, "synchronous", options.synchronous.pragma())?;
+    conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
     // The writer's statements and the readers' few queries stay prepared.
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)

@@ -246,6 +246,8 @@ mod tests {
             .run("read settings", |conn| {
                 let journal: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
                 let sync: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+                let checkpoint: i64 = conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap();
+                assert_eq!(checkpoint, crate::conn::CHECKPOINT_PAGES);
                 Ok((journal, sync))
             })
             .unwrap()
