@@ -29,6 +29,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "cheaper_writes",
         sql: include_str!("../migrations/0002_cheaper_writes.sql"),
     },
+    Migration {
+        version: 3,
+        name: "claim_guard",
+        sql: include_str!("../migrations/0003_claim_guard.sql"),
+    },
 ];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two

@@ -7,8 +7,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::Result;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    claim_update, row,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -242,11 +241,6 @@ impl SessionStore for PostgresStore {
             )
             .await;
         }
-        let snapshot_id = claim.snapshot_id.clone();
-        let what = format!("claim snapshot {snapshot_id}");
-        let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
-        write::save_in(&mut tx, &snapshot_id, claim_update(claim)).await?;
-        write::insert_audit(&mut tx, &audit).await?;
-        tx.commit().await.map_err(|e| store_error(&what, e))
+        write::claim_whole(&self.inner.pool, claim, &audit).await
     }
 }

@@ -3,7 +3,7 @@
 //! resume through the group commit.
 
 use holdpoint::Result;
-use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
+use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, prepare_row};
 use sqlx::PgConnection;
 
 use crate::error::store_error;
@@ -108,17 +108,21 @@ pub(crate) async fn insert_audit(conn: &mut PgConnection, records: &[AuditRecord
 }
 
 /// Whether row `id` was claimed before, asked after a claim did not take:
-/// `NOT_FOUND` for a missing row, else `ABORTED` ("already resumed").
+/// `NOT_FOUND` for a missing row, `ABORTED` ("already resumed") for a
+/// claimed one; an unclaimed row whose document the in-place claim could
+/// not append to is claimed through the general path.
 const CLAIMED: &str = "SELECT resumed_at_ns IS NOT NULL FROM holdpoint_snapshots WHERE snapshot_id = $1";
 
 /// The first claim of a resume on row `id`, with its audit `records`, both
 /// or neither, through the group commit (see [`crate::group`]): the row is
 /// claimed only while `resumed_at_ns` is unset, and `"resumedAt"` and
-/// `"resumeLeaseUntil"` are appended to its stored document then. A waiting
-/// row's document has neither key (both are left out while unset), so
-/// appending keeps it one valid JSON object. `NOT_FOUND` for a missing row,
-/// `ABORTED` ("already resumed") when it was claimed before. A takeover of
-/// a lapsed claim goes through [`save_in`] instead.
+/// `"resumeLeaseUntil"` are appended to its stored document then. That
+/// path takes only a document naming neither key (a waiting row leaves
+/// both out while unset), so it stays one JSON object without repeated
+/// keys; any other unclaimed row (say, saved with a lease but no
+/// `resumedAt`) is claimed by [`claim_whole`]. `NOT_FOUND` for a missing
+/// row, `ABORTED` ("already resumed") when it was claimed before. A
+/// takeover of a lapsed claim goes through [`save_in`] too.
 pub(crate) async fn claim(
     committer: &Committer,
     pool: &sqlx::PgPool,
@@ -154,8 +158,28 @@ pub(crate) async fn claim(
         .fetch_optional(pool)
         .await
         .map_err(|e| store_error(&what, e))?;
-    Err(match resumed {
-        Some(true) => holdpoint::Error::AlreadyResumed(id.to_owned()),
-        _ => holdpoint::Error::NotFound(format!("snapshot {id} not found")),
-    })
+    match resumed {
+        Some(true) => Err(holdpoint::Error::AlreadyResumed(id.to_owned())),
+        Some(false) => {
+            let claim = ResumeClaim {
+                snapshot_id: id.to_owned(),
+                lease_until,
+                takeover: false,
+            };
+            claim_whole(pool, claim, records).await
+        }
+        None => Err(holdpoint::Error::NotFound(format!("snapshot {id} not found"))),
+    }
+}
+
+/// `claim` and its audit `records` in a transaction of its own, the row
+/// read, decoded and written back whole: a takeover, and a first claim the
+/// in-place path of [`claim`] did not take.
+pub(crate) async fn claim_whole(pool: &sqlx::PgPool, claim: ResumeClaim, records: &[AuditRecord]) -> Result<()> {
+    let what = format!("claim snapshot {}", claim.snapshot_id);
+    let snapshot_id = claim.snapshot_id.clone();
+    let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
+    save_in(&mut tx, &snapshot_id, claim_update(claim)).await?;
+    insert_audit(&mut tx, records).await?;
+    tx.commit().await.map_err(|e| store_error(&what, e))
 }

@@ -258,6 +258,48 @@ pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
     assert_eq!(trail, [winner], "only the winning claim may leave audit records");
 }
 
+/// A claim changes a row's `resumedAt` and lease and nothing else, also
+/// when the row's content names those fields (in its state, in non-ASCII
+/// text) and when it was saved with a lease but no `resumedAt`.
+pub async fn claim_changes_only_the_claim_fields(store: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let plain = waiting(&session);
+    let mut named = waiting(&session);
+    if let Some(state) = named.state.as_mut() {
+        state.custom = serde_json::json!({
+            "resumedAt": "not a claim",
+            "note": "\"resumeLeaseUntil\": Überweisung 💸 \\ }",
+        });
+    }
+    let mut leased = waiting(&session);
+    leased.resume_lease_until = Some(Utc.timestamp_opt(1_700_000_000, 0).single().expect("valid time"));
+    for row in [plain, named, leased] {
+        let saved = put(&*store, None, row).await;
+        let claim = ResumeClaim::new(saved.snapshot_id.clone());
+        let before = Utc::now();
+        store
+            .claim_resume(claim.clone(), Vec::new())
+            .await
+            .expect("the claim failed");
+        let claimed = get_present(&*store, &saved.snapshot_id).await;
+        let at = claimed.resumed_at.expect("the claim did not set resumedAt");
+        assert!(
+            at >= before - Duration::seconds(1),
+            "resumedAt {at} is not the claim's time"
+        );
+        let mut expected = saved.clone();
+        expected.resumed_at = Some(at);
+        expected.resume_lease_until = Some(claim.lease_until);
+        assert_eq!(claimed, expected, "the claim changed more than its fields");
+        let err = store
+            .claim_resume(claim, Vec::new())
+            .await
+            .expect_err("a second claim must fail");
+        assert_eq!(err.status(), Status::Aborted, "{err}");
+        assert_eq!(get_present(&*store, &saved.snapshot_id).await, expected);
+    }
+}
+
 /// A claimed row whose lease lapsed, with nothing after it in its session,
 /// lists as in doubt (SPEC §9.3); a claim still held, a settled resume
 /// (a newer row follows) and a waiting row do not. A takeover succeeds

@@ -42,8 +42,8 @@ pub use concurrency::{
     two_handles_claim_resume_once, two_handles_increment, two_handles_see_each_other,
 };
 pub use listing::{
-    audit_appends_and_lists, claim_resume_once_with_audit, lapsed_claims_are_in_doubt_and_taken_over_once,
-    list_filters_and_orders, list_waiting_only,
+    audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
+    lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
 };
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -114,6 +114,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("audit_appends_and_lists", |s| audit_appends_and_lists(s).boxed()),
     ("claim_resume_once_with_audit", |s| {
         claim_resume_once_with_audit(s).boxed()
+    }),
+    ("claim_changes_only_the_claim_fields", |s| {
+        claim_changes_only_the_claim_fields(s).boxed()
     }),
     ("lapsed_claims_are_in_doubt_and_taken_over_once", |s| {
         lapsed_claims_are_in_doubt_and_taken_over_once(s).boxed()
