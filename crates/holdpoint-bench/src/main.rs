@@ -101,8 +101,8 @@ fn durable_dir(url: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The fsync latency of the disk holding `dir` (median of 200 rounds).
-fn probe_fsync(dir: &std::path::Path) -> Result<Duration, String> {
-    sys::fsync_latency(dir, 200).map_err(|e| format!("fsync probe in {}: {e}", dir.display()))
+fn probe_fsync(dir: &std::path::Path, probe: sys::Probe) -> Result<Duration, String> {
+    sys::fsync_latency(dir, 200, probe).map_err(|e| format!("fsync probe ({probe:?}) in {}: {e}", dir.display()))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -371,7 +371,9 @@ async fn start_http(
 async fn main_async(args: Args) -> Result<(), String> {
     // The disk's fsync latency is probed before the store opens (nothing of
     // the run pending) and after the cycles; the floor takes the lower.
-    let fsync_before = durable_dir(&args.store).map(|dir| probe_fsync(&dir)).transpose()?;
+    let fsync_before = durable_dir(&args.store)
+        .map(|dir| probe_fsync(&dir, sys::Probe::Append))
+        .transpose()?;
     let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
     let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
     let (agent, _server) = if args.http {
@@ -419,10 +421,9 @@ async fn main_async(args: Args) -> Result<(), String> {
     };
     let mut report = report;
     if let (Some(dir), Some(fsync_before)) = (durable_dir(&args.store), fsync_before) {
-        let fsync_after = probe_fsync(&dir)?;
+        let fsync_after = probe_fsync(&dir, sys::Probe::Append)?;
         let fsync = fsync_before.min(fsync_after);
-        let overwrite =
-            sys::fsync_overwrite_latency(&dir, 200).map_err(|e| format!("fsync probe in {}: {e}", dir.display()))?;
+        let overwrite = probe_fsync(&dir, sys::Probe::Rewrite)?;
         let commits = report.commits as f64 / report.cycles.max(1) as f64;
         let floor = |latency: Duration| 1.0 / (commits * latency.as_secs_f64()).max(1e-9);
         report.floor = Some(Floor {

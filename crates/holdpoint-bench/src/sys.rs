@@ -21,43 +21,44 @@ pub fn peak_rss_bytes() -> Option<u64> {
     status_kib("VmHWM:").map(|k| k * 1024)
 }
 
-/// Median latency of a 4 KiB write + fsync in `dir`, over `rounds` rounds.
-pub fn fsync_latency(dir: &Path, rounds: usize) -> std::io::Result<Duration> {
+/// What an fsync probe writes before each `fdatasync`.
+#[derive(Debug, Clone, Copy)]
+pub enum Probe {
+    /// 4 KiB appended to a new file: the sync also writes the file's new
+    /// size (the floor of every round so far).
+    Append,
+    /// One 4 KiB block rewritten in place (what `pg_test_fsync` times):
+    /// no metadata changes, so on ext4 it is the cheaper of the two.
+    Rewrite,
+}
+
+/// Median latency of a `probe` write + `fdatasync` in `dir`, over `rounds`
+/// rounds.
+pub fn fsync_latency(dir: &Path, rounds: usize, probe: Probe) -> std::io::Result<Duration> {
     let path = dir.join(format!(".holdpoint-bench-fsync-{}", std::process::id()));
     let mut file = std::fs::File::create(&path)?;
     let block = [0u8; 4096];
     let mut times = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let started = Instant::now();
-        file.write_all(&block)?;
-        file.sync_data()?;
-        times.push(started.elapsed());
-    }
+    let mut measure = || -> std::io::Result<()> {
+        if let Probe::Rewrite = probe {
+            file.write_all_at(&block, 0)?;
+            file.sync_all()?;
+        }
+        for _ in 0..rounds {
+            let started = Instant::now();
+            match probe {
+                Probe::Append => file.write_all(&block)?,
+                Probe::Rewrite => file.write_all_at(&block, 0)?,
+            }
+            file.sync_data()?;
+            times.push(started.elapsed());
+        }
+        Ok(())
+    };
+    let measured = measure();
     drop(file);
     let _ = std::fs::remove_file(&path);
-    times.sort();
-    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
-}
-
-/// Median latency of rewriting one 4 KiB block in place + fsync in `dir`,
-/// over `rounds` rounds (what `pg_test_fsync` times). Cheaper than
-/// [`fsync_latency`]'s append on ext4: the file's size and blocks do not
-/// change, so no metadata goes to disk.
-pub fn fsync_overwrite_latency(dir: &Path, rounds: usize) -> std::io::Result<Duration> {
-    let path = dir.join(format!(".holdpoint-bench-overwrite-{}", std::process::id()));
-    let file = std::fs::File::create(&path)?;
-    let block = [0u8; 4096];
-    file.write_all_at(&block, 0)?;
-    file.sync_all()?;
-    let mut times = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        let started = Instant::now();
-        file.write_all_at(&block, 0)?;
-        file.sync_data()?;
-        times.push(started.elapsed());
-    }
-    drop(file);
-    let _ = std::fs::remove_file(&path);
+    measured?;
     times.sort();
     Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }

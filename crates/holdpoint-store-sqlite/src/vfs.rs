@@ -268,82 +268,125 @@ unsafe extern "C" fn wal_close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
-unsafe extern "C" fn wal_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amount: c_int, offset: i64) -> c_int {
-    // SAFETY: a file `open` set up; the rest is the default VFS's contract.
+/// Writes the held-back bytes, then does what [`forward`] does: for the
+/// methods whose answer depends on what the file holds.
+///
+/// SAFETY: as [`parts`].
+unsafe fn after_flush<M>(
+    file: *mut ffi::sqlite3_file,
+    pick: impl FnOnce(&ffi::sqlite3_io_methods) -> Option<M>,
+    missing: c_int,
+    call: impl FnOnce(M, *mut ffi::sqlite3_file) -> c_int,
+) -> c_int {
+    // SAFETY: as the caller guarantees.
     unsafe {
         let rc = flush(file);
         if rc != ffi::SQLITE_OK {
             return rc;
         }
-        let (wal, methods) = parts(file);
-        methods
-            .xRead
-            .map_or(ffi::SQLITE_IOERR_READ, |read| read(wal.inner, buf, amount, offset))
+        forward(file, pick, missing, call)
+    }
+}
+
+/// Calls the wrapped file's method that `pick` names, through `call`
+/// (which passes the arguments), or answers `missing` when the wrapped VFS
+/// has no such method.
+///
+/// SAFETY: as [`parts`].
+unsafe fn forward<M>(
+    file: *mut ffi::sqlite3_file,
+    pick: impl FnOnce(&ffi::sqlite3_io_methods) -> Option<M>,
+    missing: c_int,
+    call: impl FnOnce(M, *mut ffi::sqlite3_file) -> c_int,
+) -> c_int {
+    // SAFETY: as the caller guarantees.
+    let (wal, methods) = unsafe { parts(file) };
+    pick(methods).map_or(missing, |method| call(method, wal.inner))
+}
+
+// The methods below are called by SQLite on a WAL file `open` set up; each
+// hands its arguments on unchanged, so the wrapped VFS's contract holds.
+
+unsafe extern "C" fn wal_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amount: c_int, offset: i64) -> c_int {
+    // SAFETY: see above.
+    unsafe {
+        after_flush(
+            file,
+            |m| m.xRead,
+            ffi::SQLITE_IOERR_READ,
+            |read, inner| read(inner, buf, amount, offset),
+        )
     }
 }
 
 unsafe extern "C" fn wal_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    // SAFETY: as `wal_read`.
+    // SAFETY: see above.
     unsafe {
-        let rc = flush(file);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (wal, methods) = parts(file);
-        methods
-            .xTruncate
-            .map_or(ffi::SQLITE_IOERR_TRUNCATE, |truncate| truncate(wal.inner, size))
+        after_flush(
+            file,
+            |m| m.xTruncate,
+            ffi::SQLITE_IOERR_TRUNCATE,
+            |truncate, inner| truncate(inner, size),
+        )
     }
 }
 
 unsafe extern "C" fn wal_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    // SAFETY: as `wal_read`.
+    // SAFETY: see above.
     unsafe {
-        let rc = flush(file);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (wal, methods) = parts(file);
-        methods
-            .xSync
-            .map_or(ffi::SQLITE_IOERR_FSYNC, |sync| sync(wal.inner, flags))
+        after_flush(
+            file,
+            |m| m.xSync,
+            ffi::SQLITE_IOERR_FSYNC,
+            |sync, inner| sync(inner, flags),
+        )
     }
 }
 
 unsafe extern "C" fn wal_file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    // SAFETY: as `wal_read`.
+    // SAFETY: see above.
     unsafe {
-        let rc = flush(file);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (wal, methods) = parts(file);
-        methods
-            .xFileSize
-            .map_or(ffi::SQLITE_IOERR_FSTAT, |file_size| file_size(wal.inner, size))
+        after_flush(
+            file,
+            |m| m.xFileSize,
+            ffi::SQLITE_IOERR_FSTAT,
+            |file_size, inner| file_size(inner, size),
+        )
+    }
+}
+
+unsafe extern "C" fn wal_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: see above. Held-back bytes are written first: a control (a
+    // size hint, a sync of its own) may depend on the file's contents.
+    unsafe {
+        after_flush(
+            file,
+            |m| m.xFileControl,
+            ffi::SQLITE_NOTFOUND,
+            |control, inner| control(inner, op, arg),
+        )
     }
 }
 
 unsafe extern "C" fn wal_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    // SAFETY: as `wal_read`.
-    unsafe {
-        let (wal, methods) = parts(file);
-        methods.xLock.map_or(ffi::SQLITE_OK, |lock| lock(wal.inner, level))
-    }
+    // SAFETY: see above.
+    unsafe { forward(file, |m| m.xLock, ffi::SQLITE_OK, |lock, inner| lock(inner, level)) }
 }
 
 unsafe extern "C" fn wal_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    // SAFETY: as `wal_read`.
+    // SAFETY: see above.
     unsafe {
-        let (wal, methods) = parts(file);
-        methods
-            .xUnlock
-            .map_or(ffi::SQLITE_OK, |unlock| unlock(wal.inner, level))
+        forward(
+            file,
+            |m| m.xUnlock,
+            ffi::SQLITE_OK,
+            |unlock, inner| unlock(inner, level),
+        )
     }
 }
 
 unsafe extern "C" fn wal_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    // SAFETY: as `wal_read`.
+    // SAFETY: see above; `out` is writable.
     unsafe {
         let (wal, methods) = parts(file);
         match methods.xCheckReservedLock {
@@ -356,36 +399,20 @@ unsafe extern "C" fn wal_check_reserved_lock(file: *mut ffi::sqlite3_file, out: 
     }
 }
 
-unsafe extern "C" fn wal_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
-    // SAFETY: as `wal_read`. Held-back bytes are written first: a control
-    // (a size hint, a sync of its own) may depend on the file's contents.
-    unsafe {
-        let rc = flush(file);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (wal, methods) = parts(file);
-        methods
-            .xFileControl
-            .map_or(ffi::SQLITE_NOTFOUND, |control| control(wal.inner, op, arg))
-    }
-}
-
 unsafe extern "C" fn wal_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    // SAFETY: as `wal_read`.
-    unsafe {
-        let (wal, methods) = parts(file);
-        methods.xSectorSize.map_or(4096, |sector_size| sector_size(wal.inner))
-    }
+    // SAFETY: see above.
+    unsafe { forward(file, |m| m.xSectorSize, 4096, |sector_size, inner| sector_size(inner)) }
 }
 
 unsafe extern "C" fn wal_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    // SAFETY: as `wal_read`.
+    // SAFETY: see above.
     unsafe {
-        let (wal, methods) = parts(file);
-        methods
-            .xDeviceCharacteristics
-            .map_or(0, |characteristics| characteristics(wal.inner))
+        forward(
+            file,
+            |m| m.xDeviceCharacteristics,
+            0,
+            |characteristics, inner| characteristics(inner),
+        )
     }
 }
 
