@@ -26,6 +26,7 @@
 mod audit;
 mod connection;
 mod detach;
+mod hold;
 mod io;
 mod load;
 mod prompt;
@@ -333,7 +334,9 @@ impl Agent {
     /// (the call ran), or `restart` to run it again deliberately — and the
     /// turn continues from there. The lapsed claim is taken over atomically
     /// (a second settlement, or one racing a still-live resume, fails), and
-    /// the audit records are marked `settles`.
+    /// the audit records are marked `settles`. A resume that was only
+    /// frozen and wakes afterwards writes nothing: its turn fails with
+    /// `FAILED_PRECONDITION`.
     ///
     /// Fails with `FAILED_PRECONDITION` when the snapshot is not in doubt
     /// (never resumed, its claim still held, or its resume finished),

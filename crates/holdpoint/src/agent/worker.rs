@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::audit::{self, AuditContext};
 use super::detach::{self, Detached};
+use super::hold::Hold;
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
 use super::load::Session;
 use super::turn::{Responder, Turn};
@@ -23,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::generate::{Resume, validate_resume};
 use crate::message::{Message, Role};
 use crate::model::{FinishReason, GenerateChunk};
-use crate::session::{ResumeClaim, SessionState, Snapshot, SnapshotStatus, lease_end, renew_claim_update};
+use crate::session::{ResumeClaim, SessionState, Snapshot, SnapshotStatus};
 
 /// The worker's ends of the connection's channels.
 pub(crate) struct WorkerIo {
@@ -41,9 +42,20 @@ struct TurnFailure {
     claimed: bool,
     /// The state at the turn's last seam, when tools already ran.
     seam: Option<Box<SessionState>>,
+    /// The resume's hold on its claim, to confirm before writing anything.
+    hold: Option<Box<Hold>>,
 }
 
-type TurnResult = std::result::Result<(SessionState, Option<Message>, FinishReason), TurnFailure>;
+/// A turn that ended: its state, last message and finish reason, and the
+/// resume's hold on its claim (confirmed before the outcome is written).
+struct TurnDone {
+    state: SessionState,
+    message: Option<Message>,
+    finish: FinishReason,
+    hold: Option<Box<Hold>>,
+}
+
+type TurnResult = std::result::Result<TurnDone, TurnFailure>;
 
 impl WorkerIo {
     fn send_output(&mut self, output: Result<AgentOutput>) {
@@ -89,9 +101,10 @@ async fn run_turn(
         error,
         claimed,
         seam: None,
+        hold: None,
     };
     let mut claimed = false;
-    let mut renewal = None;
+    let mut hold: Option<Box<Hold>> = None;
     if session.settle && input.resume.as_ref().is_none_or(Resume::is_empty) {
         return Err(fail(
             Error::InvalidArgument("settling calls in doubt needs a resume that answers them".into()),
@@ -144,7 +157,12 @@ async fn run_turn(
                 .await
                 .map_err(|e| fail(e, false))?;
             claimed = true;
-            renewal = Some(renew_claim(Arc::clone(store), id.clone(), held, def.resume_lease));
+            hold = Some(Box::new(Hold::new(
+                Arc::clone(store),
+                id.clone(),
+                held,
+                def.resume_lease,
+            )));
         } else if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
             // Client-held state: claim the state itself (SPEC §9.4).
             let span = tracing::info_span!("resume_decision", state_claim = %key);
@@ -156,23 +174,33 @@ async fn run_turn(
     }
     let turn = Turn::new(input, session.state, responder, context);
     let work = def.handler.handle(turn.clone());
-    let done = match renewal {
-        Some(renew) => while_renewing(work, renew).await,
+    let done = match &hold {
+        Some(hold) => while_renewing(work, hold.keep()).await,
         None => work.await,
     };
     match done {
-        Ok(()) => Ok(turn.into_parts()),
+        Ok(()) => {
+            let (state, message, finish) = turn.into_parts();
+            Ok(TurnDone {
+                state,
+                message,
+                finish,
+                hold,
+            })
+        }
         Err(error) => Err(TurnFailure {
             error,
             claimed,
             seam: turn.seam_state().map(Box::new),
+            hold,
         }),
     }
 }
 
 /// Runs `work` while `renew` keeps the resume's claim alive, both polled
 /// in this task (no spawn: a resume's cost stays one task's). If renewing
-/// stops (the claim was taken over), the turn still finishes.
+/// stops (the claim was taken over), the turn still finishes; its outcome
+/// is then not written (see [`Hold::confirm`]).
 async fn while_renewing<T>(work: impl Future<Output = T>, renew: impl Future<Output = ()>) -> T {
     tokio::pin!(work);
     tokio::pin!(renew);
@@ -180,33 +208,6 @@ async fn while_renewing<T>(work: impl Future<Output = T>, renew: impl Future<Out
         biased;
         out = &mut work => out,
         () = &mut renew => work.await,
-    }
-}
-
-/// Keeps a resume's claim alive (SPEC §9.3): renews the lease every third
-/// of it, for as long as it is polled. Ends when another process took the
-/// claim over (an operator settled it as in doubt), saying so.
-async fn renew_claim(
-    store: Arc<dyn crate::session::SessionStore>,
-    snapshot_id: String,
-    mut held: chrono::DateTime<chrono::Utc>,
-    lease: std::time::Duration,
-) {
-    let every = (lease / 3).max(std::time::Duration::from_millis(10));
-    loop {
-        tokio::time::sleep(every).await;
-        let until = lease_end(chrono::Utc::now(), lease);
-        match store
-            .save_snapshot(Some(&snapshot_id), renew_claim_update(&snapshot_id, held, until))
-            .await
-        {
-            Ok(_) => held = until,
-            Err(Error::FailedPrecondition(msg) | Error::NotFound(msg)) => {
-                tracing::error!(snapshot_id, "{msg}");
-                return;
-            }
-            Err(e) => tracing::warn!(snapshot_id, error = %e, "could not renew a resume's claim; retrying"),
-        }
     }
 }
 
@@ -466,6 +467,7 @@ impl Worker {
                             error: Error::Internal(format!("the turn panicked: {}", panic_message(&*panic))),
                             claimed: false,
                             seam: None,
+                            hold: None,
                         }));
                     }
                     next = recv(&mut self.io.inputs), if self.inputs_open && self.detached.is_none() => match next {
@@ -496,10 +498,21 @@ impl Worker {
                 }
             };
             match result {
-                Ok((state, message, finish)) => {
+                Ok(TurnDone {
+                    state,
+                    message,
+                    finish,
+                    hold,
+                }) => {
                     if self.detached.is_some() {
                         self.session.state = state;
                     } else {
+                        if let Some(hold) = &hold
+                            && let Err(e) = hold.confirm().await
+                        {
+                            self.fail_attached(e);
+                            return;
+                        }
                         if let Err(e) = commit(&self.def, &mut self.session, state, finish).await {
                             self.fail_attached(e);
                             return;
@@ -527,7 +540,21 @@ impl Worker {
                     self.last_message = message;
                     self.last_finish = finish;
                 }
-                Err(TurnFailure { error, claimed, seam }) => {
+                Err(TurnFailure {
+                    error,
+                    claimed,
+                    seam,
+                    hold,
+                }) => {
+                    if let Some(hold) = &hold
+                        && let Err(e) = hold.confirm().await
+                    {
+                        // The claim is another process's now (or the store
+                        // cannot say): write nothing, and answer why.
+                        tracing::warn!(error = %error, "a resume failed after losing its claim");
+                        self.fail_attached(e);
+                        return;
+                    }
                     let kept_seam = seam.is_some();
                     if let Some(state) = seam {
                         self.session.state = *state;

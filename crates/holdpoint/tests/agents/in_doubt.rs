@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::middleware::ToolApproval;
-use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SnapshotQuery};
+use holdpoint::session::{
+    AuditDecision, AuditQuery, AuditRecord, InMemoryStore, ResumeClaim, SessionStore, Snapshot, SnapshotQuery,
+    SnapshotStatus, SnapshotUpdate,
+};
 use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{FinishReason, Resume, Role, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Map, Value, json};
@@ -215,4 +218,149 @@ async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
     assert_eq!(foreign.0, Status::NotFound, "{foreign:?}");
     // The failed attempts changed nothing: the call is still in doubt.
     assert_eq!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().len(), 1);
+}
+
+/// A store that refuses every write to an existing row while `frozen` is
+/// set (fresh rows and claims still go through): to a resume, as if its
+/// process froze, its claim renewals fail.
+struct Freezable {
+    inner: InMemoryStore,
+    frozen: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Freezable {
+    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_snapshot(id).await
+    }
+    async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_latest_snapshot(session).await
+    }
+    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
+        if id.is_some() && self.frozen.load(Ordering::SeqCst) {
+            return Err(holdpoint::Error::Unavailable("frozen".into()));
+        }
+        self.inner.save_snapshot(id, update).await
+    }
+    async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
+        self.inner.watch_status(id).await
+    }
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
+        self.inner.list_snapshots(query).await
+    }
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.append_audit(records).await
+    }
+    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
+        self.inner.list_audit(query).await
+    }
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.claim_resume(claim, audit).await
+    }
+}
+
+/// A resume that froze past its lease while its tool ran, and woke up
+/// after an operator settled its call, writes nothing, whether its tool
+/// then succeeds or fails: the session goes on from the settlement, with
+/// one successor of the paused snapshot. (Before, the woken resume wrote a
+/// second successor, completed or failed, which became the session's
+/// latest and hid the settlement.)
+#[tokio::test]
+async fn a_resume_that_wakes_after_its_call_was_settled_writes_nothing() {
+    wake_after_settlement(false).await;
+    wake_after_settlement(true).await;
+}
+
+async fn wake_after_settlement(tool_fails: bool) {
+    let store = Arc::new(Freezable {
+        inner: InMemoryStore::new(),
+        frozen: std::sync::atomic::AtomicBool::new(false),
+    });
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let starts = Arc::new(AtomicUsize::new(0));
+    let (tool_gate, counter) = (Arc::clone(&gate), Arc::clone(&starts));
+    let close = DynamicTool::new(
+        "closeAccount",
+        "closes an account",
+        json!({"type": "object"}),
+        move |_ctx: ToolContext, input: Value| {
+            let (gate, counter) = (Arc::clone(&tool_gate), Arc::clone(&counter));
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _permit = gate.acquire().await.expect("the gate stays open");
+                if tool_fails {
+                    return Err(holdpoint::ToolError::Error("the bank is down".into()));
+                }
+                Ok(json!({"closed": input["account"]}))
+            }
+        },
+    )
+    .into_tool();
+    let model = ScriptedModel::from_fn("scripted/ops", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == Role::Tool {
+            let out = last.content[0].as_tool_response()?.output.clone()?;
+            return Some(ScriptedTurn::text(format!("done: {out}")));
+        }
+        Some(ScriptedTurn::tool_call("closeAccount", json!({"account": "a-1"})))
+    });
+    let agent = Agent::builder("ops")
+        .model(Arc::new(model))
+        .tools([close])
+        .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
+        .resume_lease(LEASE)
+        .build()
+        .unwrap();
+
+    let held = agent.run_text("close a-1").await.unwrap();
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    let resume = {
+        let (agent, input) = (agent.clone(), approve(&held));
+        let init = AgentInit::snapshot(snapshot_id.clone());
+        tokio::spawn(async move { agent.run(input, init).await })
+    };
+    while starts.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The resume's process freezes: its renewals fail and the lease lapses.
+    store.frozen.store(true, Ordering::SeqCst);
+    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
+    let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    store.frozen.store(false, Ordering::SeqCst);
+    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
+    let settled = agent.settle(&snapshot_id, settle, by("ops-oncall")).await.unwrap();
+    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+
+    // The frozen resume wakes up: its tool finishes, and it may not write.
+    gate.add_permits(1);
+    let woke = resume.await.unwrap().unwrap();
+    assert_eq!(woke.finish_reason, FinishReason::Failed, "{woke:?}");
+    let error = woke.error.expect("the woken resume says why");
+    assert_eq!(
+        error.status,
+        Status::FailedPrecondition,
+        "tool fails: {tool_fails}: {error:?}"
+    );
+    assert!(error.message.contains("taken over"), "{error:?}");
+
+    let rows = agent
+        .store()
+        .unwrap()
+        .list_snapshots(&SnapshotQuery {
+            session_id: Some(held.session_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let successors: Vec<_> = rows
+        .iter()
+        .filter(|r| r.parent_id.as_deref() == Some(snapshot_id.as_str()))
+        .map(|r| r.snapshot_id.clone())
+        .collect();
+    assert_eq!(successors, [settled.snapshot_id.clone().unwrap()], "{rows:#?}");
+    let latest = agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
+    assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
+    assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }

@@ -1,0 +1,124 @@
+//! A resume's hold on its claim (SPEC §9.1, §9.3): renewed while the turn
+//! runs, and confirmed before the turn's outcome is written.
+//!
+//! A claim's lease lapses when its resume stops renewing it: the process
+//! died, or froze (a paused VM, a stopped process, a store that refused
+//! the renewals). An operator may then settle the calls in doubt, which
+//! takes the claim over. A frozen resume that wakes up afterwards must not
+//! write its outcome too: the session would get two successors of the
+//! paused snapshot, and the later one would silently become the session's
+//! latest. So the outcome is written only while the hold is confirmed.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+use crate::session::{SessionStore, lease_end, renew_claim_update};
+
+/// One resume's claim on one snapshot, until a lease end it keeps renewing.
+pub(crate) struct Hold {
+    store: Arc<dyn SessionStore>,
+    snapshot_id: String,
+    lease: Duration,
+    state: Mutex<HoldState>,
+}
+
+struct HoldState {
+    /// The lease end this resume last wrote.
+    until: DateTime<Utc>,
+    /// Another process took the claim over.
+    lost: bool,
+}
+
+impl Hold {
+    /// The hold of a claim just made on `snapshot_id`, its lease ending at
+    /// `until`; renewals extend it by `lease`.
+    pub(crate) fn new(
+        store: Arc<dyn SessionStore>,
+        snapshot_id: String,
+        until: DateTime<Utc>,
+        lease: Duration,
+    ) -> Self {
+        Hold {
+            store,
+            snapshot_id,
+            lease,
+            state: Mutex::new(HoldState { until, lost: false }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, HoldState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Renews the lease every third of it, for as long as it is polled.
+    /// Ends when another process took the claim over, saying so; a renewal
+    /// the store refuses for another reason is tried again at the next turn
+    /// of the loop.
+    pub(crate) async fn keep(&self) {
+        let every = (self.lease / 3).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            match self.renew().await {
+                Ok(()) => {}
+                Err(e @ Error::FailedPrecondition(_)) => {
+                    tracing::error!(snapshot_id = %self.snapshot_id, "{e}");
+                    return;
+                }
+                Err(e) => tracing::warn!(
+                    snapshot_id = %self.snapshot_id,
+                    error = %e,
+                    "could not renew a resume's claim; retrying"
+                ),
+            }
+        }
+    }
+
+    /// Checks, before the turn's outcome is written, that the claim is
+    /// still this resume's: at once when more than a third of the lease is
+    /// left (a takeover needs the lease to have lapsed), else by renewing
+    /// it. `FAILED_PRECONDITION` when the claim was taken over; the store's
+    /// error when it cannot say.
+    pub(crate) async fn confirm(&self) -> Result<()> {
+        {
+            let state = self.state();
+            if state.lost {
+                return Err(self.taken_over());
+            }
+            let left = (state.until - Utc::now()).to_std().unwrap_or_default();
+            if left > self.lease / 3 {
+                return Ok(());
+            }
+        }
+        self.renew().await
+    }
+
+    /// Moves the lease end to a full lease from now, if the row still
+    /// carries the end this resume last wrote.
+    async fn renew(&self) -> Result<()> {
+        let held = self.state().until;
+        let until = lease_end(Utc::now(), self.lease);
+        let update = renew_claim_update(&self.snapshot_id, held, until);
+        match self.store.save_snapshot(Some(&self.snapshot_id), update).await {
+            Ok(_) => {
+                self.state().until = until;
+                Ok(())
+            }
+            Err(Error::FailedPrecondition(_) | Error::NotFound(_)) => {
+                self.state().lost = true;
+                Err(self.taken_over())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn taken_over(&self) -> Error {
+        Error::FailedPrecondition(format!(
+            "the claim on snapshot {} was taken over (its lease lapsed and the calls were settled as in doubt); \
+             this resume's outcome is not saved",
+            self.snapshot_id
+        ))
+    }
+}
