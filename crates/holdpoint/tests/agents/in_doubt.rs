@@ -328,10 +328,12 @@ async fn wake_after_settlement(tool_fails: bool) {
     tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
     let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
-    store.frozen.store(false, Ordering::SeqCst);
+    // Settled while the resume is still frozen (thawed earlier, one of its
+    // renewals could win the race and keep the claim).
     let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
     let settled = agent.settle(&snapshot_id, settle, by("ops-oncall")).await.unwrap();
     assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+    store.frozen.store(false, Ordering::SeqCst);
 
     // The frozen resume wakes up: its tool finishes, and it may not write.
     gate.add_permits(1);
