@@ -21,6 +21,9 @@
 //!   small VFS over SQLite's own that writes each commit's WAL frames to
 //!   the file in one system call instead of two per page; the bytes on
 //!   disk are the same.
+//! - A commit checkpoints the WAL into the database file once it holds
+//!   4,000 pages, so beside `sessions.db` the `sessions.db-wal` file grows
+//!   to about 16 MiB and is then reused.
 //! - Status watchers hear this handle's writes at once and poll for other
 //!   processes' writes (100 ms by default).
 //! - Failures map to Holdpoint errors: a locked, unreadable or full
