@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use holdpoint::ToolError;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{
@@ -26,19 +27,30 @@ struct Ops {
 /// An agent whose approved `closeAccount` notes each start and then takes
 /// `work` to finish.
 fn ops(work: Duration) -> Ops {
+    ops_on(Arc::new(InMemoryStore::new()), move |input| async move {
+        tokio::time::sleep(work).await;
+        Ok(json!({"closed": input["account"]}))
+    })
+}
+
+/// The `ops` agent on `store`: the model asks for `closeAccount` and then
+/// reports its result; the approved tool notes each start, then runs
+/// `work` on its input.
+fn ops_on<F, Fut>(store: Arc<dyn SessionStore>, work: F) -> Ops
+where
+    F: Fn(Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
     let starts = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&starts);
+    let work = Arc::new(work);
     let close = DynamicTool::new(
         "closeAccount",
         "closes an account",
         json!({"type": "object"}),
         move |_ctx: ToolContext, input: Value| {
-            let counter = Arc::clone(&counter);
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(work).await;
-                Ok(json!({"closed": input["account"]}))
-            }
+            counter.fetch_add(1, Ordering::SeqCst);
+            work(input)
         },
     )
     .into_tool();
@@ -54,7 +66,7 @@ fn ops(work: Duration) -> Ops {
         .model(Arc::new(model))
         .tools([close])
         .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
-        .store(Arc::new(InMemoryStore::new()))
+        .store(store)
         .resume_lease(LEASE)
         .build()
         .unwrap();
@@ -277,41 +289,17 @@ async fn wake_after_settlement(tool_fails: bool) {
         frozen: std::sync::atomic::AtomicBool::new(false),
     });
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let starts = Arc::new(AtomicUsize::new(0));
-    let (tool_gate, counter) = (Arc::clone(&gate), Arc::clone(&starts));
-    let close = DynamicTool::new(
-        "closeAccount",
-        "closes an account",
-        json!({"type": "object"}),
-        move |_ctx: ToolContext, input: Value| {
-            let (gate, counter) = (Arc::clone(&tool_gate), Arc::clone(&counter));
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                let _permit = gate.acquire().await.expect("the gate stays open");
-                if tool_fails {
-                    return Err(holdpoint::ToolError::Error("the bank is down".into()));
-                }
-                Ok(json!({"closed": input["account"]}))
+    let tool_gate = Arc::clone(&gate);
+    let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| {
+        let gate = Arc::clone(&tool_gate);
+        async move {
+            let _permit = gate.acquire().await.expect("the gate stays open");
+            if tool_fails {
+                return Err(ToolError::Error("the bank is down".into()));
             }
-        },
-    )
-    .into_tool();
-    let model = ScriptedModel::from_fn("scripted/ops", |request, _| {
-        let last = request.messages.last()?;
-        if last.role == Role::Tool {
-            let out = last.content[0].as_tool_response()?.output.clone()?;
-            return Some(ScriptedTurn::text(format!("done: {out}")));
+            Ok(json!({"closed": input["account"]}))
         }
-        Some(ScriptedTurn::tool_call("closeAccount", json!({"account": "a-1"})))
     });
-    let agent = Agent::builder("ops")
-        .model(Arc::new(model))
-        .tools([close])
-        .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
-        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
-        .resume_lease(LEASE)
-        .build()
-        .unwrap();
 
     let held = agent.run_text("close a-1").await.unwrap();
     let snapshot_id = held.snapshot_id.clone().unwrap();
