@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::stream::BoxStream;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::message::Role;
@@ -14,6 +15,10 @@ use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
 };
 use holdpoint::{Error, FinishReason, Part, ResumableTool, Resume, ScriptedModel, ScriptedTurn, ToolContext};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -159,35 +164,79 @@ pub struct Paused {
 pub enum Driver {
     /// `Agent::run` directly.
     Direct(Agent),
-    /// `POST {url}` (`/agents/bankingAgent` on a local server).
-    Http { client: reqwest::Client, url: reqwest::Url },
+    /// `POST {uri}` (`/agents/bankingAgent` on a local server).
+    Http(HttpClient),
+}
+
+/// The HTTP side of the bench: hyper's client with a keep-alive pool, and
+/// the one URI it posts to. Plain hyper rather than reqwest: reqwest parses
+/// the URL again for its redirect policy on every request (twice), about a
+/// twentieth of the whole run's instructions, on the cores the server
+/// under test shares with it.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    uri: http::Uri,
+}
+
+impl HttpClient {
+    /// A client for `uri` keeping up to `pool` idle connections.
+    pub fn new(uri: http::Uri, pool: usize) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(pool)
+            .build(connector);
+        HttpClient { client, uri }
+    }
+
+    /// Posts `body` as JSON; the response's body when its status is 2xx.
+    async fn post(&self, body: Vec<u8>) -> holdpoint::Result<Bytes> {
+        let uri = &self.uri;
+        let request = http::Request::post(uri.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| Error::Internal(format!("POST {uri}: {e}")))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| Error::Unavailable(format!("POST {uri}: {e}")))?;
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| Error::Unavailable(format!("POST {uri}: {e}")))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(Error::Internal(format!(
+                "POST {uri}: {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            )));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The body of `POST /agents/{name}`.
+#[derive(Serialize)]
+struct RunRequest<'a> {
+    data: &'a AgentInput,
+    init: &'a AgentInit,
 }
 
 impl Driver {
     async fn turn(&self, input: AgentInput, init: AgentInit) -> holdpoint::Result<AgentOutput> {
         match self {
             Driver::Direct(agent) => agent.run(input, init).await,
-            Driver::Http { client, url } => {
-                let body = serde_json::to_vec(&json!({"data": input, "init": init}))
-                    .map_err(|e| Error::Internal(format!("encode request: {e}")))?;
-                let response = client
-                    .post(url.clone())
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await
-                    .map_err(|e| Error::Unavailable(format!("POST {url}: {e}")))?;
-                let status = response.status();
-                let bytes = response
-                    .bytes()
-                    .await
-                    .map_err(|e| Error::Unavailable(format!("POST {url}: {e}")))?;
-                if !status.is_success() {
-                    return Err(Error::Internal(format!(
-                        "POST {url}: {status}: {}",
-                        String::from_utf8_lossy(&bytes)
-                    )));
-                }
+            Driver::Http(http) => {
+                let body = serde_json::to_vec(&RunRequest {
+                    data: &input,
+                    init: &init,
+                })
+                .map_err(|e| Error::Internal(format!("encode request: {e}")))?;
+                let bytes = http.post(body).await?;
                 let envelope: ResultEnvelope =
                     serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("decode response: {e}")))?;
                 Ok(envelope.result)

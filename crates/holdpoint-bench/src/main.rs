@@ -357,15 +357,12 @@ async fn start_http(
             eprintln!("server: {e}");
         }
     });
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency.max(1))
-        .redirect(reqwest::redirect::Policy::none())
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| format!("client: {e}"))?;
-    // Parsed once: the client would parse a string on every request.
-    let url = reqwest::Url::parse(&format!("http://{addr}/agents/{name}")).map_err(|e| format!("url: {e}"))?;
-    Ok((cycle::Driver::Http { client, url }, stop))
+    // Parsed once: a string would be parsed again on every request.
+    let uri: http::Uri = format!("http://{addr}/agents/{name}")
+        .parse()
+        .map_err(|e| format!("uri: {e}"))?;
+    let client = cycle::HttpClient::new(uri, concurrency.max(1));
+    Ok((cycle::Driver::Http(client), stop))
 }
 
 async fn main_async(args: Args) -> Result<(), String> {
