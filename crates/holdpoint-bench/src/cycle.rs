@@ -97,6 +97,10 @@ impl SessionStore for CountingStore {
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.inner.claim_resume(claim, audit).await
     }
+    async fn insert_snapshot(&self, id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.inner.insert_snapshot(id, row).await
+    }
 }
 
 /// The scripted model of the workload: turn 1 asks for the transfer, turn 2

@@ -625,6 +625,11 @@ impl SessionStore for TimedStore {
         self.timed("claim_resume", self.inner.claim_resume(claim, audit)).await
     }
 
+    async fn insert_snapshot(&self, snapshot_id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
+        self.timed("insert_snapshot", self.inner.insert_snapshot(snapshot_id, row))
+            .await
+    }
+
     async fn abort(&self, snapshot_id: &str) -> holdpoint::Result<Option<SnapshotStatus>> {
         self.timed("abort", self.inner.abort(snapshot_id)).await
     }

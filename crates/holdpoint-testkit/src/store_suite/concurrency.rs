@@ -1,5 +1,6 @@
 //! Concurrent `save_snapshot` calls: increments all land, claims have one
-//! winner, creators of one id serialise; on one handle and across two.
+//! winner, creators of one id serialise, inserts of one id have one winner;
+//! on one handle and across two.
 
 use std::sync::Arc;
 
@@ -83,6 +84,70 @@ async fn race_claims(stores: &[Arc<dyn SessionStore>], id: &str) {
     }
     assert_eq!((won, aborted), (1, RACERS - 1), "claims: {won} won, {aborted} aborted");
     assert!(get_present(&*stores[0], id).await.resumed_at.is_some());
+}
+
+/// `RACERS` `insert_snapshot` calls of one fresh id over the given
+/// handles, each with its own content: exactly one writes, every other
+/// gets `FAILED_PRECONDITION`, and the stored row is the winner's.
+async fn race_inserts(stores: &[Arc<dyn SessionStore>], id: &str, session: &str) {
+    let mut tasks = Vec::new();
+    for i in 0..RACERS {
+        let store = stores[i % stores.len()].clone();
+        let id = id.to_owned();
+        let mut row = snapshot(session);
+        row.state.as_mut().expect("state").custom = json!({"n": i});
+        tasks.push(tokio::spawn(async move { store.insert_snapshot(&id, row).await }));
+    }
+    let (mut winners, mut refused) = (Vec::new(), 0);
+    for task in tasks {
+        match task.await.expect("insert task panicked") {
+            Ok(row) => winners.push(row),
+            Err(err) if err.status() == Status::FailedPrecondition => refused += 1,
+            Err(err) => panic!("an insert failed with {}: {err}", err.status()),
+        }
+    }
+    assert_eq!(
+        (winners.len(), refused),
+        (1, RACERS - 1),
+        "inserts: {} wrote, {refused} refused",
+        winners.len()
+    );
+    let stored = get_present(&*stores[0], id).await;
+    assert_eq!(stored.snapshot_id, id);
+    assert_eq!(custom_n(&stored), custom_n(&winners[0]), "the row is the winner's");
+}
+
+/// `insert_snapshot` writes a row under a new id, refuses the id once it
+/// is taken (`FAILED_PRECONDITION`, the row unchanged), and `RACERS`
+/// concurrent inserts of one id have one winner.
+pub async fn inserts_write_an_id_once(store: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let id = fresh_id("insert");
+    let mut first = snapshot(&session);
+    first.state.as_mut().expect("state").custom = json!({"n": 1});
+    let written = store.insert_snapshot(&id, first).await.expect("first insert failed");
+    assert_eq!(written.snapshot_id, id);
+    assert_eq!(get_present(&*store, &id).await, written);
+
+    let mut second = snapshot(&session);
+    second.state.as_mut().expect("state").custom = json!({"n": 2});
+    let err = store
+        .insert_snapshot(&id, second)
+        .await
+        .expect_err("a taken id is refused");
+    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+    assert_eq!(
+        get_present(&*store, &id).await,
+        written,
+        "a refused insert changes nothing"
+    );
+
+    race_inserts(std::slice::from_ref(&store), &fresh_id("insert-race"), &session).await;
+}
+
+/// `RACERS` inserts of one id split over two handles: one winner.
+pub async fn two_handles_insert_once(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+    race_inserts(&[a, b], &fresh_id("insert-race-2"), &fresh_session()).await;
 }
 
 /// `RACERS` concurrent increments of a counter in `state.custom` all land.

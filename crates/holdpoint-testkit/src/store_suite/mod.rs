@@ -38,8 +38,9 @@ pub use basic::{
 };
 pub use concurrency::{
     RACERS, concurrent_claim_resumes_have_one_winner, concurrent_claims_have_one_winner,
-    concurrent_creators_of_one_id_serialise, concurrent_increments_all_land, two_handles_claim_once,
-    two_handles_claim_resume_once, two_handles_increment, two_handles_see_each_other,
+    concurrent_creators_of_one_id_serialise, concurrent_increments_all_land, inserts_write_an_id_once,
+    two_handles_claim_once, two_handles_claim_resume_once, two_handles_increment, two_handles_insert_once,
+    two_handles_see_each_other,
 };
 pub use listing::{
     audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
@@ -109,6 +110,7 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("concurrent_claim_resumes_have_one_winner", |s| {
         concurrent_claim_resumes_have_one_winner(s).boxed()
     }),
+    ("inserts_write_an_id_once", |s| inserts_write_an_id_once(s).boxed()),
     ("list_filters_and_orders", |s| list_filters_and_orders(s).boxed()),
     ("list_waiting_only", |s| list_waiting_only(s).boxed()),
     ("audit_appends_and_lists", |s| audit_appends_and_lists(s).boxed()),
@@ -146,7 +148,8 @@ where
 /// reach the same rows through separate connections or pools): each sees
 /// the other's writes and status changes, concurrent increments and claims
 /// (`save_snapshot` with the `resumedAt` pattern, and `claim_resume` with
-/// its audit records) split over both land exactly as on one handle.
+/// its audit records) and inserts of one id split over both land exactly
+/// as on one handle.
 pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
     run_case(
         "two_handles_see_each_other",
@@ -165,9 +168,10 @@ pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSt
     .await;
     run_case(
         "two_handles_claim_resume_once",
-        two_handles_claim_resume_once(a, b).boxed(),
+        two_handles_claim_resume_once(a.clone(), b.clone()).boxed(),
     )
     .await;
+    run_case("two_handles_insert_once", two_handles_insert_once(a, b).boxed()).await;
 }
 
 async fn run_case(name: &str, case: BoxFuture<'static, ()>) {

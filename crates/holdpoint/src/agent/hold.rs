@@ -7,7 +7,11 @@
 //! takes the claim over. A frozen resume that wakes up afterwards must not
 //! write its outcome too: the session would get two successors of the
 //! paused snapshot, and the later one would silently become the session's
-//! latest. So the outcome is written only while the hold is confirmed.
+//! latest. So the outcome is written only while the hold is confirmed, and
+//! under the paused snapshot's [`successor_id`]: the store writes that id
+//! once, so even a resume that froze between its confirmation and its
+//! write cannot add a second successor (the settlement's write, or its
+//! own, finds the id taken).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -15,7 +19,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
-use crate::session::{SessionStore, lease_end, renew_claim_update};
+use crate::session::{SessionStore, lease_end, renew_claim_update, successor_id};
 
 /// One resume's claim on one snapshot, until a lease end it keeps renewing.
 pub(crate) struct Hold {
@@ -111,6 +115,26 @@ impl Hold {
                 Err(self.taken_over())
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The id the turn's outcome is written under.
+    pub(crate) fn successor(&self) -> String {
+        successor_id(&self.snapshot_id)
+    }
+
+    /// What writing the outcome under [`successor`](Self::successor) failed
+    /// with, said for the caller: an id already taken means the claim was
+    /// taken over and its outcome written first.
+    pub(crate) fn outcome_refused(&self, error: Error) -> Error {
+        match error {
+            Error::FailedPrecondition(_) => Error::FailedPrecondition(format!(
+                "the claim on snapshot {} was taken over and its outcome written first (snapshot {}); \
+                 this resume's outcome is not saved",
+                self.snapshot_id,
+                self.successor()
+            )),
+            other => other,
         }
     }
 

@@ -211,8 +211,16 @@ async fn while_renewing<T>(work: impl Future<Output = T>, renew: impl Future<Out
     }
 }
 
-/// Writes the completed snapshot of a turn (server-managed agents).
-async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, finish: FinishReason) -> Result<()> {
+/// Writes the completed snapshot of a turn (server-managed agents); under
+/// the claimed snapshot's successor id when the turn holds a claim (see
+/// [`Hold`]).
+async fn commit(
+    def: &AgentDef,
+    session: &mut Session,
+    state: SessionState,
+    finish: FinishReason,
+    hold: Option<&Hold>,
+) -> Result<()> {
     let Some(store) = &def.store else {
         session.state = state;
         return Ok(());
@@ -224,10 +232,16 @@ async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, fini
     row.finish_reason = Some(finish);
     row.agent = Some(def.name.clone());
     row.owner = session.owner.clone();
-    let saved = store
-        .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
-        .await?
-        .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?;
+    let saved = match hold {
+        Some(hold) => store
+            .insert_snapshot(&hold.successor(), row)
+            .await
+            .map_err(|e| hold.outcome_refused(e))?,
+        None => store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await?
+            .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?,
+    };
     let state = saved.state.ok_or_else(|| {
         Error::Internal(format!(
             "the store wrote snapshot {} without its state",
@@ -241,9 +255,12 @@ async fn commit(def: &AgentDef, session: &mut Session, state: SessionState, fini
 
 /// After a turn failed past a claim or a seam: a `failed` child snapshot
 /// holding the conversation up to its last completed tool round, so the
-/// session can go on and nothing that ran is run again.
-async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error) {
-    let Some(store) = &def.store else { return };
+/// session can go on and nothing that ran is run again (under the claimed
+/// snapshot's successor id when the turn holds a claim). Fails only when
+/// that id was taken (the claim was taken over and its outcome written
+/// first); other store errors are logged.
+async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error, hold: Option<&Hold>) -> Result<()> {
+    let Some(store) = &def.store else { return Ok(()) };
     let mut row = Snapshot::new(session.state.clone());
     row.parent_id = session.snapshot_id.clone();
     row.status = SnapshotStatus::Failed;
@@ -251,11 +268,21 @@ async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error) {
     row.error = Some(error.body());
     row.agent = Some(def.name.clone());
     row.owner = session.owner.clone();
-    match store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await {
+    let saved = match hold {
+        Some(hold) => store
+            .insert_snapshot(&hold.successor(), row)
+            .await
+            .map(Some)
+            .map_err(|e| hold.outcome_refused(e)),
+        None => store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await,
+    };
+    match saved {
         Ok(Some(saved)) => session.snapshot_id = Some(saved.snapshot_id),
         Ok(None) => {}
+        Err(e @ Error::FailedPrecondition(_)) if hold.is_some() => return Err(e),
         Err(e) => tracing::error!(error = %e, "could not record a failed turn"),
     }
+    Ok(())
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -513,7 +540,7 @@ impl Worker {
                             self.fail_attached(e);
                             return;
                         }
-                        if let Err(e) = commit(&self.def, &mut self.session, state, finish).await {
+                        if let Err(e) = commit(&self.def, &mut self.session, state, finish, hold.as_deref()).await {
                             self.fail_attached(e);
                             return;
                         }
@@ -574,8 +601,13 @@ impl Worker {
                         .await;
                         return;
                     }
-                    if claimed || kept_seam {
-                        record_failure(&self.def, &mut self.session, &error).await;
+                    if (claimed || kept_seam)
+                        && let Err(refused) =
+                            record_failure(&self.def, &mut self.session, &error, hold.as_deref()).await
+                    {
+                        tracing::warn!(error = %error, "a resume failed after its claim was taken over");
+                        self.fail_attached(refused);
+                        return;
                     }
                     self.fail_attached(error);
                     return;

@@ -80,6 +80,21 @@ pub trait SessionStore: Send + Sync {
         self.append_audit(audit).await
     }
 
+    /// Writes `row` as a new row under `snapshot_id`, only if no row has
+    /// that id: `FAILED_PRECONDITION` (nothing written) otherwise. The
+    /// outcome of a claimed resume is written this way, under the
+    /// [`successor_id`] of the snapshot it resumed, so a paused snapshot gets
+    /// at most one successor even when a resume that froze past its lease
+    /// wakes up after an operator settled its calls (SPEC §9.3). The
+    /// default runs [`insert_update`] through
+    /// [`save_snapshot`](Self::save_snapshot), which every store makes
+    /// atomic; stores may override it with a cheaper insert-if-absent.
+    async fn insert_snapshot(&self, snapshot_id: &str, row: Snapshot) -> Result<Snapshot> {
+        self.save_snapshot(Some(snapshot_id), insert_update(snapshot_id, row))
+            .await?
+            .ok_or_else(|| Error::Internal(format!("snapshot {snapshot_id} was not written")))
+    }
+
     /// Requests an abort: `pending` becomes `aborting` (the worker then
     /// writes `aborted`); other rows are unchanged. Returns the status the
     /// row had, or `None` when there is no such row.
@@ -111,6 +126,40 @@ pub trait SessionStore: Send + Sync {
 
 fn unsupported(what: &str) -> Error {
     Error::FailedPrecondition(format!("this session store cannot {what}"))
+}
+
+/// The update behind [`SessionStore::insert_snapshot`]: writes `row` when
+/// there is no row yet, else fails with [`insert_refused`].
+pub fn insert_update(snapshot_id: &str, row: Snapshot) -> SnapshotUpdate {
+    let id = snapshot_id.to_owned();
+    Box::new(move |existing| match existing {
+        Some(_) => Err(insert_refused(&id)),
+        None => Ok(Some(row)),
+    })
+}
+
+/// The error of an [`insert_snapshot`](SessionStore::insert_snapshot)
+/// whose id is taken (`FAILED_PRECONDITION`).
+pub fn insert_refused(snapshot_id: &str) -> Error {
+    Error::FailedPrecondition(format!("snapshot {snapshot_id} already exists; nothing was written"))
+}
+
+/// The id of the snapshot that follows `snapshot_id` once a resume claimed
+/// it: the same for every process that writes the resume's outcome (the
+/// resume itself, or an operator settling its calls after its lease
+/// lapsed), so the store's insert-if-absent lets only the first of them
+/// write (see [`SessionStore::insert_snapshot`]). A UUID (version 8) made
+/// of the first 16 bytes of SHA-256 over a fixed prefix and the id: as
+/// unguessable as the id it follows.
+pub fn successor_id(snapshot_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"holdpoint successor of snapshot\0")
+        .chain_update(snapshot_id.as_bytes())
+        .finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid().to_string()
 }
 
 /// A resume's claim on the snapshot it resumes (SPEC §9.1, §9.3).
@@ -275,4 +324,23 @@ pub fn prepare_row(id: &str, existing: Option<&Snapshot>, mut next: Snapshot) ->
 /// A fresh snapshot id.
 pub fn mint_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successor_ids_are_fixed_per_snapshot_distinct_and_uuids() {
+        let a = mint_id();
+        let b = mint_id();
+        assert_eq!(successor_id(&a), successor_id(&a));
+        assert_ne!(successor_id(&a), successor_id(&b));
+        assert_ne!(successor_id(&a), a);
+        let parsed = uuid::Uuid::parse_str(&successor_id(&a)).unwrap();
+        assert_eq!(parsed.get_version_num(), 8);
+        assert_eq!(parsed.to_string(), successor_id(&a));
+        // The successor of a successor is new again.
+        assert_ne!(successor_id(&successor_id(&a)), successor_id(&a));
+    }
 }

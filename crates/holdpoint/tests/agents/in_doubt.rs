@@ -249,7 +249,10 @@ impl SessionStore for Freezable {
         self.inner.get_latest_snapshot(session).await
     }
     async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
-        if id.is_some() && self.frozen.load(Ordering::SeqCst) {
+        if let Some(existing) = id
+            && self.frozen.load(Ordering::SeqCst)
+            && self.inner.get_snapshot(existing).await?.is_some()
+        {
             return Err(holdpoint::Error::Unavailable("frozen".into()));
         }
         self.inner.save_snapshot(id, update).await
@@ -350,6 +353,135 @@ async fn wake_after_settlement(tool_fails: bool) {
         .map(|r| r.snapshot_id.clone())
         .collect();
     assert_eq!(successors, [settled.snapshot_id.clone().unwrap()], "{rows:#?}");
+    let latest = agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
+    assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
+    assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
+}
+
+/// A store that holds back the first write after a claim that is not a
+/// renewal of the claimed row (the resume's outcome), until released: to
+/// the resume, as if its process froze after it confirmed its claim and
+/// before its write reached the store.
+struct HeldOutcome {
+    inner: InMemoryStore,
+    /// The paused snapshot; `Some` until its resume's outcome write came.
+    armed: std::sync::Mutex<Option<String>>,
+    reached: tokio::sync::Semaphore,
+    release: tokio::sync::Semaphore,
+}
+
+impl HeldOutcome {
+    fn outcome_write(&self, id: Option<&str>) -> bool {
+        let mut armed = self.armed.lock().unwrap();
+        if armed.is_some() && id != armed.as_deref() {
+            *armed = None;
+            return true;
+        }
+        false
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for HeldOutcome {
+    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_snapshot(id).await
+    }
+    async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_latest_snapshot(session).await
+    }
+    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
+        if self.outcome_write(id) {
+            self.reached.add_permits(1);
+            self.release.acquire().await.unwrap().forget();
+        }
+        self.inner.save_snapshot(id, update).await
+    }
+    async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
+        self.inner.watch_status(id).await
+    }
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
+        self.inner.list_snapshots(query).await
+    }
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.append_audit(records).await
+    }
+    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
+        self.inner.list_audit(query).await
+    }
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.claim_resume(claim, audit).await
+    }
+}
+
+/// The gap the lease check leaves: a resume confirms its claim (plenty of
+/// lease left), then freezes before its outcome reaches the store, for
+/// longer than the lease. An operator settles the call meanwhile. When the
+/// resume's write lands it finds the paused snapshot's successor id taken
+/// and writes nothing, whether its tool succeeded or failed. (Before, it
+/// wrote a second successor under a fresh id.)
+#[tokio::test]
+async fn a_resume_frozen_between_its_check_and_its_write_cannot_add_a_second_outcome() {
+    frozen_before_write(false).await;
+    frozen_before_write(true).await;
+}
+
+async fn frozen_before_write(tool_fails: bool) {
+    let store = Arc::new(HeldOutcome {
+        inner: InMemoryStore::new(),
+        armed: std::sync::Mutex::new(None),
+        reached: tokio::sync::Semaphore::new(0),
+        release: tokio::sync::Semaphore::new(0),
+    });
+    let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| async move {
+        if tool_fails {
+            return Err(ToolError::Error("the bank is down".into()));
+        }
+        Ok(json!({"closed": input["account"]}))
+    });
+    let held = agent.run_text("close a-1").await.unwrap();
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    *store.armed.lock().unwrap() = Some(snapshot_id.clone());
+    let resume = {
+        let (agent, input) = (agent.clone(), approve(&held));
+        let init = AgentInit::snapshot(snapshot_id.clone());
+        tokio::spawn(async move { agent.run(input, init).await })
+    };
+    // The resume ran its tool, confirmed its claim and froze on its write.
+    store.reached.acquire().await.unwrap().forget();
+    assert_eq!(starts.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
+    let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
+    let settled = agent.settle(&snapshot_id, settle, by("ops-oncall")).await.unwrap();
+    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+
+    // The frozen write lands now.
+    store.release.add_permits(1);
+    let woke = resume.await.unwrap().unwrap();
+    assert_eq!(woke.finish_reason, FinishReason::Failed, "{woke:?}");
+    let error = woke.error.expect("the woken resume says why");
+    assert_eq!(
+        error.status,
+        Status::FailedPrecondition,
+        "tool fails: {tool_fails}: {error:?}"
+    );
+    assert!(error.message.contains("taken over"), "{error:?}");
+
+    let rows = store
+        .list_snapshots(&SnapshotQuery {
+            session_id: Some(held.session_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let successors: Vec<_> = rows
+        .iter()
+        .filter(|r| r.parent_id.as_deref() == Some(snapshot_id.as_str()))
+        .collect();
+    assert_eq!(successors.len(), 1, "{rows:#?}");
+    assert_eq!(Some(&successors[0].snapshot_id), settled.snapshot_id.as_ref());
+    assert_eq!(successors[0].status, SnapshotStatus::Completed);
     let latest = agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
     assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
