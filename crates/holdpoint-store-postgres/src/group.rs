@@ -1,5 +1,6 @@
-//! Group commit for the two writes of a resumable turn's hot path: rows
-//! saved under a freshly minted id, and first claims of a resume.
+//! Group commit for the two writes of a resumable turn's hot path: new
+//! rows (saved under a freshly minted id, or inserted under an id no row
+//! may have yet), and first claims of a resume.
 //!
 //! Callers queue their write and wait. A dispatcher ([`crate::batch`])
 //! takes whatever is queued (up to [`MAX_BATCH`] writes) as soon as one of
@@ -13,6 +14,8 @@
 //! Claims stay compare-and-set: the statement claims a row only while its
 //! `resumed_at_ns` is unset, and when two claims of one row share a batch
 //! the second sees the first one's claim and is reported as not taken.
+//! Inserts never replace a row: one whose id is taken is reported as not
+//! taken.
 //!
 //! When the server rejects a batch for what a write carries (a data or
 //! constraint error: the statement rolled back whole, nothing of it is
@@ -48,7 +51,7 @@ pub(crate) struct Claim {
 
 /// One queued write.
 pub(crate) enum Op {
-    /// Insert (or replace) the row with these columns.
+    /// Insert the row with these columns, if no row has its id.
     Insert(Box<Columns>),
     /// Claim a row that was never claimed.
     Claim(Box<Claim>),
@@ -64,7 +67,8 @@ impl Op {
 }
 
 /// A write and where its answer goes: `true` for a written row or a
-/// claim that took, `false` for a claim that did not.
+/// claim that took, `false` for an insert whose id was taken or a claim
+/// that did not take.
 struct Job {
     op: Op,
     reply: oneshot::Sender<Result<bool>>,
@@ -87,8 +91,8 @@ impl Committer {
     }
 
     /// Queues `op` and waits until its batch committed: `Ok(true)` for a
-    /// written row or a claim that took, `Ok(false)` for a claim of a row
-    /// that is missing or already claimed.
+    /// written row or a claim that took, `Ok(false)` for an insert whose id
+    /// was taken or a claim of a row that is missing or already claimed.
     pub async fn write(&self, op: Op) -> Result<bool> {
         let what = op.what();
         let (reply, answer) = oneshot::channel();
@@ -153,7 +157,8 @@ async fn flush(pool: &PgPool, batch: Vec<Job>) {
 /// are the inserted rows' columns, `$13`–`$16` the claims (with their
 /// index in the batch; `holdpoint_claim`, see migration 2, claims them one
 /// by one), `$17`–`$24` the claims' audit rows (with the index of their
-/// claim). Returns the batch indexes of the claims that took.
+/// claim). Returns one row per write that took: a claim's batch index, or
+/// an inserted row's id.
 const WRITE: &str = "WITH inserted AS ( \
        INSERT INTO holdpoint_snapshots \
               (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
@@ -161,15 +166,12 @@ const WRITE: &str = "WITH inserted AS ( \
        SELECT r.snapshot_id, r.session_id, r.parent_id, r.created_at_ns, r.updated_at_ns, r.heartbeat_at_ns, \
               r.resumed_at_ns, r.status, r.finish_reason, r.agent, r.owner, r.data::json \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], \
-                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) \
+                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) WITH ORDINALITY \
               AS r(snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
-                   resumed_at_ns, status, finish_reason, agent, owner, data) \
-       ON CONFLICT (snapshot_id) DO UPDATE SET \
-         session_id = EXCLUDED.session_id, parent_id = EXCLUDED.parent_id, \
-         created_at_ns = EXCLUDED.created_at_ns, updated_at_ns = EXCLUDED.updated_at_ns, \
-         heartbeat_at_ns = EXCLUDED.heartbeat_at_ns, resumed_at_ns = EXCLUDED.resumed_at_ns, \
-         status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, \
-         agent = EXCLUDED.agent, owner = EXCLUDED.owner, data = EXCLUDED.data \
+                   resumed_at_ns, status, finish_reason, agent, owner, data, k) \
+        ORDER BY r.k \
+       ON CONFLICT (snapshot_id) DO NOTHING \
+       RETURNING snapshot_id \
    ), claimed AS ( \
        SELECT ($13::int4[])[p + 1] AS n FROM holdpoint_claim($14::text[], $15::int8[], $16::text[]) AS p \
    ), audit AS ( \
@@ -181,25 +183,22 @@ const WRITE: &str = "WITH inserted AS ( \
         WHERE a.claim IN (SELECT n FROM claimed) \
         ORDER BY a.k \
    ) \
-   SELECT n FROM claimed";
+   SELECT n, NULL::text AS inserted FROM claimed \
+   UNION ALL SELECT NULL::int4, snapshot_id FROM inserted";
 
-/// Runs [`WRITE`] for `ops`; returns the indexes (into `ops`) of the claims
-/// that took. A written row counts as taken too, so a batch of one op is
-/// `[0]` exactly when it succeeded (an insert) or took (a claim).
+/// Runs [`WRITE`] for `ops`; returns the indexes (into `ops`) of the writes
+/// that took (a row written, a claim made), so a batch of one op is `[0]`
+/// exactly when it took.
 async fn write(pool: &PgPool, ops: &[Op]) -> std::result::Result<Vec<usize>, sqlx::Error> {
     let mut rows = RowArrays::default();
     let mut claims = ClaimArrays::default();
-    let mut inserted = Vec::new();
     for (n, op) in ops.iter().enumerate() {
         match op {
-            Op::Insert(cols) => {
-                rows.push(cols);
-                inserted.push(n);
-            }
+            Op::Insert(cols) => rows.push(cols),
             Op::Claim(claim) => claims.push(index(n), claim),
         }
     }
-    let taken: Vec<i32> = sqlx::query_scalar(WRITE)
+    let taken: Vec<(Option<i32>, Option<String>)> = sqlx::query_as(WRITE)
         .bind(rows.snapshot_id)
         .bind(rows.session_id)
         .bind(rows.parent_id)
@@ -226,8 +225,20 @@ async fn write(pool: &PgPool, ops: &[Op]) -> std::result::Result<Vec<usize>, sql
         .bind(claims.audit_data)
         .fetch_all(pool)
         .await?;
-    inserted.extend(taken.into_iter().filter_map(|n| usize::try_from(n).ok()));
-    Ok(inserted)
+    // Two inserts of one id in a batch: the rows go in in batch order, so
+    // the one that took is the first.
+    let inserted_at = |id: &str| {
+        ops.iter()
+            .position(|op| matches!(op, Op::Insert(cols) if cols.snapshot_id == id))
+    };
+    Ok(taken
+        .into_iter()
+        .filter_map(|(claim, inserted)| match (claim, inserted) {
+            (Some(n), _) => usize::try_from(n).ok(),
+            (None, Some(id)) => inserted_at(&id),
+            (None, None) => None,
+        })
+        .collect())
 }
 
 /// A batch index as the statement's `int4` (batches are at most

@@ -6,8 +6,10 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::Result;
+use holdpoint::session::row::Columns;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    insert_refused, prepare_row, row,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -161,7 +163,10 @@ impl SessionStore for PostgresStore {
             let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            self.inner.committer.write(Op::Insert(Box::new(cols))).await?;
+            if !self.inner.committer.write(Op::Insert(Box::new(cols))).await? {
+                // A minted id that is taken: never write over that row.
+                return Err(insert_refused(&row.snapshot_id));
+            }
             tracing::debug!(target: TARGET, snapshot_id = %row.snapshot_id, status = row.status.as_str(), "saved");
             return Ok(Some(row));
         };
@@ -174,6 +179,19 @@ impl SessionStore for PostgresStore {
             tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
         }
         Ok(saved)
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "insert_snapshot", store = "postgres", snapshot_id = snapshot_id), err(Display))]
+    async fn insert_snapshot(&self, snapshot_id: &str, row: Snapshot) -> Result<Snapshot> {
+        // No row to read or lock: the insert joins the group commit, and
+        // the statement writes it only if the id is free.
+        let row = prepare_row(snapshot_id, None, row)?;
+        let cols = Columns::of(&row)?;
+        if !self.inner.committer.write(Op::Insert(Box::new(cols))).await? {
+            return Err(insert_refused(snapshot_id));
+        }
+        tracing::debug!(target: TARGET, snapshot_id, status = row.status.as_str(), "inserted");
+        Ok(row)
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "postgres", snapshot_id = snapshot_id), err(Display))]

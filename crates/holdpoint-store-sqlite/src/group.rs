@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use holdpoint::session::row::Columns;
-use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update};
+use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, insert_refused};
 use holdpoint::{Error, Result};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -48,9 +48,11 @@ const MAX_BATCH: usize = 256;
 pub(crate) enum Op {
     /// `save_snapshot`: run `update` on row `id` and write what it returns.
     Save { id: String, update: SnapshotUpdate },
-    /// `save_snapshot` under a freshly minted id: there is no row to read,
-    /// so the caller built and encoded the row already; only the write is
-    /// left for the batch. `row` is what the caller hears once written.
+    /// `save_snapshot` under a freshly minted id, or `insert_snapshot`:
+    /// there is no row to read, so the caller built and encoded the row
+    /// already; only the write is left for the batch, and it writes only if
+    /// no row has the id (else the caller hears `FAILED_PRECONDITION`).
+    /// `row` is what the caller hears once written.
     Insert { row: Box<Snapshot>, cols: Box<Columns> },
     /// `claim_resume`: claim row `id` and append `audit`, both or neither.
     Claim {
@@ -391,7 +393,9 @@ fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fai
         Op::Save { id, update } => save(conn, &id, update, &[]),
         Op::Insert { row, cols } => {
             let what = || format!("save snapshot {}", cols.snapshot_id);
-            write::upsert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+            if !write::insert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
+                return Err(Fail::Caller(insert_refused(&cols.snapshot_id)));
+            }
             Ok(Some(*row))
         }
         Op::Claim { claim, audit } => {

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, row,
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    prepare_row, row,
 };
 use holdpoint::{Error, Result};
 
@@ -176,6 +177,23 @@ impl SessionStore for SqliteStore {
         };
         let id = id.to_owned();
         self.inner.writer.write(Op::Save { id, update }).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "insert_snapshot", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
+    async fn insert_snapshot(&self, snapshot_id: &str, row: Snapshot) -> Result<Snapshot> {
+        // Built and encoded here, like a row under a minted id; the batch
+        // writes it only if the id is free.
+        let row = prepare_row(snapshot_id, None, row)?;
+        let cols = row::Columns::of(&row)?;
+        let op = Op::Insert {
+            row: Box::new(row),
+            cols: Box::new(cols),
+        };
+        self.inner
+            .writer
+            .write(op)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("sqlite store: snapshot {snapshot_id} was not written")))
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "sqlite", snapshot_id = snapshot_id), err(Display))]

@@ -152,6 +152,33 @@ pub(crate) fn upsert(conn: &Connection, cols: &Columns) -> rusqlite::Result<()> 
     Ok(())
 }
 
+/// Writes a prepared row under an id no row has yet; `false` (nothing
+/// written) when one has it.
+pub(crate) fn insert(conn: &Connection, cols: &Columns) -> rusqlite::Result<bool> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO holdpoint_snapshots \
+           (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
+            resumed_at_ns, status, finish_reason, agent, owner, data) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+         ON CONFLICT (snapshot_id) DO NOTHING",
+    )?;
+    let written = stmt.execute(params![
+        cols.snapshot_id,
+        cols.session_id,
+        cols.parent_id,
+        cols.created_at_ns,
+        cols.updated_at_ns,
+        cols.heartbeat_at_ns,
+        cols.resumed_at_ns,
+        cols.status,
+        cols.finish_reason,
+        cols.agent,
+        cols.owner,
+        cols.data,
+    ])?;
+    Ok(written == 1)
+}
+
 /// Appends prepared audit rows, in order.
 pub(crate) fn audit(conn: &Connection, records: &[AuditColumns]) -> rusqlite::Result<()> {
     if records.is_empty() {

@@ -157,12 +157,21 @@ async fn metrics_count_turns_holds_waits_tools_errors_and_store_latency() {
         ) >= 1.0,
         "{text}"
     );
+    // A resume's outcome is an insert under its successor id; the other
+    // turns' snapshots are saves.
+    let inserts = sample(
+        &text,
+        "holdpoint_store_operation_seconds_count",
+        &[("op", "insert_snapshot")],
+    );
+    assert!(inserts >= 1.0, "{text}");
     assert!(
         sample(
             &text,
             "holdpoint_store_operation_seconds_count",
             &[("op", "save_snapshot")]
-        ) >= 3.0,
+        ) + inserts
+            >= 3.0,
         "{text}"
     );
     assert_eq!(sample(&text, "holdpoint_turns_running", &[]), 0.0);
