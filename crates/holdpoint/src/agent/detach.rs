@@ -32,8 +32,15 @@ pub(crate) struct Detached {
 }
 
 /// Writes the pending snapshot and starts the heartbeat and abort watch.
-/// `abort` is set to `true` once an abort is requested on the row.
-pub(crate) async fn begin(def: &AgentDef, session: &Session, abort: watch::Sender<bool>) -> Result<Detached> {
+/// `abort` is set to `true` once an abort is requested on the row. A
+/// resume's pending row is written under `successor` (the paused
+/// snapshot's successor id), insert-if-absent, like its outcome would be.
+pub(crate) async fn begin(
+    def: &AgentDef,
+    session: &Session,
+    abort: watch::Sender<bool>,
+    successor: Option<String>,
+) -> Result<Detached> {
     let Some(store) = def.store.clone() else {
         return Err(Error::FailedPrecondition(format!(
             "agent \"{}\" cannot detach: detached runs need a session store (server-managed state)",
@@ -46,10 +53,13 @@ pub(crate) async fn begin(def: &AgentDef, session: &Session, abort: watch::Sende
     row.heartbeat_at = Some(row.created_at);
     row.agent = Some(def.name.clone());
     row.owner = session.owner.clone();
-    let saved = store
-        .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
-        .await?
-        .ok_or_else(|| Error::Internal("the pending snapshot was not written".into()))?;
+    let saved = match successor {
+        Some(id) => store.insert_snapshot(&id, row).await?,
+        None => store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await?
+            .ok_or_else(|| Error::Internal("the pending snapshot was not written".into()))?,
+    };
     let id = saved.snapshot_id;
 
     let beat_store = Arc::clone(&store);

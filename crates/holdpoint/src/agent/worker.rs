@@ -90,88 +90,104 @@ fn output(
     })
 }
 
+/// What a turn's resume claimed before its tools run: `claimed` once the
+/// store recorded a claim on the paused snapshot (or on client-held
+/// state), and the hold on a stored claim.
+#[derive(Default)]
+struct Claimed {
+    claimed: bool,
+    hold: Option<Box<Hold>>,
+}
+
+/// The exactly-once step of a turn that resumes (SPEC §9.1): checks the
+/// resume against the history, audits its decisions and claims the paused
+/// snapshot (or the client-held state) in the store. Nothing to do for a
+/// turn without a resume. Fails with what the caller should hear; nothing
+/// was claimed then.
+async fn claim_resume_of(
+    def: &AgentDef,
+    session: &Session,
+    input: &AgentInput,
+    context: &Map<String, Value>,
+) -> Result<Claimed> {
+    if session.settle && input.resume.as_ref().is_none_or(Resume::is_empty) {
+        return Err(Error::InvalidArgument(
+            "settling calls in doubt needs a resume that answers them".into(),
+        ));
+    }
+    let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) else {
+        return Ok(Claimed::default());
+    };
+    validate_resume(&session.state.messages, resume)?;
+    if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
+        let ctx = AuditContext {
+            principal: principal_of(context),
+            actor: context.get(super::ACTOR).and_then(Value::as_str),
+            agent: &def.name,
+            session_id: &session.state.session_id,
+            snapshot_id: id,
+        };
+        let mut records = audit::records(&ctx, &session.state.messages, resume);
+        for r in &mut records {
+            r.settles = session.settle;
+        }
+        let waited_ms = session
+            .saved_at
+            .map(|t| (chrono::Utc::now() - t).num_milliseconds())
+            .unwrap_or(0);
+        let span = tracing::info_span!(
+            "resume_decision",
+            snapshot_id = %id,
+            decisions = records.len(),
+            waited_ms,
+            settles = session.settle
+        );
+        for r in &records {
+            tracing::info!(
+                parent: &span,
+                tool = %r.tool,
+                r#ref = r.reference.as_deref().unwrap_or(""),
+                decision = r.decision.as_str(),
+                principal = r.principal.as_deref().unwrap_or(""),
+                "interrupt answered"
+            );
+        }
+        let mut claim = ResumeClaim::new(id.clone()).lease(def.resume_lease);
+        if session.settle {
+            claim = claim.takeover();
+        }
+        let held = claim.lease_until;
+        store.claim_resume(claim, records).instrument(span).await?;
+        return Ok(Claimed {
+            claimed: true,
+            hold: Some(Box::new(Hold::new(
+                Arc::clone(store),
+                id.clone(),
+                held,
+                def.resume_lease,
+            ))),
+        });
+    }
+    if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
+        // Client-held state: claim the state itself (SPEC §9.4).
+        let span = tracing::info_span!("resume_decision", state_claim = %key);
+        super::state_claim::claim(claims, key, &def.name, &session.state.session_id)
+            .instrument(span)
+            .await?;
+    }
+    Ok(Claimed::default())
+}
+
+/// Runs one turn whose resume was claimed (see [`claim_resume_of`]): the
+/// handler, renewing the claim while it works.
 async fn run_turn(
     def: Arc<AgentDef>,
     session: Session,
     input: AgentInput,
     responder: Responder,
     context: Arc<Map<String, Value>>,
+    Claimed { claimed, hold }: Claimed,
 ) -> TurnResult {
-    let fail = |error, claimed| TurnFailure {
-        error,
-        claimed,
-        seam: None,
-        hold: None,
-    };
-    let mut claimed = false;
-    let mut hold: Option<Box<Hold>> = None;
-    if session.settle && input.resume.as_ref().is_none_or(Resume::is_empty) {
-        return Err(fail(
-            Error::InvalidArgument("settling calls in doubt needs a resume that answers them".into()),
-            false,
-        ));
-    }
-    if let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) {
-        validate_resume(&session.state.messages, resume).map_err(|e| fail(e, false))?;
-        if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
-            let ctx = AuditContext {
-                principal: principal_of(&context),
-                actor: context.get(super::ACTOR).and_then(Value::as_str),
-                agent: &def.name,
-                session_id: &session.state.session_id,
-                snapshot_id: id,
-            };
-            let mut records = audit::records(&ctx, &session.state.messages, resume);
-            for r in &mut records {
-                r.settles = session.settle;
-            }
-            let waited_ms = session
-                .saved_at
-                .map(|t| (chrono::Utc::now() - t).num_milliseconds())
-                .unwrap_or(0);
-            let span = tracing::info_span!(
-                "resume_decision",
-                snapshot_id = %id,
-                decisions = records.len(),
-                waited_ms,
-                settles = session.settle
-            );
-            for r in &records {
-                tracing::info!(
-                    parent: &span,
-                    tool = %r.tool,
-                    r#ref = r.reference.as_deref().unwrap_or(""),
-                    decision = r.decision.as_str(),
-                    principal = r.principal.as_deref().unwrap_or(""),
-                    "interrupt answered"
-                );
-            }
-            let mut claim = ResumeClaim::new(id.clone()).lease(def.resume_lease);
-            if session.settle {
-                claim = claim.takeover();
-            }
-            let held = claim.lease_until;
-            store
-                .claim_resume(claim, records)
-                .instrument(span)
-                .await
-                .map_err(|e| fail(e, false))?;
-            claimed = true;
-            hold = Some(Box::new(Hold::new(
-                Arc::clone(store),
-                id.clone(),
-                held,
-                def.resume_lease,
-            )));
-        } else if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
-            // Client-held state: claim the state itself (SPEC §9.4).
-            let span = tracing::info_span!("resume_decision", state_claim = %key);
-            super::state_claim::claim(claims, key, &def.name, &session.state.session_id)
-                .instrument(span)
-                .await
-                .map_err(|e| fail(e, false))?;
-        }
-    }
     let turn = Turn::new(input, session.state, responder, context);
     let work = def.handler.handle(turn.clone());
     let done = match &hold {
@@ -414,8 +430,10 @@ impl Worker {
         next
     }
 
-    async fn detach(&mut self, at: &Session) -> Result<()> {
-        let d = detach::begin(&self.def, at, self.abort_tx.clone()).await?;
+    /// Detaches the caller: writes the pending row (under `successor`
+    /// when given) and answers `detached` at once.
+    async fn detach(&mut self, at: &Session, successor: Option<String>) -> Result<()> {
+        let d = detach::begin(&self.def, at, self.abort_tx.clone(), successor).await?;
         self.io.responder.detach();
         let out = AgentOutput {
             session_id: at.state.session_id.clone(),
@@ -444,9 +462,41 @@ impl Worker {
 
     async fn run(mut self) {
         while let Some(mut input) = self.next_input().await {
+            // A resume claims first, before any detach and before its turn
+            // starts (so before a detach can arrive mid-turn): a refused
+            // resume (already resumed, a bad answer) is answered as such
+            // and leaves no pending row behind, which would otherwise
+            // become the session's latest with the paused calls still open
+            // in it, resumable a second time.
+            let span = tracing::info_span!("turn");
+            let claimed = if input.has_payload() {
+                let claiming = claim_resume_of(&self.def, &self.session, &input, &self.context);
+                match claiming.instrument(span.clone()).await {
+                    Ok(claimed) => claimed,
+                    Err(error) => {
+                        if let Some(d) = &self.detached {
+                            d.finalize(
+                                SnapshotStatus::Failed,
+                                self.session.state.clone(),
+                                FinishReason::Failed,
+                                Some(error.body()),
+                            )
+                            .await;
+                            return;
+                        }
+                        self.fail_attached(error);
+                        return;
+                    }
+                }
+            } else {
+                Claimed::default()
+            };
+            // A resume's pending row (if it detaches) follows the paused
+            // snapshot under the id its outcome would take.
+            let successor = claimed.hold.as_ref().map(|h| h.successor());
             if input.is_detach() && self.detached.is_none() {
                 let at = self.session.clone();
-                if let Err(e) = self.detach(&at).await {
+                if let Err(e) = self.detach(&at, successor.clone()).await {
                     self.fail_attached(e);
                     return;
                 }
@@ -478,8 +528,9 @@ impl Worker {
                         input,
                         self.io.responder.clone(),
                         Arc::clone(&self.context),
+                        claimed,
                     )
-                    .instrument(tracing::info_span!("turn")),
+                    .instrument(span),
                 )
                 .catch_unwind(),
             );
@@ -500,7 +551,7 @@ impl Worker {
                     next = recv(&mut self.io.inputs), if self.inputs_open && self.detached.is_none() => match next {
                         Some(mut i) if i.is_detach() => {
                             let before = self.session.clone();
-                            if let Err(e) = self.detach(&before).await {
+                            if let Err(e) = self.detach(&before, successor.clone()).await {
                                 drop(task);
                                 self.fail_attached(e);
                                 return;

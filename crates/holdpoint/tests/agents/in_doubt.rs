@@ -486,3 +486,83 @@ async fn frozen_before_write(tool_fails: bool) {
     assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
+
+/// A late approval that asks to detach, of a call already resumed, is
+/// refused like an attached one (`ABORTED`) and writes nothing. Before, it
+/// detached first: its pending row became a failed copy of the paused
+/// snapshot, newer than the real outcome, so the session's latest again
+/// held the open call, and a resume by session id ran the tool a second
+/// time.
+#[tokio::test]
+async fn a_late_detached_approval_is_refused_and_leaves_nothing_to_resume() {
+    let ops = ops(Duration::from_millis(1));
+    let held = ops.agent.run_text("close a-1").await.unwrap();
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    let done = ops
+        .agent
+        .run(approve(&held), AgentInit::snapshot(snapshot_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop);
+
+    let mut late = approve(&held);
+    late.detach = Some(true);
+    let refused_late = refused(ops.agent.run(late, AgentInit::snapshot(snapshot_id.clone())).await);
+    assert_eq!(refused_late.0, Status::Aborted, "{refused_late:?}");
+    assert!(refused_late.1.contains("already resumed"), "{refused_late:?}");
+
+    let rows = ops
+        .agent
+        .store()
+        .unwrap()
+        .list_snapshots(&SnapshotQuery {
+            session_id: Some(held.session_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2, "the paused snapshot and its outcome only: {rows:#?}");
+    let latest = ops.agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
+    assert_eq!(Some(latest.snapshot_id), done.snapshot_id);
+
+    // A resume by session id finds the outcome, where the call is no
+    // longer open: refused (`refused` checks the turn failed).
+    let again = refused(
+        ops.agent
+            .run(approve(&held), AgentInit::session(held.session_id.clone()))
+            .await,
+    );
+    assert_eq!(again.0, Status::InvalidArgument, "{again:?}");
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1, "the tool ran once");
+}
+
+/// A resume that detaches writes its pending row as the paused snapshot's
+/// successor under the id its outcome takes, so no settlement or second
+/// writer can add another successor beside it.
+#[tokio::test]
+async fn a_detached_resume_writes_its_pending_row_under_the_successor_id() {
+    let ops = ops(Duration::from_millis(50));
+    let held = ops.agent.run_text("close a-1").await.unwrap();
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    let mut input = approve(&held);
+    input.detach = Some(true);
+    let detached = ops
+        .agent
+        .run(input, AgentInit::snapshot(snapshot_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(detached.finish_reason, FinishReason::Detached, "{detached:?}");
+    let successor = holdpoint::session::successor_id(&snapshot_id);
+    assert_eq!(detached.snapshot_id.as_deref(), Some(successor.as_str()));
+    let mut row = ops.agent.snapshot(&successor).await.unwrap().unwrap();
+    for _ in 0..100 {
+        if row.status == SnapshotStatus::Completed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        row = ops.agent.snapshot(&successor).await.unwrap().unwrap();
+    }
+    assert_eq!(row.status, SnapshotStatus::Completed, "{row:?}");
+    assert_eq!(row.parent_id.as_deref(), Some(snapshot_id.as_str()));
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1);
+}
