@@ -135,20 +135,7 @@ pub(crate) fn upsert(conn: &Connection, cols: &Columns) -> rusqlite::Result<()> 
            status = excluded.status, finish_reason = excluded.finish_reason, \
            agent = excluded.agent, owner = excluded.owner, data = excluded.data",
     )?;
-    stmt.execute(params![
-        cols.snapshot_id,
-        cols.session_id,
-        cols.parent_id,
-        cols.created_at_ns,
-        cols.updated_at_ns,
-        cols.heartbeat_at_ns,
-        cols.resumed_at_ns,
-        cols.status,
-        cols.finish_reason,
-        cols.agent,
-        cols.owner,
-        cols.data,
-    ])?;
+    stmt.execute(row_params(cols).as_slice())?;
     Ok(())
 }
 
@@ -162,21 +149,26 @@ pub(crate) fn insert(conn: &Connection, cols: &Columns) -> rusqlite::Result<bool
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
          ON CONFLICT (snapshot_id) DO NOTHING",
     )?;
-    let written = stmt.execute(params![
-        cols.snapshot_id,
-        cols.session_id,
-        cols.parent_id,
-        cols.created_at_ns,
-        cols.updated_at_ns,
-        cols.heartbeat_at_ns,
-        cols.resumed_at_ns,
-        cols.status,
-        cols.finish_reason,
-        cols.agent,
-        cols.owner,
-        cols.data,
-    ])?;
+    let written = stmt.execute(row_params(cols).as_slice())?;
     Ok(written == 1)
+}
+
+/// A row's columns as the `?1` – `?12` of [`upsert`] and [`insert`].
+fn row_params(cols: &Columns) -> [&dyn ToSql; 12] {
+    [
+        &cols.snapshot_id,
+        &cols.session_id,
+        &cols.parent_id,
+        &cols.created_at_ns,
+        &cols.updated_at_ns,
+        &cols.heartbeat_at_ns,
+        &cols.resumed_at_ns,
+        &cols.status,
+        &cols.finish_reason,
+        &cols.agent,
+        &cols.owner,
+        &cols.data,
+    ]
 }
 
 /// Appends prepared audit rows, in order.

@@ -449,6 +449,22 @@ impl Worker {
         Ok(())
     }
 
+    /// Ends a detached run as failed with `error` (its pending row takes
+    /// the session's state); `false` when the run is not detached.
+    async fn fail_detached(&self, error: &Error) -> bool {
+        let Some(d) = &self.detached else {
+            return false;
+        };
+        d.finalize(
+            SnapshotStatus::Failed,
+            self.session.state.clone(),
+            FinishReason::Failed,
+            Some(error.body()),
+        )
+        .await;
+        true
+    }
+
     fn fail_attached(&mut self, error: Error) {
         tracing::warn!(error = %error, "turn failed");
         turn_end(
@@ -474,17 +490,9 @@ impl Worker {
                 match claiming.instrument(span.clone()).await {
                     Ok(claimed) => claimed,
                     Err(error) => {
-                        if let Some(d) = &self.detached {
-                            d.finalize(
-                                SnapshotStatus::Failed,
-                                self.session.state.clone(),
-                                FinishReason::Failed,
-                                Some(error.body()),
-                            )
-                            .await;
-                            return;
+                        if !self.fail_detached(&error).await {
+                            self.fail_attached(error);
                         }
-                        self.fail_attached(error);
                         return;
                     }
                 }
@@ -642,14 +650,7 @@ impl Worker {
                         self.fail_attached(error);
                         return;
                     }
-                    if let Some(d) = &self.detached {
-                        d.finalize(
-                            SnapshotStatus::Failed,
-                            self.session.state.clone(),
-                            FinishReason::Failed,
-                            Some(error.body()),
-                        )
-                        .await;
+                    if self.fail_detached(&error).await {
                         return;
                     }
                     if (claimed || kept_seam)

@@ -232,12 +232,41 @@ async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
     assert_eq!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().len(), 1);
 }
 
-/// A store that refuses every write to an existing row while `frozen` is
-/// set (fresh rows and claims still go through): to a resume, as if its
-/// process froze, its claim renewals fail.
+/// A store that acts out a resume's process freezing. While `frozen` is
+/// set it refuses every write to an existing row (fresh rows and claims
+/// still go through): the resume's claim renewals fail. With `armed` set to
+/// a paused snapshot, it holds back the first write that is not to that
+/// row (the resume's outcome), says so on `reached`, and lets it through
+/// once `release` gets a permit: the resume froze after it confirmed its
+/// claim and before its write landed.
 struct Freezable {
     inner: InMemoryStore,
     frozen: std::sync::atomic::AtomicBool,
+    armed: std::sync::Mutex<Option<String>>,
+    reached: tokio::sync::Semaphore,
+    release: tokio::sync::Semaphore,
+}
+
+impl Freezable {
+    fn new() -> Self {
+        Freezable {
+            inner: InMemoryStore::new(),
+            frozen: std::sync::atomic::AtomicBool::new(false),
+            armed: std::sync::Mutex::new(None),
+            reached: tokio::sync::Semaphore::new(0),
+            release: tokio::sync::Semaphore::new(0),
+        }
+    }
+
+    /// Whether a write to `id` is the held-back outcome (disarms).
+    fn outcome_write(&self, id: Option<&str>) -> bool {
+        let mut armed = self.armed.lock().unwrap();
+        if armed.is_some() && id != armed.as_deref() {
+            *armed = None;
+            return true;
+        }
+        false
+    }
 }
 
 #[async_trait::async_trait]
@@ -254,6 +283,10 @@ impl SessionStore for Freezable {
             && self.inner.get_snapshot(existing).await?.is_some()
         {
             return Err(holdpoint::Error::Unavailable("frozen".into()));
+        }
+        if self.outcome_write(id) {
+            self.reached.add_permits(1);
+            self.release.acquire().await.unwrap().forget();
         }
         self.inner.save_snapshot(id, update).await
     }
@@ -287,48 +320,64 @@ async fn a_resume_that_wakes_after_its_call_was_settled_writes_nothing() {
 }
 
 async fn wake_after_settlement(tool_fails: bool) {
-    let store = Arc::new(Freezable {
-        inner: InMemoryStore::new(),
-        frozen: std::sync::atomic::AtomicBool::new(false),
-    });
+    let store = Arc::new(Freezable::new());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let tool_gate = Arc::clone(&gate);
     let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| {
         let gate = Arc::clone(&tool_gate);
         async move {
             let _permit = gate.acquire().await.expect("the gate stays open");
-            if tool_fails {
-                return Err(ToolError::Error("the bank is down".into()));
-            }
-            Ok(json!({"closed": input["account"]}))
+            close_or_fail(input, tool_fails)
         }
     });
-
     let held = agent.run_text("close a-1").await.unwrap();
-    let snapshot_id = held.snapshot_id.clone().unwrap();
-    let resume = {
-        let (agent, input) = (agent.clone(), approve(&held));
-        let init = AgentInit::snapshot(snapshot_id.clone());
-        tokio::spawn(async move { agent.run(input, init).await })
-    };
+    let resume = resume_in_task(&agent, &held);
     while starts.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // The resume's process freezes: its renewals fail and the lease lapses.
     store.frozen.store(true, Ordering::SeqCst);
-    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
-    let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
-    assert_eq!(listed.len(), 1, "{listed:#?}");
     // Settled while the resume is still frozen (thawed earlier, one of its
     // renewals could win the race and keep the claim).
-    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
-    let settled = agent.settle(&snapshot_id, settle, by("ops-oncall")).await.unwrap();
-    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+    let settled = settle_once_lapsed(&agent, &held).await;
     store.frozen.store(false, Ordering::SeqCst);
 
     // The frozen resume wakes up: its tool finishes, and it may not write.
     gate.add_permits(1);
-    let woke = resume.await.unwrap().unwrap();
+    assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
+    assert_only_successor(&agent, &held, &settled).await;
+    assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
+}
+
+/// The approved tool's work: closes the account, or fails.
+fn close_or_fail(input: Value, fails: bool) -> Result<Value, ToolError> {
+    if fails {
+        return Err(ToolError::Error("the bank is down".into()));
+    }
+    Ok(json!({"closed": input["account"]}))
+}
+
+/// Starts the approved resume of the held call in a task of its own.
+fn resume_in_task(agent: &Agent, held: &AgentOutput) -> tokio::task::JoinHandle<holdpoint::Result<AgentOutput>> {
+    let (agent, input) = (agent.clone(), approve(held));
+    let init = AgentInit::snapshot(held.snapshot_id.clone().unwrap());
+    tokio::spawn(async move { agent.run(input, init).await })
+}
+
+/// Waits for the held call's claim to lapse, and an operator settles it.
+async fn settle_once_lapsed(agent: &Agent, held: &AgentOutput) -> AgentOutput {
+    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
+    let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
+    let snapshot_id = held.snapshot_id.as_deref().unwrap();
+    let settled = agent.settle(snapshot_id, settle, by("ops-oncall")).await.unwrap();
+    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+    settled
+}
+
+/// The woken resume's turn failed: its claim was taken over.
+fn assert_taken_over(woke: AgentOutput, tool_fails: bool) {
     assert_eq!(woke.finish_reason, FinishReason::Failed, "{woke:?}");
     let error = woke.error.expect("the woken resume says why");
     assert_eq!(
@@ -337,7 +386,11 @@ async fn wake_after_settlement(tool_fails: bool) {
         "tool fails: {tool_fails}: {error:?}"
     );
     assert!(error.message.contains("taken over"), "{error:?}");
+}
 
+/// The settlement is the paused snapshot's one successor, and the
+/// session's latest.
+async fn assert_only_successor(agent: &Agent, held: &AgentOutput, settled: &AgentOutput) {
     let rows = agent
         .store()
         .unwrap()
@@ -349,68 +402,16 @@ async fn wake_after_settlement(tool_fails: bool) {
         .unwrap();
     let successors: Vec<_> = rows
         .iter()
-        .filter(|r| r.parent_id.as_deref() == Some(snapshot_id.as_str()))
-        .map(|r| r.snapshot_id.clone())
+        .filter(|r| r.parent_id == held.snapshot_id)
+        .map(|r| (r.snapshot_id.clone(), r.status))
         .collect();
-    assert_eq!(successors, [settled.snapshot_id.clone().unwrap()], "{rows:#?}");
+    assert_eq!(
+        successors,
+        [(settled.snapshot_id.clone().unwrap(), SnapshotStatus::Completed)],
+        "{rows:#?}"
+    );
     let latest = agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
     assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
-    assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
-}
-
-/// A store that holds back the first write after a claim that is not a
-/// renewal of the claimed row (the resume's outcome), until released: to
-/// the resume, as if its process froze after it confirmed its claim and
-/// before its write reached the store.
-struct HeldOutcome {
-    inner: InMemoryStore,
-    /// The paused snapshot; `Some` until its resume's outcome write came.
-    armed: std::sync::Mutex<Option<String>>,
-    reached: tokio::sync::Semaphore,
-    release: tokio::sync::Semaphore,
-}
-
-impl HeldOutcome {
-    fn outcome_write(&self, id: Option<&str>) -> bool {
-        let mut armed = self.armed.lock().unwrap();
-        if armed.is_some() && id != armed.as_deref() {
-            *armed = None;
-            return true;
-        }
-        false
-    }
-}
-
-#[async_trait::async_trait]
-impl SessionStore for HeldOutcome {
-    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.get_snapshot(id).await
-    }
-    async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.get_latest_snapshot(session).await
-    }
-    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
-        if self.outcome_write(id) {
-            self.reached.add_permits(1);
-            self.release.acquire().await.unwrap().forget();
-        }
-        self.inner.save_snapshot(id, update).await
-    }
-    async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
-        self.inner.watch_status(id).await
-    }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
-        self.inner.list_audit(query).await
-    }
-    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.claim_resume(claim, audit).await
-    }
 }
 
 /// The gap the lease check leaves: a resume confirms its claim (plenty of
@@ -426,64 +427,22 @@ async fn a_resume_frozen_between_its_check_and_its_write_cannot_add_a_second_out
 }
 
 async fn frozen_before_write(tool_fails: bool) {
-    let store = Arc::new(HeldOutcome {
-        inner: InMemoryStore::new(),
-        armed: std::sync::Mutex::new(None),
-        reached: tokio::sync::Semaphore::new(0),
-        release: tokio::sync::Semaphore::new(0),
-    });
+    let store = Arc::new(Freezable::new());
     let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| async move {
-        if tool_fails {
-            return Err(ToolError::Error("the bank is down".into()));
-        }
-        Ok(json!({"closed": input["account"]}))
+        close_or_fail(input, tool_fails)
     });
     let held = agent.run_text("close a-1").await.unwrap();
-    let snapshot_id = held.snapshot_id.clone().unwrap();
-    *store.armed.lock().unwrap() = Some(snapshot_id.clone());
-    let resume = {
-        let (agent, input) = (agent.clone(), approve(&held));
-        let init = AgentInit::snapshot(snapshot_id.clone());
-        tokio::spawn(async move { agent.run(input, init).await })
-    };
+    *store.armed.lock().unwrap() = held.snapshot_id.clone();
+    let resume = resume_in_task(&agent, &held);
     // The resume ran its tool, confirmed its claim and froze on its write.
     store.reached.acquire().await.unwrap().forget();
     assert_eq!(starts.load(Ordering::SeqCst), 1);
-    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
-    let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
-    assert_eq!(listed.len(), 1, "{listed:#?}");
-    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
-    let settled = agent.settle(&snapshot_id, settle, by("ops-oncall")).await.unwrap();
-    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+    let settled = settle_once_lapsed(&agent, &held).await;
 
     // The frozen write lands now.
     store.release.add_permits(1);
-    let woke = resume.await.unwrap().unwrap();
-    assert_eq!(woke.finish_reason, FinishReason::Failed, "{woke:?}");
-    let error = woke.error.expect("the woken resume says why");
-    assert_eq!(
-        error.status,
-        Status::FailedPrecondition,
-        "tool fails: {tool_fails}: {error:?}"
-    );
-    assert!(error.message.contains("taken over"), "{error:?}");
-
-    let rows = store
-        .list_snapshots(&SnapshotQuery {
-            session_id: Some(held.session_id.clone()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let successors: Vec<_> = rows
-        .iter()
-        .filter(|r| r.parent_id.as_deref() == Some(snapshot_id.as_str()))
-        .collect();
-    assert_eq!(successors.len(), 1, "{rows:#?}");
-    assert_eq!(Some(&successors[0].snapshot_id), settled.snapshot_id.as_ref());
-    assert_eq!(successors[0].status, SnapshotStatus::Completed);
-    let latest = agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
-    assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
+    assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
+    assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
 
