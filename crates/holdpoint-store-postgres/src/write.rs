@@ -135,14 +135,7 @@ pub(crate) async fn claim(
     let at_ns = now
         .timestamp_nanos_opt()
         .ok_or_else(|| holdpoint::Error::Internal(format!("the time {now} is outside the range a store can keep")))?;
-    let json = |t: &chrono::DateTime<chrono::Utc>| {
-        serde_json::to_string(t).map_err(|e| holdpoint::Error::Internal(format!("{what}: {e}")))
-    };
-    let members = format!(
-        "\"resumedAt\":{},\"resumeLeaseUntil\":{}",
-        json(&now)?,
-        json(&lease_until)?
-    );
+    let members = row::claim_members(now, lease_until)?;
     let audit = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
     let op = Op::Claim(Box::new(Claim {
         id: id.to_owned(),

@@ -12,12 +12,12 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// A row as stored: its JSON and the columns copied out of it (all but the
 /// id and the session, which never change).
 pub(crate) struct Stored {
-    data: String,
+    pub data: String,
     parent_id: Option<String>,
     created_at_ns: i64,
     updated_at_ns: i64,
     heartbeat_at_ns: Option<i64>,
-    resumed_at_ns: Option<i64>,
+    pub resumed_at_ns: Option<i64>,
     status: String,
     finish_reason: Option<String>,
     agent: Option<String>,
@@ -136,6 +136,14 @@ pub(crate) fn upsert(conn: &Connection, cols: &Columns) -> rusqlite::Result<()> 
            agent = excluded.agent, owner = excluded.owner, data = excluded.data",
     )?;
     stmt.execute(row_params(cols).as_slice())?;
+    Ok(())
+}
+
+/// Writes a first claim into row `id`: its document `data` (with the claim
+/// appended) and `resumed_at_ns`, the only columns a claim changes.
+pub(crate) fn claim(conn: &Connection, id: &str, data: &str, resumed_at_ns: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE holdpoint_snapshots SET data = ?2, resumed_at_ns = ?3 WHERE snapshot_id = ?1")?
+        .execute(params![id, data, resumed_at_ns])?;
     Ok(())
 }
 

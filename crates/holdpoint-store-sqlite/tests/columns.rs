@@ -161,3 +161,57 @@ async fn a_file_at_schema_1_is_migrated_and_keeps_its_rows() {
         "{indexes:?}"
     );
 }
+
+/// A first claim appends `resumedAt` and the lease to the stored document
+/// (no decode and re-encode of the row, which would place them among the
+/// other fields) and sets `resumed_at_ns`; a row whose document already
+/// names the lease is claimed whole instead, and still reads as claimed.
+#[tokio::test]
+async fn a_first_claim_is_appended_to_the_stored_document() {
+    use holdpoint::session::ResumeClaim;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("claim.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let paused = waiting("s1", "teller", "alice");
+    store
+        .save_snapshot(Some("p"), Box::new(move |_| Ok(Some(paused))))
+        .await
+        .unwrap();
+    let mut leased = waiting("s2", "teller", "alice");
+    leased.resume_lease_until = Some(Utc::now() - Duration::seconds(5));
+    store
+        .save_snapshot(Some("q"), Box::new(move |_| Ok(Some(leased))))
+        .await
+        .unwrap();
+    for id in ["p", "q"] {
+        store.claim_resume(ResumeClaim::new(id), Vec::new()).await.unwrap();
+    }
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let stored = |id: &str| -> (String, Option<i64>) {
+        raw.query_row(
+            "SELECT data, resumed_at_ns FROM holdpoint_snapshots WHERE snapshot_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let (data, resumed_at_ns) = stored("p");
+    let row = store.get_snapshot("p").await.unwrap().unwrap();
+    let at = row.resumed_at.expect("claimed");
+    assert_eq!(resumed_at_ns, at.timestamp_nanos_opt());
+    let lease = serde_json::to_string(&row.resume_lease_until.unwrap()).unwrap();
+    assert!(
+        data.ends_with(&format!("\"resumeLeaseUntil\":{lease}}}")),
+        "appended in place: {data}"
+    );
+    let (data, resumed_at_ns) = stored("q");
+    assert!(resumed_at_ns.is_some());
+    assert_eq!(data.matches("\"resumeLeaseUntil\"").count(), 1, "{data}");
+    assert!(store.get_snapshot("q").await.unwrap().unwrap().resumed_at.is_some());
+    // Claimed once: a second claim is refused on both paths.
+    for id in ["p", "q"] {
+        let again = store.claim_resume(ResumeClaim::new(id), Vec::new()).await;
+        assert!(matches!(again, Err(holdpoint::Error::AlreadyResumed(_))), "{again:?}");
+    }
+}

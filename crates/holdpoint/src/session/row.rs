@@ -126,6 +126,42 @@ fn nanos(field: &str, at: DateTime<Utc>) -> Result<i64> {
     })
 }
 
+/// The members a first claim adds to a stored document,
+/// `"resumedAt":…,"resumeLeaseUntil":…` (no braces), the times written as
+/// the row's encoder writes them.
+pub fn claim_members(at: DateTime<Utc>, lease_until: DateTime<Utc>) -> Result<String> {
+    let json =
+        |t: &DateTime<Utc>| serde_json::to_string(t).map_err(|e| Error::Internal(format!("encode a claim time: {e}")));
+    Ok(format!(
+        "\"resumedAt\":{},\"resumeLeaseUntil\":{}",
+        json(&at)?,
+        json(&lease_until)?
+    ))
+}
+
+/// The stored document `data` with a first claim's `members` (see
+/// [`claim_members`]) appended, without decoding it; `None` when it cannot
+/// take them as they are: not an object ending in `}`, or already naming
+/// either claim key (the result would repeat a key), and the row is to be
+/// claimed whole.
+pub fn with_claim_members(data: &str, members: &str) -> Option<String> {
+    let body = data.trim_end().strip_suffix('}')?;
+    let body = body.trim_end();
+    if !data.trim_start().starts_with('{')
+        || body.ends_with('{')
+        || data.contains("\"resumedAt\"")
+        || data.contains("\"resumeLeaseUntil\"")
+    {
+        return None;
+    }
+    let mut out = String::with_capacity(body.len() + members.len() + 2);
+    out.push_str(body);
+    out.push(',');
+    out.push_str(members);
+    out.push('}');
+    Some(out)
+}
+
 /// Decodes the `data` column of snapshot row `id`.
 pub fn decode(id: &str, data: &str) -> Result<Snapshot> {
     serde_json::from_str(data).map_err(|e| corrupt_row(&format!("snapshot {id}"), e))
@@ -304,6 +340,30 @@ pub fn read_status(id: &str, status: &str, updated_at_ns: i64, heartbeat_at_ns: 
 mod tests {
     use super::*;
     use crate::model::FinishReason;
+
+    #[test]
+    fn a_claim_appended_to_a_document_decodes_as_the_claimed_row() {
+        let mut row = Snapshot::new(SessionState::new("s"));
+        row.snapshot_id = "id".into();
+        row.finish_reason = Some(FinishReason::Interrupted);
+        let data = Columns::of(&row).unwrap().data;
+        let at = Utc::now();
+        let until = at + chrono::Duration::seconds(60);
+        let members = claim_members(at, until).unwrap();
+        let claimed = with_claim_members(&data, &members).unwrap();
+        let mut expected = row.clone();
+        expected.resumed_at = Some(at);
+        expected.resume_lease_until = Some(until);
+        assert_eq!(decode("id", &claimed).unwrap(), expected);
+        // A document that names a claim key, or is no object, is claimed whole.
+        assert_eq!(with_claim_members(&claimed, &members), None);
+        let mut leased = row;
+        leased.resume_lease_until = Some(until);
+        let leased = Columns::of(&leased).unwrap().data;
+        assert_eq!(with_claim_members(&leased, &members), None);
+        assert_eq!(with_claim_members("{}", &members), None);
+        assert_eq!(with_claim_members("[1]", &members), None);
+    }
 
     #[test]
     fn columns_copy_the_document() {
