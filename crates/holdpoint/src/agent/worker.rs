@@ -484,6 +484,15 @@ impl Worker {
             // and leaves no pending row behind, which would otherwise
             // become the session's latest with the paused calls still open
             // in it, resumable a second time.
+            if input.is_detach() && self.detached.is_none() && self.def.store.is_none() {
+                // Refused (detached runs need a store) before anything,
+                // client-held state included, is claimed.
+                let at = self.session.clone();
+                if let Err(e) = self.detach(&at, None).await {
+                    self.fail_attached(e);
+                    return;
+                }
+            }
             let span = tracing::info_span!("turn");
             let claimed = if input.has_payload() {
                 let claiming = claim_resume_of(&self.def, &self.session, &input, &self.context);

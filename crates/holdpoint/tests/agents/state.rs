@@ -332,6 +332,13 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
     assert_eq!(invalid.error.unwrap().status, Status::InvalidArgument);
     assert_eq!(rows(claims.as_ref()).await, 0);
 
+    // Nor does one that asks to detach (client-held state cannot).
+    let mut detached = approve();
+    detached.detach = Some(true);
+    let refused = agent.run(detached, AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(refused.error.unwrap().status, Status::FailedPrecondition);
+    assert_eq!(rows(claims.as_ref()).await, 0);
+
     model.push(ScriptedTurn::text("Done"));
     let done = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
