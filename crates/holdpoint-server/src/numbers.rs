@@ -13,6 +13,7 @@
 use chrono::{DateTime, Utc};
 use holdpoint::agent::{Agent, AgentInit, AgentInput};
 use holdpoint::message::metadata::REPLACED_INPUT;
+use holdpoint::session::Snapshot;
 use holdpoint::{Message, Part, Role};
 use serde_json::Value;
 
@@ -78,46 +79,67 @@ pub(crate) fn restore_inputs(restart: &mut [Part], history: &[Message]) {
     }
 }
 
-/// The history a resume will be checked against: the snapshot or session
-/// `init` names (as `principal` may see it), or the client-held state; and
-/// when that snapshot was written.
-async fn history_of(agent: &Agent, init: &AgentInit, principal: Option<&str>) -> (Vec<Message>, Option<DateTime<Utc>>) {
-    let snapshot = if let Some(id) = &init.snapshot_id {
-        agent.snapshot_as(id, principal).await.ok().flatten()
-    } else if let Some(id) = &init.session_id {
-        agent.latest_snapshot_as(id, principal).await.ok().flatten()
-    } else {
-        None
-    };
-    if let Some(snapshot) = snapshot {
-        let at = snapshot.created_at;
-        if let Some(state) = snapshot.state {
-            return (state.messages, Some(at));
-        }
+/// The stored snapshot `init` names, as `principal` may see it: exactly
+/// the one the agent's own load would read for this init (so it can be
+/// handed over instead of read again), or `None` (nothing stored is named,
+/// client-held state, or the read failed: the agent's load reads and
+/// reports then).
+async fn stored_for(agent: &Agent, init: &AgentInit, principal: Option<&str>) -> Option<Snapshot> {
+    if init.state.is_some() {
+        return None;
     }
-    // Client-held state: only read here; the agent verifies its signature.
-    let messages = init
-        .state
-        .as_ref()
-        .and_then(|s| s.get("messages"))
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
-        .unwrap_or_default();
-    (messages, None)
+    match (&init.snapshot_id, &init.session_id) {
+        (Some(id), session) => agent
+            .snapshot_as(id, principal)
+            .await
+            .ok()
+            .flatten()
+            .filter(|s| session.as_ref().is_none_or(|sid| *sid == s.session_id)),
+        (None, Some(session)) => agent.latest_snapshot_as(session, principal).await.ok().flatten(),
+        (None, None) => None,
+    }
 }
 
-/// [`restore_inputs`] for an input about to run with `init`. For a resume
-/// of a stored snapshot, returns when that snapshot was written (since
-/// when its calls have been held, for the approval-wait metric).
+/// What [`restore_resume_inputs`] read: the stored snapshot the resume
+/// answers (to hand to the agent, see `Agent::run_loaded`), and since when
+/// its calls have been held (for the approval-wait metric).
+#[derive(Default)]
+pub(crate) struct ResumeRead {
+    pub snapshot: Option<Snapshot>,
+    pub held_since: Option<DateTime<Utc>>,
+}
+
+/// [`restore_inputs`] for an input about to run with `init`, against the
+/// history the resume will be checked against: the snapshot or session
+/// `init` names, or the client-held state. Reads nothing for an input
+/// without a resume.
 pub(crate) async fn restore_resume_inputs(
     agent: &Agent,
     init: &AgentInit,
     principal: Option<&str>,
     input: &mut AgentInput,
-) -> Option<DateTime<Utc>> {
-    let resume = input.resume.as_mut().filter(|r| !r.is_empty())?;
-    let (history, held_since) = history_of(agent, init, principal).await;
-    restore_inputs(&mut resume.restart, &history);
-    held_since
+) -> ResumeRead {
+    let Some(resume) = input.resume.as_mut().filter(|r| !r.is_empty()) else {
+        return ResumeRead::default();
+    };
+    if let Some(snapshot) = stored_for(agent, init, principal).await {
+        if let Some(state) = &snapshot.state {
+            restore_inputs(&mut resume.restart, &state.messages);
+        }
+        return ResumeRead {
+            held_since: Some(snapshot.created_at),
+            snapshot: Some(snapshot),
+        };
+    }
+    // Client-held state: only read here; the agent verifies its signature.
+    let messages: Vec<Message> = init
+        .state
+        .as_ref()
+        .and_then(|s| s.get("messages"))
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .unwrap_or_default();
+    restore_inputs(&mut resume.restart, &messages);
+    ResumeRead::default()
 }
 
 #[cfg(test)]

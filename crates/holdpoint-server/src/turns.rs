@@ -6,7 +6,7 @@
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection};
-use holdpoint::session::SnapshotStatus;
+use holdpoint::session::{Snapshot, SnapshotStatus};
 use holdpoint::{ErrorBody, FinishReason, Status};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -88,18 +88,24 @@ pub(crate) fn drive(
     rx
 }
 
-/// Runs one input without streaming, in a task of its own; init errors
-/// come back as errors, a failed turn as a failed output.
+/// Runs one input without streaming, in a task of its own, on the
+/// snapshot `loaded` when the caller read it already, else on what `init`
+/// names; init errors come back as errors, a failed turn as a failed
+/// output.
 pub(crate) async fn run_once(
     state: &AppState,
     agent: Agent,
     input: AgentInput,
     init: AgentInit,
+    loaded: Option<Snapshot>,
     context: Map<String, Value>,
     meta: TurnMeta,
 ) -> Result<AgentOutput, ApiError> {
     spawn_turn(state, agent, meta, move |agent| async move {
-        agent.run_with_context(input, init, context).await
+        match loaded {
+            Some(snapshot) => agent.run_loaded(snapshot, input, context).await,
+            None => agent.run_with_context(input, init, context).await,
+        }
     })
     .await
 }

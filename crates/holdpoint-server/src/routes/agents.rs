@@ -57,13 +57,18 @@ pub(crate) async fn run(
     // Reject a malformed input before anything starts.
     request.data.validate()?;
     let init = request.init.unwrap_or_default();
-    let held_since = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut request.data).await;
+    // A resume of a stored session reads its snapshot here (to restore the
+    // inputs' number forms) and hands it to the agent, read once.
+    let read = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut request.data).await;
     let meta = TurnMeta {
         agent: agent.name().to_owned(),
-        held_since,
+        held_since: read.held_since,
     };
     if stream {
-        let conn = agent.connect_with_context(init, caller.request_context()).await?;
+        let conn = match read.snapshot {
+            Some(snapshot) => agent.connect_loaded(snapshot, caller.request_context()).await?,
+            None => agent.connect_with_context(init, caller.request_context()).await?,
+        };
         let events = turns::drive(&state, agent, conn, request.data, meta);
         let frames = turns::frames(events)
             .map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
@@ -75,7 +80,16 @@ pub(crate) async fn run(
             .insert("x-accel-buffering", HeaderValue::from_static("no"));
         return Ok(response);
     }
-    let out = turns::run_once(&state, agent, request.data, init, caller.request_context(), meta).await?;
+    let out = turns::run_once(
+        &state,
+        agent,
+        request.data,
+        init,
+        read.snapshot,
+        caller.request_context(),
+        meta,
+    )
+    .await?;
     if let Some(err) = claim_conflict(&out) {
         return Ok(ApiError::from(err.clone()).into_response());
     }

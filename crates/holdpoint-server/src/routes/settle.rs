@@ -48,7 +48,10 @@ pub(crate) async fn settle(
     let mut input = AgentInput::resume(request.data.resume);
     input.validate()?;
     let init = AgentInit::snapshot(snapshot_id.clone());
-    let held_since = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut input).await;
+    // `settle` reads the snapshot itself, with its own checks.
+    let held_since = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut input)
+        .await
+        .held_since;
     let resume = input.resume.unwrap_or_default();
     let meta = TurnMeta {
         agent: agent.name().to_owned(),

@@ -78,6 +78,14 @@ async fn metrics_count_turns_holds_waits_tools_errors_and_store_latency() {
     let (_, list) = s.get("/agents/opsAgent/pending", None).await;
     let item = list["result"][0].clone();
     let approve = restart(&item["part"], json!({"toolApproved": true}));
+    let reads = |text: &str| {
+        sample(
+            text,
+            "holdpoint_store_operation_seconds_count",
+            &[("op", "get_snapshot")],
+        )
+    };
+    let read_before = reads(&s.metrics().await);
     let (code, body) = s
         .post(
             "/agents/opsAgent",
@@ -86,6 +94,9 @@ async fn metrics_count_turns_holds_waits_tools_errors_and_store_latency() {
         )
         .await;
     assert_eq!(code, 200, "{body:#}");
+    // The server reads the paused snapshot once (to restore the inputs'
+    // number forms) and hands it to the agent, which does not read it again.
+    assert_eq!(reads(&s.metrics().await) - read_before, 1.0);
     // The same answer again loses the claim: a 409 counted as ABORTED.
     let (code, _) = s
         .post(

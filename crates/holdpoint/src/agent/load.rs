@@ -79,6 +79,22 @@ pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Sess
     }
 }
 
+/// The session of a snapshot the caller read from the agent's store, with
+/// the checks [`load`] makes on a snapshot an init names.
+pub(crate) fn loaded(def: &AgentDef, snapshot: Snapshot, principal: Option<&str>) -> Result<Session> {
+    if def.store.is_none() {
+        return Err(Error::FailedPrecondition(format!(
+            "agent \"{}\" has no session store (client-managed state); send 'state' instead",
+            def.name
+        )));
+    }
+    if !snapshot.visible_to(principal) {
+        return Err(Error::NotFound(format!("snapshot {} not found", snapshot.snapshot_id)));
+    }
+    check_resumable(&snapshot)?;
+    Ok(from_snapshot(snapshot, principal))
+}
+
 /// Resolves `init` into a session, or the init error to report.
 pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str>) -> Result<Session> {
     let owner = principal.map(str::to_owned);
