@@ -253,11 +253,9 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
         .await
         .unwrap_err();
     assert_eq!(err.status(), Status::NotFound, "{err}");
-    let err = agent
-        .connect_loaded(stored.clone(), as_principal("mallory"))
-        .await
-        .err()
-        .expect("another principal's snapshot is refused");
+    let Err(err) = agent.connect_loaded(stored.clone(), as_principal("mallory")).await else {
+        panic!("another principal's snapshot is refused");
+    };
     assert_eq!(err.status(), Status::NotFound, "{err}");
     let mut running = stored.clone();
     running.status = holdpoint::session::SnapshotStatus::Pending;
