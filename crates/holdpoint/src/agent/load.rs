@@ -158,18 +158,14 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 "snapshot {snapshot_id} not found in session {session_id}"
             )));
         }
-        check_resumable(&snapshot)?;
-        return Ok(from_snapshot(snapshot, principal));
+        return loaded(def, snapshot, principal);
     }
     if let Some(session_id) = init.session_id {
         return match store.get_latest_snapshot(&session_id).await? {
             Some(snapshot) if !snapshot.visible_to(principal) => {
                 Err(Error::NotFound(format!("session {session_id} not found")))
             }
-            Some(snapshot) => {
-                check_resumable(&snapshot)?;
-                Ok(from_snapshot(snapshot, principal))
-            }
+            Some(snapshot) => loaded(def, snapshot, principal),
             None => Ok(Session {
                 state: SessionState::new(session_id),
                 snapshot_id: None,
