@@ -119,7 +119,12 @@ impl Detached {
             .save_snapshot(
                 Some(&self.id),
                 Box::new(move |existing| {
-                    let Some(row) = existing else {
+                    // Only the run's own pending row: once settled by an
+                    // operator (the run had died, or seemed to), it is not
+                    // this run's to write.
+                    let Some(row) =
+                        existing.filter(|r| matches!(r.status, SnapshotStatus::Pending | SnapshotStatus::Aborting))
+                    else {
                         return Ok(None);
                     };
                     let mut next = row.clone();

@@ -19,13 +19,18 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
-use crate::session::{SessionStore, lease_end, renew_claim_update, successor_id};
+use crate::session::{
+    ResumeClaim, SessionStore, Snapshot, SnapshotStatus, insert_refused, lease_end, renew_claim_update, successor_id,
+};
 
 /// One resume's claim on one snapshot, until a lease end it keeps renewing.
 pub(crate) struct Hold {
     store: Arc<dyn SessionStore>,
     snapshot_id: String,
     lease: Duration,
+    /// The claim took over a lapsed one (an operator settling calls in
+    /// doubt).
+    takeover: bool,
     state: Mutex<HoldState>,
 }
 
@@ -37,19 +42,17 @@ struct HoldState {
 }
 
 impl Hold {
-    /// The hold of a claim just made on `snapshot_id`, its lease ending at
-    /// `until`; renewals extend it by `lease`.
-    pub(crate) fn new(
-        store: Arc<dyn SessionStore>,
-        snapshot_id: String,
-        until: DateTime<Utc>,
-        lease: Duration,
-    ) -> Self {
+    /// The hold of `claim`, just made; renewals extend it by `lease`.
+    pub(crate) fn new(store: Arc<dyn SessionStore>, claim: &ResumeClaim, lease: Duration) -> Self {
         Hold {
             store,
-            snapshot_id,
+            snapshot_id: claim.snapshot_id.clone(),
             lease,
-            state: Mutex::new(HoldState { until, lost: false }),
+            takeover: claim.takeover,
+            state: Mutex::new(HoldState {
+                until: claim.lease_until,
+                lost: false,
+            }),
         }
     }
 
@@ -123,10 +126,38 @@ impl Hold {
         successor_id(&self.snapshot_id)
     }
 
+    /// Writes the turn's outcome `row` under [`successor`](Self::successor):
+    /// only if no row has that id, or, for a settlement, if the row there
+    /// is the pending row of a detached resume that died (it reads as
+    /// `expired`), which the settlement's outcome replaces. Anything else
+    /// there is another writer's outcome: `FAILED_PRECONDITION`, nothing
+    /// written.
+    pub(crate) async fn write_outcome(&self, row: Snapshot) -> Result<Snapshot> {
+        let id = self.successor();
+        let written = if self.takeover {
+            let replacing = id.clone();
+            self.store
+                .save_snapshot(
+                    Some(&id),
+                    Box::new(move |existing| match existing {
+                        Some(old) if old.read_status(Utc::now()) != SnapshotStatus::Expired => {
+                            Err(insert_refused(&replacing))
+                        }
+                        _ => Ok(Some(row)),
+                    }),
+                )
+                .await
+                .and_then(|saved| saved.ok_or_else(|| Error::Internal(format!("snapshot {id} was not written"))))
+        } else {
+            self.store.insert_snapshot(&id, row).await
+        };
+        written.map_err(|e| self.outcome_refused(e))
+    }
+
     /// What writing the outcome under [`successor`](Self::successor) failed
     /// with, said for the caller: an id already taken means the claim was
     /// taken over and its outcome written first.
-    pub(crate) fn outcome_refused(&self, error: Error) -> Error {
+    fn outcome_refused(&self, error: Error) -> Error {
         match error {
             Error::FailedPrecondition(_) => Error::FailedPrecondition(format!(
                 "the claim on snapshot {} was taken over and its outcome written first (snapshot {}); \

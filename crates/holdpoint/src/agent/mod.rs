@@ -53,6 +53,7 @@ use crate::middleware::Middleware;
 use crate::model::Model;
 use crate::session::{
     AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, StateCodec,
+    successor_id,
 };
 use crate::tool::Tool;
 
@@ -389,8 +390,15 @@ impl Agent {
                 "snapshot {snapshot_id} is not in doubt: {why}"
             )));
         }
+        // Its successor may be the pending row of a detached resume that
+        // died (it reads as expired): the settlement's outcome replaces it.
+        let died_detached = |latest: &Snapshot| {
+            latest.snapshot_id == successor_id(&snapshot.snapshot_id)
+                && latest.read_status(chrono::Utc::now()) == SnapshotStatus::Expired
+        };
         if let Some(latest) = store.get_latest_snapshot(&snapshot.session_id).await?
             && latest.snapshot_id != snapshot.snapshot_id
+            && !died_detached(&latest)
         {
             return Err(Error::FailedPrecondition(format!(
                 "snapshot {snapshot_id} is not in doubt: its resume finished (snapshot {} follows it)",

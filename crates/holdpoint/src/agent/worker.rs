@@ -156,16 +156,11 @@ async fn claim_resume_of(
         if session.settle {
             claim = claim.takeover();
         }
-        let held = claim.lease_until;
+        let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
         store.claim_resume(claim, records).instrument(span).await?;
         return Ok(Claimed {
             claimed: true,
-            hold: Some(Box::new(Hold::new(
-                Arc::clone(store),
-                id.clone(),
-                held,
-                def.resume_lease,
-            ))),
+            hold: Some(Box::new(hold)),
         });
     }
     if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
@@ -249,10 +244,7 @@ async fn commit(
     row.agent = Some(def.name.clone());
     row.owner = session.owner.clone();
     let saved = match hold {
-        Some(hold) => store
-            .insert_snapshot(&hold.successor(), row)
-            .await
-            .map_err(|e| hold.outcome_refused(e))?,
+        Some(hold) => hold.write_outcome(row).await?,
         None => store
             .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
             .await?
@@ -285,11 +277,7 @@ async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error, ho
     row.agent = Some(def.name.clone());
     row.owner = session.owner.clone();
     let saved = match hold {
-        Some(hold) => store
-            .insert_snapshot(&hold.successor(), row)
-            .await
-            .map(Some)
-            .map_err(|e| hold.outcome_refused(e)),
+        Some(hold) => hold.write_outcome(row).await.map(Some),
         None => store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await,
     };
     match saved {
@@ -600,6 +588,14 @@ impl Worker {
                     hold,
                 }) => {
                     if self.detached.is_some() {
+                        if let Some(hold) = &hold
+                            && let Err(e) = hold.confirm().await
+                        {
+                            // Taken over while detached: the settlement owns
+                            // the pending row now; write nothing.
+                            tracing::warn!(error = %e, "a detached resume finished after its claim was taken over");
+                            return;
+                        }
                         self.session.state = state;
                     } else {
                         if let Some(hold) = &hold

@@ -232,16 +232,16 @@ async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
     assert_eq!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().len(), 1);
 }
 
-/// A store that acts out a resume's process freezing. While `frozen` is
-/// set it refuses every write to an existing row (fresh rows and claims
-/// still go through): the resume's claim renewals fail. With `armed` set to
+/// A store that acts out a resume's process freezing. While `frozen` names
+/// a paused snapshot it refuses every write to that row (other rows and
+/// claims still go through): the resume's claim renewals fail. With `armed` set to
 /// a paused snapshot, it holds back the first write that is not to that
 /// row (the resume's outcome), says so on `reached`, and lets it through
 /// once `release` gets a permit: the resume froze after it confirmed its
 /// claim and before its write landed.
 struct Freezable {
     inner: InMemoryStore,
-    frozen: std::sync::atomic::AtomicBool,
+    frozen: std::sync::Mutex<Option<String>>,
     armed: std::sync::Mutex<Option<String>>,
     reached: tokio::sync::Semaphore,
     release: tokio::sync::Semaphore,
@@ -251,7 +251,7 @@ impl Freezable {
     fn new() -> Self {
         Freezable {
             inner: InMemoryStore::new(),
-            frozen: std::sync::atomic::AtomicBool::new(false),
+            frozen: std::sync::Mutex::new(None),
             armed: std::sync::Mutex::new(None),
             reached: tokio::sync::Semaphore::new(0),
             release: tokio::sync::Semaphore::new(0),
@@ -278,10 +278,7 @@ impl SessionStore for Freezable {
         self.inner.get_latest_snapshot(session).await
     }
     async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
-        if let Some(existing) = id
-            && self.frozen.load(Ordering::SeqCst)
-            && self.inner.get_snapshot(existing).await?.is_some()
-        {
+        if id.is_some() && id == self.frozen.lock().unwrap().as_deref() {
             return Err(holdpoint::Error::Unavailable("frozen".into()));
         }
         if self.outcome_write(id) {
@@ -336,11 +333,11 @@ async fn wake_after_settlement(tool_fails: bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // The resume's process freezes: its renewals fail and the lease lapses.
-    store.frozen.store(true, Ordering::SeqCst);
+    *store.frozen.lock().unwrap() = held.snapshot_id.clone();
     // Settled while the resume is still frozen (thawed earlier, one of its
     // renewals could win the race and keep the claim).
     let settled = settle_once_lapsed(&agent, &held).await;
-    store.frozen.store(false, Ordering::SeqCst);
+    *store.frozen.lock().unwrap() = None;
 
     // The frozen resume wakes up: its tool finishes, and it may not write.
     gate.add_permits(1);
@@ -524,4 +521,90 @@ async fn a_detached_resume_writes_its_pending_row_under_the_successor_id() {
     assert_eq!(row.status, SnapshotStatus::Completed, "{row:?}");
     assert_eq!(row.parent_id.as_deref(), Some(snapshot_id.as_str()));
     assert_eq!(ops.starts.load(Ordering::SeqCst), 1);
+}
+
+/// Backdates the heartbeat of pending row `id` past the expiry, as if its
+/// detached run had stopped beating long ago (the expiry is a minute).
+async fn stop_beating(store: &dyn SessionStore, id: &str) {
+    store
+        .save_snapshot(
+            Some(id),
+            Box::new(|row| {
+                let mut row = row.cloned().expect("the pending row");
+                row.heartbeat_at = Some(chrono::Utc::now() - chrono::Duration::minutes(2));
+                Ok(Some(row))
+            }),
+        )
+        .await
+        .unwrap();
+}
+
+/// A resume that detached and died mid-tool leaves its claim lapsed and its
+/// pending row expired. Settling the paused snapshot then works, and the
+/// settlement's outcome replaces the expired row; a live detached resume is not
+/// settleable. (Before, the pending row counted as the resume's outcome and
+/// the settlement was refused: the call stayed in doubt for good.) When the
+/// resume was only frozen and wakes up, it writes nothing over the
+/// settlement.
+#[tokio::test]
+async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
+    let store = Arc::new(Freezable::new());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let tool_gate = Arc::clone(&gate);
+    let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| {
+        let gate = Arc::clone(&tool_gate);
+        async move {
+            let _permit = gate.acquire().await.expect("the gate stays open");
+            close_or_fail(input, false)
+        }
+    });
+    let held = agent.run_text("close a-1").await.unwrap();
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    let mut input = approve(&held);
+    input.detach = Some(true);
+    let detached = agent
+        .run(input, AgentInit::snapshot(snapshot_id.clone()))
+        .await
+        .unwrap();
+    let pending = detached.snapshot_id.clone().unwrap();
+    while starts.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Alive (beating, renewing): not settleable.
+    let live = refused(agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    assert_eq!(live.0, Status::FailedPrecondition, "{live:?}");
+
+    // The process freezes: renewals fail, the lease lapses, beats stop.
+    // (The in-doubt listing shows only a session's latest snapshot, here the
+    // expired pending row: the operator settles by the paused snapshot's id,
+    // the pending row's parent.)
+    *store.frozen.lock().unwrap() = Some(snapshot_id.clone());
+    stop_beating(store.as_ref(), &pending).await;
+    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
+    // The operator's answer differs from what the tool would return, so
+    // whose outcome the row holds shows.
+    let answer = Resume::from_parts(vec![held.interrupts()[0].respond(json!({"closed": "by ops"})).unwrap()]);
+    let settled = agent.settle(&snapshot_id, answer, by("ops-oncall")).await.unwrap();
+    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+    assert_eq!(
+        settled.snapshot_id.as_deref(),
+        Some(pending.as_str()),
+        "in the pending row's place"
+    );
+    assert_only_successor(&agent, &held, &settled).await;
+
+    // It wakes: its tool finishes, and it writes nothing over the settlement.
+    *store.frozen.lock().unwrap() = None;
+    gate.add_permits(1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let row = agent.snapshot(&pending).await.unwrap().unwrap();
+    assert_eq!(row.status, SnapshotStatus::Completed);
+    let last = row.state.unwrap().messages.last().unwrap().text();
+    assert_eq!(
+        last,
+        settled.message.as_ref().unwrap().text(),
+        "the settlement's outcome stands"
+    );
+    assert_only_successor(&agent, &held, &settled).await;
+    assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
