@@ -409,3 +409,86 @@ pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn Sessi
         .expect("list failed");
     assert_eq!(trail, [settle, first], "refused takeovers leave no audit records");
 }
+
+/// A resume that detached and died leaves an unfinished pending row after
+/// the snapshot whose claim lapsed: the in-doubt listing looks past it
+/// (pending or aborting, continuing that snapshot), and only past it: a
+/// finished successor, or a pending row continuing another snapshot, still
+/// counts as newer. `waiting_only` is unchanged: the latest row only.
+pub async fn in_doubt_looks_past_a_died_detached_row(store: Arc<dyn SessionStore>) {
+    let agent = fresh_id("agent");
+    let row_of = |session: &str| {
+        let mut row = waiting(session);
+        row.agent = Some(agent.clone());
+        row
+    };
+    let lapsed_claim = |id: &str| ResumeClaim {
+        snapshot_id: id.to_owned(),
+        lease_until: Utc::now() - Duration::seconds(1),
+        takeover: false,
+    };
+    let newer = |session: &str, parent: &str, status: SnapshotStatus, secs: i64| {
+        let mut row = snapshot(session);
+        row.parent_id = Some(parent.to_owned());
+        row.status = status;
+        row.heartbeat_at = Some(Utc::now());
+        row.created_at = Utc::now() + Duration::seconds(secs);
+        row.agent = Some(agent.clone());
+        row
+    };
+    let (s_pending, s_aborting, s_other) = (fresh_session(), fresh_session(), fresh_session());
+    let mut paused = Vec::new();
+    for session in [&s_pending, &s_aborting, &s_other] {
+        let id = put(&*store, None, row_of(session)).await.snapshot_id;
+        store
+            .claim_resume(lapsed_claim(&id), Vec::new())
+            .await
+            .expect("claim failed");
+        paused.push(id);
+    }
+    let pending = put(&*store, None, newer(&s_pending, &paused[0], SnapshotStatus::Pending, 1))
+        .await
+        .snapshot_id;
+    put(
+        &*store,
+        None,
+        newer(&s_aborting, &paused[1], SnapshotStatus::Aborting, 1),
+    )
+    .await;
+    // A pending row continuing another row of the session hides the claim.
+    let between = put(&*store, None, newer(&s_other, &paused[2], SnapshotStatus::Completed, 1))
+        .await
+        .snapshot_id;
+    put(&*store, None, newer(&s_other, &between, SnapshotStatus::Pending, 2)).await;
+
+    let in_doubt = SnapshotQuery {
+        agent: Some(agent.clone()),
+        in_doubt_only: true,
+        ..Default::default()
+    };
+    let mut listed = list(&*store, in_doubt.clone()).await;
+    listed.sort();
+    let mut expected = vec![paused[0].clone(), paused[1].clone()];
+    expected.sort();
+    assert_eq!(listed, expected);
+    let waiting_now = SnapshotQuery {
+        agent: Some(agent.clone()),
+        waiting_only: true,
+        ..Default::default()
+    };
+    assert!(list(&*store, waiting_now).await.is_empty());
+
+    // Once the pending row is finished it counts as newer again.
+    store
+        .save_snapshot(
+            Some(&pending),
+            Box::new(|row| {
+                let mut row = row.cloned().expect("the pending row");
+                row.status = SnapshotStatus::Completed;
+                Ok(Some(row))
+            }),
+        )
+        .await
+        .expect("save failed");
+    assert_eq!(list(&*store, in_doubt).await, std::slice::from_ref(&paused[1]));
+}

@@ -44,7 +44,8 @@ pub use concurrency::{
 };
 pub use listing::{
     audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
-    lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
+    in_doubt_looks_past_a_died_detached_row, lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders,
+    list_waiting_only,
 };
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -122,6 +123,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("lapsed_claims_are_in_doubt_and_taken_over_once", |s| {
         lapsed_claims_are_in_doubt_and_taken_over_once(s).boxed()
+    }),
+    ("in_doubt_looks_past_a_died_detached_row", |s| {
+        in_doubt_looks_past_a_died_detached_row(s).boxed()
     }),
     ("approval_decisions_are_audited_and_pending_is_listed", |s| {
         approval_decisions_are_audited_and_pending_is_listed(s).boxed()

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::session::{
-    ResumeClaim, SessionStore, Snapshot, SnapshotStatus, insert_refused, lease_end, renew_claim_update, successor_id,
+    ResumeClaim, SessionStore, Snapshot, insert_refused, lease_end, renew_claim_update, successor_id,
 };
 
 /// One resume's claim on one snapshot, until a lease end it keeps renewing.
@@ -128,21 +128,19 @@ impl Hold {
 
     /// Writes the turn's outcome `row` under [`successor`](Self::successor):
     /// only if no row has that id, or, for a settlement, if the row there
-    /// is the pending row of a detached resume that died (it reads as
-    /// `expired`), which the settlement's outcome replaces. Anything else
-    /// there is another writer's outcome: `FAILED_PRECONDITION`, nothing
-    /// written.
+    /// is the unfinished pending row of the detached resume whose lapsed
+    /// claim it took over (that process died), which the settlement's
+    /// outcome replaces. Anything else there is another writer's outcome:
+    /// `FAILED_PRECONDITION`, nothing written.
     pub(crate) async fn write_outcome(&self, row: Snapshot) -> Result<Snapshot> {
         let id = self.successor();
         let written = if self.takeover {
-            let replacing = id.clone();
+            let (replacing, parent) = (id.clone(), self.snapshot_id.clone());
             self.store
                 .save_snapshot(
                     Some(&id),
                     Box::new(move |existing| match existing {
-                        Some(old) if old.read_status(Utc::now()) != SnapshotStatus::Expired => {
-                            Err(insert_refused(&replacing))
-                        }
+                        Some(old) if !old.is_unfinished_successor_of(&parent) => Err(insert_refused(&replacing)),
                         _ => Ok(Some(row)),
                     }),
                 )

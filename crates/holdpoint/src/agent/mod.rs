@@ -390,11 +390,12 @@ impl Agent {
                 "snapshot {snapshot_id} is not in doubt: {why}"
             )));
         }
-        // Its successor may be the pending row of a detached resume that
-        // died (it reads as expired): the settlement's outcome replaces it.
+        // Its successor may be the unfinished pending row of its resume
+        // that detached and then stopped renewing the claim (it died): the
+        // settlement's outcome replaces that row.
         let died_detached = |latest: &Snapshot| {
             latest.snapshot_id == successor_id(&snapshot.snapshot_id)
-                && latest.read_status(chrono::Utc::now()) == SnapshotStatus::Expired
+                && latest.is_unfinished_successor_of(&snapshot.snapshot_id)
         };
         if let Some(latest) = store.get_latest_snapshot(&snapshot.session_id).await?
             && latest.snapshot_id != snapshot.snapshot_id

@@ -122,6 +122,9 @@ pub struct SnapshotQuery {
     /// Only the latest snapshot of each session, when a resume claimed it
     /// and the claim lapsed: the sessions whose calls are in doubt
     /// (SPEC §9.3; see [`Snapshot::resume_lapsed`](super::Snapshot::resume_lapsed)).
+    /// A resume that detached and died leaves an unfinished pending row
+    /// after the snapshot it claimed; that row does not count as newer (see
+    /// [`Snapshot::is_unfinished_successor_of`](super::Snapshot::is_unfinished_successor_of)).
     pub in_doubt_only: bool,
     /// At most this many (default 100), newest first.
     pub limit: Option<usize>,

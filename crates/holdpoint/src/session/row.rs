@@ -284,8 +284,16 @@ pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeh
         listing.sql.push_str(
             " AND NOT EXISTS (SELECT 1 FROM holdpoint_snapshots t WHERE t.session_id = s.session_id \
                AND (t.created_at_ns > s.created_at_ns \
-                    OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id)))",
+                    OR (t.created_at_ns = s.created_at_ns AND t.snapshot_id > s.snapshot_id))",
         );
+        if !query.waiting_only {
+            // A detached resume's unfinished pending row does not hide the
+            // snapshot it resumed (see `SnapshotQuery::in_doubt_only`).
+            listing
+                .sql
+                .push_str(" AND NOT (t.parent_id = s.snapshot_id AND t.status IN ('pending', 'aborting'))");
+        }
+        listing.sql.push(')');
     }
     listing.finish(
         "s.created_at_ns DESC, s.snapshot_id DESC",

@@ -216,6 +216,15 @@ impl Snapshot {
         self.status
     }
 
+    /// Whether this row is the unfinished pending row (`pending` or
+    /// `aborting`) of a detached run that continued `parent`: for a resume
+    /// of `parent` whose claim lapsed, the row its process left behind when
+    /// it died, which a settlement's outcome replaces.
+    pub fn is_unfinished_successor_of(&self, parent: &str) -> bool {
+        self.parent_id.as_deref() == Some(parent)
+            && matches!(self.status, SnapshotStatus::Pending | SnapshotStatus::Aborting)
+    }
+
     /// Whether `principal` may see this snapshot: unowned snapshots are
     /// visible to everyone, owned ones only to their owner.
     pub fn visible_to(&self, principal: Option<&str>) -> bool {

@@ -363,10 +363,16 @@ fn resume_in_task(agent: &Agent, held: &AgentOutput) -> tokio::task::JoinHandle<
 
 /// Waits for the held call's claim to lapse, and an operator settles it.
 async fn settle_once_lapsed(agent: &Agent, held: &AgentOutput) -> AgentOutput {
+    settle_once_lapsed_with(agent, held, json!({"closed": "a-1"})).await
+}
+
+/// [`settle_once_lapsed`], the operator answering with `output`.
+async fn settle_once_lapsed_with(agent: &Agent, held: &AgentOutput, output: Value) -> AgentOutput {
     tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
     let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
-    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
+    assert_eq!(listed[0].snapshot_id, held.snapshot_id.clone().unwrap());
+    let settle = Resume::from_parts(vec![listed[0].part.respond(output).unwrap()]);
     let snapshot_id = held.snapshot_id.as_deref().unwrap();
     let settled = agent.settle(snapshot_id, settle, by("ops-oncall")).await.unwrap();
     assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
@@ -523,29 +529,13 @@ async fn a_detached_resume_writes_its_pending_row_under_the_successor_id() {
     assert_eq!(ops.starts.load(Ordering::SeqCst), 1);
 }
 
-/// Backdates the heartbeat of pending row `id` past the expiry, as if its
-/// detached run had stopped beating long ago (the expiry is a minute).
-async fn stop_beating(store: &dyn SessionStore, id: &str) {
-    store
-        .save_snapshot(
-            Some(id),
-            Box::new(|row| {
-                let mut row = row.cloned().expect("the pending row");
-                row.heartbeat_at = Some(chrono::Utc::now() - chrono::Duration::minutes(2));
-                Ok(Some(row))
-            }),
-        )
-        .await
-        .unwrap();
-}
-
 /// A resume that detached and died mid-tool leaves its claim lapsed and its
-/// pending row expired. Settling the paused snapshot then works, and the
-/// settlement's outcome replaces the expired row; a live detached resume is not
-/// settleable. (Before, the pending row counted as the resume's outcome and
-/// the settlement was refused: the call stayed in doubt for good.) When the
-/// resume was only frozen and wakes up, it writes nothing over the
-/// settlement.
+/// pending row unfinished. The call is listed in doubt, and the
+/// settlement's outcome replaces the pending row; a live detached resume is
+/// not settleable. (Before, the pending row hid the call from the in-doubt
+/// listing and counted as the resume's outcome, so the settlement was
+/// refused: the call stayed in doubt for good.) When the resume was only
+/// frozen and wakes up, it writes nothing over the settlement.
 #[tokio::test]
 async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
     let store = Arc::new(Freezable::new());
@@ -574,18 +564,12 @@ async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
     let live = refused(agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
     assert_eq!(live.0, Status::FailedPrecondition, "{live:?}");
 
-    // The process freezes: renewals fail, the lease lapses, beats stop.
-    // (The in-doubt listing shows only a session's latest snapshot, here the
-    // expired pending row: the operator settles by the paused snapshot's id,
-    // the pending row's parent.)
-    *store.frozen.lock().unwrap() = Some(snapshot_id.clone());
-    stop_beating(store.as_ref(), &pending).await;
-    tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
-    // The operator's answer differs from what the tool would return, so
+    // The process freezes: renewals fail and the lease lapses. The call is
+    // listed in doubt (the unfinished pending row does not hide it), and
+    // the operator's answer differs from what the tool would return, so
     // whose outcome the row holds shows.
-    let answer = Resume::from_parts(vec![held.interrupts()[0].respond(json!({"closed": "by ops"})).unwrap()]);
-    let settled = agent.settle(&snapshot_id, answer, by("ops-oncall")).await.unwrap();
-    assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
+    *store.frozen.lock().unwrap() = Some(snapshot_id.clone());
+    let settled = settle_once_lapsed_with(&agent, &held, json!({"closed": "by ops"})).await;
     assert_eq!(
         settled.snapshot_id.as_deref(),
         Some(pending.as_str()),
