@@ -53,7 +53,6 @@ use crate::middleware::Middleware;
 use crate::model::Model;
 use crate::session::{
     AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, StateCodec,
-    successor_id,
 };
 use crate::tool::Tool;
 
@@ -393,10 +392,7 @@ impl Agent {
         // Its successor may be the unfinished pending row of its resume
         // that detached and then stopped renewing the claim (it died): the
         // settlement's outcome replaces that row.
-        let died_detached = |latest: &Snapshot| {
-            latest.snapshot_id == successor_id(&snapshot.snapshot_id)
-                && latest.is_unfinished_successor_of(&snapshot.snapshot_id)
-        };
+        let died_detached = |latest: &Snapshot| latest.is_unfinished_successor_of(&snapshot.snapshot_id);
         if let Some(latest) = store.get_latest_snapshot(&snapshot.session_id).await?
             && latest.snapshot_id != snapshot.snapshot_id
             && !died_detached(&latest)
