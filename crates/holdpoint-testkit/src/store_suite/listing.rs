@@ -300,6 +300,22 @@ pub async fn claim_changes_only_the_claim_fields(store: Arc<dyn SessionStore>) {
     }
 }
 
+/// A waiting row of `agent` in `session`.
+fn waiting_of(session: &str, agent: &str) -> Snapshot {
+    let mut row = waiting(session);
+    row.agent = Some(agent.to_owned());
+    row
+}
+
+/// A first claim of row `id` whose lease lapsed a second ago.
+fn lapsed_claim(id: &str) -> ResumeClaim {
+    ResumeClaim {
+        snapshot_id: id.to_owned(),
+        lease_until: Utc::now() - Duration::seconds(1),
+        takeover: false,
+    }
+}
+
 /// A claimed row whose lease lapsed, with nothing after it in its session,
 /// lists as in doubt (SPEC §9.3); a claim still held, a settled resume
 /// (a newer row follows) and a waiting row do not. A takeover succeeds
@@ -307,16 +323,7 @@ pub async fn claim_changes_only_the_claim_fields(store: Arc<dyn SessionStore>) {
 /// refused takeover changes nothing and leaves no audit record.
 pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn SessionStore>) {
     let agent = fresh_id("agent");
-    let row_of = |session: &str| {
-        let mut row = waiting(session);
-        row.agent = Some(agent.clone());
-        row
-    };
-    let lapsed_claim = |id: &str| ResumeClaim {
-        snapshot_id: id.to_owned(),
-        lease_until: Utc::now() - Duration::seconds(1),
-        takeover: false,
-    };
+    let row_of = |session: &str| waiting_of(session, &agent);
     let (s_doubt, s_live, s_done, s_wait) = (fresh_session(), fresh_session(), fresh_session(), fresh_session());
     let doubt = put(&*store, None, row_of(&s_doubt)).await.snapshot_id;
     let live = put(&*store, None, row_of(&s_live)).await.snapshot_id;
@@ -417,16 +424,7 @@ pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn Sessi
 /// counts as newer. `waiting_only` is unchanged: the latest row only.
 pub async fn in_doubt_looks_past_a_died_detached_row(store: Arc<dyn SessionStore>) {
     let agent = fresh_id("agent");
-    let row_of = |session: &str| {
-        let mut row = waiting(session);
-        row.agent = Some(agent.clone());
-        row
-    };
-    let lapsed_claim = |id: &str| ResumeClaim {
-        snapshot_id: id.to_owned(),
-        lease_until: Utc::now() - Duration::seconds(1),
-        takeover: false,
-    };
+    let row_of = |session: &str| waiting_of(session, &agent);
     let newer = |session: &str, parent: &str, status: SnapshotStatus, secs: i64| {
         let mut row = snapshot(session);
         row.parent_id = Some(parent.to_owned());

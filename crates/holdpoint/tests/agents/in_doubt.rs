@@ -317,16 +317,7 @@ async fn a_resume_that_wakes_after_its_call_was_settled_writes_nothing() {
 }
 
 async fn wake_after_settlement(tool_fails: bool) {
-    let store = Arc::new(Freezable::new());
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let tool_gate = Arc::clone(&gate);
-    let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| {
-        let gate = Arc::clone(&tool_gate);
-        async move {
-            let _permit = gate.acquire().await.expect("the gate stays open");
-            close_or_fail(input, tool_fails)
-        }
-    });
+    let (store, gate, Ops { agent, starts }) = gated_ops(tool_fails);
     let held = agent.run_text("close a-1").await.unwrap();
     let resume = resume_in_task(&agent, &held);
     while starts.load(Ordering::SeqCst) == 0 {
@@ -344,6 +335,22 @@ async fn wake_after_settlement(tool_fails: bool) {
     assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
     assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
+}
+
+/// The `ops` agent on a [`Freezable`] store, its approved tool waiting
+/// for a permit on the returned gate, then closing the account or failing.
+fn gated_ops(tool_fails: bool) -> (Arc<Freezable>, Arc<tokio::sync::Semaphore>, Ops) {
+    let store = Arc::new(Freezable::new());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let tool_gate = Arc::clone(&gate);
+    let ops = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| {
+        let gate = Arc::clone(&tool_gate);
+        async move {
+            let _permit = gate.acquire().await.expect("the gate stays open");
+            close_or_fail(input, tool_fails)
+        }
+    });
+    (store, gate, ops)
 }
 
 /// The approved tool's work: closes the account, or fails.
@@ -391,18 +398,23 @@ fn assert_taken_over(woke: AgentOutput, tool_fails: bool) {
     assert!(error.message.contains("taken over"), "{error:?}");
 }
 
-/// The settlement is the paused snapshot's one successor, and the
-/// session's latest.
-async fn assert_only_successor(agent: &Agent, held: &AgentOutput, settled: &AgentOutput) {
-    let rows = agent
+/// Every snapshot of `session`, newest first.
+async fn session_rows(agent: &Agent, session: &str) -> Vec<Snapshot> {
+    agent
         .store()
         .unwrap()
         .list_snapshots(&SnapshotQuery {
-            session_id: Some(held.session_id.clone()),
+            session_id: Some(session.to_owned()),
             ..Default::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The settlement is the paused snapshot's one successor, and the
+/// session's latest.
+async fn assert_only_successor(agent: &Agent, held: &AgentOutput, settled: &AgentOutput) {
+    let rows = session_rows(agent, &held.session_id).await;
     let successors: Vec<_> = rows
         .iter()
         .filter(|r| r.parent_id == held.snapshot_id)
@@ -473,16 +485,7 @@ async fn a_late_detached_approval_is_refused_and_leaves_nothing_to_resume() {
     assert_eq!(refused_late.0, Status::Aborted, "{refused_late:?}");
     assert!(refused_late.1.contains("already resumed"), "{refused_late:?}");
 
-    let rows = ops
-        .agent
-        .store()
-        .unwrap()
-        .list_snapshots(&SnapshotQuery {
-            session_id: Some(held.session_id.clone()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let rows = session_rows(&ops.agent, &held.session_id).await;
     assert_eq!(rows.len(), 2, "the paused snapshot and its outcome only: {rows:#?}");
     let latest = ops.agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
     assert_eq!(Some(latest.snapshot_id), done.snapshot_id);
@@ -538,16 +541,7 @@ async fn a_detached_resume_writes_its_pending_row_under_the_successor_id() {
 /// frozen and wakes up, it writes nothing over the settlement.
 #[tokio::test]
 async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
-    let store = Arc::new(Freezable::new());
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let tool_gate = Arc::clone(&gate);
-    let Ops { agent, starts } = ops_on(Arc::clone(&store) as Arc<dyn SessionStore>, move |input| {
-        let gate = Arc::clone(&tool_gate);
-        async move {
-            let _permit = gate.acquire().await.expect("the gate stays open");
-            close_or_fail(input, false)
-        }
-    });
+    let (store, gate, Ops { agent, starts }) = gated_ops(false);
     let held = agent.run_text("close a-1").await.unwrap();
     let snapshot_id = held.snapshot_id.clone().unwrap();
     let mut input = approve(&held);
