@@ -121,6 +121,38 @@ impl Middleware for Gate {
     }
 }
 
+/// A tool stage named `name` that looks at each call before the stages
+/// inside it: `f` answering `Some` settles the call with that outcome,
+/// `None` passes it on.
+struct ToolHook<F> {
+    name: &'static str,
+    f: F,
+}
+
+fn tool_hook<F>(name: &'static str, f: F) -> ToolHook<F>
+where
+    F: Fn(&ToolHookCall) -> Option<ToolOutcome> + Send + Sync,
+{
+    ToolHook { name, f }
+}
+
+#[async_trait]
+impl<F> Middleware for ToolHook<F>
+where
+    F: Fn(&ToolHookCall) -> Option<ToolOutcome> + Send + Sync,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
+        match (self.f)(&call) {
+            Some(outcome) => Ok(outcome),
+            None => next.run(call).await,
+        }
+    }
+}
+
 type Resumes = Arc<Mutex<Vec<Option<Map<String, Value>>>>>;
 
 /// The resume data of every echo run so far.
@@ -309,20 +341,11 @@ async fn restart_of_a_hold_by_an_absent_middleware_is_rejected() {
 
 #[tokio::test]
 async fn middleware_hold_beside_a_finished_call_keeps_its_pending_output() {
-    /// Holds only `echo`.
-    struct EchoGate;
-    #[async_trait]
-    impl Middleware for EchoGate {
-        fn name(&self) -> &str {
-            "echoGate"
-        }
-        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
-            if call.name == "echo" && call.resumed.is_none() && !call.released {
-                return Ok(ToolOutcome::Interrupt(Map::new()));
-            }
-            next.run(call).await
-        }
-    }
+    // Holds only `echo`.
+    let echo_gate = tool_hook("echoGate", |call| {
+        let hold = call.name == "echo" && call.resumed.is_none() && !call.released;
+        hold.then(|| ToolOutcome::Interrupt(Map::new()))
+    });
     let resumes = Resumes::default();
     let count = Arc::new(AtomicUsize::new(0));
     let s = Scenario::new([
@@ -331,7 +354,7 @@ async fn middleware_hold_beside_a_finished_call_keeps_its_pending_output() {
     ])
     .tool(echo(&resumes))
     .tool(balance_tool(count.clone()))
-    .middleware(EchoGate);
+    .middleware(echo_gate);
     let paused = s.pause().await;
     let reqs = paused.requests();
     assert_eq!(reqs[0].meta(metadata::PENDING_OUTPUT), Some(&json!("x: $100")));
@@ -345,18 +368,11 @@ async fn middleware_hold_beside_a_finished_call_keeps_its_pending_output() {
 
 #[tokio::test]
 async fn tool_hook_can_answer_a_call_itself() {
-    struct Cache;
-    #[async_trait]
-    impl Middleware for Cache {
-        fn name(&self) -> &str {
-            "cache"
-        }
-        async fn tool(&self, call: ToolHookCall, _next: ToolNext<'_>) -> Result<ToolOutcome> {
-            Ok(ToolOutcome::output(json!(format!("cached {}", call.input["account"]))))
-        }
-    }
+    let cache = tool_hook("cache", |call| {
+        Some(ToolOutcome::output(json!(format!("cached {}", call.input["account"]))))
+    });
     let resumes = Resumes::default();
-    let done = echo_then("ok", &resumes).middleware(Cache).run().await.unwrap();
+    let done = echo_then("ok", &resumes).middleware(cache).run().await.unwrap();
     assert!(ran(&resumes).is_empty());
     assert_eq!(outputs(&done)[0], json!("cached \"a\""));
 }
@@ -364,26 +380,20 @@ async fn tool_hook_can_answer_a_call_itself() {
 #[tokio::test]
 async fn tool_hook_sees_name_ref_input_and_request_context() {
     type Calls = Arc<Mutex<Vec<(String, Option<String>, Value, Option<Value>)>>>;
-    struct Spy(Calls);
-    #[async_trait]
-    impl Middleware for Spy {
-        fn name(&self) -> &str {
-            "spy"
-        }
-        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
-            self.0.lock().unwrap().push((
-                call.name.clone(),
-                call.reference.clone(),
-                call.input.clone(),
-                call.context.get("principal").cloned(),
-            ));
-            next.run(call).await
-        }
-    }
     let seen_calls = Calls::default();
+    let record = Arc::clone(&seen_calls);
+    let spy = tool_hook("spy", move |call| {
+        record.lock().unwrap().push((
+            call.name.clone(),
+            call.reference.clone(),
+            call.input.clone(),
+            call.context.get("principal").cloned(),
+        ));
+        None
+    });
     let resumes = Resumes::default();
     let g = echo_then("ok", &resumes)
-        .middleware(Spy(Arc::clone(&seen_calls)))
+        .middleware(spy)
         .context("principal", json!("alice"))
         .run()
         .await
@@ -463,23 +473,15 @@ async fn model_hooks_nest_outermost_first_and_may_rewrite() {
 #[tokio::test]
 async fn stages_see_the_original_input_of_a_revised_restart() {
     type Originals = Arc<Mutex<Vec<(Value, Option<Value>)>>>;
-    struct Watch(Originals);
-    #[async_trait]
-    impl Middleware for Watch {
-        fn name(&self) -> &str {
-            "watch"
-        }
-        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
-            self.0
-                .lock()
-                .unwrap()
-                .push((call.input.clone(), call.original_input.clone()));
-            next.run(call).await
-        }
-    }
     let originals = Originals::default();
+    let record = Arc::clone(&originals);
+    let watch = tool_hook("watch", move |call| {
+        let seen = (call.input.clone(), call.original_input.clone());
+        record.lock().unwrap().push(seen);
+        None
+    });
     let (s, transfer, log) = pay_bob("ok");
-    let s = s.middleware(Watch(Arc::clone(&originals)));
+    let s = s.middleware(watch);
     let paused = s.pause().await;
     let call = paused.claim(&transfer, 0);
     let revised = call.restart_with_input(transfer_of(1.0, "bob"), Some(approval(1)));

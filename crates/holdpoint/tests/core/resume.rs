@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use holdpoint::generate::validate_resume;
 use holdpoint::message::metadata;
-use holdpoint::tool::ToolContext;
+use holdpoint::tool::{Tool, ToolContext};
 use holdpoint::{Error, FinishReason, Message, Part, ResumableTool, Resume, Role, ScriptedTurn, Status, generate};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -223,17 +223,21 @@ async fn mixed_restart_and_respond_in_one_resume() {
     );
 }
 
+/// The model calls `sibling` for `account` and pays bob 5 in one turn,
+/// then says "done".
+fn beside_bob(sibling: impl Tool + 'static, account: &str) -> (Scenario, TransferTool, Log) {
+    let name = sibling.definition().name.clone();
+    let (s, transfer, log) = pay(
+        calls(&[(&name, json!({"account": account})), ("transfer", BOB())]),
+        "done",
+    );
+    (s.tool(sibling), transfer, log)
+}
+
 #[tokio::test]
 async fn finished_sibling_is_stored_as_pending_output_and_replayed_not_rerun() {
-    let log = log();
     let count = Arc::new(AtomicUsize::new(0));
-    let transfer = transfer_tool(log.clone());
-    let s = Scenario::new([
-        calls(&[("balance", json!({"account": "chk"})), ("transfer", BOB())]),
-        ScriptedTurn::text("done"),
-    ])
-    .tool(transfer.clone())
-    .tool(balance_tool(count.clone()));
+    let (s, transfer, _) = beside_bob(balance_tool(count.clone()), "chk");
     let paused = s.pause().await;
     assert_eq!(count.load(Ordering::SeqCst), 1);
     let reqs = paused.requests();
@@ -260,13 +264,7 @@ async fn soft_failure_beside_a_pause_is_kept_as_pending_output() {
     let flaky = holdpoint::tool("flaky", "fails", |ctx: ToolContext, _a: Account| async move {
         Err::<String, _>(ctx.fail("locked"))
     });
-    let transfer = transfer_tool(log());
-    let s = Scenario::new([
-        calls(&[("flaky", json!({"account": "a"})), ("transfer", BOB())]),
-        ScriptedTurn::text("done"),
-    ])
-    .tool(flaky)
-    .tool(transfer.clone());
+    let (s, transfer, _) = beside_bob(flaky, "a");
     let paused = s.pause().await;
     let reqs = paused.requests();
     assert_eq!(
@@ -691,13 +689,7 @@ async fn finished_sibling_with_a_null_output_is_replayed_on_resume() {
             Ok(None::<String>)
         }
     });
-    let transfer = transfer_tool(log());
-    let s = Scenario::new([
-        calls(&[("lookup", json!({"account": "a"})), ("transfer", BOB())]),
-        ScriptedTurn::text("ok"),
-    ])
-    .tool(lookup)
-    .tool(transfer.clone());
+    let (s, transfer, _) = beside_bob(lookup, "a");
     let paused = s.pause().await;
     let reqs = paused.requests();
     assert_eq!(reqs[0].meta(metadata::PENDING_OUTPUT), Some(&Value::Null));

@@ -222,7 +222,7 @@ pub fn pay_ann_and_bob(reply: &str) -> (Scenario, TransferTool, Log) {
 
 /// The model asks for `turn`, then says `reply`; the transfer tool records
 /// every run into the log.
-fn pay(turn: ScriptedTurn, reply: &str) -> (Scenario, TransferTool, Log) {
+pub fn pay(turn: ScriptedTurn, reply: &str) -> (Scenario, TransferTool, Log) {
     let log = log();
     let transfer = transfer_tool(log.clone());
     let s = Scenario::new([turn, ScriptedTurn::text(reply)]).tool(transfer.clone());
