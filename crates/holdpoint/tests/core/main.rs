@@ -7,5 +7,6 @@ mod generate;
 mod middleware;
 mod parts;
 mod resume;
+mod scenario;
 mod support;
 mod tools;

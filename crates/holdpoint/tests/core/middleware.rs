@@ -9,13 +9,11 @@ use holdpoint::message::metadata;
 use holdpoint::middleware::{
     IterationInfo, IterationNext, IterationOutcome, IterationReport, Middleware, ModelNext, ToolHookCall, ToolNext,
 };
-use holdpoint::tool::{Tool, ToolContext, ToolOutcome};
-use holdpoint::{
-    GenerateOptions, GenerateRequest, GenerateResponse, Generation, Message, Part, Result, Resume, ScriptedTurn,
-    Status, TypedTool, generate, tool,
-};
+use holdpoint::tool::{ToolContext, ToolOutcome};
+use holdpoint::{GenerateRequest, GenerateResponse, Message, Part, Result, ScriptedTurn, Status, TypedTool, tool};
 use serde_json::{Map, Value, json};
 
+use crate::scenario::{Scenario, outputs};
 use crate::support::*;
 
 /// What one stage saw of one call.
@@ -26,7 +24,39 @@ struct Visit {
     released: bool,
 }
 
+impl Visit {
+    /// A call the stage saw neither released nor resumed.
+    fn plain(tag: &'static str) -> Visit {
+        Visit {
+            tag,
+            resumed: None,
+            released: false,
+        }
+    }
+
+    /// A restart released past the stage: the hold was not raised here.
+    fn released(tag: &'static str) -> Visit {
+        Visit {
+            released: true,
+            ..Visit::plain(tag)
+        }
+    }
+
+    /// A restart of the stage's own hold, carrying resume data `data`.
+    fn resumed(tag: &'static str, data: Value) -> Visit {
+        Visit {
+            resumed: Some(data.as_object().cloned().expect("resume data is an object")),
+            ..Visit::plain(tag)
+        }
+    }
+}
+
 type Visits = Arc<Mutex<Vec<Visit>>>;
+
+/// The visits recorded so far, which it clears.
+fn visits(v: &Visits) -> Vec<Visit> {
+    std::mem::take(&mut *v.lock().unwrap())
+}
 
 /// A tool gate: records what it sees; when `hold` is set it holds any call
 /// that is neither released nor being resumed at this stage. Resume data
@@ -38,13 +68,29 @@ struct Gate {
     visits: Visits,
 }
 
-fn gate(name: &'static str, tag: &'static str, hold: bool, visits: &Visits) -> Arc<dyn Middleware> {
-    Arc::new(Gate {
-        name,
-        tag,
-        hold,
-        visits: Arc::clone(visits),
-    })
+impl Gate {
+    /// A gate named `tag` that holds every call.
+    fn holding(tag: &'static str, visits: &Visits) -> Gate {
+        Gate {
+            name: tag,
+            tag,
+            hold: true,
+            visits: Arc::clone(visits),
+        }
+    }
+
+    /// A gate named `tag` that lets every call through.
+    fn passing(tag: &'static str, visits: &Visits) -> Gate {
+        Gate {
+            hold: false,
+            ..Gate::holding(tag, visits)
+        }
+    }
+
+    /// The same gate under the middleware name `name`.
+    fn named(self, name: &'static str) -> Gate {
+        Gate { name, ..self }
+    }
 }
 
 #[async_trait]
@@ -75,7 +121,44 @@ impl Middleware for Gate {
     }
 }
 
+/// A tool stage named `name` that looks at each call before the stages
+/// inside it: `f` answering `Some` settles the call with that outcome,
+/// `None` passes it on.
+struct ToolHook<F> {
+    name: &'static str,
+    f: F,
+}
+
+fn tool_hook<F>(name: &'static str, f: F) -> ToolHook<F>
+where
+    F: Fn(&ToolHookCall) -> Option<ToolOutcome> + Send + Sync,
+{
+    ToolHook { name, f }
+}
+
+#[async_trait]
+impl<F> Middleware for ToolHook<F>
+where
+    F: Fn(&ToolHookCall) -> Option<ToolOutcome> + Send + Sync,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
+        match (self.f)(&call) {
+            Some(outcome) => Ok(outcome),
+            None => next.run(call).await,
+        }
+    }
+}
+
 type Resumes = Arc<Mutex<Vec<Option<Map<String, Value>>>>>;
+
+/// The resume data of every echo run so far.
+fn ran(resumes: &Resumes) -> Vec<Option<Map<String, Value>>> {
+    resumes.lock().unwrap().clone()
+}
 
 /// `echo`: records the resume data it saw and returns its account.
 fn echo(resumes: &Resumes) -> TypedTool<Account, String> {
@@ -89,48 +172,33 @@ fn echo(resumes: &Resumes) -> TypedTool<Account, String> {
     })
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    v.as_object().cloned().unwrap()
-}
-
-fn visits(v: &Visits) -> Vec<Visit> {
-    std::mem::take(&mut *v.lock().unwrap())
-}
-
-async fn run_with(
-    m: &holdpoint::ScriptedModel,
-    tools: Vec<Arc<dyn Tool>>,
-    middleware: Vec<Arc<dyn Middleware>>,
-    messages: Vec<Message>,
-    resume: Option<Resume>,
-) -> Result<Generation> {
-    let mut opts: GenerateOptions = options(m, tools, messages);
-    opts.middleware = middleware;
-    opts.resume = resume;
-    generate(opts).await
-}
-
 fn echo_call() -> ScriptedTurn {
     calls(&[("echo", json!({"account": "a"}))])
 }
 
+/// The model calls `echo` once, then says `reply`.
+fn echo_then(reply: &str, resumes: &Resumes) -> Scenario {
+    Scenario::new([echo_call(), ScriptedTurn::text(reply)]).tool(echo(resumes))
+}
+
+/// Two rounds that each call `balance`, then "done".
+fn two_balance_rounds() -> [ScriptedTurn; 3] {
+    [
+        calls(&[("balance", json!({"account": "a"}))]),
+        calls(&[("balance", json!({"account": "b"}))]),
+        ScriptedTurn::text("done"),
+    ]
+}
+
 #[tokio::test]
 async fn tool_hook_hold_records_interrupted_by_and_skips_the_tool() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let m = model([echo_call()]);
-    let g = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        vec![gate("approval", "approval", true, &v)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(g.is_interrupted());
-    assert!(resumes.lock().unwrap().is_empty(), "a held call must not run");
-    let p = &g.response.interrupts()[0];
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = Scenario::new([echo_call()])
+        .tool(echo(&resumes))
+        .middleware(Gate::holding("approval", &v));
+    let paused = s.pause().await;
+    assert!(ran(&resumes).is_empty(), "a held call must not run");
+    let p = paused.hold(0);
     assert_eq!(p.interrupted_by(), Some("approval"));
     assert_eq!(p.meta(metadata::INTERRUPTED_BY), Some(&json!("approval")));
     assert_eq!(
@@ -138,58 +206,27 @@ async fn tool_hook_hold_records_interrupted_by_and_skips_the_tool() {
         json!({"heldBy": "approval", "tool": "echo"})
     );
     // The tool's own claim refuses a middleware's hold.
-    assert!(echo(&resumes).interrupted(p).is_none());
+    assert!(echo(&resumes).interrupted(&p).is_none());
 }
 
 #[tokio::test]
 async fn restart_delivers_resume_data_only_to_the_stage_that_held() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let chain = || {
-        vec![
-            gate("audit", "audit", false, &v),
-            gate("approval", "approval", true, &v),
-        ]
-    };
-    let tools = || vec![echo(&resumes).into_tool()];
-    let m = model([echo_call(), ScriptedTurn::text("done")]);
-    let g = run_with(&m, tools(), chain(), vec![Message::user_text("go")], None)
-        .await
-        .unwrap();
-    assert_eq!(g.response.interrupts()[0].interrupted_by(), Some("approval"));
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = echo_then("done", &resumes)
+        .middleware(Gate::passing("audit", &v))
+        .middleware(Gate::holding("approval", &v));
+    let paused = s.pause().await;
+    assert_eq!(paused.hold(0).interrupted_by(), Some("approval"));
     visits(&v);
-    let restart = g.response.interrupts()[0].restart(Some(json!({"ok": 1}))).unwrap();
-    let done = run_with(
-        &m,
-        tools(),
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![restart],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
+
+    let done = paused.restart_with(0, json!({"ok": 1})).resume().await;
     assert_eq!(
         visits(&v),
-        [
-            Visit {
-                tag: "audit",
-                resumed: None,
-                released: true
-            },
-            Visit {
-                tag: "approval",
-                resumed: Some(obj(json!({"ok": 1}))),
-                released: false
-            },
-        ]
+        [Visit::released("audit"), Visit::resumed("approval", json!({"ok": 1}))]
     );
     // The tool itself never paused, so it gets no resume data.
-    assert_eq!(*resumes.lock().unwrap(), vec![None]);
-    assert_eq!(output(&responses(&done.messages[2])[0]), json!("a"));
+    assert_eq!(ran(&resumes), vec![None]);
+    assert_eq!(outputs(&done)[0], json!("a"));
     let req = &requests(&done.messages[1])[0];
     assert!(!req.is_interrupt());
     assert!(req.meta(metadata::RESOLVED_INTERRUPT).is_some());
@@ -197,227 +234,77 @@ async fn restart_delivers_resume_data_only_to_the_stage_that_held() {
 
 #[tokio::test]
 async fn repeated_middleware_name_is_labelled_with_its_position() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let chain = || {
-        vec![
-            gate("gate", "outer", false, &v),
-            gate("gate", "inner", true, &v),
-            gate("last", "last", false, &v),
-        ]
-    };
-    let tools = || vec![echo(&resumes).into_tool()];
-    let m = model([echo_call(), ScriptedTurn::text("done")]);
-    let g = run_with(&m, tools(), chain(), vec![Message::user_text("go")], None)
-        .await
-        .unwrap();
-    let p = g.response.interrupts()[0].clone();
-    assert_eq!(p.interrupted_by(), Some("gate#2"));
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = echo_then("done", &resumes)
+        .middleware(Gate::passing("outer", &v).named("gate"))
+        .middleware(Gate::holding("inner", &v).named("gate"))
+        .middleware(Gate::passing("last", &v));
+    let paused = s.pause().await;
+    assert_eq!(paused.hold(0).interrupted_by(), Some("gate#2"));
     // The stage inside the holder never saw the first call.
     assert_eq!(visits(&v).iter().map(|x| x.tag).collect::<Vec<_>>(), ["outer", "inner"]);
 
-    let restart = p.restart(Some(json!({"why": "fine"}))).unwrap();
-    run_with(
-        &m,
-        tools(),
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![restart],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
+    paused.restart_with(0, json!({"why": "fine"})).resume().await;
     assert_eq!(
         visits(&v),
         [
-            Visit {
-                tag: "outer",
-                resumed: None,
-                released: true
-            },
-            Visit {
-                tag: "inner",
-                resumed: Some(obj(json!({"why": "fine"}))),
-                released: false
-            },
-            Visit {
-                tag: "last",
-                resumed: None,
-                released: false
-            },
+            Visit::released("outer"),
+            Visit::resumed("inner", json!({"why": "fine"})),
+            Visit::plain("last"),
         ]
     );
-    assert_eq!(*resumes.lock().unwrap(), vec![None]);
+    assert_eq!(ran(&resumes), vec![None]);
 }
 
 #[tokio::test]
 async fn first_of_repeated_names_keeps_the_plain_name() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let m = model([echo_call()]);
-    let g = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        vec![gate("gate", "outer", true, &v), gate("gate", "inner", true, &v)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(g.response.interrupts()[0].interrupted_by(), Some("gate"));
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = Scenario::new([echo_call()])
+        .tool(echo(&resumes))
+        .middleware(Gate::holding("outer", &v).named("gate"))
+        .middleware(Gate::holding("inner", &v).named("gate"));
+    assert_eq!(s.pause().await.hold(0).interrupted_by(), Some("gate"));
 }
 
 #[tokio::test]
 async fn tools_own_pause_releases_every_stage_and_resume_data_reaches_the_tool() {
-    let v: Visits = Arc::default();
-    let log = log();
-    let tool = transfer_tool(log.clone());
-    let chain = || vec![gate("approval", "approval", false, &v)];
-    let m = model([
-        calls(&[("transfer", json!({"to": "bob", "amount": 5.0}))]),
-        ScriptedTurn::text("ok"),
-    ]);
-    let g = run_with(
-        &m,
-        vec![tool.clone().into_tool()],
-        chain(),
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    let p = &g.response.interrupts()[0];
+    let v = Visits::default();
+    let (s, transfer, log) = pay_bob("ok");
+    let s = s.middleware(Gate::passing("approval", &v));
+    let paused = s.pause().await;
+    let p = paused.hold(0);
     assert_eq!(p.interrupted_by(), None);
     assert!(p.meta(metadata::INTERRUPTED_BY).is_none());
     visits(&v);
-    let call = tool.interrupted(p).unwrap();
-    let restart = call
-        .restart(Some(Approval {
-            approved: true,
-            level: 1,
-        }))
-        .unwrap();
-    run_with(
-        &m,
-        vec![tool.into_tool()],
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![restart],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        visits(&v),
-        [Visit {
-            tag: "approval",
-            resumed: None,
-            released: true
-        }]
-    );
-    assert_eq!(
-        seen(&log)[1].resume,
-        Some(Approval {
-            approved: true,
-            level: 1
-        })
-    );
+
+    let call = paused.claim(&transfer, 0);
+    paused.restart(call.restart(Some(approval(1)))).resume().await;
+    assert_eq!(visits(&v), [Visit::released("approval")]);
+    assert_eq!(seen(&log)[1].resume, Some(approval(1)));
 }
 
 #[tokio::test]
 async fn restart_with_new_input_is_not_released_by_outer_stages() {
-    let v: Visits = Arc::default();
-    let log = log();
-    let tool = transfer_tool(log.clone());
-    let chain = || vec![gate("approval", "approval", false, &v)];
-    let m = model([
-        calls(&[("transfer", json!({"to": "bob", "amount": 5.0}))]),
-        ScriptedTurn::text("ok"),
-    ]);
-    let g = run_with(
-        &m,
-        vec![tool.clone().into_tool()],
-        chain(),
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
+    let v = Visits::default();
+    let (s, transfer, _) = pay_bob("ok");
+    let s = s.middleware(Gate::passing("approval", &v));
+    let paused = s.pause().await;
     visits(&v);
-    let call = tool.interrupted(&g.response.interrupts()[0]).unwrap();
-    let restart = call
-        .restart_with_input(
-            Transfer {
-                to: "bob".into(),
-                amount: 900.0,
-            },
-            Some(Approval {
-                approved: true,
-                level: 1,
-            }),
-        )
-        .unwrap();
-    run_with(
-        &m,
-        vec![tool.into_tool()],
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![restart],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        visits(&v),
-        [Visit {
-            tag: "approval",
-            resumed: None,
-            released: false
-        }]
-    );
+
+    let call = paused.claim(&transfer, 0);
+    let revised = call.restart_with_input(transfer_of(900.0, "bob"), Some(approval(1)));
+    paused.restart(revised).resume().await;
+    assert_eq!(visits(&v), [Visit::plain("approval")]);
 }
 
 #[tokio::test]
 async fn holding_stage_can_deny_a_restart_softly() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let chain = || vec![gate("approval", "approval", true, &v)];
-    let m = model([echo_call(), ScriptedTurn::text("understood")]);
-    let g = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        chain(),
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    let restart = g.response.interrupts()[0].restart(Some(json!({"deny": true}))).unwrap();
-    let done = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![restart],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
-    assert!(resumes.lock().unwrap().is_empty());
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = echo_then("understood", &resumes).middleware(Gate::holding("approval", &v));
+    let done = s.pause().await.restart_with(0, json!({"deny": true})).resume().await;
+    assert!(ran(&resumes).is_empty());
     assert_eq!(
-        output(&last_request_responses(&m)[0]),
+        output(&last_request_responses(&s.model)[0]),
         json!({"error": "approval denied the call"})
     );
     assert_eq!(done.response.text(), "understood");
@@ -425,176 +312,92 @@ async fn holding_stage_can_deny_a_restart_softly() {
 
 #[tokio::test]
 async fn respond_answers_a_middleware_hold_without_running_the_tool() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let chain = || vec![gate("approval", "approval", true, &v)];
-    let m = model([echo_call(), ScriptedTurn::text("ok")]);
-    let g = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        chain(),
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = echo_then("ok", &resumes).middleware(Gate::holding("approval", &v));
+    let paused = s.pause().await;
     visits(&v);
-    let respond = g.response.interrupts()[0].respond(json!("supplied")).unwrap();
-    let done = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![],
-            respond: vec![respond],
-        }),
-    )
-    .await
-    .unwrap();
+
+    let done = paused.respond_with(0, json!("supplied")).resume().await;
     assert!(visits(&v).is_empty(), "a respond runs no hook");
-    assert!(resumes.lock().unwrap().is_empty());
-    assert_eq!(output(&responses(&done.messages[2])[0]), json!("supplied"));
+    assert!(ran(&resumes).is_empty());
+    assert_eq!(outputs(&done)[0], json!("supplied"));
 }
 
 #[tokio::test]
 async fn restart_of_a_hold_by_an_absent_middleware_is_rejected() {
-    let v: Visits = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let m = model([echo_call(), ScriptedTurn::text("unused")]);
-    let g = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        vec![gate("approval", "approval", true, &v)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    let restart = g.response.interrupts()[0].restart(None).unwrap();
-    let err = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        vec![],
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![restart],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap_err();
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = echo_then("unused", &resumes).middleware(Gate::holding("approval", &v));
+    let err = s
+        .pause()
+        .await
+        .bare_restart(0)
+        .without_middleware()
+        .resume_fails()
+        .await;
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(err.to_string().contains("\"approval\""), "{err}");
-    assert!(resumes.lock().unwrap().is_empty());
+    assert!(ran(&resumes).is_empty());
 }
 
 #[tokio::test]
 async fn middleware_hold_beside_a_finished_call_keeps_its_pending_output() {
-    let resumes: Resumes = Arc::default();
+    // Holds only `echo`.
+    let echo_gate = tool_hook("echoGate", |call| {
+        let hold = call.name == "echo" && call.resumed.is_none() && !call.released;
+        hold.then(|| ToolOutcome::Interrupt(Map::new()))
+    });
+    let resumes = Resumes::default();
     let count = Arc::new(AtomicUsize::new(0));
-    /// Holds only `echo`.
-    struct EchoGate;
-    #[async_trait]
-    impl Middleware for EchoGate {
-        fn name(&self) -> &str {
-            "echoGate"
-        }
-        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
-            if call.name == "echo" && call.resumed.is_none() && !call.released {
-                return Ok(ToolOutcome::Interrupt(Map::new()));
-            }
-            next.run(call).await
-        }
-    }
-    let tools = || vec![echo(&resumes).into_tool(), balance_tool(count.clone()).into_tool()];
-    let chain = || -> Vec<Arc<dyn Middleware>> { vec![Arc::new(EchoGate)] };
-    let m = model([
+    let s = Scenario::new([
         calls(&[("balance", json!({"account": "x"})), ("echo", json!({"account": "y"}))]),
         ScriptedTurn::text("ok"),
-    ]);
-    let g = run_with(&m, tools(), chain(), vec![Message::user_text("go")], None)
-        .await
-        .unwrap();
-    let reqs = requests(g.messages.last().unwrap());
+    ])
+    .tool(echo(&resumes))
+    .tool(balance_tool(count.clone()))
+    .middleware(echo_gate);
+    let paused = s.pause().await;
+    let reqs = paused.requests();
     assert_eq!(reqs[0].meta(metadata::PENDING_OUTPUT), Some(&json!("x: $100")));
     assert_eq!(reqs[1].meta(metadata::INTERRUPT), Some(&json!(true)));
     assert_eq!(reqs[1].interrupted_by(), Some("echoGate"));
-    let done = run_with(
-        &m,
-        tools(),
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![reqs[1].restart(None).unwrap()],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
+
+    let done = paused.restart(reqs[1].restart(None)).resume().await;
     assert_eq!(count.load(Ordering::SeqCst), 1);
-    let outs: Vec<Value> = responses(&done.messages[2]).iter().map(output).collect();
-    assert_eq!(outs, [json!("x: $100"), json!("y")]);
+    assert_eq!(outputs(&done), [json!("x: $100"), json!("y")]);
 }
 
 #[tokio::test]
 async fn tool_hook_can_answer_a_call_itself() {
-    struct Cache;
-    #[async_trait]
-    impl Middleware for Cache {
-        fn name(&self) -> &str {
-            "cache"
-        }
-        async fn tool(&self, call: ToolHookCall, _next: ToolNext<'_>) -> Result<ToolOutcome> {
-            Ok(ToolOutcome::output(json!(format!("cached {}", call.input["account"]))))
-        }
-    }
-    let resumes: Resumes = Arc::default();
-    let m = model([echo_call(), ScriptedTurn::text("ok")]);
-    let done = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        vec![Arc::new(Cache)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(resumes.lock().unwrap().is_empty());
-    assert_eq!(output(&responses(&done.messages[2])[0]), json!("cached \"a\""));
+    let cache = tool_hook("cache", |call| {
+        Some(ToolOutcome::output(json!(format!("cached {}", call.input["account"]))))
+    });
+    let resumes = Resumes::default();
+    let done = echo_then("ok", &resumes).middleware(cache).run().await.unwrap();
+    assert!(ran(&resumes).is_empty());
+    assert_eq!(outputs(&done)[0], json!("cached \"a\""));
 }
 
 #[tokio::test]
 async fn tool_hook_sees_name_ref_input_and_request_context() {
     type Calls = Arc<Mutex<Vec<(String, Option<String>, Value, Option<Value>)>>>;
-    struct Spy(Calls);
-    #[async_trait]
-    impl Middleware for Spy {
-        fn name(&self) -> &str {
-            "spy"
-        }
-        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
-            self.0.lock().unwrap().push((
-                call.name.clone(),
-                call.reference.clone(),
-                call.input.clone(),
-                call.context.get("principal").cloned(),
-            ));
-            next.run(call).await
-        }
-    }
-    let seen_calls: Calls = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let m = model([echo_call(), ScriptedTurn::text("ok")]);
-    let mut opts = options(&m, vec![echo(&resumes).into_tool()], vec![Message::user_text("go")]);
-    opts.middleware = vec![Arc::new(Spy(Arc::clone(&seen_calls)))];
-    let mut ctx = Map::new();
-    ctx.insert("principal".into(), json!("alice"));
-    opts.context = Arc::new(ctx);
-    let g = generate(opts).await.unwrap();
+    let seen_calls = Calls::default();
+    let record = Arc::clone(&seen_calls);
+    let spy = tool_hook("spy", move |call| {
+        record.lock().unwrap().push((
+            call.name.clone(),
+            call.reference.clone(),
+            call.input.clone(),
+            call.context.get("principal").cloned(),
+        ));
+        None
+    });
+    let resumes = Resumes::default();
+    let g = echo_then("ok", &resumes)
+        .middleware(spy)
+        .context("principal", json!("alice"))
+        .run()
+        .await
+        .unwrap();
     let calls = seen_calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].0, "echo");
@@ -603,7 +406,7 @@ async fn tool_hook_sees_name_ref_input_and_request_context() {
     assert_eq!(calls[0].3, Some(json!("alice")));
 }
 
-/// Counts model calls and tags each response.
+/// Records every model request it passes on.
 struct ModelSpy {
     seen: Arc<Mutex<Vec<GenerateRequest>>>,
 }
@@ -623,26 +426,16 @@ impl Middleware for ModelSpy {
 async fn model_hook_sees_every_model_request() {
     let seen_reqs: Arc<Mutex<Vec<GenerateRequest>>> = Arc::default();
     let count = Arc::new(AtomicUsize::new(0));
-    let m = model([
-        calls(&[("balance", json!({"account": "a"}))]),
-        calls(&[("balance", json!({"account": "b"}))]),
-        ScriptedTurn::text("done"),
-    ]);
-    let g = run_with(
-        &m,
-        vec![balance_tool(count).into_tool()],
-        vec![Arc::new(ModelSpy {
+    let s = Scenario::new(two_balance_rounds())
+        .tool(balance_tool(count))
+        .middleware(ModelSpy {
             seen: Arc::clone(&seen_reqs),
-        })],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
+        });
+    let g = s.run().await.unwrap();
     assert_eq!(g.response.text(), "done");
     let seen_reqs = seen_reqs.lock().unwrap().clone();
     assert_eq!(seen_reqs.len(), 3);
-    assert_eq!(seen_reqs, m.requests());
+    assert_eq!(seen_reqs, s.model.requests());
 }
 
 #[tokio::test]
@@ -667,21 +460,12 @@ async fn model_hooks_nest_outermost_first_and_may_rewrite() {
         }
     }
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
-    let m = model([ScriptedTurn::text("hi")]);
-    let g = run_with(
-        &m,
-        vec![],
-        vec![
-            Arc::new(Tag("a", Arc::clone(&order))),
-            Arc::new(Tag("b", Arc::clone(&order))),
-        ],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
+    let s = Scenario::new([ScriptedTurn::text("hi")])
+        .middleware(Tag("a", Arc::clone(&order)))
+        .middleware(Tag("b", Arc::clone(&order)));
+    let g = s.run().await.unwrap();
     assert_eq!(*order.lock().unwrap(), ["a in", "b in", "b out", "a out"]);
-    let sent: Vec<String> = m.requests()[0].messages.iter().map(Message::text).collect();
+    let sent: Vec<String> = s.model.requests()[0].messages.iter().map(Message::text).collect();
     assert_eq!(sent, ["go", "note from a", "note from b"]);
     assert_eq!(g.response.text(), "hi [b] [a]");
 }
@@ -689,63 +473,19 @@ async fn model_hooks_nest_outermost_first_and_may_rewrite() {
 #[tokio::test]
 async fn stages_see_the_original_input_of_a_revised_restart() {
     type Originals = Arc<Mutex<Vec<(Value, Option<Value>)>>>;
-    struct Watch(Originals);
-    #[async_trait]
-    impl Middleware for Watch {
-        fn name(&self) -> &str {
-            "watch"
-        }
-        async fn tool(&self, call: ToolHookCall, next: ToolNext<'_>) -> Result<ToolOutcome> {
-            self.0
-                .lock()
-                .unwrap()
-                .push((call.input.clone(), call.original_input.clone()));
-            next.run(call).await
-        }
-    }
-    let originals: Originals = Arc::default();
-    let log = log();
-    let tool = transfer_tool(log.clone());
-    let chain = || -> Vec<Arc<dyn Middleware>> { vec![Arc::new(Watch(Arc::clone(&originals)))] };
-    let m = model([
-        calls(&[("transfer", json!({"to": "bob", "amount": 5.0}))]),
-        ScriptedTurn::text("ok"),
-    ]);
-    let g = run_with(
-        &m,
-        vec![tool.clone().into_tool()],
-        chain(),
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    let call = tool.interrupted(&g.response.interrupts()[0]).unwrap();
-    let revised = call
-        .restart_with_input(
-            Transfer {
-                to: "bob".into(),
-                amount: 1.0,
-            },
-            Some(Approval {
-                approved: true,
-                level: 1,
-            }),
-        )
-        .unwrap();
-    run_with(
-        &m,
-        vec![tool.into_tool()],
-        chain(),
-        g.messages.clone(),
-        Some(Resume {
-            metadata: None,
-            restart: vec![revised],
-            respond: vec![],
-        }),
-    )
-    .await
-    .unwrap();
+    let originals = Originals::default();
+    let record = Arc::clone(&originals);
+    let watch = tool_hook("watch", move |call| {
+        let seen = (call.input.clone(), call.original_input.clone());
+        record.lock().unwrap().push(seen);
+        None
+    });
+    let (s, transfer, log) = pay_bob("ok");
+    let s = s.middleware(watch);
+    let paused = s.pause().await;
+    let call = paused.claim(&transfer, 0);
+    let revised = call.restart_with_input(transfer_of(1.0, "bob"), Some(approval(1)));
+    paused.restart(revised).resume().await;
     assert_eq!(
         *originals.lock().unwrap(),
         vec![
@@ -759,13 +499,34 @@ async fn stages_see_the_original_input_of_a_revised_restart() {
     assert_eq!(seen(&log)[1].input.amount, 1.0);
 }
 
+type Lines = Arc<Mutex<Vec<String>>>;
+
 /// Records each iteration it wraps: `tag:enter:round`, then
 /// `tag:exit:outcome:tools` with the tool names the model asked for. With
 /// `budget`, the iteration of that round is refused.
 struct Rounds {
     tag: &'static str,
-    log: Arc<Mutex<Vec<String>>>,
+    log: Lines,
     budget: Option<u32>,
+}
+
+impl Rounds {
+    /// Records every round into `log`, refusing none.
+    fn recording(tag: &'static str, log: &Lines) -> Rounds {
+        Rounds {
+            tag,
+            log: Arc::clone(log),
+            budget: None,
+        }
+    }
+
+    /// The same, but refuses round `round`.
+    fn refusing(self, round: u32) -> Rounds {
+        Rounds {
+            budget: Some(round),
+            ..self
+        }
+    }
 }
 
 #[async_trait]
@@ -800,32 +561,15 @@ impl Middleware for Rounds {
     }
 }
 
-fn rounds(tag: &'static str, log: &Arc<Mutex<Vec<String>>>, budget: Option<u32>) -> Arc<dyn Middleware> {
-    Arc::new(Rounds {
-        tag,
-        log: Arc::clone(log),
-        budget,
-    })
-}
-
 #[tokio::test]
 async fn iteration_hooks_wrap_each_round_outermost_first_and_see_how_it_ended() {
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Lines::default();
     let count = Arc::new(AtomicUsize::new(0));
-    let m = model([
-        calls(&[("balance", json!({"account": "a"}))]),
-        calls(&[("balance", json!({"account": "b"}))]),
-        ScriptedTurn::text("done"),
-    ]);
-    let g = run_with(
-        &m,
-        vec![balance_tool(count.clone()).into_tool()],
-        vec![rounds("outer", &log, None), rounds("inner", &log, None)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
+    let s = Scenario::new(two_balance_rounds())
+        .tool(balance_tool(count.clone()))
+        .middleware(Rounds::recording("outer", &log))
+        .middleware(Rounds::recording("inner", &log));
+    let g = s.run().await.unwrap();
     assert_eq!(g.response.text(), "done");
     assert_eq!(count.load(Ordering::SeqCst), 2);
     assert_eq!(
@@ -849,43 +593,30 @@ async fn iteration_hooks_wrap_each_round_outermost_first_and_see_how_it_ended() 
 
 #[tokio::test]
 async fn an_iteration_hook_sees_a_pause_and_can_stop_the_generation() {
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
-    let resumes: Resumes = Arc::default();
-    let v: Visits = Arc::default();
-    let m = model([echo_call()]);
-    let g = run_with(
-        &m,
-        vec![echo(&resumes).into_tool()],
-        vec![rounds("r", &log, None), gate("approval", "approval", true, &v)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(g.is_interrupted());
+    let log = Lines::default();
+    let (v, resumes) = (Visits::default(), Resumes::default());
+    let s = Scenario::new([echo_call()])
+        .tool(echo(&resumes))
+        .middleware(Rounds::recording("r", &log))
+        .middleware(Gate::holding("approval", &v));
+    s.pause().await;
     assert_eq!(*log.lock().unwrap(), ["r:enter:0", "r:exit:Interrupted:echo"]);
 
     // A budget of one round: the second model call never happens and the
     // tool of the first round ran once.
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Lines::default();
     let count = Arc::new(AtomicUsize::new(0));
-    let m = model([
+    let s = Scenario::new([
         calls(&[("balance", json!({"account": "a"}))]),
         ScriptedTurn::text("never"),
-    ]);
-    let err = run_with(
-        &m,
-        vec![balance_tool(count.clone()).into_tool()],
-        vec![rounds("r", &log, Some(1))],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap_err();
+    ])
+    .tool(balance_tool(count.clone()))
+    .middleware(Rounds::recording("r", &log).refusing(1));
+    let err = s.run().await.unwrap_err();
     assert_eq!(err.status(), Status::ResourceExhausted, "{err}");
     assert!(err.to_string().contains("over the budget"), "{err}");
     assert_eq!(count.load(Ordering::SeqCst), 1);
-    assert_eq!(m.requests().len(), 1, "the refused round made no model call");
+    assert_eq!(s.model.requests().len(), 1, "the refused round made no model call");
 }
 
 #[tokio::test]
@@ -903,17 +634,9 @@ async fn an_iteration_hook_that_skips_next_is_a_clear_error() {
             })
         }
     }
-    let m = model([ScriptedTurn::text("unused")]);
-    let err = run_with(
-        &m,
-        Vec::new(),
-        vec![Arc::new(Skipper)],
-        vec![Message::user_text("go")],
-        None,
-    )
-    .await
-    .unwrap_err();
+    let s = Scenario::new([ScriptedTurn::text("unused")]).middleware(Skipper);
+    let err = s.run().await.unwrap_err();
     assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
     assert!(err.to_string().contains("next.run()"), "{err}");
-    assert!(m.requests().is_empty());
+    assert!(s.model.requests().is_empty());
 }

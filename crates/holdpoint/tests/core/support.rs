@@ -1,5 +1,6 @@
 //! Shared fixtures: typed tool types, a recording transfer tool, scripted
-//! turns with several tool calls, chunk collection and generate helpers.
+//! turns with several tool calls, payment scenarios, chunk collection and
+//! generate helpers.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,12 +8,14 @@ use std::sync::{Arc, Mutex};
 use holdpoint::model::ChunkSink;
 use holdpoint::tool::{Tool, ToolContext};
 use holdpoint::{
-    GenerateChunk, GenerateOptions, GenerateResponse, Generation, Message, Part, Result, ResumableTool, Resume, Role,
+    GenerateChunk, GenerateOptions, GenerateResponse, Generation, Message, Part, Result, ResumableTool, Role,
     ScriptedModel, ScriptedTurn, TypedTool, generate, tool,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use crate::scenario::Scenario;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Transfer {
@@ -35,6 +38,16 @@ impl Default for Approval {
             level: 7,
         }
     }
+}
+
+/// An approval at `level`.
+pub fn approval(level: u32) -> Approval {
+    Approval { approved: true, level }
+}
+
+/// A transfer of `amount` to `to`.
+pub fn transfer_of(amount: f64, to: &str) -> Transfer {
+    Transfer { to: to.into(), amount }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -65,9 +78,12 @@ pub fn seen(log: &Log) -> Vec<Seen> {
     log.lock().unwrap().clone()
 }
 
+/// The transfer tool's type.
+pub type TransferTool = ResumableTool<Transfer, Receipt, Approval>;
+
 /// `transfer`: pauses with `{"details": …}` on the first call; on a restart
 /// succeeds when approved and fails softly ("denied") otherwise.
-pub fn transfer_tool(log: Log) -> ResumableTool<Transfer, Receipt, Approval> {
+pub fn transfer_tool(log: Log) -> TransferTool {
     ResumableTool::define(
         "transfer",
         "Moves money; needs approval",
@@ -144,21 +160,6 @@ pub async fn start(model: &ScriptedModel, tools: Vec<Arc<dyn Tool>>, prompt: &st
     generate(options(model, tools, vec![Message::user_text(prompt)])).await
 }
 
-pub async fn resume(
-    model: &ScriptedModel,
-    tools: Vec<Arc<dyn Tool>>,
-    paused: &Generation,
-    restart: Vec<Part>,
-    respond: Vec<Part>,
-) -> Result<Generation> {
-    generate(options(model, tools, paused.messages.clone()).resume(Resume {
-        restart,
-        respond,
-        metadata: None,
-    }))
-    .await
-}
-
 /// A sink that records every chunk, and the chunks it recorded.
 pub fn collector() -> (ChunkSink, Arc<Mutex<Vec<GenerateChunk>>>) {
     let store: Arc<Mutex<Vec<GenerateChunk>>> = Arc::default();
@@ -199,4 +200,31 @@ pub fn last_request_responses(model: &ScriptedModel) -> Vec<Part> {
     let reqs = model.requests();
     let last = reqs.last().unwrap();
     last.messages.iter().flat_map(responses).collect()
+}
+
+/// The input of a transfer of 5 to bob.
+pub const BOB: fn() -> Value = || json!({"to": "bob", "amount": 5.0});
+
+/// The model asks to send bob 5, then says `reply`; the transfer tool
+/// records every run into the log.
+pub fn pay_bob(reply: &str) -> (Scenario, TransferTool, Log) {
+    pay(calls(&[("transfer", BOB())]), reply)
+}
+
+/// The model asks to send ann 1 and bob 2 in one turn, then says `reply`.
+pub fn pay_ann_and_bob(reply: &str) -> (Scenario, TransferTool, Log) {
+    let both = calls(&[
+        ("transfer", json!({"to": "ann", "amount": 1.0})),
+        ("transfer", json!({"to": "bob", "amount": 2.0})),
+    ]);
+    pay(both, reply)
+}
+
+/// The model asks for `turn`, then says `reply`; the transfer tool records
+/// every run into the log.
+pub fn pay(turn: ScriptedTurn, reply: &str) -> (Scenario, TransferTool, Log) {
+    let log = log();
+    let transfer = transfer_tool(log.clone());
+    let s = Scenario::new([turn, ScriptedTurn::text(reply)]).tool(transfer.clone());
+    (s, transfer, log)
 }
