@@ -61,7 +61,9 @@ pub fn load(file: &SpecFile) -> Result<Value, String> {
     let doc: Value = serde_yaml::from_str(&text).map_err(|e| format!("cannot parse {path} ({origin}): {e}"))?;
     match doc["tests"].as_array() {
         Some(tests) if !tests.is_empty() => Ok(doc),
-        _ => Err(format!("{path} ({origin}) holds no scenarios (a non-empty `tests` list)")),
+        _ => Err(format!(
+            "{path} ({origin}) holds no scenarios (a non-empty `tests` list)"
+        )),
     }
 }
 
@@ -174,10 +176,7 @@ pub fn run_agents(runtime: &tokio::runtime::Runtime, kind: &str) -> usize {
             Ok(doc) => {
                 let mut report = report::Report::default();
                 runtime.block_on(agent_suite::run(&doc, &factory, &mut report));
-                report.finish(
-                    "agent conformance",
-                    &format!(" [store: {kind}; {}]", shown(&file.path)),
-                )
+                report.finish("agent conformance", &format!(" [store: {kind}; {}]", shown(&file.path)))
             }
             Err(e) => {
                 eprintln!("agent conformance [store: {kind}]: {e}");
