@@ -1,6 +1,7 @@
 //! The agent conformance scenarios on the durable stores: SQLite (a fresh
 //! file per scenario) and PostgreSQL (a throwaway server, a fresh database
-//! per scenario). `HOLDPOINT_CONFORMANCE_SPEC` names the scenario file.
+//! per scenario). The crate's own `tests/specs/agent.yaml` always runs;
+//! `HOLDPOINT_CONFORMANCE_SPEC` names one more file to run after it.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "conformance/agent_suite.rs"]

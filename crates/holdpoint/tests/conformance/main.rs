@@ -1,10 +1,14 @@
 //! Conformance runner: executes Genkit-format generate and agent scenarios
 //! against Holdpoint (SPEC §10).
 //!
-//! - `HOLDPOINT_GENERATE_SPEC`: generate scenarios (default
-//!   `../shared/conformance/generate.yaml`, relative to the workspace root).
-//! - `HOLDPOINT_CONFORMANCE_SPEC`: agent scenarios (default
-//!   `../shared/conformance/agent.yaml`).
+//! The repository's own scenarios, `tests/specs/generate.yaml` and
+//! `tests/specs/agent.yaml` of this crate, always run. Each variable below
+//! names one more file to run after them (a relative path is taken from the
+//! workspace root); a named file that cannot be read or holds no scenarios
+//! fails the run, naming the file.
+//!
+//! - `HOLDPOINT_GENERATE_SPEC`: more generate scenarios.
+//! - `HOLDPOINT_CONFORMANCE_SPEC`: more agent scenarios.
 //! - `HOLDPOINT_CONFORMANCE_STORE`: the store(s) of server-managed agents,
 //!   comma-separated: `memory` (default), `sqlite` (a fresh file per
 //!   scenario), `postgres` (a throwaway server, a fresh database per

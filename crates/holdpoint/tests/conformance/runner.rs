@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::{agent_suite, generate_suite, harness, report};
 
@@ -13,15 +14,68 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-pub fn spec_path(var: &str, default: &str) -> PathBuf {
-    let raw = std::env::var(var).unwrap_or_else(|_| default.to_owned());
-    let p = PathBuf::from(&raw);
-    if p.is_absolute() { p } else { workspace_root().join(p) }
+/// The repository's own scenario file `name` (under `tests/specs/` of this
+/// crate), found from the manifest, not the working directory.
+pub fn in_repo_spec(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/specs").join(name)
 }
 
-pub fn load(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_yaml::from_str(&text).map_err(|e| format!("cannot parse {}: {e}", path.display()))
+/// One scenario file to run, and where it came from (for messages).
+pub struct SpecFile {
+    pub path: PathBuf,
+    pub origin: String,
+}
+
+/// The scenario files of one suite: the in-repo `name` always, then the
+/// file `var` names when it is set and non-empty (a relative path is taken
+/// from the workspace root); the same file is not listed twice.
+pub fn spec_files(var: &str, name: &str) -> Vec<SpecFile> {
+    let own = in_repo_spec(name);
+    let mut files = vec![SpecFile {
+        origin: "in-repo".into(),
+        path: own.clone(),
+    }];
+    if let Some(raw) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(raw);
+        let path = if p.is_absolute() { p } else { workspace_root().join(p) };
+        let same = match (path.canonicalize(), own.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same {
+            files.push(SpecFile {
+                path,
+                origin: format!("named by {var}"),
+            });
+        }
+    }
+    files
+}
+
+/// Reads and parses a scenario file; a file with no scenarios is an error,
+/// so a wrong path or an emptied file cannot pass.
+pub fn load(file: &SpecFile) -> Result<Value, String> {
+    let path = file.path.display();
+    let origin = &file.origin;
+    let text = std::fs::read_to_string(&file.path).map_err(|e| format!("cannot read {path} ({origin}): {e}"))?;
+    let doc: Value = serde_yaml::from_str(&text).map_err(|e| format!("cannot parse {path} ({origin}): {e}"))?;
+    match doc["tests"].as_array() {
+        Some(tests) if !tests.is_empty() => Ok(doc),
+        _ => Err(format!(
+            "{path} ({origin}) holds no scenarios (a non-empty `tests` list)"
+        )),
+    }
+}
+
+/// A short name of a scenario file for the summary line: relative to the
+/// workspace root when inside it.
+fn shown(path: &Path) -> String {
+    let root = workspace_root().canonicalize().ok();
+    let full = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    match root.as_deref().and_then(|r| full.strip_prefix(r).ok()) {
+        Some(rel) => rel.display().to_string(),
+        None => full.display().to_string(),
+    }
 }
 
 /// Creates database `conformance_<i>` next to the one `base` names and
@@ -43,8 +97,12 @@ pub async fn fresh_database(base: &str, i: usize) -> Result<String, String> {
 pub type Guard = (Option<tempfile::TempDir>, Option<holdpoint_testkit::TempPostgres>);
 
 /// The store factory for `kind` (`memory`, `sqlite`, `postgres`); `None`
-/// when PostgreSQL is not installed and the run may skip.
+/// when PostgreSQL is not installed and the run may skip. Every call of the
+/// factory gets a store of its own, also across scenario files (the
+/// factory numbers them itself; the scenario index repeats per file).
 pub fn stores(kind: &str) -> Option<(harness::StoreFactory, Guard)> {
+    let counter = Arc::new(AtomicUsize::new(0));
+    let next = move || counter.fetch_add(1, Ordering::Relaxed);
     match kind {
         "memory" => Some((
             Arc::new(|_| {
@@ -57,7 +115,8 @@ pub fn stores(kind: &str) -> Option<(harness::StoreFactory, Guard)> {
             let dir = tempfile::tempdir().expect("temp dir");
             let root = dir.path().to_owned();
             Some((
-                Arc::new(move |i| {
+                Arc::new(move |_| {
+                    let i = next();
                     let url = format!("sqlite:{}", root.join(format!("scenario-{i}.db")).display());
                     Box::pin(async move { holdpoint_stores::open_store(&url).await.map_err(|e| e.to_string()) })
                 }),
@@ -68,7 +127,8 @@ pub fn stores(kind: &str) -> Option<(harness::StoreFactory, Guard)> {
             let pg = holdpoint_testkit::TempPostgres::start_or_skip("agent conformance on postgres")?;
             let base = pg.url().to_owned();
             Some((
-                Arc::new(move |i| {
+                Arc::new(move |_| {
+                    let i = next();
                     let base = base.clone();
                     Box::pin(async move {
                         let url = fresh_database(&base, i).await?;
@@ -85,39 +145,46 @@ pub fn stores(kind: &str) -> Option<(harness::StoreFactory, Guard)> {
     }
 }
 
-/// Runs the generate scenarios; returns how many failed.
+/// Runs the generate scenarios of every file; returns how many failed.
 pub fn run_generate(runtime: &tokio::runtime::Runtime) -> usize {
-    let path = spec_path("HOLDPOINT_GENERATE_SPEC", "../shared/conformance/generate.yaml");
-    match load(&path) {
-        Ok(doc) => {
-            let mut report = report::Report::default();
-            runtime.block_on(generate_suite::run(&doc, &mut report));
-            report.finish("generate conformance", "")
-        }
-        Err(e) => {
-            eprintln!("generate conformance: {e}");
-            1
-        }
+    let mut failed = 0;
+    for file in spec_files("HOLDPOINT_GENERATE_SPEC", "generate.yaml") {
+        failed += match load(&file) {
+            Ok(doc) => {
+                let mut report = report::Report::default();
+                runtime.block_on(generate_suite::run(&doc, &mut report));
+                report.finish("generate conformance", &format!(" [{}]", shown(&file.path)))
+            }
+            Err(e) => {
+                eprintln!("generate conformance: {e}");
+                1
+            }
+        };
     }
+    failed
 }
 
-/// Runs the agent scenarios on the `kind` store; returns how many failed.
+/// Runs the agent scenarios of every file on the `kind` store; returns how
+/// many failed.
 pub fn run_agents(runtime: &tokio::runtime::Runtime, kind: &str) -> usize {
     let Some((factory, _guard)) = stores(kind) else {
         return 0;
     };
-    let path = spec_path("HOLDPOINT_CONFORMANCE_SPEC", "../shared/conformance/agent.yaml");
-    match load(&path) {
-        Ok(doc) => {
-            let mut report = report::Report::default();
-            runtime.block_on(agent_suite::run(&doc, &factory, &mut report));
-            report.finish("agent conformance", &format!(" [store: {kind}]"))
-        }
-        Err(e) => {
-            eprintln!("agent conformance: {e}");
-            1
-        }
+    let mut failed = 0;
+    for file in spec_files("HOLDPOINT_CONFORMANCE_SPEC", "agent.yaml") {
+        failed += match load(&file) {
+            Ok(doc) => {
+                let mut report = report::Report::default();
+                runtime.block_on(agent_suite::run(&doc, &factory, &mut report));
+                report.finish("agent conformance", &format!(" [store: {kind}; {}]", shown(&file.path)))
+            }
+            Err(e) => {
+                eprintln!("agent conformance [store: {kind}]: {e}");
+                1
+            }
+        };
     }
+    failed
 }
 
 /// A runtime like the one the agents run on in production.
