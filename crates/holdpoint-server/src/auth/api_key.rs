@@ -154,9 +154,7 @@ mod tests {
 
     #[tokio::test]
     async fn principals_in_the_jwt_namespace_are_refused() {
-        let keys = ApiKeys::new()
-            .key("secret-1", "jwt:#alice")
-            .key("secret-2", "jwt-ops");
+        let keys = ApiKeys::new().key("secret-1", "jwt:#alice").key("secret-2", "jwt-ops");
         for header in [("x-api-key", "secret-1"), ("authorization", "Bearer secret-1")] {
             let e = keys.authenticate(&parts(header)).await.unwrap_err();
             assert!(e.to_string().contains("`jwt:`"), "{e}");

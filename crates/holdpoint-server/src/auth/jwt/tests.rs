@@ -111,7 +111,13 @@ fn time_claims_out_of_range_are_refused_without_overflow() {
     assert!(j.verify(&last).is_ok());
     let past = j.issue(&json!({"sub": "a", "exp": MAX_TIME_SECS + 1})).unwrap();
     assert!(j.verify(&past).is_err());
-    for nbf in [json!(u64::MAX), json!(MAX_TIME_SECS + 1), json!(1e300), json!(-1), json!("0")] {
+    for nbf in [
+        json!(u64::MAX),
+        json!(MAX_TIME_SECS + 1),
+        json!(1e300),
+        json!(-1),
+        json!("0"),
+    ] {
         let token = j.issue(&json!({"sub": "a", "exp": far(), "nbf": nbf})).unwrap();
         assert!(j.verify(&token).is_err(), "nbf {nbf}");
     }
@@ -122,7 +128,9 @@ fn time_claims_out_of_range_are_refused_without_overflow() {
 #[test]
 fn registered_claims() {
     let j = jwt();
-    let expired = j.issue(&json!({"sub": "a", "exp": chrono::Utc::now().timestamp() - 120})).unwrap();
+    let expired = j
+        .issue(&json!({"sub": "a", "exp": chrono::Utc::now().timestamp() - 120}))
+        .unwrap();
     assert!(refused(&j, &expired).contains("expired"));
     assert!(refused(&j, &j.issue(&json!({"sub": "a"})).unwrap()).contains("`exp`"));
     assert!(refused(&j, &j.issue(&json!({"exp": far()})).unwrap()).contains("`sub`"));
@@ -212,7 +220,10 @@ fn subjects_must_be_plain_visible_text() {
     };
     assert_eq!(principal(json!("alice@example.com")).unwrap(), "alice@example.com");
     assert_eq!(principal(json!("Zoë 李")).unwrap(), "Zoë 李");
-    assert_eq!(principal(json!("x".repeat(MAX_SUBJECT_BYTES))).unwrap().len(), MAX_SUBJECT_BYTES);
+    assert_eq!(
+        principal(json!("x".repeat(MAX_SUBJECT_BYTES))).unwrap().len(),
+        MAX_SUBJECT_BYTES
+    );
     for bad in [
         "ali\u{202E}ecila",
         "\u{2066}alice\u{2069}",
@@ -245,9 +256,16 @@ fn subjects_must_be_plain_visible_text() {
 fn principals_carry_their_issuer_unless_told_otherwise() {
     let j = jwt();
     let principal = |j: &JwtVerifier, claims: Value| j.check(&j.issue(&claims).unwrap()).map(|v| v.principal);
-    assert_eq!(principal(&j, json!({"sub": "alice", "exp": far()})).unwrap(), "jwt:#alice");
     assert_eq!(
-        principal(&j, json!({"sub": "alice#x", "exp": far(), "iss": "https://idp.example"})).unwrap(),
+        principal(&j, json!({"sub": "alice", "exp": far()})).unwrap(),
+        "jwt:#alice"
+    );
+    assert_eq!(
+        principal(
+            &j,
+            json!({"sub": "alice#x", "exp": far(), "iss": "https://idp.example"})
+        )
+        .unwrap(),
         "jwt:https://idp.example#alice#x"
     );
     let e = principal(&j, json!({"sub": "x", "exp": far(), "iss": "https://a#b"})).unwrap_err();
@@ -257,7 +275,11 @@ fn principals_carry_their_issuer_unless_told_otherwise() {
     let raw = jwt().principal_as_subject();
     assert_eq!(raw.naming(), PrincipalNaming::Subject);
     assert_eq!(
-        principal(&raw, json!({"sub": "alice", "exp": far(), "iss": "https://idp.example"})).unwrap(),
+        principal(
+            &raw,
+            json!({"sub": "alice", "exp": far(), "iss": "https://idp.example"})
+        )
+        .unwrap(),
         "alice"
     );
 }
@@ -272,7 +294,9 @@ fn oversized_tokens_are_refused_before_decoding() {
     // Not even valid base64: the length alone refuses it.
     let junk = format!("{}.{}.x", "!".repeat(MAX_TOKEN_BYTES), "!");
     assert!(refused(&j, &junk).contains("larger than"));
-    let fits = j.issue(&json!({"sub": "a", "exp": far(), "pad": "x".repeat(6000)})).unwrap();
+    let fits = j
+        .issue(&json!({"sub": "a", "exp": far(), "pad": "x".repeat(6000)}))
+        .unwrap();
     assert!(j.verify(&fits).is_ok());
 }
 
@@ -287,7 +311,11 @@ fn keys_are_checked_when_configured_and_never_shown() {
         JwtKey::es256_pem(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n").unwrap_err(),
         JwtKeyError::BadPublicKey(JwtAlgorithm::Es256)
     );
-    let j = jwt().key(JwtKey::hs256(b"rotation-secret-rotation-secret!").unwrap().with_kid("r"));
+    let j = jwt().key(
+        JwtKey::hs256(b"rotation-secret-rotation-secret!")
+            .unwrap()
+            .with_kid("r"),
+    );
     let shown = format!("{j:?} {:?}", j.keys[0]);
     for secret in [SECRET, b"rotation-secret-rotation-secret!"] {
         let secret = std::str::from_utf8(secret).unwrap();
@@ -317,7 +345,15 @@ fn openssl_keys(dir: &Path) -> Option<[(Vec<u8>, Vec<u8>); 2]> {
     ] {
         let private = format!("{name}.pem");
         let public = format!("{name}.pub.pem");
-        let generated = run(&["genpkey", "-algorithm", algorithm, options[0], options[1], "-out", &private]);
+        let generated = run(&[
+            "genpkey",
+            "-algorithm",
+            algorithm,
+            options[0],
+            options[1],
+            "-out",
+            &private,
+        ]);
         if !generated || !run(&["pkey", "-in", &private, "-pubout", "-out", &public]) {
             eprintln!("skipping: the openssl command is not available");
             return None;
