@@ -417,3 +417,45 @@ fn rs256_and_es256_public_keys_and_no_algorithm_confusion() {
     // An HS256-only verifier refuses RS256 tokens outright.
     assert!(refused(&jwt(), &rs).contains("algorithm is not accepted"));
 }
+
+#[test]
+fn mutated_tokens_never_verify_and_never_panic() {
+    let j = jwt().issuer("me");
+    let token = j
+        .issue(&json!({"sub": "alice", "exp": far(), "iss": "me", "agents": ["x"]}))
+        .unwrap();
+    assert!(j.verify(&token).is_ok());
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/ \x00";
+    // A fixed xorshift sequence: the same mutations on every run.
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    for _ in 0..3000 {
+        let mut bytes = token.clone().into_bytes();
+        for _ in 0..=next(3) {
+            let at = next(bytes.len());
+            match next(3) {
+                0 => bytes[at] = alphabet[next(alphabet.len())],
+                1 => {
+                    bytes.remove(at);
+                }
+                _ => bytes.insert(at, alphabet[next(alphabet.len())]),
+            }
+        }
+        let Ok(mutated) = String::from_utf8(bytes) else {
+            continue;
+        };
+        if mutated != token {
+            // Base64url has no canonical form for the last character's
+            // spare bits, so a mutated token may still decode to the same
+            // signed bytes; anything that verifies must say the same thing.
+            if let Ok(claims) = j.verify(&mutated) {
+                assert_eq!(claims, j.verify(&token).unwrap(), "{mutated}");
+            }
+        }
+    }
+}
