@@ -236,12 +236,16 @@ pub enum PrincipalNaming {
 ///   [`MAX_TIME_SECS`] (the end of the year 9999);
 /// - `sub` is 1 to [`MAX_SUBJECT_BYTES`] bytes with no control, bidi or
 ///   other invisible formatting characters; `iss`, when present, is a
-///   string of the same kind up to [`MAX_ISSUER_BYTES`] without `#`;
+///   string of the same kind up to [`MAX_ISSUER_BYTES`], and without `#`
+///   under the default naming (so a configured issuer must not hold one);
 /// - `agents`, when present, is an array of agent names (strings): it
 ///   limits the agents the token may use. Any other shape is refused.
 ///
 /// The principal is `jwt:<iss>#<sub>` by default
-/// ([`PrincipalNaming::IssuerAndSubject`]); see
+/// ([`PrincipalNaming::IssuerAndSubject`]; `<iss>` is empty for a token
+/// without one, giving `jwt:#<sub>`): the first `#` ends the issuer, so no
+/// two (issuer, subject) pairs share a principal, and API-key principals
+/// may not start with `jwt:`. See
 /// [`principal_as_subject`](Self::principal_as_subject) for raw subjects.
 /// The claims reach tools and middleware as `context.auth.claims`.
 /// `Debug` output never shows key material.
