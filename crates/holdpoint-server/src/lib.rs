@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`Server`], [`ServerBuilder`] | agents + auth + signing keys + limits → [`Server::router`] |
 //! | [`serve`], [`serve_app`], [`shutdown_signal`] | serving with a graceful, bounded shutdown |
-//! | [`auth`] | context providers: [`ApiKeys`](auth::ApiKeys), [`JwtHs256`](auth::JwtHs256), your own [`ContextProvider`](auth::ContextProvider) |
+//! | [`auth`] | context providers: [`ApiKeys`](auth::ApiKeys), [`JwtVerifier`](auth::JwtVerifier), your own [`ContextProvider`](auth::ContextProvider) |
 //! | [`signing`] | signed client-held state: [`KeyRing`](signing::KeyRing), [`SigningCodec`](signing::SigningCodec) |
 //! | [`envelope`] | the `{"data","init"}` / `{"result"}` / `{"error"}` wire structs and JSON extractors |
 //! | [`error`] | [`ApiError`] and [`http_status`](error::http_status), the one status → HTTP table |

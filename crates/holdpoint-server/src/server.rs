@@ -11,7 +11,7 @@ use axum::Router;
 use holdpoint::agent::Agent;
 use holdpoint::session::{InMemoryStore, SessionStore};
 
-use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtHs256};
+use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtVerifier};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::shutdown::Turns;
@@ -110,8 +110,8 @@ impl ServerBuilder {
         self.provider(Arc::new(keys))
     }
 
-    /// Accepts HS256 bearer tokens.
-    pub fn jwt(self, jwt: JwtHs256) -> Self {
+    /// Accepts signed bearer tokens (JWTs) that `jwt` verifies.
+    pub fn jwt(self, jwt: JwtVerifier) -> Self {
         self.provider(Arc::new(jwt))
     }
 

@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::jwt::JWT_PRINCIPAL_PREFIX;
 use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
 
 #[derive(Clone)]
@@ -18,6 +19,11 @@ struct Entry {
 /// API keys from configuration. A request presents one in `X-API-Key`, or
 /// as `Authorization: Bearer KEY`. Several keys may name one principal (a
 /// program's key and its approvers' keys, say).
+///
+/// A key's principal is the name it was configured with. Names starting
+/// with `jwt:` belong to [`JwtVerifier`](super::JwtVerifier) principals: a
+/// key configured with one is refused (401) when presented, so an API key
+/// can never act as a token's principal.
 ///
 /// Keys are held only as SHA-256 digests, so the map lookup reveals nothing
 /// about a key's bytes through timing.
@@ -77,13 +83,18 @@ impl ApiKeys {
         self.keys.is_empty()
     }
 
-    fn identity(&self, key: &str) -> Option<Identity> {
+    /// `None` for a key that is not ours.
+    fn identity(&self, key: &str) -> Option<Result<Identity, AuthError>> {
         let entry = self.keys.get(&digest(key))?;
-        Some(
-            Identity::new(entry.principal.clone())
-                .with_scope(entry.scope.clone())
-                .with_context("auth", json!({"method": "apiKey"})),
-        )
+        if entry.principal.starts_with(JWT_PRINCIPAL_PREFIX) {
+            return Some(Err(AuthError::Unauthenticated(format!(
+                "this API key is misconfigured: its principal may not start with `{JWT_PRINCIPAL_PREFIX}` \
+                 (reserved for bearer-token principals)"
+            ))));
+        }
+        Some(Ok(Identity::new(entry.principal.clone())
+            .with_scope(entry.scope.clone())
+            .with_context("auth", json!({"method": "apiKey"}))))
     }
 }
 
@@ -92,14 +103,14 @@ impl ContextProvider for ApiKeys {
     async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError> {
         if let Some(value) = request.headers.get("x-api-key") {
             let key = value.to_str().unwrap_or("").trim();
-            return self
-                .identity(key)
-                .map(Some)
-                .ok_or_else(|| AuthError::Unauthenticated("unknown API key".into()));
+            return match self.identity(key) {
+                Some(identity) => identity.map(Some),
+                None => Err(AuthError::Unauthenticated("unknown API key".into())),
+            };
         }
         // A bearer token may be an API key or something another provider
         // understands (a JWT): only claim it when it is one of ours.
-        Ok(bearer(request).and_then(|token| self.identity(token)))
+        bearer(request).and_then(|token| self.identity(token)).transpose()
     }
 }
 
@@ -139,5 +150,20 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn principals_in_the_jwt_namespace_are_refused() {
+        let keys = ApiKeys::new().key("secret-1", "jwt:#alice").key("secret-2", "jwt-ops");
+        for header in [("x-api-key", "secret-1"), ("authorization", "Bearer secret-1")] {
+            let e = keys.authenticate(&parts(header)).await.unwrap_err();
+            assert!(e.to_string().contains("`jwt:`"), "{e}");
+        }
+        let id = keys
+            .authenticate(&parts(("x-api-key", "secret-2")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(id.principal(), Some("jwt-ops"));
     }
 }

@@ -1,48 +1,284 @@
-//! [`JwtHs256`]: HS256-signed bearer tokens (RFC 7519) with a shared secret.
+//! [`JwtVerifier`]: signed bearer tokens (RFC 7519), checked by the
+//! `jsonwebtoken` crate against a set of keys.
+//!
+//! The verifier owns the policy (which keys, which algorithms, which claims
+//! and how a token names its principal); `jsonwebtoken` does the signature
+//! arithmetic and the registered-claim checks (`exp`, `nbf`, `iss`, `aud`).
 
 use async_trait::async_trait;
 use axum::http::request::Parts;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use sha2::Sha256;
 
 use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
 
-type HmacSha256 = Hmac<Sha256>;
+/// The largest bearer token accepted, in bytes; longer ones are refused
+/// before any decoding.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
-/// Bearer tokens signed with HMAC-SHA256 (`alg: HS256`).
-///
-/// A token must carry `sub` (the principal) and `exp`; `nbf`, `iss` and
-/// `aud` are checked when present or configured (with 30 s of leeway). An
-/// optional `agents` claim (array of names) limits the agents it may use.
-/// Its claims reach tools and middleware as `context.auth.claims`. Several
-/// secrets may be configured (rotation): a token's `kid` header picks the
-/// secret added with that id ([`with_key`](Self::with_key)); secrets without
-/// an id are tried for every token.
-///
-/// ```
-/// use holdpoint_server::auth::JwtHs256;
-/// use serde_json::json;
-/// let jwt = JwtHs256::new(b"a-shared-secret-of-32-bytes-or-more!".to_vec()).issuer("https://login.example");
-/// let token = jwt.issue(&json!({"sub": "alice", "exp": 4_102_444_800u64, "iss": "https://login.example"}));
-/// assert_eq!(token.split('.').count(), 3);
-/// ```
-#[derive(Clone)]
-pub struct JwtHs256 {
-    secrets: Vec<(Option<String>, Vec<u8>)>,
-    issuer: Option<String>,
-    audience: Option<String>,
-    leeway: i64,
+/// The longest `sub` accepted, in bytes.
+pub const MAX_SUBJECT_BYTES: usize = 256;
+
+/// The longest `iss` accepted, in bytes.
+pub const MAX_ISSUER_BYTES: usize = 512;
+
+/// The prefix of every principal a [`JwtVerifier`] names by issuer and
+/// subject (the default): `jwt:<iss>#<sub>`. API-key principals may not
+/// start with it, so the two namespaces never meet.
+pub const JWT_PRINCIPAL_PREFIX: &str = "jwt:";
+
+/// The latest instant `exp` and `nbf` may name: 9999-12-31T23:59:59Z, in
+/// seconds since the epoch. Later values (up to `i64::MAX`, `1e300`) are
+/// refused rather than carried into time arithmetic.
+pub const MAX_TIME_SECS: u64 = 253_402_300_799;
+
+/// Seconds of clock skew allowed on `exp` and `nbf`.
+const LEEWAY_SECS: u64 = 30;
+
+/// The shortest HS256 secret accepted: the hash size (RFC 7518 §3.2).
+const MIN_HS256_SECRET_BYTES: usize = 32;
+
+/// Why a key could not be configured or a token could not be issued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JwtKeyError {
+    /// An HS256 secret shorter than 32 bytes (RFC 7518 §3.2 asks for at
+    /// least the hash size).
+    #[error("an HS256 secret must be at least {MIN_HS256_SECRET_BYTES} bytes; this one has {0}")]
+    ShortSecret(usize),
+    /// The PEM text is not a public key usable for the algorithm.
+    #[error("not a usable {0} public key in PEM form")]
+    BadPublicKey(JwtAlgorithm),
+    /// No cryptography backend is available to `jsonwebtoken` (the build
+    /// enables none, or more than one, and none was installed).
+    #[error("no jsonwebtoken crypto provider is available")]
+    NoCryptoProvider,
+    /// [`JwtVerifier::issue`] needs an HS256 secret; the verifier has only
+    /// public keys.
+    #[error("this verifier has no HS256 secret to sign with")]
+    NoSigningSecret,
+    /// The claims could not be signed (they are not a JSON object).
+    #[error("the claims could not be signed: {0}")]
+    Sign(String),
 }
 
-impl std::fmt::Debug for JwtHs256 {
+/// The signature algorithms a [`JwtKey`] can verify. Every other `alg`
+/// (including `none`) is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JwtAlgorithm {
+    /// HMAC-SHA256 with a shared secret.
+    Hs256,
+    /// RSASSA-PKCS1-v1_5 with SHA-256, verified with an RSA public key.
+    Rs256,
+    /// ECDSA on P-256 with SHA-256, verified with an EC public key.
+    Es256,
+}
+
+impl JwtAlgorithm {
+    fn of(self) -> Algorithm {
+        match self {
+            JwtAlgorithm::Hs256 => Algorithm::HS256,
+            JwtAlgorithm::Rs256 => Algorithm::RS256,
+            JwtAlgorithm::Es256 => Algorithm::ES256,
+        }
+    }
+
+    /// The name in a token's `alg` header.
+    pub fn name(self) -> &'static str {
+        match self {
+            JwtAlgorithm::Hs256 => "HS256",
+            JwtAlgorithm::Rs256 => "RS256",
+            JwtAlgorithm::Es256 => "ES256",
+        }
+    }
+}
+
+impl std::fmt::Display for JwtAlgorithm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JwtHs256")
-            .field("secrets", &self.secrets.len())
+        f.write_str(self.name())
+    }
+}
+
+/// One verification key: an algorithm, the key material and an optional
+/// key id (`kid`). Its `Debug` output names the algorithm and the id only.
+#[derive(Clone)]
+pub struct JwtKey {
+    kid: Option<String>,
+    alg: JwtAlgorithm,
+    decoding: DecodingKey,
+    /// Present for HS256 secrets only: what [`JwtVerifier::issue`] signs with.
+    encoding: Option<EncodingKey>,
+}
+
+impl std::fmt::Debug for JwtKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtKey")
+            .field("alg", &self.alg)
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks that a crypto provider exists and that it accepts `key` for
+/// `alg`, so a key that can never verify is refused when configured.
+fn probe(alg: JwtAlgorithm, key: &DecodingKey) -> Result<(), JwtKeyError> {
+    if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
+        return Err(JwtKeyError::NoCryptoProvider);
+    }
+    // An empty signature never verifies; only an unusable key is an error.
+    jsonwebtoken::crypto::verify("", b"", key, alg.of())
+        .map(|_| ())
+        .map_err(|_| JwtKeyError::BadPublicKey(alg))
+}
+
+impl JwtKey {
+    /// An HS256 shared secret (at least 32 bytes; use random ones).
+    pub fn hs256(secret: impl AsRef<[u8]>) -> Result<Self, JwtKeyError> {
+        let secret = secret.as_ref();
+        if secret.len() < MIN_HS256_SECRET_BYTES {
+            return Err(JwtKeyError::ShortSecret(secret.len()));
+        }
+        let short = |_| JwtKeyError::ShortSecret(secret.len());
+        let decoding = DecodingKey::from_secret(secret).map_err(short)?;
+        let encoding = EncodingKey::from_secret(secret).map_err(short)?;
+        probe(JwtAlgorithm::Hs256, &decoding)?;
+        Ok(JwtKey {
+            kid: None,
+            alg: JwtAlgorithm::Hs256,
+            decoding,
+            encoding: Some(encoding),
+        })
+    }
+
+    /// An RSA public key (`-----BEGIN PUBLIC KEY-----` or
+    /// `-----BEGIN RSA PUBLIC KEY-----`) for RS256 tokens.
+    pub fn rs256_pem(pem: impl AsRef<[u8]>) -> Result<Self, JwtKeyError> {
+        let decoding =
+            DecodingKey::from_rsa_pem(pem.as_ref()).map_err(|_| JwtKeyError::BadPublicKey(JwtAlgorithm::Rs256))?;
+        Self::public(JwtAlgorithm::Rs256, decoding)
+    }
+
+    /// A P-256 public key (`-----BEGIN PUBLIC KEY-----`) for ES256 tokens.
+    pub fn es256_pem(pem: impl AsRef<[u8]>) -> Result<Self, JwtKeyError> {
+        let decoding =
+            DecodingKey::from_ec_pem(pem.as_ref()).map_err(|_| JwtKeyError::BadPublicKey(JwtAlgorithm::Es256))?;
+        Self::public(JwtAlgorithm::Es256, decoding)
+    }
+
+    fn public(alg: JwtAlgorithm, decoding: DecodingKey) -> Result<Self, JwtKeyError> {
+        probe(alg, &decoding)?;
+        Ok(JwtKey {
+            kid: None,
+            alg,
+            decoding,
+            encoding: None,
+        })
+    }
+
+    /// The same key under the id `kid`: a token whose `kid` header names
+    /// another id is not checked against it.
+    pub fn with_kid(mut self, kid: impl Into<String>) -> Self {
+        self.kid = Some(kid.into());
+        self
+    }
+
+    /// The algorithm this key verifies.
+    pub fn algorithm(&self) -> JwtAlgorithm {
+        self.alg
+    }
+
+    /// The key id, if any.
+    pub fn kid(&self) -> Option<&str> {
+        self.kid.as_deref()
+    }
+
+    /// Whether a token with header `alg` and `kid` may be checked against
+    /// this key: the algorithm must match exactly (so a public key is never
+    /// used as an HMAC secret), and a key with an id only answers tokens
+    /// naming that id or none.
+    fn answers(&self, alg: JwtAlgorithm, kid: Option<&str>) -> bool {
+        self.alg == alg && (self.kid.is_none() || kid.is_none() || self.kid.as_deref() == kid)
+    }
+}
+
+/// How a [`JwtVerifier`] names the principal of a token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PrincipalNaming {
+    /// `jwt:<iss>#<sub>` (`<iss>` empty when the token has none): never
+    /// equal to an API-key principal, and two issuers' subjects never meet.
+    #[default]
+    IssuerAndSubject,
+    /// The raw `sub`, shared with API-key principals (a token with
+    /// `sub: "alice"` is the API-key principal `alice`).
+    Subject,
+}
+
+/// Verifies signed bearer tokens (RFC 7519) against a set of keys.
+///
+/// A token is refused (401) unless all of these hold:
+///
+/// - it is at most [`MAX_TOKEN_BYTES`] long;
+/// - its header has an `alg` of a configured key (HS256, RS256 or ES256;
+///   never `none`), no `crit` (no extension is understood), and its
+///   signature verifies with a key of exactly that algorithm (and the
+///   `kid` it names, if any; keys without an id are tried for every token);
+/// - it carries `exp` (not past) and `sub`; `nbf` is checked when present;
+///   `iss` must equal [`issuer`](Self::issuer) when one is set; `aud` must
+///   be (or contain) [`audience`](Self::audience), and a token with `aud`
+///   is refused when no audience is set (RFC 7519 §4.1.3). `exp` and `nbf`
+///   are allowed 30 s of clock skew and must be numbers from 0 to
+///   [`MAX_TIME_SECS`] (the end of the year 9999);
+/// - `sub` is 1 to [`MAX_SUBJECT_BYTES`] bytes with no control, bidi or
+///   other invisible formatting characters; `iss`, when present, is a
+///   string of the same kind up to [`MAX_ISSUER_BYTES`], and without `#`
+///   under the default naming (so a configured issuer must not hold one);
+/// - `agents`, when present, is an array of agent names (strings): it
+///   limits the agents the token may use. Any other shape is refused.
+///
+/// The principal is `jwt:<iss>#<sub>` by default
+/// ([`PrincipalNaming::IssuerAndSubject`]; `<iss>` is empty for a token
+/// without one, giving `jwt:#<sub>`): the first `#` ends the issuer, so no
+/// two (issuer, subject) pairs share a principal, and API-key principals
+/// may not start with `jwt:`. See
+/// [`principal_as_subject`](Self::principal_as_subject) for raw subjects.
+/// The claims reach tools and middleware as `context.auth.claims`.
+/// `Debug` output never shows key material.
+///
+/// ```
+/// use holdpoint_server::auth::{JwtKey, JwtVerifier};
+/// use serde_json::json;
+/// let jwt = JwtVerifier::hs256(b"a-shared-secret-of-32-bytes-or-more!")?
+///     .key(JwtKey::hs256(b"the-next-secret-of-32-bytes-or-more!")?.with_kid("2"))
+///     .issuer("https://login.example");
+/// let token = jwt.issue(&json!({"sub": "alice", "exp": 4_102_444_800u64, "iss": "https://login.example"}))?;
+/// assert_eq!(token.split('.').count(), 3);
+/// assert_eq!(jwt.principal_of(&jwt.verify(&token)?)?, "jwt:https://login.example#alice");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct JwtVerifier {
+    keys: Vec<JwtKey>,
+    issuer: Option<String>,
+    audience: Option<String>,
+    naming: PrincipalNaming,
+}
+
+/// The name this provider had when it verified HS256 only; the same type.
+pub type JwtHs256 = JwtVerifier;
+
+impl std::fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtVerifier")
+            .field("keys", &self.keys)
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
+            .field("naming", &self.naming)
             .finish()
     }
 }
@@ -51,39 +287,109 @@ fn unauthenticated(message: impl Into<String>) -> AuthError {
     AuthError::Unauthenticated(message.into())
 }
 
-fn decode_segment(segment: &str, what: &str) -> Result<Value, AuthError> {
-    let bytes = URL_SAFE_NO_PAD
-        .decode(segment)
-        .map_err(|_| unauthenticated(format!("malformed bearer token: its {what} is not base64url")))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|_| unauthenticated(format!("malformed bearer token: its {what} is not JSON")))
+/// The header fields looked at before a key is chosen. Unknown fields are
+/// ignored (RFC 7515 §4), except that `crit` refuses the token.
+#[derive(Deserialize)]
+struct Peek {
+    alg: String,
+    #[serde(default)]
+    kid: Option<String>,
+    #[serde(default)]
+    crit: Option<Value>,
 }
 
-fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<i64>, AuthError> {
-    match claims.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .or_else(|| v.as_f64().map(|f| f as i64))
-            .map(Some)
-            .ok_or_else(|| unauthenticated(format!("bearer token claim `{name}` must be a number"))),
+/// A code point that changes how text is shown without being seen:
+/// controls, bidi embeddings, overrides, isolates and marks, zero-width and
+/// other invisible format characters, line and paragraph separators, and
+/// tag characters.
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// `Ok` when `value` may appear in a principal: 1 to `max` bytes, nothing
+/// hidden.
+fn check_name(value: &str, claim: &str, max: usize) -> Result<(), AuthError> {
+    if value.is_empty() {
+        return Err(unauthenticated(format!("bearer token claim `{claim}` is empty")));
     }
+    if value.len() > max {
+        return Err(unauthenticated(format!(
+            "bearer token claim `{claim}` is longer than {max} bytes"
+        )));
+    }
+    if value.chars().any(is_hidden) {
+        return Err(unauthenticated(format!(
+            "bearer token claim `{claim}` contains control or invisible formatting characters"
+        )));
+    }
+    Ok(())
 }
 
-impl JwtHs256 {
-    /// Verifies tokens signed with `secret` (use at least 32 random bytes).
-    pub fn new(secret: impl Into<Vec<u8>>) -> Self {
-        JwtHs256 {
-            secrets: vec![(None, secret.into())],
+/// The refusal for a `jsonwebtoken` error. Messages name the check that
+/// failed, never the token's contents.
+fn refusal(kind: &ErrorKind) -> AuthError {
+    unauthenticated(match kind {
+        ErrorKind::InvalidSignature => "bearer token signature does not verify".to_owned(),
+        ErrorKind::ExpiredSignature => "bearer token has expired".to_owned(),
+        ErrorKind::ImmatureSignature => "bearer token is not valid yet".to_owned(),
+        ErrorKind::InvalidIssuer => "bearer token has the wrong issuer".to_owned(),
+        ErrorKind::InvalidAudience => "bearer token is not meant for this audience".to_owned(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("bearer token has no valid `{claim}` claim"),
+        ErrorKind::InvalidClaimFormat(claim) => format!("bearer token claim `{claim}` is malformed"),
+        ErrorKind::InvalidAlgorithm => "bearer token algorithm does not match its key".to_owned(),
+        _ => "malformed bearer token".to_owned(),
+    })
+}
+
+/// What a verified token stands for.
+struct Verified {
+    claims: Map<String, Value>,
+    principal: String,
+    scope: AgentScope,
+}
+
+impl JwtVerifier {
+    /// Verifies tokens with any of `keys` (none: every token is refused).
+    pub fn with_keys(keys: impl IntoIterator<Item = JwtKey>) -> Self {
+        JwtVerifier {
+            keys: keys.into_iter().collect(),
             issuer: None,
             audience: None,
-            leeway: 30,
+            naming: PrincipalNaming::default(),
         }
     }
 
-    /// Also verifies tokens whose `kid` header is `kid` with `secret`.
-    pub fn with_key(mut self, kid: impl Into<String>, secret: impl Into<Vec<u8>>) -> Self {
-        self.secrets.push((Some(kid.into()), secret.into()));
+    /// Verifies HS256 tokens signed with `secret` (at least 32 random
+    /// bytes), under no key id.
+    pub fn hs256(secret: impl AsRef<[u8]>) -> Result<Self, JwtKeyError> {
+        Ok(Self::with_keys([JwtKey::hs256(secret)?]))
+    }
+
+    /// Also verifies tokens with `key` (rotation: add the next key before
+    /// tokens signed with it appear, drop the old one after the last
+    /// expires).
+    pub fn key(mut self, key: JwtKey) -> Self {
+        self.keys.push(key);
         self
     }
 
@@ -99,128 +405,204 @@ impl JwtHs256 {
         self
     }
 
-    fn mac(secret: &[u8], signing_input: &str) -> HmacSha256 {
-        // HMAC takes keys of any length; `new_from_slice` cannot fail for it.
-        let mut mac = match HmacSha256::new_from_slice(secret) {
-            Ok(mac) => mac,
-            Err(_) => unreachable_mac(),
-        };
-        mac.update(signing_input.as_bytes());
-        mac
+    /// Names a token's principal by its bare `sub`, in the namespace of
+    /// API-key principals (and of every other issuer this verifier trusts).
+    /// Only for deployments where the token issuer and the API-key
+    /// configuration agree on who is who.
+    pub fn principal_as_subject(mut self) -> Self {
+        self.naming = PrincipalNaming::Subject;
+        self
     }
 
-    /// Signs `claims` with the first secret (for tests, tools and demos).
-    pub fn issue(&self, claims: &Value) -> String {
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-        let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
-        let signing_input = format!("{header}.{payload}");
-        let secret = self.secrets.first().map(|(_, s)| s.as_slice()).unwrap_or(&[]);
-        let sig = Self::mac(secret, &signing_input).finalize().into_bytes();
-        format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(sig))
+    /// How this verifier names principals.
+    pub fn naming(&self) -> PrincipalNaming {
+        self.naming
     }
 
-    /// Checks a compact token and returns its claims.
+    /// Signs `claims` (a JSON object) with the first HS256 secret, under its
+    /// key id if it has one: for tests, tools and demos.
+    pub fn issue(&self, claims: &Value) -> Result<String, JwtKeyError> {
+        let (key, signing) = self
+            .keys
+            .iter()
+            .find_map(|k| k.encoding.as_ref().map(|e| (k, e)))
+            .ok_or(JwtKeyError::NoSigningSecret)?;
+        if !claims.is_object() {
+            return Err(JwtKeyError::Sign("the claims are not a JSON object".into()));
+        }
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = key.kid.clone();
+        jsonwebtoken::encode(&header, claims, signing).map_err(|e| JwtKeyError::Sign(e.to_string()))
+    }
+
+    /// Checks a compact token and returns its claims (see the type docs
+    /// for every check).
     pub fn verify(&self, token: &str) -> Result<Map<String, Value>, AuthError> {
-        let mut segments = token.split('.');
-        let (Some(h), Some(p), Some(s), None) = (segments.next(), segments.next(), segments.next(), segments.next())
-        else {
-            return Err(unauthenticated(
-                "malformed bearer token: expected three dot-separated parts",
-            ));
+        self.check(token).map(|v| v.claims)
+    }
+
+    /// The principal a verified token's `claims` name.
+    pub fn principal_of(&self, claims: &Map<String, Value>) -> Result<String, AuthError> {
+        let sub = match claims.get("sub") {
+            Some(Value::String(sub)) => sub,
+            Some(_) => return Err(unauthenticated("bearer token claim `sub` must be a string")),
+            None => return Err(unauthenticated("bearer token has no `sub` claim")),
         };
-        let header = decode_segment(h, "header")?;
-        let alg = header.get("alg").and_then(Value::as_str).unwrap_or("");
-        if alg != "HS256" {
+        check_name(sub, "sub", MAX_SUBJECT_BYTES)?;
+        let iss = match claims.get("iss") {
+            None => None,
+            Some(Value::String(iss)) => {
+                check_name(iss, "iss", MAX_ISSUER_BYTES)?;
+                Some(iss.as_str())
+            }
+            Some(_) => return Err(unauthenticated("bearer token claim `iss` must be a string")),
+        };
+        Ok(match self.naming {
+            PrincipalNaming::Subject => sub.clone(),
+            PrincipalNaming::IssuerAndSubject => {
+                // `#` ends the issuer, so no (iss, sub) pair names another's
+                // principal; issuer identifiers carry no fragment anyway.
+                let iss = iss.unwrap_or("");
+                if iss.contains('#') {
+                    return Err(unauthenticated("bearer token claim `iss` may not contain `#`"));
+                }
+                format!("{JWT_PRINCIPAL_PREFIX}{iss}#{sub}")
+            }
+        })
+    }
+
+    fn check(&self, token: &str) -> Result<Verified, AuthError> {
+        if token.len() > MAX_TOKEN_BYTES {
             return Err(unauthenticated(format!(
-                "bearer token algorithm \"{alg}\" is not accepted; only HS256"
+                "bearer token is larger than {MAX_TOKEN_BYTES} bytes"
             )));
         }
-        let signature = URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|_| unauthenticated("malformed bearer token: its signature is not base64url"))?;
-        let signing_input = &token[..h.len() + 1 + p.len()];
-        let kid = header.get("kid").and_then(Value::as_str);
-        // A `kid` picks the secret with that id; secrets configured without
-        // an id are tried for every token.
-        let candidates: Vec<&[u8]> = self
-            .secrets
+        let header = token.split('.').next().unwrap_or("");
+        let peek: Peek = URL_SAFE_NO_PAD
+            .decode(header)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(|| unauthenticated("malformed bearer token: its header is not a JSON object"))?;
+        if peek.crit.is_some() {
+            return Err(unauthenticated(
+                "bearer token header lists critical extensions (`crit`); none is understood",
+            ));
+        }
+        let alg = [JwtAlgorithm::Hs256, JwtAlgorithm::Rs256, JwtAlgorithm::Es256]
+            .into_iter()
+            .find(|a| a.name() == peek.alg && self.keys.iter().any(|k| k.alg == *a));
+        let Some(alg) = alg else {
+            return Err(unauthenticated(format!(
+                "bearer token algorithm is not accepted; accepted: {}",
+                self.accepted()
+            )));
+        };
+        let candidates: Vec<&JwtKey> = self
+            .keys
             .iter()
-            .filter(|(k, _)| k.is_none() || kid.is_none() || k.as_deref() == kid)
-            .map(|(_, s)| s.as_slice())
+            .filter(|k| k.answers(alg, peek.kid.as_deref()))
             .collect();
         if candidates.is_empty() {
             return Err(unauthenticated("bearer token names an unknown key (kid)"));
         }
-        let valid = candidates
-            .iter()
-            .any(|secret| Self::mac(secret, signing_input).verify_slice(&signature).is_ok());
-        if !valid {
-            return Err(unauthenticated("bearer token signature does not verify"));
+        let mut validation = Validation::new(alg.of());
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        if let Some(issuer) = &self.issuer {
+            validation.set_issuer(&[issuer]);
+            validation.required_spec_claims.insert("iss".to_owned());
         }
-        let Value::Object(claims) = decode_segment(p, "payload")? else {
-            return Err(unauthenticated("malformed bearer token: its claims are not an object"));
-        };
-        self.check_claims(&claims)?;
-        Ok(claims)
-    }
-
-    fn check_claims(&self, claims: &Map<String, Value>) -> Result<(), AuthError> {
-        let now = chrono::Utc::now().timestamp();
-        match numeric(claims, "exp")? {
-            None => return Err(unauthenticated("bearer token has no `exp` claim")),
-            Some(exp) if now > exp + self.leeway => return Err(unauthenticated("bearer token has expired")),
-            Some(_) => {}
+        if let Some(audience) = &self.audience {
+            validation.set_audience(&[audience]);
+            validation.required_spec_claims.insert("aud".to_owned());
         }
-        if let Some(nbf) = numeric(claims, "nbf")?
-            && now + self.leeway < nbf
-        {
-            return Err(unauthenticated("bearer token is not valid yet"));
-        }
-        if let Some(want) = &self.issuer
-            && claims.get("iss").and_then(Value::as_str) != Some(want.as_str())
-        {
-            return Err(unauthenticated("bearer token has the wrong issuer"));
-        }
-        if let Some(want) = &self.audience {
-            let ok = match claims.get("aud") {
-                Some(Value::String(a)) => a == want,
-                Some(Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(want.as_str())),
-                _ => false,
-            };
-            if !ok {
-                return Err(unauthenticated("bearer token is not meant for this audience"));
+        // The first key whose signature verifies decides; a claim failure
+        // under it is the answer, not a later key's signature mismatch.
+        let mut refused = None;
+        for key in candidates {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &validation) {
+                Ok(data) => return self.accept(data.claims),
+                Err(e) => {
+                    let signature_failed = matches!(e.kind(), ErrorKind::InvalidSignature);
+                    if refused.is_none() || !signature_failed {
+                        refused = Some(refusal(e.kind()));
+                    }
+                    if !signature_failed {
+                        break;
+                    }
+                }
             }
         }
-        match claims.get("sub").and_then(Value::as_str) {
-            Some(sub) if !sub.is_empty() => Ok(()),
-            _ => Err(unauthenticated("bearer token has no `sub` claim")),
-        }
+        Err(refused.unwrap_or_else(|| unauthenticated("bearer token signature does not verify")))
     }
-}
 
-#[cold]
-fn unreachable_mac() -> ! {
-    // Hmac<Sha256> accepts keys of every length (RFC 2104 hashes long keys
-    // and pads short ones), so `new_from_slice` never returns an error.
-    panic!("HMAC-SHA256 rejected a key")
+    fn accept(&self, claims: Map<String, Value>) -> Result<Verified, AuthError> {
+        for claim in ["exp", "nbf"] {
+            // `jsonwebtoken` has checked these are numbers in 0..2^64.
+            if let Some(value) = claims.get(claim)
+                && !value.as_u64().map_or_else(
+                    || value.as_f64().is_some_and(|f| f <= MAX_TIME_SECS as f64),
+                    |n| n <= MAX_TIME_SECS,
+                )
+            {
+                return Err(unauthenticated(format!(
+                    "bearer token claim `{claim}` is out of range (after the year 9999)"
+                )));
+            }
+        }
+        let principal = self.principal_of(&claims)?;
+        let scope = match claims.get("agents") {
+            None => AgentScope::All,
+            Some(Value::Array(names)) => AgentScope::Only(
+                names
+                    .iter()
+                    .map(|n| n.as_str().map(str::to_owned))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| unauthenticated("bearer token claim `agents` must be an array of agent names"))?,
+            ),
+            Some(_) => {
+                return Err(unauthenticated(
+                    "bearer token claim `agents` must be an array of agent names",
+                ));
+            }
+        };
+        Ok(Verified {
+            claims,
+            principal,
+            scope,
+        })
+    }
+
+    fn accepted(&self) -> String {
+        let mut names: Vec<&str> = self.keys.iter().map(|k| k.alg.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return "none configured".to_owned();
+        }
+        names.join(", ")
+    }
 }
 
 #[async_trait]
-impl ContextProvider for JwtHs256 {
+impl ContextProvider for JwtVerifier {
     async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError> {
         let Some(token) = bearer(request) else {
             return Ok(None);
         };
-        if token.split('.').count() != 3 {
+        // Only compact JWS (three parts) is ours; anything else may be
+        // another provider's bearer credential.
+        if token.bytes().filter(|&b| b == b'.').count() != 2 {
             return Ok(None);
         }
-        let claims = self.verify(token)?;
-        let sub = claims.get("sub").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let mut identity = Identity::new(sub);
-        if let Some(Value::Array(names)) = claims.get("agents") {
-            identity = identity.with_scope(AgentScope::only(names.iter().filter_map(Value::as_str)));
-        }
-        Ok(Some(identity.with_context(
+        let Verified {
+            claims,
+            principal,
+            scope,
+        } = self.check(token)?;
+        Ok(Some(Identity::new(principal).with_scope(scope).with_context(
             "auth",
             json!({"method": "jwt", "claims": Value::Object(claims)}),
         )))
@@ -228,87 +610,4 @@ impl ContextProvider for JwtHs256 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn jwt() -> JwtHs256 {
-        JwtHs256::new(b"0123456789abcdef0123456789abcdef".to_vec())
-    }
-
-    fn far() -> i64 {
-        chrono::Utc::now().timestamp() + 3600
-    }
-
-    #[test]
-    fn round_trip_and_tampering() {
-        let j = jwt();
-        let token = j.issue(&json!({"sub": "alice", "exp": far()}));
-        assert_eq!(j.verify(&token).unwrap()["sub"], json!("alice"));
-
-        let other = JwtHs256::new(b"another-secret-another-secret-xx".to_vec());
-        assert!(other.verify(&token).is_err());
-
-        let mut parts: Vec<&str> = token.split('.').collect();
-        let forged = URL_SAFE_NO_PAD.encode(json!({"sub": "mallory", "exp": far()}).to_string());
-        parts[1] = &forged;
-        assert!(
-            j.verify(&parts.join("."))
-                .unwrap_err()
-                .to_string()
-                .contains("signature")
-        );
-    }
-
-    #[test]
-    fn rejects_none_alg_expired_and_missing_claims() {
-        let j = jwt();
-        let none_header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#);
-        let payload = URL_SAFE_NO_PAD.encode(json!({"sub": "a", "exp": far()}).to_string());
-        let e = j.verify(&format!("{none_header}.{payload}.")).unwrap_err();
-        assert!(e.to_string().contains("only HS256"), "{e}");
-
-        let expired = j.issue(&json!({"sub": "a", "exp": chrono::Utc::now().timestamp() - 120}));
-        assert!(j.verify(&expired).unwrap_err().to_string().contains("expired"));
-        let no_exp = j.issue(&json!({"sub": "a"}));
-        assert!(j.verify(&no_exp).unwrap_err().to_string().contains("exp"));
-        let no_sub = j.issue(&json!({"exp": far()}));
-        assert!(j.verify(&no_sub).unwrap_err().to_string().contains("sub"));
-    }
-
-    #[test]
-    fn issuer_audience_and_kid() {
-        let j = jwt().issuer("me").audience("api");
-        assert!(j.verify(&j.issue(&json!({"sub": "a", "exp": far()}))).is_err());
-        let good = j.issue(&json!({"sub": "a", "exp": far(), "iss": "me", "aud": ["x", "api"]}));
-        assert!(j.verify(&good).is_ok());
-
-        // A token naming key "k2" verifies with the secret added as "k2" only.
-        let k2 = b"second-secret-second-secret-0123".to_vec();
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","kid":"k2"}"#);
-        let payload = URL_SAFE_NO_PAD.encode(json!({"sub": "a", "exp": far()}).to_string());
-        let input = format!("{header}.{payload}");
-        let sig = URL_SAFE_NO_PAD.encode(JwtHs256::mac(&k2, &input).finalize().into_bytes());
-        let token = format!("{input}.{sig}");
-        let only_named = JwtHs256 {
-            secrets: vec![
-                (Some("k1".into()), b"first-secret-first-secret-012345".to_vec()),
-                (Some("k2".into()), k2),
-            ],
-            issuer: None,
-            audience: None,
-            leeway: 30,
-        };
-        assert!(only_named.verify(&token).is_ok());
-        let without_k2 = JwtHs256 {
-            secrets: vec![(Some("k1".into()), b"first-secret-first-secret-012345".to_vec())],
-            ..only_named.clone()
-        };
-        assert!(
-            without_k2
-                .verify(&token)
-                .unwrap_err()
-                .to_string()
-                .contains("unknown key")
-        );
-    }
-}
+mod tests;

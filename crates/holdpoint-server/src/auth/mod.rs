@@ -12,8 +12,15 @@
 //! When no provider authenticates the request it is answered 401, unless
 //! anonymous access is on (the default only when no provider is
 //! configured). Two providers are built in: [`ApiKeys`] (keys from
-//! configuration, `X-API-Key` or `Authorization: Bearer`) and [`JwtHs256`]
-//! (HS256 bearer tokens). Implement [`ContextProvider`] for anything else.
+//! configuration, `X-API-Key` or `Authorization: Bearer`) and [`JwtVerifier`]
+//! (signed bearer tokens: HS256 secrets, RS256 and ES256 public keys).
+//! Implement [`ContextProvider`] for anything else.
+//!
+//! Principals of the two never meet: an API key's principal is the name it
+//! was configured with, and may not start with `jwt:`; a token's principal
+//! is `jwt:<iss>#<sub>` (`<iss>` empty when the token has none), unless the
+//! verifier is told to use the bare subject
+//! ([`JwtVerifier::principal_as_subject`]).
 //!
 //! The identity's principal goes into the request context under
 //! [`holdpoint::agent::PRINCIPAL`]: tools and middleware see it, the sessions
@@ -34,7 +41,10 @@ use holdpoint::agent::PRINCIPAL;
 use serde_json::{Map, Value};
 
 pub use api_key::ApiKeys;
-pub use jwt::JwtHs256;
+pub use jwt::{
+    JWT_PRINCIPAL_PREFIX, JwtAlgorithm, JwtHs256, JwtKey, JwtKeyError, JwtVerifier, MAX_ISSUER_BYTES,
+    MAX_SUBJECT_BYTES, MAX_TIME_SECS, MAX_TOKEN_BYTES, PrincipalNaming,
+};
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -29,15 +29,19 @@ async fn credentials_are_required_and_checked() {
         "UNAUTHENTICATED",
         "not recognised",
     );
-    let forged = holdpoint_server::auth::JwtHs256::new(b"not-the-server-secret-0123456789ab".to_vec())
-        .issue(&json!({"sub": "alice", "exp": chrono::Utc::now().timestamp() + 60}));
+    let forged = holdpoint_server::auth::JwtVerifier::hs256(b"not-the-server-secret-0123456789ab")
+        .unwrap()
+        .issue(&json!({"sub": "alice", "exp": chrono::Utc::now().timestamp() + 60}))
+        .unwrap();
     assert_error(
         &read(bearer(&forged).await.unwrap()).await,
         401,
         "UNAUTHENTICATED",
         "signature",
     );
-    let expired = jwt().issue(&json!({"sub": "alice", "exp": chrono::Utc::now().timestamp() - 600}));
+    let expired = jwt()
+        .issue(&json!({"sub": "alice", "exp": chrono::Utc::now().timestamp() - 600}))
+        .unwrap();
     assert_error(
         &read(bearer(&expired).await.unwrap()).await,
         401,
@@ -72,8 +76,9 @@ async fn scoped_credentials_get_403_outside_their_agents() {
     assert_eq!(agents["result"].as_array().unwrap().len(), 1);
     assert_eq!(agents["result"][0]["name"], "opsAgent");
     // A token's `agents` claim scopes it the same way.
-    let scoped =
-        jwt().issue(&json!({"sub": "carol", "exp": chrono::Utc::now().timestamp() + 60, "agents": ["opsAgent"]}));
+    let scoped = jwt()
+        .issue(&json!({"sub": "carol", "exp": chrono::Utc::now().timestamp() + 60, "agents": ["opsAgent"]}))
+        .unwrap();
     let r = s
         .client
         .post(s.url("/agents/bankingAgent"))
@@ -156,7 +161,7 @@ async fn sessions_belong_to_their_principal() {
     let r = s
         .client
         .post(s.url("/agents/bankingAgent"))
-        .bearer_auth(token("alice"))
+        .bearer_auth(ALICE_APPROVER_KEY)
         .json(&json!({"data": {"resume": {"restart": [approve]}}, "init": {"snapshotId": snapshot}}))
         .send()
         .await

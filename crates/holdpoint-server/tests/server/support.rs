@@ -11,7 +11,7 @@ use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{AuditQuery, InMemoryStore, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus};
 use holdpoint::tool::tool;
 use holdpoint::{ScriptedModel, ScriptedTurn, ToolContext};
-use holdpoint_server::auth::{AgentScope, ApiKeys, JwtHs256};
+use holdpoint_server::auth::{AgentScope, ApiKeys, JwtVerifier};
 use holdpoint_server::{Server, ServerBuilder};
 use reqwest::StatusCode;
 use schemars::JsonSchema;
@@ -300,12 +300,14 @@ pub fn memory() -> Arc<InMemoryStore> {
     Arc::new(InMemoryStore::new())
 }
 
-pub fn jwt() -> JwtHs256 {
-    JwtHs256::new(JWT_SECRET.to_vec())
+pub fn jwt() -> JwtVerifier {
+    JwtVerifier::hs256(JWT_SECRET).unwrap()
 }
 
 pub fn token(sub: &str) -> String {
-    jwt().issue(&json!({"sub": sub, "exp": chrono::Utc::now().timestamp() + 3600}))
+    jwt()
+        .issue(&json!({"sub": sub, "exp": chrono::Utc::now().timestamp() + 3600}))
+        .unwrap()
 }
 
 /// API keys for alice (two), bob, and ops (only `opsAgent`); JWTs.
