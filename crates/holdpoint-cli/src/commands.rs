@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use holdpoint::agent::{Agent, AgentOutput};
-use holdpoint::session::Snapshot;
+use holdpoint::session::{AuditRecord, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -70,6 +70,22 @@ fn json_name<T: Serialize>(v: &T) -> String {
         Ok(Value::String(s)) => s,
         Ok(other) => other.to_string(),
         Err(_) => String::new(),
+    }
+}
+
+/// The input column of an audit row: the start of its input hash, and
+/// for a restart that replaced the input, the new input and the start of
+/// the original's hash.
+fn audited_input(r: &AuditRecord) -> String {
+    let short = |h: &str| h.chars().take(12).collect::<String>();
+    match (&r.input, &r.original_input_hash) {
+        (Some(input), Some(original)) => format!(
+            "{} {} (replaced {})",
+            short(&r.input_hash),
+            cut(&input.to_string(), 48),
+            short(original)
+        ),
+        _ => short(&r.input_hash),
     }
 }
 
@@ -308,6 +324,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 "SNAPSHOT",
                 "PRINCIPAL",
                 "REASON",
+                "INPUT",
             ]);
             for r in &records {
                 t.row(vec![
@@ -319,6 +336,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                     r.snapshot_id.clone(),
                     or_dash(r.principal.as_deref()),
                     or_dash(r.reason.as_deref()),
+                    audited_input(r),
                 ]);
             }
             Ok(print(&t.render("no decisions recorded"))?)
@@ -391,4 +409,50 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
     }
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use holdpoint::session::{AuditDecision, hash_json};
+    use serde_json::json;
+
+    #[test]
+    fn the_audit_input_column_shows_a_replaced_input_and_the_original_hash() {
+        let (held, ran) = (
+            json!({"amount": 500}),
+            json!({"amount": 999999, "toAccount": "mallory"}),
+        );
+        let mut r = AuditRecord {
+            id: "a".into(),
+            at: chrono::Utc::now(),
+            principal: None,
+            actor: None,
+            agent: None,
+            session_id: "s".into(),
+            snapshot_id: "p".into(),
+            tool: "transferMoney".into(),
+            reference: None,
+            input_hash: hash_json(&held),
+            input: None,
+            original_input: None,
+            original_input_hash: None,
+            decision: AuditDecision::Approve,
+            reason: None,
+            held_by: None,
+            settles: false,
+        };
+        assert_eq!(audited_input(&r), hash_json(&held)[..12]);
+        r.input_hash = hash_json(&ran);
+        r.input = Some(ran.clone());
+        r.original_input = Some(held.clone());
+        r.original_input_hash = Some(hash_json(&held));
+        let shown = audited_input(&r);
+        assert!(shown.starts_with(&hash_json(&ran)[..12]), "{shown}");
+        assert!(shown.contains("mallory"), "{shown}");
+        assert!(
+            shown.ends_with(&format!("(replaced {})", &hash_json(&held)[..12])),
+            "{shown}"
+        );
+    }
 }

@@ -492,7 +492,13 @@ async function showAudit(agent, sessionId) {
       el("td", { class: "decision-" + r.decision, text: r.decision }),
       el("td", { class: "principal", text: r.principal || "anonymous" }),
       el("td", { text: r.reason || "" }),
-      el("td", { class: "mono", title: r.inputHash, text: short(r.inputHash) }),
+      r.originalInputHash
+        ? el("td", {
+            class: "mono",
+            title: "ran " + JSON.stringify(r.input) + " (" + r.inputHash + ") instead of " + JSON.stringify(r.originalInput) + " (" + r.originalInputHash + ")",
+            text: short(r.inputHash) + " (replaced " + short(r.originalInputHash) + ")",
+          })
+        : el("td", { class: "mono", title: r.inputHash, text: short(r.inputHash) }),
     ),
   );
   openDetail(

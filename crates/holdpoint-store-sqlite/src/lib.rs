@@ -26,6 +26,10 @@
 //!   to about 16 MiB and is then reused.
 //! - Status watchers hear this handle's writes at once and poll for other
 //!   processes' writes (100 ms by default).
+//! - On Unix the folders and the database file the store creates are
+//!   owner-only (`0700`, `0600`; the `-wal` and `-shm` files take the
+//!   database file's mode); existing ones keep theirs, with a warning when
+//!   the database file is open to its group or others.
 //! - Failures map to Holdpoint errors: a locked, unreadable or full
 //!   database is `UNAVAILABLE`; nothing half-written is ever visible.
 //!
@@ -36,6 +40,7 @@
 
 mod conn;
 mod error;
+mod files;
 mod group;
 mod options;
 mod read;

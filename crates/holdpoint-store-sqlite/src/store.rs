@@ -12,6 +12,7 @@ use holdpoint::session::{
 };
 use holdpoint::{Error, Result};
 
+use crate::files;
 use crate::group::{Op, Writer};
 use crate::options::SqliteStoreOptions;
 use crate::read;
@@ -86,10 +87,22 @@ impl SqliteStore {
     /// and `FAILED_PRECONDITION` when a newer Holdpoint migrated it.
     pub async fn open_with(options: SqliteStoreOptions) -> Result<Self> {
         let path = options.path.clone();
+        // Missing folders and a missing file are created owner-only (see
+        // `files`); existing ones keep their permissions.
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
+            files::create_dir(parent).map_err(|e| {
                 Error::Unavailable(format!("sqlite store: cannot create folder {}: {e}", parent.display()))
             })?;
+        }
+        files::create_database(&path)
+            .map_err(|e| Error::Unavailable(format!("sqlite store: cannot create {}: {e}", path.display())))?;
+        if let Some(mode) = files::shared_bits(&path) {
+            tracing::warn!(
+                target: TARGET,
+                path = %path.display(),
+                mode = %format!("{mode:o}"),
+                "the database file, which holds every tool input and output, is open to its group or others; `chmod 600` it (its -wal and -shm files follow)"
+            );
         }
         // The writer opens the file first and brings its schema up to
         // date; the readers open it after.

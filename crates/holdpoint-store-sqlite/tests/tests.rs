@@ -5,6 +5,7 @@ mod columns;
 mod group;
 mod locked;
 mod mixed;
+mod modes;
 mod reopen;
 mod replicas;
 mod state_machine;

@@ -21,14 +21,96 @@ pub const AGENT_NAME: &str = "bankingAgent";
 pub const SYSTEM_PROMPT: &str = "You are a helpful banking assistant. Use getBalance to look up balances \
 and transferMoney to move money. Every transfer needs the account holder's approval.";
 
+/// The most one transfer may move, in dollars.
+pub const MAX_TRANSFER: f64 = 10_000.0;
+
+/// The longest account id `transferMoney` accepts (an IBAN's length).
+pub const MAX_ACCOUNT_LEN: usize = 34;
+
+/// What an account id looks like: a letter or digit, then letters, digits,
+/// `-`, `_` or `.` (no spaces or control characters, which could make the
+/// approval text say something else).
+pub const ACCOUNT_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_.-]*$";
+
 /// Arguments of `transferMoney`.
+///
+/// The schema the model sees states the rules (`minimum`, `maximum`,
+/// `minLength`, `maxLength`, `pattern`), the tool checks them again on
+/// every call with [`Transfer::validate`], and a transfer that breaks one
+/// fails before anyone is asked to approve it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Transfer {
-    /// Amount in dollars.
+    /// Amount in dollars, in whole cents: at least 0.01, at most 10000.
+    #[schemars(range(min = 0.01, max = MAX_TRANSFER))]
     pub amount: f64,
-    /// The destination account.
+    /// The destination account id: 1 to 34 letters, digits, `-`, `_` or
+    /// `.`, starting with a letter or digit.
+    #[schemars(length(min = 1, max = MAX_ACCOUNT_LEN), pattern(ACCOUNT_PATTERN))]
     pub to_account: String,
+}
+
+/// Why `transferMoney` refused a transfer; the model sees the message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TransferRejected {
+    /// The amount is not a finite number (NaN or infinite).
+    #[error("amount must be a finite number of dollars, got {0}")]
+    NotFinite(f64),
+    /// The amount is zero or negative.
+    #[error("amount must be more than 0 dollars, got {0}")]
+    NotPositive(f64),
+    /// The amount is more than [`MAX_TRANSFER`].
+    #[error("amount must be at most {max} dollars per transfer, got {0}", max = MAX_TRANSFER)]
+    TooLarge(f64),
+    /// The amount has a fraction of a cent.
+    #[error("amount must be in whole cents, got {0}")]
+    FractionOfCent(f64),
+    /// `toAccount` is empty.
+    #[error("toAccount must name an account, got an empty string")]
+    NoAccount,
+    /// `toAccount` is longer than [`MAX_ACCOUNT_LEN`] characters.
+    #[error("toAccount must be at most {max} characters, got {0}", max = MAX_ACCOUNT_LEN)]
+    AccountTooLong(usize),
+    /// `toAccount` has a character outside [`ACCOUNT_PATTERN`].
+    #[error("toAccount may hold only letters, digits, '-', '_' and '.', starting with a letter or digit, got {0:?}")]
+    AccountCharacters(String),
+}
+
+impl Transfer {
+    /// Checks the rules the schema states, for values that did not come
+    /// through it (NaN and infinities have no JSON form, so only Rust code
+    /// can make them).
+    pub fn validate(&self) -> Result<(), TransferRejected> {
+        let amount = self.amount;
+        if !amount.is_finite() {
+            return Err(TransferRejected::NotFinite(amount));
+        }
+        if amount <= 0.0 {
+            return Err(TransferRejected::NotPositive(amount));
+        }
+        if amount > MAX_TRANSFER {
+            return Err(TransferRejected::TooLarge(amount));
+        }
+        // Within the limit `amount * 100` is exact to far below a cent.
+        let cents = amount * 100.0;
+        if (cents - cents.round()).abs() > 1e-6 {
+            return Err(TransferRejected::FractionOfCent(amount));
+        }
+        let account = self.to_account.as_str();
+        let len = account.chars().count();
+        if len == 0 {
+            return Err(TransferRejected::NoAccount);
+        }
+        if len > MAX_ACCOUNT_LEN {
+            return Err(TransferRejected::AccountTooLong(len));
+        }
+        let mut chars = account.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Err(TransferRejected::AccountCharacters(account.to_owned()));
+        }
+        Ok(())
+    }
 }
 
 /// Result of `transferMoney`.
@@ -106,13 +188,18 @@ pub struct BalanceQuery {
     pub account: String,
 }
 
-/// `transferMoney`: pauses for approval, then moves the money (in this
-/// example, pretends to).
+/// `transferMoney`: checks the transfer ([`Transfer::validate`]), pauses
+/// for approval, then moves the money (in this example, pretends to). A
+/// transfer that breaks a rule is a tool failure the model sees, on the
+/// first call and on a restart (whose input may have been replaced).
 pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferResult, Approval>> {
     ResumableTool::define(
         "transferMoney",
-        "Transfers money to another account. Requires the account holder's approval.",
+        "Transfers money to another account: more than $0 and at most $10,000, in whole cents. Requires the account holder's approval.",
         |ctx: ToolContext, t: Transfer, approval: Option<Approval>| async move {
+            if let Err(why) = t.validate() {
+                return Err(ctx.fail(format!("the transfer was refused: {why}")));
+            }
             match approval {
                 None => Err(ctx.interrupt(TransferDetails {
                     details: format!("Transfer ${:.2} to {}", t.amount, t.to_account),

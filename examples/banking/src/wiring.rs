@@ -46,12 +46,27 @@ pub fn pick_model(requested: Option<&str>) -> Result<Arc<dyn Model>, String> {
     }
 }
 
+/// Creates `dir` and its missing parents, each created one owner-only
+/// (`0700` on Unix): the data directory holds every conversation, tool
+/// input and output, and the state-signing key. Existing folders keep
+/// their permissions.
+pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 /// Opens `url`; [`DEFAULT_STORE`] is a SQLite file in [`data_dir`],
-/// created on first use.
+/// created on first use (the folder `0700`, the file `0600` on Unix).
 pub async fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
     let url = if url == DEFAULT_STORE {
         let dir = data_dir()?;
-        std::fs::create_dir_all(&dir).map_err(|e| {
+        create_private_dir(&dir).map_err(|e| {
             format!(
                 "cannot create {}: {e} (pass --store memory: or another --store)",
                 dir.display()

@@ -197,6 +197,14 @@ fn chat_defaults_to_a_sqlite_file_in_the_data_directory() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(data.path().join("holdpoint/banking.db").exists());
+    // The data directory and the database are the owner's alone.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| format!("{:o}", std::fs::metadata(p).unwrap().permissions().mode() & 0o777);
+        assert_eq!(mode(&data.path().join("holdpoint")), "700");
+        assert_eq!(mode(&data.path().join("holdpoint/banking.db")), "600");
+    }
 }
 
 #[test]

@@ -181,8 +181,10 @@ impl KeyRing {
     }
 
     /// Writes the ring to `dir` (owner-only permissions, replaced atomically).
+    /// Missing folders of `dir` are created owner-only (`0700` on Unix);
+    /// an existing `dir` keeps its permissions.
     pub fn save(&self, dir: &Path) -> io::Result<PathBuf> {
-        std::fs::create_dir_all(dir)?;
+        create_private_dir(dir)?;
         let path = dir.join(KEY_FILE);
         let tmp = dir.join(format!(".{KEY_FILE}.tmp"));
         let text = serde_json::to_vec_pretty(&KeyFile {
@@ -223,9 +225,38 @@ impl KeyRing {
     }
 }
 
+/// Creates `dir` and its missing parents, each created one `0700` on Unix
+/// (a data directory holds the signing keys and, often, the store's
+/// files); existing folders are left as they are.
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_data_directory_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("holdpoint/data");
+        KeyRing::load_or_create(&data).unwrap();
+        for dir in [root.path().join("holdpoint"), data.clone()] {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(format!("{mode:o}"), "700", "{}", dir.display());
+        }
+        let key = std::fs::metadata(data.join(KEY_FILE)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(format!("{key:o}"), "600");
+    }
 
     #[test]
     fn created_once_then_loaded_and_rotated() {

@@ -322,6 +322,96 @@ async fn deny_with_reason_reaches_the_model_and_the_tool_does_not_run() {
     assert_eq!(audit["result"][0]["reason"], "not today");
 }
 
+/// A restart whose `replacedInput` changes the transfer runs the new input;
+/// the audit row says so: `inputHash` and `input` are what ran,
+/// `originalInput` and `originalInputHash` what was held.
+#[tokio::test]
+async fn a_restart_with_replaced_input_audits_both_inputs_and_hashes() {
+    use holdpoint::session::hash_json;
+    let f = fixture(false).await;
+    let s = &f.server;
+    let (_, body) = s
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("Transfer $500 to savings")}),
+            None,
+        )
+        .await;
+    let out = body["result"].clone();
+    let part = paused_part(&out);
+    let held = part["toolRequest"]["input"].clone();
+    assert_eq!(held, json!({"amount": 500.0, "toAccount": "savings"}));
+    let ran = json!({"amount": 999999, "toAccount": "mallory"});
+    let mut revised = restart(&part, json!({"approved": true}));
+    revised["toolRequest"]["input"] = ran.clone();
+    revised["metadata"]["replacedInput"] = held.clone();
+    let (code, body) = s
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": {"resume": {"restart": [revised]}}, "init": {"snapshotId": out["snapshotId"]}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+
+    let session = out["sessionId"].as_str().unwrap();
+    let (code, audit) = s
+        .get(&format!("/agents/bankingAgent/audit?sessionId={session}"), None)
+        .await;
+    assert_eq!(code, 200, "{audit:#}");
+    let rows = audit["result"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{audit:#}");
+    let row = &rows[0];
+    assert_eq!(row["decision"], "restart");
+    assert_eq!(row["inputHash"], json!(hash_json(&ran)), "{row:#}");
+    assert_eq!(row["input"], ran, "{row:#}");
+    assert_eq!(row["originalInput"], held, "{row:#}");
+    assert_eq!(row["originalInputHash"], json!(hash_json(&held)), "{row:#}");
+}
+
+/// A gate's hold restarted with a new input and `toolApproved: true` is
+/// held again for the revised call: nothing ran, and the audit records no
+/// `approve`.
+#[tokio::test]
+async fn a_gate_hold_restarted_with_new_input_is_held_again_and_not_audited_as_approved() {
+    use holdpoint::session::hash_json;
+    let f = fixture(false).await;
+    let s = &f.server;
+    let (_, body) = s
+        .post("/agents/opsAgent", json!({"data": user("close acct-9")}), None)
+        .await;
+    let out = body["result"].clone();
+    let part = paused_part(&out);
+    let mut revised = restart(&part, json!({"toolApproved": true}));
+    revised["toolRequest"]["input"] = json!({"account": "acct-1"});
+    revised["metadata"]["replacedInput"] = json!({"account": "acct-9"});
+    let (code, body) = s
+        .post(
+            "/agents/opsAgent",
+            json!({"data": {"resume": {"restart": [revised]}}, "init": {"snapshotId": out["snapshotId"]}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "interrupted", "{body:#}");
+    assert_eq!(f.runs.load(Ordering::SeqCst), 0);
+
+    let session = out["sessionId"].as_str().unwrap();
+    let (_, audit) = s
+        .get(&format!("/agents/opsAgent/audit?sessionId={session}"), None)
+        .await;
+    let rows = audit["result"].as_array().unwrap();
+    let decisions: Vec<&Value> = rows.iter().map(|r| &r["decision"]).collect();
+    assert_eq!(decisions, [&json!("restart")], "{audit:#}");
+    assert_eq!(rows[0]["inputHash"], json!(hash_json(&json!({"account": "acct-1"}))));
+    assert_eq!(rows[0]["originalInput"], json!({"account": "acct-9"}));
+    assert_eq!(
+        rows[0]["originalInputHash"],
+        json!(hash_json(&json!({"account": "acct-9"})))
+    );
+}
+
 #[tokio::test]
 async fn agents_health_and_openapi() {
     let f = fixture(false).await;

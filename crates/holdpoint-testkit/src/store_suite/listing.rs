@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id,
+    AuditDecision, AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus,
+    hash_json, mint_id,
 };
 use holdpoint::{FinishReason, Status};
+use serde_json::json;
 
 use super::{approve_record, fresh_id, fresh_session, get_present, put, snapshot};
 
@@ -175,13 +177,25 @@ pub async fn list_waiting_only(store: Arc<dyn SessionStore>) {
     assert_eq!(list(&*store, by_session).await, [listed]);
 }
 
-/// Audit records come back exactly, newest first, filtered by agent,
-/// session and principal, up to the limit; an empty append is fine.
+/// Audit records come back exactly (a restart's replaced input too),
+/// newest first, filtered by agent, session and principal, up to the
+/// limit; an empty append is fine.
 pub async fn audit_appends_and_lists(store: Arc<dyn SessionStore>) {
     let session = fresh_session();
     let agent = fresh_id("agent");
     let first = record(&session, "snap-1", Some("alice"), &agent);
-    let second = record(&session, "snap-1", Some("bob"), &agent);
+    let (held, ran) = (
+        json!({"amount": 500, "toAccount": "savings"}),
+        json!({"amount": 999999.5, "toAccount": "mallory"}),
+    );
+    let second = AuditRecord {
+        decision: AuditDecision::Restart,
+        input_hash: hash_json(&ran),
+        input: Some(ran),
+        original_input_hash: Some(hash_json(&held)),
+        original_input: Some(held),
+        ..record(&session, "snap-1", Some("bob"), &agent)
+    };
     let third = record(&session, "snap-2", Some("alice"), &agent);
     store
         .append_audit(vec![first.clone(), second.clone()])

@@ -23,13 +23,21 @@ pub(crate) struct AuditContext<'a> {
     pub snapshot_id: &'a str,
 }
 
+/// The record of a decision about the paused `request`; `replacement` is
+/// the new input of a restart that replaced the request's input.
 fn record(
     ctx: &AuditContext<'_>,
     request: &Part,
     decision: AuditDecision,
     reason: Option<String>,
+    replacement: Option<Value>,
 ) -> Option<AuditRecord> {
     let req = request.as_tool_request()?;
+    let held = req.input.clone().unwrap_or(Value::Null);
+    let (input_hash, input, original_input, original_input_hash) = match replacement {
+        Some(new) => (hash_json(&new), Some(new), Some(held.clone()), Some(hash_json(&held))),
+        None => (hash_json(&held), None, None, None),
+    };
     Some(AuditRecord {
         id: uuid::Uuid::new_v4().to_string(),
         at: Utc::now(),
@@ -40,7 +48,10 @@ fn record(
         snapshot_id: ctx.snapshot_id.to_owned(),
         tool: req.name.clone(),
         reference: req.reference.clone(),
-        input_hash: hash_json(req.input.as_ref().unwrap_or(&Value::Null)),
+        input_hash,
+        input,
+        original_input,
+        original_input_hash,
         decision,
         reason,
         held_by: request.interrupted_by().map(str::to_owned),
@@ -73,8 +84,17 @@ pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resu
             .map(metadata::Marker::into_object)
             .unwrap_or_default();
         let reason = data.get("reason").and_then(Value::as_str).map(str::to_owned);
+        // The input the restart runs with when it replaced the held one (a
+        // request without input runs with `{}`, as the resume runs it).
+        let replacement = d
+            .meta(metadata::REPLACED_INPUT)
+            .map(|_| req.input.clone().unwrap_or_else(|| Value::Object(Map::new())));
+        // Approve and deny are about the input a gate held: a restart that
+        // replaced it is neither (ToolApproval holds the revised call again).
         let decision = if target.expires_at().is_some_and(|t| t <= now) {
             AuditDecision::Expired
+        } else if replacement.is_some() {
+            AuditDecision::Restart
         } else if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
             if data.get(TOOL_APPROVED) == Some(&Value::Bool(true)) {
                 AuditDecision::Approve
@@ -84,7 +104,7 @@ pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resu
         } else {
             AuditDecision::Restart
         };
-        out.extend(record(ctx, target, decision, reason));
+        out.extend(record(ctx, target, decision, reason, replacement));
     }
     for d in &resume.respond {
         let Some(resp) = d.as_tool_response() else { continue };
@@ -101,7 +121,7 @@ pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resu
         } else {
             AuditDecision::Respond
         };
-        out.extend(record(ctx, target, decision, reason));
+        out.extend(record(ctx, target, decision, reason, None));
     }
     out
 }

@@ -10,13 +10,18 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AuditDecision {
-    /// An approval gate's hold was approved.
+    /// An approval gate's hold was approved, with the input it held: the
+    /// call runs as it was shown.
     Approve,
-    /// An approval gate's hold was denied (or restarted without approval).
+    /// An approval gate's hold was denied (or restarted without approval),
+    /// with the input it held.
     Deny,
     /// The call was answered with an output, without running the tool.
     Respond,
-    /// A tool's own interrupt was restarted with resume data.
+    /// A tool's own interrupt was restarted with resume data; or a
+    /// middleware's hold was restarted with a replaced input, which is not
+    /// an approval of either input (ToolApproval holds the revised call
+    /// again).
     Restart,
     /// The answer came after the interrupt's `expiresAt`.
     Expired,
@@ -61,8 +66,24 @@ pub struct AuditRecord {
     /// The call's ref.
     #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
-    /// SHA-256 (hex) of the canonical JSON of the call's input.
+    /// SHA-256 (hex) of the canonical JSON of the input the decision is
+    /// about: the held call's input, or, for a restart that replaced it
+    /// (`replacedInput`), the new input the call runs with (or is held
+    /// again with). Never the hash of an input that a restart replaced.
     pub input_hash: String,
+    /// The new input of a restart that replaced the call's input (what
+    /// runs, or what the gate holds again); absent when the input was kept,
+    /// whose value is in the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// The held call's input, when a restart replaced it (`input` is then
+    /// what replaced it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_input: Option<Value>,
+    /// SHA-256 (hex) of the canonical JSON of `original_input`: present
+    /// exactly when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_input_hash: Option<String>,
     /// The decision.
     pub decision: AuditDecision,
     /// The reason given, if any.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::middleware::{TOOL_APPROVAL, ToolApproval, Verdict};
-use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SnapshotQuery};
+use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SnapshotQuery, hash_json};
 use holdpoint::tool::{DynamicTool, Tool, ToolContext};
 use holdpoint::{FinishReason, Part, Resume, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Value, json};
@@ -234,6 +234,98 @@ async fn a_restart_with_replaced_input_is_held_again() {
             .unwrap()
             .contains("input changed")
     );
+    // The gate held the revised call again: that is not an approval.
+    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].decision, AuditDecision::Restart);
+    assert_eq!(audit[0].input_hash, hash_json(&json!({"id": 8})));
+    assert_eq!(audit[0].input, Some(json!({"id": 8})));
+    assert_eq!(audit[0].original_input, Some(json!({"id": 7})));
+    assert_eq!(audit[0].original_input_hash, Some(hash_json(&json!({"id": 7}))));
+
+    // Approving the revised hold is the approval, of the input it shows.
+    s.model.push(ScriptedTurn::text("closed"));
+    let hold = ToolApproval::interrupted(part).expect("our hold");
+    let done = answer(&s, &again, hold.approve(None).unwrap()).await;
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(s.runs.load(Ordering::SeqCst), 1);
+    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert_eq!(audit[0].decision, AuditDecision::Approve);
+    assert_eq!(audit[0].input_hash, hash_json(&json!({"id": 8})));
+    assert_eq!((&audit[0].input, &audit[0].original_input), (&None, &None));
+    assert_eq!(audit[0].original_input_hash, None);
+}
+
+#[tokio::test]
+async fn a_denial_with_replaced_input_is_held_again_and_not_recorded_as_a_denial() {
+    let s = setup(ToolApproval::allow(["getBalance"]));
+    s.model.push(ScriptedTurn::tool_call("closeAccount", json!({"id": 7})));
+    let held = s.agent.run_text("close it").await.unwrap();
+    let revised = held.interrupts()[0]
+        .restart_with_input(json!({"id": 8}), Some(json!({"toolApproved": false})))
+        .unwrap();
+    let again = answer(&s, &held, revised).await;
+    assert_eq!(again.finish_reason, FinishReason::Interrupted, "{again:?}");
+    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let decisions: Vec<_> = audit.iter().map(|r| r.decision).collect();
+    assert_eq!(decisions, [AuditDecision::Restart]);
+}
+
+/// A tool's own interrupt restarted with a new input runs that input when
+/// the gate lets the tool through; the audit says what ran and what was
+/// held, each with its hash.
+#[tokio::test]
+async fn a_restart_with_replaced_input_records_the_input_that_ran_and_the_original() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let transfer = transfer_tool(Arc::clone(&runs));
+    let model = ScriptedModel::new("m");
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model.clone()))
+        .tool(transfer.clone())
+        .middleware(ToolApproval::allow(["transferMoney"]).into_middleware())
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap();
+    let held_input = json!({"amount": 10, "toAccount": "savings"});
+    let ran_input = json!({"amount": 999999, "toAccount": "mallory"});
+    model.push(ScriptedTurn::tool_call("transferMoney", held_input.clone()));
+    model.push(ScriptedTurn::text("Done"));
+    let asked = agent.run_text("send $10").await.unwrap();
+    let call = transfer
+        .interrupted(&asked.interrupts()[0])
+        .expect("the tool's own question");
+    let revised = call
+        .restart_with_input(
+            crate::Transfer {
+                amount: 999999.0,
+                to_account: "mallory".into(),
+            },
+            Some(Approval { approved: true }),
+        )
+        .unwrap();
+    let done = agent
+        .run(resume(vec![revised]), AgentInit::session(asked.session_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the revised transfer ran");
+    assert_eq!(last_tool_output(&model)["to"], json!("mallory"));
+
+    let audit = agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    let r = &audit[0];
+    assert_eq!(r.decision, AuditDecision::Restart);
+    assert_eq!(r.input_hash, hash_json(&ran_input), "inputHash is the input that ran");
+    assert_eq!(r.input.as_ref().map(hash_json), Some(hash_json(&ran_input)));
+    assert_eq!(r.original_input, Some(held_input.clone()));
+    assert_eq!(r.original_input_hash, Some(hash_json(&held_input)));
+    // On the wire: camelCase, beside the fields that were there before.
+    let wire = serde_json::to_value(r).unwrap();
+    assert_eq!(wire["inputHash"], json!(hash_json(&ran_input)));
+    assert_eq!(wire["input"]["toAccount"], json!("mallory"));
+    assert_eq!(wire["originalInput"], held_input);
+    assert_eq!(wire["originalInputHash"], json!(hash_json(&held_input)));
 }
 
 #[tokio::test]
