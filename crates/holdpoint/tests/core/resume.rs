@@ -469,7 +469,7 @@ async fn restarted_call_that_pauses_again_returns_a_normal_interrupted_result() 
         );
         let paused = g.response.interrupts();
         assert_eq!(paused.len(), 1);
-        asks.push(paused[0].interrupt_as::<Value>().unwrap().unwrap());
+        asks.push(paused[0].interrupt_as::<Value>().unwrap());
         // The finished sibling stays pending across re-pauses.
         let sibling = &requests(g.messages.last().unwrap())[1];
         assert_eq!(sibling.meta(metadata::PENDING_OUTPUT), Some(&json!("b: $100")));
