@@ -2,6 +2,7 @@
 //!
 //! ```
 //! use holdpoint::prelude::*;
+//! # fn _in_scope(_: Option<Agent>) {}
 //! ```
 //!
 //! - the traits whose methods you call: [`Model`], [`Tool`] and

@@ -84,7 +84,7 @@ pub trait Tool: Send + Sync {
 /// ```
 /// use std::sync::Arc;
 /// use holdpoint::agent::Agent;
-/// use holdpoint::tool::{DynamicTool, IntoTool, Tool, ToolContext, tool};
+/// use holdpoint::tool::{DynamicTool, Tool, ToolContext, tool};
 /// use holdpoint::ScriptedModel;
 /// use schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
