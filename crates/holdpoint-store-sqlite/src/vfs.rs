@@ -435,7 +435,12 @@ unsafe extern "C" fn wal_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_i
             };
         }
         count(SyncKind::Sqlite);
-        let rc = forward(file, |m| m.xSync, ffi::SQLITE_IOERR_FSYNC, |sync, inner| sync(inner, flags));
+        let rc = forward(
+            file,
+            |m| m.xSync,
+            ffi::SQLITE_IOERR_FSYNC,
+            |sync, inner| sync(inner, flags),
+        );
         if rc == ffi::SQLITE_OK {
             parts(file).0.sync.synced_once = true;
         }
@@ -764,7 +769,9 @@ mod tests {
         let [sqlite, data_only] = take_syncs();
         assert_eq!(sqlite, 1);
         assert_eq!(data_only >= 1, cfg!(target_os = "linux"), "{data_only}");
-        let n: i64 = plain(&path).query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = plain(&path)
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 12);
     }
 

@@ -94,9 +94,7 @@
 
 pub use futures::StreamExt;
 
-pub use crate::agent::{
-    Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection, PendingApproval,
-};
+pub use crate::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection, PendingApproval};
 pub use crate::error::{Error, Result, Status};
 pub use crate::generate::Resume;
 pub use crate::message::{InterruptAsError, Message, Part, Role};

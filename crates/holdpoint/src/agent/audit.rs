@@ -206,7 +206,13 @@ impl std::fmt::Display for PendingApproval {
 impl PendingApproval {
     /// [`Display`](std::fmt::Display) as of `now`.
     fn write_at(&self, f: &mut std::fmt::Formatter<'_>, now: DateTime<Utc>) -> std::fmt::Result {
-        write!(f, "{} {} asks {}", self.tool, self.input, Value::Object(self.interrupt.clone()))?;
+        write!(
+            f,
+            "{} {} asks {}",
+            self.tool,
+            self.input,
+            Value::Object(self.interrupt.clone())
+        )?;
         match &self.interrupted_by {
             Some(by) => write!(f, " (held by {by})")?,
             None => f.write_str(" (held by the tool)")?,
@@ -345,13 +351,20 @@ mod tests {
         let later = p.held_since + chrono::TimeDelta::hours(2);
         let text = At(&held, later).to_string();
         assert!(text.contains("(held by toolApproval)"), "{text}");
-        assert!(text.ends_with(", owner alice, waiting 2h 0m, expires in 22h 0m"), "{text}");
+        assert!(
+            text.ends_with(", owner alice, waiting 2h 0m, expires in 22h 0m"),
+            "{text}"
+        );
         let gone = PendingApproval {
             expired: true,
             in_doubt: true,
             ..held
         };
-        assert!(At(&gone, later).to_string().ends_with("waiting 2h 0m, expired, in doubt"));
+        assert!(
+            At(&gone, later)
+                .to_string()
+                .ends_with("waiting 2h 0m, expired, in doubt")
+        );
     }
 
     #[test]

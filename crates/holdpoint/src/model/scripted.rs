@@ -262,10 +262,7 @@ mod tests {
     fn chunked_cuts_text_by_characters_and_keeps_other_parts_whole() {
         let msg = Message::new(
             Role::Model,
-            vec![
-                Part::text("abcde"),
-                Part::tool_request("t", None, Some(json!({}))),
-            ],
+            vec![Part::text("abcde"), Part::tool_request("t", None, Some(json!({})))],
         );
         let turn = ScriptedTurn::response(GenerateResponse::from_message(msg)).chunked(2);
         let shapes: Vec<(String, bool)> = turn
@@ -294,7 +291,10 @@ mod tests {
         model.push(turn());
         model.push(turn());
         let start = tokio::time::Instant::now();
-        model.generate(GenerateRequest::new(vec![]), ChunkSink::none()).await.unwrap();
+        model
+            .generate(GenerateRequest::new(vec![]), ChunkSink::none())
+            .await
+            .unwrap();
         assert_eq!(start.elapsed(), Duration::ZERO);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = {

@@ -106,12 +106,18 @@ async fn interrupt_as_decodes_the_interrupt_data() {
         missing: u32,
     }
     let err = part.interrupt_as::<Wrong>().unwrap_err();
-    assert!(matches!(&err, InterruptAsError::Decode { tool, .. } if tool == "transfer"), "{err:?}");
+    assert!(
+        matches!(&err, InterruptAsError::Decode { tool, .. } if tool == "transfer"),
+        "{err:?}"
+    );
     // `?` into the core's error: INVALID_ARGUMENT, naming the tool and the field.
     let err = holdpoint::Error::from(err);
     assert_eq!(err.status(), Status::InvalidArgument);
     let msg = err.to_string();
-    assert!(msg.contains("interrupt data of tool \"transfer\" does not decode") && msg.contains("missing"), "{msg}");
+    assert!(
+        msg.contains("interrupt data of tool \"transfer\" does not decode") && msg.contains("missing"),
+        "{msg}"
+    );
 }
 
 #[test]
