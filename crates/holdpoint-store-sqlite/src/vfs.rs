@@ -120,6 +120,9 @@ struct Syncer {
     /// A second, read-only descriptor of the WAL, for `fdatasync` (which
     /// syncs the file, whichever descriptor wrote it). `None` where
     /// every sync is SQLite's own, or when it could not be opened.
+    /// Closing it cannot drop a lock of SQLite's (closing any descriptor
+    /// drops the process's POSIX locks on that file): SQLite locks the
+    /// database file and its WAL index, never the WAL.
     data_only: Option<std::fs::File>,
     /// Whether SQLite's own sync succeeded once (and so synced the
     /// directory of a WAL it created).
