@@ -174,12 +174,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             if s.is_waiting() {
                 text.push_str("\nwaiting for an answer\n");
                 for p in pending_of(&s) {
-                    text.push_str(&format!(
-                        "  {} ref {}  {}\n",
-                        p.tool,
-                        or_dash(p.reference.as_deref()),
-                        Value::Object(p.interrupt)
-                    ));
+                    text.push_str(&format!("  {p}\n"));
                 }
             }
             Ok(print(&text)?)

@@ -20,7 +20,9 @@
 //! - With `synchronous` at `FULL` or `EXTRA`, connections go through a
 //!   small VFS over SQLite's own that writes each commit's WAL frames to
 //!   the file in one system call instead of two per page; the bytes on
-//!   disk are the same.
+//!   disk are the same. On Linux it also syncs the WAL with `fdatasync`
+//!   (the bundled SQLite would use `fsync`, which writes the inode's
+//!   timestamps too), in every build, with no build flags.
 //! - A commit checkpoints the WAL into the database file once it holds
 //!   4,000 pages, so beside `sessions.db` the `sessions.db-wal` file grows
 //!   to about 16 MiB and is then reused.

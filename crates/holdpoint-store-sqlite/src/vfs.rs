@@ -17,6 +17,16 @@
 //! bytes on disk, and so the file format, are exactly those SQLite wrote.
 //! Every other file (the database, the WAL index, journals) is opened by
 //! the default VFS directly, with its own methods.
+//!
+//! On Linux a WAL's syncs after its first are `fdatasync`, called here
+//! whatever options SQLite was compiled with (the bundled SQLite uses
+//! `fsync`, which also writes the inode's timestamps: one more journal
+//! commit per commit). A commit needs only the WAL's bytes and size on
+//! disk, which `fdatasync` guarantees. The first sync of each opened WAL
+//! is SQLite's own: for a WAL it created it also syncs the directory, so
+//! the file's name is durable too. Elsewhere every sync is SQLite's own,
+//! which on macOS is `F_FULLFSYNC` when SQLite asks for `SQLITE_SYNC_FULL`
+//! (`PRAGMA fullfsync`) and `fsync` otherwise.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
@@ -102,6 +112,82 @@ struct WalFile {
     base: ffi::sqlite3_file,
     inner: *mut ffi::sqlite3_file,
     pending: Pending,
+    sync: Syncer,
+}
+
+/// How a WAL file's syncs are made (see the module docs).
+struct Syncer {
+    /// A second, read-only descriptor of the WAL, for `fdatasync` (which
+    /// syncs the file, whichever descriptor wrote it). `None` where
+    /// every sync is SQLite's own, or when it could not be opened.
+    /// Closing it cannot drop a lock of SQLite's (closing any descriptor
+    /// drops the process's POSIX locks on that file): SQLite locks the
+    /// database file and its WAL index, never the WAL.
+    data_only: Option<std::fs::File>,
+    /// Whether SQLite's own sync succeeded once (and so synced the
+    /// directory of a WAL it created).
+    synced_once: bool,
+}
+
+impl Syncer {
+    /// The syncer of the WAL SQLite just opened at `name`.
+    ///
+    /// SAFETY: `name` must be null or a NUL-terminated path.
+    unsafe fn open(name: ffi::sqlite3_filename) -> Self {
+        #[cfg(target_os = "linux")]
+        let data_only = if name.is_null() {
+            None
+        } else {
+            use std::os::unix::ffi::OsStrExt;
+            // SAFETY: as the caller guarantees.
+            let path = unsafe { CStr::from_ptr(name) };
+            std::fs::File::open(std::ffi::OsStr::from_bytes(path.to_bytes())).ok()
+        };
+        #[cfg(not(target_os = "linux"))]
+        let data_only = {
+            let _ = name;
+            None
+        };
+        Syncer {
+            data_only,
+            synced_once: false,
+        }
+    }
+}
+
+/// Which call synced a WAL file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncKind {
+    /// SQLite's own `xSync` (`fsync`, or `F_FULLFSYNC` on macOS when asked
+    /// for a full sync; plus the directory after creating the file).
+    Sqlite,
+    /// `fdatasync` on the WAL, made here.
+    DataOnly,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Syncs made on this thread, by kind: `[Sqlite, DataOnly]`.
+    static SYNCS: std::cell::Cell<[u32; 2]> = const { std::cell::Cell::new([0, 0]) };
+}
+
+/// Counts a sync (in test builds; SQLite syncs on the calling thread, so
+/// a test sees exactly its own).
+fn count(kind: SyncKind) {
+    #[cfg(test)]
+    SYNCS.with(|c| {
+        let mut n = c.get();
+        n[kind as usize] += 1;
+        c.set(n);
+    });
+    #[cfg(not(test))]
+    let _ = kind;
+}
+
+/// The syncs this thread made since the last call, by kind.
+#[cfg(test)]
+pub(crate) fn take_syncs() -> [u32; 2] {
+    SYNCS.with(|c| c.replace([0, 0]))
 }
 
 /// Writes held back: `bytes` belong at `offset` in the file.
@@ -180,6 +266,7 @@ unsafe extern "C" fn open(
         }
         ptr::addr_of_mut!((*wal).inner).write(inner);
         ptr::addr_of_mut!((*wal).pending).write(Pending::default());
+        ptr::addr_of_mut!((*wal).sync).write(Syncer::open(name));
         (*wal).base.pMethods = &WAL_METHODS;
         ffi::SQLITE_OK
     }
@@ -264,6 +351,7 @@ unsafe extern "C" fn wal_close(file: *mut ffi::sqlite3_file) -> c_int {
         let (wal, methods) = parts(file);
         let closed = methods.xClose.map_or(ffi::SQLITE_OK, |close| close(wal.inner));
         ptr::drop_in_place(ptr::addr_of_mut!((*file.cast::<WalFile>()).pending));
+        ptr::drop_in_place(ptr::addr_of_mut!((*file.cast::<WalFile>()).sync));
         if flushed != ffi::SQLITE_OK { flushed } else { closed }
     }
 }
@@ -332,14 +420,34 @@ unsafe extern "C" fn wal_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_
 }
 
 unsafe extern "C" fn wal_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    // SAFETY: see above.
+    // SAFETY: see above. The held-back bytes are written before the sync.
     unsafe {
-        after_flush(
+        let rc = flush(file);
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        let (wal, _) = parts(file);
+        if wal.sync.synced_once
+            && let Some(data_only) = &wal.sync.data_only
+        {
+            count(SyncKind::DataOnly);
+            // `sync_data` is `fdatasync` on Linux, retried when interrupted.
+            return match data_only.sync_data() {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(_) => ffi::SQLITE_IOERR_FSYNC,
+            };
+        }
+        count(SyncKind::Sqlite);
+        let rc = forward(
             file,
             |m| m.xSync,
             ffi::SQLITE_IOERR_FSYNC,
             |sync, inner| sync(inner, flags),
-        )
+        );
+        if rc == ffi::SQLITE_OK {
+            parts(file).0.sync.synced_once = true;
+        }
+        rc
     }
 }
 
@@ -631,6 +739,43 @@ mod tests {
         assert_eq!(last, byte_row(2999));
         let check: String = reader.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
         assert_eq!(check, "ok");
+    }
+
+    /// Every commit after a WAL's first sync is `fdatasync` on Linux, whatever
+    /// SQLite was compiled with; the first is SQLite's own (it syncs the
+    /// directory of a new WAL). Elsewhere every sync is SQLite's own.
+    #[test]
+    fn commits_sync_the_wal_with_fdatasync_after_sqlites_first_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sync.db");
+        take_syncs();
+        let writer = open(&path);
+        writer.execute("CREATE TABLE t (k INTEGER PRIMARY KEY)", []).unwrap();
+        // A new WAL's first commit syncs its header, then its frames.
+        let [sqlite, _] = take_syncs();
+        assert_eq!(sqlite, 1, "the WAL's first sync is SQLite's own");
+        for k in 0..10i64 {
+            writer.execute("INSERT INTO t (k) VALUES (?1)", [k]).unwrap();
+        }
+        let [sqlite, later] = take_syncs();
+        if cfg!(target_os = "linux") {
+            assert_eq!(sqlite, 0);
+            assert!(later >= 10, "one fdatasync per commit at least, got {later}");
+        } else {
+            assert_eq!(later, 0);
+            assert!(sqlite >= 10);
+        }
+        // A second connection syncs its own WAL handle: SQLite's first.
+        let other = open(&path);
+        other.execute("INSERT INTO t (k) VALUES (100)", []).unwrap();
+        other.execute("INSERT INTO t (k) VALUES (101)", []).unwrap();
+        let [sqlite, data_only] = take_syncs();
+        assert_eq!(sqlite, 1);
+        assert_eq!(data_only >= 1, cfg!(target_os = "linux"), "{data_only}");
+        let n: i64 = plain(&path)
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 12);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types |
 //! | [`session`] | [`Snapshot`](session::Snapshot), the [`SessionStore`](session::SessionStore) trait, [`InMemoryStore`](session::InMemoryStore) |
 //! | [`error`] | one [`Error`] enum with a wire [`Status`] |
+//! | [`prelude`] | `use holdpoint::prelude::*;`: the traits (with `futures`' [`StreamExt`](prelude::StreamExt) for a connection's stream), agents, tools, messages, `Result`/`Error` |
 //!
 //! Durable stores (`holdpoint-store-sqlite`, `holdpoint-store-postgres`),
 //! model providers (`holdpoint-models`) and the HTTP server live in their
@@ -83,6 +84,7 @@ pub mod generate;
 pub mod message;
 pub mod middleware;
 pub mod model;
+pub mod prelude;
 pub mod session;
 pub mod tool;
 
@@ -93,4 +95,4 @@ pub use model::{
     FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, ScriptedModel, ScriptedTurn, ToolDefinition,
     Usage,
 };
-pub use tool::{ResumableTool, Tool, ToolContext, ToolError, TypedTool, tool};
+pub use tool::{IntoTool, ResumableTool, Tool, ToolContext, ToolError, TypedTool, tool};

@@ -6,13 +6,14 @@
 //!    request or another replica would);
 //! 3. client-managed state handed back and forth.
 
+use std::io::Write;
 use std::sync::Arc;
 
 use banking::{Approval, TransferDetails, banking_agent, demo_model, transfer_money};
 use futures::StreamExt;
 use holdpoint::agent::{AgentInit, AgentInput, AgentOutput};
 use holdpoint::session::{InMemoryStore, SessionStore};
-use holdpoint::{FinishReason, Part, Resume};
+use holdpoint::{FinishReason, Part, Resume, Role};
 
 const REQUEST: &str = "Transfer $500 to savings";
 
@@ -30,7 +31,8 @@ fn approve(paused: &Part) -> holdpoint::Result<Part> {
     call.restart(Some(Approval::yes()))
 }
 
-fn finish(out: &AgentOutput) -> holdpoint::Result<()> {
+/// Fails unless the turn finished.
+fn finished(out: &AgentOutput) -> holdpoint::Result<()> {
     if out.finish_reason != FinishReason::Stop {
         return Err(holdpoint::Error::Internal(format!(
             "expected the turn to finish, got {} ({:?})",
@@ -38,6 +40,12 @@ fn finish(out: &AgentOutput) -> holdpoint::Result<()> {
             out.error
         )));
     }
+    Ok(())
+}
+
+/// Prints the reply of a finished turn.
+fn finish(out: &AgentOutput) -> holdpoint::Result<()> {
+    finished(out)?;
     println!("  assistant: {}", out.text());
     Ok(())
 }
@@ -59,7 +67,17 @@ async fn over_a_connection(store: Arc<dyn SessionStore>) -> holdpoint::Result<()
     }
     let directives = paused.iter().map(approve).collect::<holdpoint::Result<Vec<_>>>()?;
     conn.send_resume(directives)?;
-    finish(&conn.output().await?)
+    // The reply streams: print each piece as it arrives.
+    print!("  assistant: ");
+    let mut chunks = conn.receive();
+    while let Some(chunk) = chunks.next().await {
+        if let Some(mc) = chunk.model_chunk.as_ref().filter(|mc| mc.role == Some(Role::Model)) {
+            print!("{}", mc.text());
+            let _ = std::io::stdout().flush();
+        }
+    }
+    println!();
+    finished(&conn.output().await?)
 }
 
 async fn by_session_id(store: Arc<dyn SessionStore>) -> holdpoint::Result<()> {

@@ -3,13 +3,14 @@
 //! model plays the bank's assistant when no provider key is set.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use holdpoint::agent::{Agent, AgentBuilder};
 use holdpoint::message::{Part, PartKind, Role};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::SessionStore;
 use holdpoint::tool::{ResumableTool, TypedTool, tool};
-use holdpoint::{GenerateChunk, GenerateRequest, Model, ScriptedModel, ScriptedTurn, ToolContext};
+use holdpoint::{GenerateRequest, Model, ScriptedModel, ScriptedTurn, ToolContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -310,13 +311,13 @@ fn reply_to_tools(parts: &[Part]) -> String {
     lines.join(" ")
 }
 
-/// A text answer streamed word by word, as a real model would.
+/// How long the demo model takes per streamed word: enough for a chat to
+/// show the reply arriving, short enough not to slow anything down.
+pub const DEMO_WORD_DELAY: Duration = Duration::from_millis(30);
+
+/// A text answer streamed word by word, spaced like a real model's.
 fn streamed(text: String) -> ScriptedTurn {
-    let chunks = text
-        .split_inclusive(' ')
-        .map(|w| GenerateChunk::new(Role::Model, vec![Part::text(w)]))
-        .collect();
-    ScriptedTurn::text(text).with_chunks(chunks)
+    ScriptedTurn::streamed_text(text.split_inclusive(' ')).chunk_delay(DEMO_WORD_DELAY)
 }
 
 fn demo_turn(request: &GenerateRequest) -> ScriptedTurn {
@@ -361,7 +362,34 @@ pub fn demo_model() -> ScriptedModel {
 
 #[cfg(test)]
 mod tests {
+    use futures::StreamExt;
+    use holdpoint::agent::AgentInit;
+
     use super::*;
+
+    /// The demo model's replies stream word by word, each word when the
+    /// model sends it (tokio's paused clock: exact spacing, no real wait).
+    #[tokio::test(start_paused = true)]
+    async fn the_demo_model_streams_its_replies_word_by_word() {
+        let agent = banking_agent(Arc::new(demo_model()), None).unwrap();
+        let conn = agent.connect(AgentInit::new()).await.unwrap();
+        let sent = tokio::time::Instant::now();
+        conn.send_text("hello").unwrap();
+        let mut words = Vec::new();
+        let mut stream = conn.receive();
+        while let Some(chunk) = stream.next().await {
+            if let Some(mc) = chunk.model_chunk {
+                words.push((mc.text(), sent.elapsed()));
+            }
+        }
+        assert!(words.len() > 5, "{words:?}");
+        assert_eq!(words[0].0, "I ");
+        for (i, (_, at)) in words.iter().enumerate() {
+            assert!(*at >= DEMO_WORD_DELAY * (i as u32 + 1), "word {i} at {at:?}");
+        }
+        let text: String = words.iter().map(|(w, _)| w.as_str()).collect();
+        assert_eq!(conn.output().await.unwrap().text(), text);
+    }
 
     #[test]
     fn parses_transfers() {

@@ -54,7 +54,7 @@ use crate::model::Model;
 use crate::session::{
     AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, StateCodec,
 };
-use crate::tool::Tool;
+use crate::tool::{IntoTool, Tool};
 
 /// The request-context key holding the authenticated principal (a string).
 /// Sessions belong to the principal that starts them.
@@ -500,15 +500,17 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds a tool.
-    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
-        self.tools.push(Arc::new(tool));
+    /// Adds a tool: a typed tool, a [`DynamicTool`](crate::tool::DynamicTool),
+    /// or an `Arc<dyn Tool>` (anything [`IntoTool`]).
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_tool());
         self
     }
 
-    /// Adds tools.
-    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
-        self.tools.extend(tools);
+    /// Adds tools of one type: `.tools([balance, transfer])` for typed
+    /// tools, or `Arc<dyn Tool>`s to mix types (see [`IntoTool`]).
+    pub fn tools<T: IntoTool>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
+        self.tools.extend(tools.into_iter().map(IntoTool::into_tool));
         self
     }
 

@@ -97,9 +97,10 @@ impl GenerateOptions {
         self
     }
 
-    /// Sets the tools.
-    pub fn tools(mut self, tools: Vec<Arc<dyn Tool>>) -> Self {
-        self.tools = tools;
+    /// Sets the tools (typed tools or `Arc<dyn Tool>`s, see
+    /// [`IntoTool`](crate::tool::IntoTool)).
+    pub fn tools<T: crate::tool::IntoTool>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
+        self.tools = tools.into_iter().map(crate::tool::IntoTool::into_tool).collect();
         self
     }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use json::json_eq;
 pub use metadata::Metadata;
-pub use part::{Media, Part, PartKind, Resource, ToolRequest, ToolResponse};
+pub use part::{InterruptAsError, Media, Part, PartKind, Resource, ToolRequest, ToolResponse};
 
 use crate::error::{Error, Result};
 

@@ -8,6 +8,34 @@ use serde_json::Value;
 use super::metadata::{self, Marker, Metadata};
 use crate::error::{Error, Result};
 
+/// Why [`Part::interrupt_as`] gave no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InterruptAsError {
+    /// The part is not a paused tool request: another kind of part, a
+    /// request that did not pause, or one already answered.
+    #[error("not a paused tool request: {what}")]
+    NotAnInterrupt {
+        /// What the part is instead.
+        what: String,
+    },
+    /// The part is paused, but its interrupt data does not decode into the
+    /// type asked for.
+    #[error("interrupt data of tool \"{tool}\" does not decode: {message}")]
+    Decode {
+        /// The paused tool's name.
+        tool: String,
+        /// serde's explanation.
+        message: String,
+    },
+}
+
+impl From<InterruptAsError> for Error {
+    fn from(e: InterruptAsError) -> Self {
+        Error::InvalidArgument(e.to_string())
+    }
+}
+
 /// A media reference: `{contentType, url}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -248,13 +276,34 @@ impl Part {
 
     /// Decodes the interrupt data of a paused tool request into `T`.
     ///
-    /// Returns `None` for a part that is not a paused tool request.
-    pub fn interrupt_as<T: serde::de::DeserializeOwned>(&self) -> Option<Result<T>> {
-        let data = self.interrupt_data()?;
-        Some(
-            serde_json::from_value(Value::Object(data))
-                .map_err(|e| Error::InvalidArgument(format!("interrupt data does not decode: {e}"))),
-        )
+    /// One result for both ways it can fail, told apart by
+    /// [`InterruptAsError`]'s variant: the part is not a paused tool
+    /// request, or its data does not decode. `?` turns either into an
+    /// `INVALID_ARGUMENT` [`Error`].
+    ///
+    /// ```
+    /// use holdpoint::message::{InterruptAsError, Part};
+    /// #[derive(serde::Deserialize)]
+    /// struct Ask { details: String }
+    ///
+    /// let mut paused = Part::tool_request("transferMoney", Some("0".into()), None);
+    /// paused.set_meta("interrupt", serde_json::json!({"details": "Transfer $500.00 to savings"}));
+    /// assert_eq!(paused.interrupt_as::<Ask>()?.details, "Transfer $500.00 to savings");
+    /// assert!(matches!(Part::text("hi").interrupt_as::<Ask>(), Err(InterruptAsError::NotAnInterrupt { .. })));
+    /// # Ok::<(), holdpoint::Error>(())
+    /// ```
+    pub fn interrupt_as<T: serde::de::DeserializeOwned>(&self) -> std::result::Result<T, InterruptAsError> {
+        let Some(data) = self.interrupt_data() else {
+            let what = match self.as_tool_request() {
+                Some(req) => format!("tool request \"{}\" is not paused (or was already answered)", req.name),
+                None => format!("a {} part", self.kind.key()),
+            };
+            return Err(InterruptAsError::NotAnInterrupt { what });
+        };
+        serde_json::from_value(Value::Object(data)).map_err(|source| InterruptAsError::Decode {
+            tool: self.as_tool_request().map(|r| r.name.clone()).unwrap_or_default(),
+            message: source.to_string(),
+        })
     }
 
     fn paused_request(&self) -> Result<&ToolRequest> {
@@ -480,11 +529,17 @@ mod tests {
             why: String,
         }
         let mut p = Part::tool_request("t", None, None);
-        assert!(p.interrupt_as::<Ask>().is_none());
+        assert!(matches!(
+            p.interrupt_as::<Ask>(),
+            Err(InterruptAsError::NotAnInterrupt { .. })
+        ));
         p.set_meta(metadata::INTERRUPT, json!({"why": "ask"}));
-        assert_eq!(p.interrupt_as::<Ask>().unwrap().unwrap().why, "ask");
+        assert_eq!(p.interrupt_as::<Ask>().unwrap().why, "ask");
         p.set_meta(metadata::RESOLVED_INTERRUPT, json!(true));
         p.remove_meta(metadata::INTERRUPT);
-        assert!(p.interrupt_as::<Ask>().is_none());
+        assert!(matches!(
+            p.interrupt_as::<Ask>(),
+            Err(InterruptAsError::NotAnInterrupt { .. })
+        ));
     }
 }

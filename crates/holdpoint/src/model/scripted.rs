@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -11,12 +12,29 @@ use crate::error::{Error, ErrorBody, Result};
 use crate::message::{Message, Part, Role};
 
 /// One programmed model call: chunks to stream first, then a response or an error.
+///
+/// [`text`](Self::text) answers all at once, with no chunks. To stream like
+/// a provider does, use [`streamed_text`](Self::streamed_text) (your own
+/// pieces) or [`chunked`](Self::chunked) (any turn's text cut into pieces),
+/// and [`chunk_delay`](Self::chunk_delay) to space the chunks out:
+///
+/// ```
+/// use std::time::Duration;
+/// use holdpoint::ScriptedTurn;
+/// let turn = ScriptedTurn::streamed_text(["Done: ", "txn-", "123"]).chunk_delay(Duration::from_millis(20));
+/// assert_eq!(turn.chunks.len(), 3);
+/// assert_eq!(turn.response.as_ref().unwrap().text(), "Done: txn-123");
+/// assert_eq!(ScriptedTurn::text("Done: txn-123").chunked(4).chunks.len(), 4);
+/// ```
 #[derive(Debug, Clone)]
 pub struct ScriptedTurn {
     /// Streamed before the response, in order.
     pub chunks: Vec<GenerateChunk>,
     /// The response, or the error the call fails with.
     pub response: std::result::Result<GenerateResponse, ErrorBody>,
+    /// How long the model waits before sending each chunk (zero: no
+    /// wait). Only spent when somebody listens to the chunks.
+    pub chunk_delay: Duration,
 }
 
 impl ScriptedTurn {
@@ -25,7 +43,54 @@ impl ScriptedTurn {
         ScriptedTurn {
             chunks: Vec::new(),
             response: Ok(response),
+            chunk_delay: Duration::ZERO,
         }
+    }
+
+    /// A turn answering with the pieces joined, streamed one model chunk
+    /// per piece first, as a provider streams its tokens:
+    /// `ScriptedTurn::streamed_text(["Done: ", "txn-", "123"])`.
+    pub fn streamed_text<S: Into<String>>(pieces: impl IntoIterator<Item = S>) -> Self {
+        let pieces: Vec<String> = pieces.into_iter().map(Into::into).collect();
+        let chunks = pieces
+            .iter()
+            .map(|piece| GenerateChunk::new(Role::Model, vec![Part::text(piece.clone())]))
+            .collect();
+        Self::text(pieces.concat()).with_chunks(chunks)
+    }
+
+    /// Streams this turn's response message before it is returned: each
+    /// text part in pieces of at most `chars` characters (at least one),
+    /// every other part (a tool request, say) as a chunk of its own.
+    /// Replaces any chunks set before; an error turn streams nothing.
+    pub fn chunked(mut self, chars: usize) -> Self {
+        let chars = chars.max(1);
+        let parts = match &self.response {
+            Ok(response) => response.message.as_ref().map(|m| m.content.clone()).unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let mut chunks = Vec::new();
+        for part in parts {
+            let Some(text) = part.as_text() else {
+                chunks.push(GenerateChunk::new(Role::Model, vec![part]));
+                continue;
+            };
+            let letters: Vec<char> = text.chars().collect();
+            for piece in letters.chunks(chars) {
+                let piece: String = piece.iter().collect();
+                chunks.push(GenerateChunk::new(Role::Model, vec![Part::text(piece)]));
+            }
+        }
+        self.chunks = chunks;
+        self
+    }
+
+    /// Waits `delay` before sending each chunk, so a streaming consumer
+    /// sees them arrive one by one (a demo's typing effect). The wait is a
+    /// tokio timer, spent only when somebody listens to the chunks.
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay = delay;
+        self
     }
 
     /// A turn answering with text.
@@ -170,7 +235,11 @@ impl Model for ScriptedModel {
                 }
             }
         };
+        let pace = !turn.chunk_delay.is_zero() && chunks.is_listening();
         for chunk in turn.chunks {
+            if pace {
+                tokio::time::sleep(turn.chunk_delay).await;
+            }
             chunks.send(chunk);
         }
         turn.response.map_err(|body| Error::from_body(&body))
@@ -180,5 +249,61 @@ impl Model for ScriptedModel {
 impl std::fmt::Debug for ScriptedModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScriptedModel").field("name", &self.name).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn chunked_cuts_text_by_characters_and_keeps_other_parts_whole() {
+        let msg = Message::new(
+            Role::Model,
+            vec![Part::text("abcde"), Part::tool_request("t", None, Some(json!({})))],
+        );
+        let turn = ScriptedTurn::response(GenerateResponse::from_message(msg)).chunked(2);
+        let shapes: Vec<(String, bool)> = turn
+            .chunks
+            .iter()
+            .map(|c| (c.text(), c.content[0].as_tool_request().is_some()))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ("ab".into(), false),
+                ("cd".into(), false),
+                ("e".into(), false),
+                (String::new(), true)
+            ]
+        );
+        assert!(turn.chunks.iter().all(|c| c.role == Some(Role::Model)));
+        // Zero is read as one character per chunk.
+        assert_eq!(ScriptedTurn::text("abc").chunked(0).chunks.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_delay_is_spent_only_when_somebody_listens() {
+        let model = ScriptedModel::new("m");
+        let turn = || ScriptedTurn::streamed_text(["a", "b"]).chunk_delay(Duration::from_secs(1));
+        model.push(turn());
+        model.push(turn());
+        let start = tokio::time::Instant::now();
+        model
+            .generate(GenerateRequest::new(vec![]), ChunkSink::none())
+            .await
+            .unwrap();
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = Arc::clone(&seen);
+            ChunkSink::new(move |c: GenerateChunk| seen.lock().unwrap().push(c.text()))
+        };
+        let resp = model.generate(GenerateRequest::new(vec![]), sink).await.unwrap();
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
+        assert_eq!(resp.text(), "ab");
     }
 }

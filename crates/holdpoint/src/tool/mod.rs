@@ -6,6 +6,8 @@ mod dynamic;
 mod schema;
 mod typed;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
@@ -72,5 +74,55 @@ pub trait Tool: Send + Sync {
     fn check_resume(&self, resumed: &Map<String, Value>) -> Result<()> {
         let _ = resumed;
         Ok(())
+    }
+}
+
+/// Anything an agent or a generation takes as a tool: a typed tool
+/// ([`tool()`], [`ResumableTool`]), a [`DynamicTool`], your own [`Tool`],
+/// or one already shared as `Arc<dyn Tool>`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdpoint::agent::Agent;
+/// use holdpoint::tool::{DynamicTool, Tool, ToolContext, tool};
+/// use holdpoint::ScriptedModel;
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, Serialize, JsonSchema)]
+/// struct Account { account: String }
+/// let balance = tool("getBalance", "Returns a balance", |_ctx: ToolContext, a: Account| async move {
+///     Ok(format!("{}: $1,250.00", a.account))
+/// });
+/// let echo = DynamicTool::new("echo", "Echoes", serde_json::json!({"type": "object"}), |_ctx, v| async move { Ok(v) });
+/// let shared: Arc<dyn Tool> = echo.clone().into_tool();
+/// let agent = Agent::builder("a")
+///     .model(Arc::new(ScriptedModel::new("m")))
+///     .tools([balance])            // typed tools, no `.into_tool()`
+///     .tools(vec![shared])         // or trait objects
+///     .build()?;
+/// # let _ = agent;
+/// # Ok::<(), holdpoint::Error>(())
+/// ```
+pub trait IntoTool {
+    /// This tool as a shared trait object.
+    fn into_tool(self) -> Arc<dyn Tool>;
+}
+
+impl<T: Tool + 'static> IntoTool for T {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        Arc::new(self)
+    }
+}
+
+impl IntoTool for Arc<dyn Tool> {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
+impl<T: Tool + 'static> IntoTool for Arc<T> {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        self
     }
 }

@@ -15,7 +15,7 @@ use super::context::{ToolCall, ToolContext, ToolError};
 use super::schema::{SchemaValidator, schema_for};
 use super::{Tool, ToolOutcome};
 use crate::error::{Error, Result};
-use crate::message::Part;
+use crate::message::{InterruptAsError, Part};
 use crate::model::ToolDefinition;
 
 type ToolFn<In, Out, Res> =
@@ -256,11 +256,10 @@ where
         &self.part
     }
 
-    /// Decodes the interrupt data.
-    pub fn interrupt_as<T: DeserializeOwned>(&self) -> Result<T> {
-        self.part
-            .interrupt_as()
-            .unwrap_or_else(|| Err(Error::InvalidArgument("part is not a paused tool request".into())))
+    /// Decodes the interrupt data (see [`Part::interrupt_as`]; a claimed
+    /// call is always paused, so only [`InterruptAsError::Decode`] occurs).
+    pub fn interrupt_as<T: DeserializeOwned>(&self) -> std::result::Result<T, InterruptAsError> {
+        self.part.interrupt_as()
     }
 
     /// Re-runs the call with resume data (`None`: a bare restart).

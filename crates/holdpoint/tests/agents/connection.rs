@@ -122,6 +122,58 @@ async fn dropping_the_receive_stream_does_not_cancel() {
     assert_eq!(out.text(), "streamed");
 }
 
+/// A scripted streamed reply reaches a connection piece by piece, each
+/// piece when the model sends it (the clock is tokio's paused one, so the
+/// spacing is exact and no real time passes), all before the turn's end.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_scripted_reply_arrives_chunk_by_chunk_before_the_output() {
+    let delay = Duration::from_millis(40);
+    let model = ScriptedModel::new("m");
+    model.push(ScriptedTurn::streamed_text(["Done: ", "txn-", "123"]).chunk_delay(delay));
+    let agent = Agent::builder("a").model(Arc::new(model)).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    let sent = tokio::time::Instant::now();
+    conn.send_text("Transfer $500 to savings").unwrap();
+    let mut arrived = Vec::new();
+    let mut ended = false;
+    let mut stream = conn.receive();
+    while let Some(chunk) = stream.next().await {
+        assert!(!ended, "nothing follows turnEnd");
+        if let Some(mc) = &chunk.model_chunk {
+            arrived.push((mc.text(), sent.elapsed()));
+        }
+        ended |= chunk.turn_end.is_some();
+    }
+    assert!(ended);
+    let texts: Vec<&str> = arrived.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(texts, ["Done: ", "txn-", "123"]);
+    // Chunk i came when the model sent it, after i + 1 delays: the first
+    // was read while the model had not yet sent the others.
+    for (i, (_, at)) in arrived.iter().enumerate() {
+        assert!(*at >= delay * (i as u32 + 1), "chunk {i} at {at:?}");
+        assert!(*at < delay * (i as u32 + 2), "chunk {i} at {at:?}");
+    }
+    assert_eq!(conn.output().await.unwrap().text(), "Done: txn-123");
+}
+
+/// `chunked` streams any scripted turn: text in pieces, a tool request
+/// as a chunk of its own, like a provider's stream.
+#[tokio::test]
+async fn a_chunked_turn_streams_its_text_in_pieces() {
+    let model = ScriptedModel::new("m");
+    model.push(ScriptedTurn::text("héllo wörld").chunked(3));
+    let agent = Agent::builder("a").model(Arc::new(model)).build().unwrap();
+    let conn = agent.connect(AgentInit::new()).await.unwrap();
+    conn.send_text("hi").unwrap();
+    let texts: Vec<String> = conn
+        .receive()
+        .filter_map(|c| async move { c.model_chunk.map(|m| m.text()) })
+        .collect()
+        .await;
+    assert_eq!(texts, ["hél", "lo ", "wör", "ld"]);
+    assert_eq!(conn.output().await.unwrap().text(), "héllo wörld");
+}
+
 #[tokio::test]
 async fn malformed_inputs_are_rejected_before_queueing() {
     let model = ScriptedModel::new("m");

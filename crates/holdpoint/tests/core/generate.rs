@@ -354,6 +354,7 @@ async fn scripted_model_error_turn_fails_with_its_status() {
             status: Status::Unavailable,
             message: "provider down".into(),
         }),
+        chunk_delay: std::time::Duration::ZERO,
     });
     let err = start(&m, vec![], "a").await.unwrap_err();
     assert_eq!(err.status(), Status::Unavailable);

@@ -202,7 +202,7 @@ async fn tool_hook_hold_records_interrupted_by_and_skips_the_tool() {
     assert_eq!(p.interrupted_by(), Some("approval"));
     assert_eq!(p.meta(metadata::INTERRUPTED_BY), Some(&json!("approval")));
     assert_eq!(
-        p.interrupt_as::<Value>().unwrap().unwrap(),
+        p.interrupt_as::<Value>().unwrap(),
         json!({"heldBy": "approval", "tool": "echo"})
     );
     // The tool's own claim refuses a middleware's hold.

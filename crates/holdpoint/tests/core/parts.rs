@@ -1,7 +1,7 @@
 //! Parts and directives: wire shapes, interrupt data, and the untyped
 //! directives on `Part` building the same parts as the typed ones.
 
-use holdpoint::message::metadata;
+use holdpoint::message::{InterruptAsError, metadata};
 use holdpoint::{Message, Part, Status};
 use serde_json::{Value, json};
 
@@ -97,7 +97,7 @@ async fn typed_respond_accepts_valid_output_and_untyped_respond_defers_the_check
 #[tokio::test]
 async fn interrupt_as_decodes_the_interrupt_data() {
     let (part, call) = paused_transfer().await;
-    let ask: Ask = part.interrupt_as().unwrap().unwrap();
+    let ask: Ask = part.interrupt_as().unwrap();
     assert_eq!(ask.details, "send 5 to bob");
     assert_eq!(call.interrupt_as::<Ask>().unwrap(), ask);
     #[derive(Debug, serde::Deserialize)]
@@ -105,22 +105,36 @@ async fn interrupt_as_decodes_the_interrupt_data() {
     struct Wrong {
         missing: u32,
     }
-    let err = part.interrupt_as::<Wrong>().unwrap().unwrap_err();
+    let err = part.interrupt_as::<Wrong>().unwrap_err();
+    assert!(
+        matches!(&err, InterruptAsError::Decode { tool, .. } if tool == "transfer"),
+        "{err:?}"
+    );
+    // `?` into the core's error: INVALID_ARGUMENT, naming the tool and the field.
+    let err = holdpoint::Error::from(err);
     assert_eq!(err.status(), Status::InvalidArgument);
-    assert!(err.to_string().contains("interrupt data does not decode"), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("interrupt data of tool \"transfer\" does not decode") && msg.contains("missing"),
+        "{msg}"
+    );
 }
 
 #[test]
-fn interrupt_as_is_none_for_parts_that_are_not_paused() {
-    assert!(Part::text("hi").interrupt_as::<Value>().is_none());
-    assert!(
-        Part::tool_request("t", Some("1".into()), None)
-            .interrupt_as::<Value>()
-            .is_none()
-    );
+fn interrupt_as_says_not_an_interrupt_for_parts_that_are_not_paused() {
+    let not_paused = |p: &Part| match p.interrupt_as::<Value>() {
+        Err(InterruptAsError::NotAnInterrupt { what }) => what,
+        other => panic!("expected NotAnInterrupt, got {other:?}"),
+    };
+    assert_eq!(not_paused(&Part::text("hi")), "a text part");
+    let request = Part::tool_request("t", Some("1".into()), None);
+    assert!(not_paused(&request).contains("tool request \"t\" is not paused"));
     let mut resolved = Part::tool_request("t", Some("1".into()), None);
     resolved.set_meta(metadata::RESOLVED_INTERRUPT, json!({"details": "x"}));
-    assert!(resolved.interrupt_as::<Value>().is_none());
+    assert!(not_paused(&resolved).contains("already answered"));
+    let err = holdpoint::Error::from(Part::text("hi").interrupt_as::<Value>().unwrap_err());
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert_eq!(err.to_string(), "not a paused tool request: a text part");
 }
 
 #[test]

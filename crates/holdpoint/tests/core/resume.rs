@@ -350,7 +350,7 @@ async fn restarted_call_that_pauses_again_returns_a_normal_interrupted_result() 
         );
         let holds = paused.holds();
         assert_eq!(holds.len(), 1);
-        asks.push(holds[0].interrupt_as::<Value>().unwrap().unwrap());
+        asks.push(holds[0].interrupt_as::<Value>().unwrap());
         // The finished sibling stays pending across re-pauses.
         let sibling = &paused.requests()[1];
         assert_eq!(sibling.meta(metadata::PENDING_OUTPUT), Some(&json!("b: $100")));

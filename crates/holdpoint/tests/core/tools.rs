@@ -378,3 +378,41 @@ async fn parts_attached_before_a_soft_failure_are_dropped() {
     assert_eq!(resp.output, Some(json!({"error": "gave up"})));
     assert_eq!(resp.content, None);
 }
+
+/// Typed tools go into `tools(..)` as they are (no `.into_tool()`), for an
+/// agent and for a generation, and so do `Arc<dyn Tool>`s and `Arc<T>`s.
+#[tokio::test]
+async fn typed_tools_are_taken_as_they_are() {
+    use holdpoint::agent::Agent;
+    use holdpoint::generate::{GenerateOptions, generate};
+
+    let count = Arc::new(AtomicUsize::new(0));
+    let m = model([calls(&[("balance", json!({"account": "a"}))]), ScriptedTurn::text("ok")]);
+    let agent = Agent::builder("a")
+        .model(Arc::new(m.clone()))
+        .tools([balance_tool(Arc::clone(&count))])
+        .tools([Arc::new(DynamicTool::new(
+            "echo",
+            "Echoes",
+            json!({"type": "object"}),
+            |_ctx, v| async move { Ok(v) },
+        ))])
+        .build()
+        .unwrap();
+    assert_eq!(agent.run_text("balance?").await.unwrap().text(), "ok");
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+
+    let m = model([
+        calls(&[("balance", json!({"account": "b"}))]),
+        ScriptedTurn::text("done"),
+    ]);
+    let g = generate(
+        GenerateOptions::new(Arc::new(m))
+            .tools([balance_tool(Arc::clone(&count))])
+            .messages(vec![holdpoint::Message::user_text("go")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(g.response.text(), "done");
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+}
