@@ -81,7 +81,9 @@
 pub mod auth;
 pub mod envelope;
 pub mod error;
+mod hosts;
 mod limits;
+mod listen;
 pub mod metrics;
 mod numbers;
 pub mod routes;
