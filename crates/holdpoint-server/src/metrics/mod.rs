@@ -52,7 +52,9 @@
 //!     .metrics(metrics.clone())
 //!     .signing_keys(holdpoint_server::signing::KeyRing::ephemeral()?)
 //!     .build()?;
-//! assert!(metrics.render().contains("# TYPE holdpoint_turns_total counter"));
+//! // The served agents' series start at zero; the others appear with
+//! // their first sample.
+//! assert!(metrics.render().contains("holdpoint_pending_approvals{agent=\"greeter\"} 0"));
 //! # let _ = server;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
