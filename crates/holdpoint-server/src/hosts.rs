@@ -126,9 +126,9 @@ fn is_loopback(host: &str) -> bool {
         return true;
     }
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return v6.parse::<Ipv6Addr>().is_ok_and(|ip| {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        });
+        return v6
+            .parse::<Ipv6Addr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
     }
     host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
@@ -204,7 +204,11 @@ mod tests {
         assert!(p.check(&uri, &h).is_ok());
         for bad in ["https://evil.example", "null", "http://127.0.0.1.evil.example"] {
             h.insert(header::ORIGIN, HeaderValue::from_static(bad));
-            assert_eq!(p.check(&uri, &h).unwrap_err().http_status(), StatusCode::FORBIDDEN, "{bad}");
+            assert_eq!(
+                p.check(&uri, &h).unwrap_err().http_status(),
+                StatusCode::FORBIDDEN,
+                "{bad}"
+            );
         }
         h.remove(header::ORIGIN);
         h.insert(header::HOST, HeaderValue::from_static("rebound.example:3400"));

@@ -316,7 +316,11 @@ async fn connection(
             // response; look again when the idle time passed once more.
             Some(Expired::Idle) | None => {}
         }
-        let at = if expired.is_some() { at + limits.idle_timeout } else { at };
+        let at = if expired.is_some() {
+            at + limits.idle_timeout
+        } else {
+            at
+        };
         tokio::select! {
             served = conn.as_mut() => {
                 if let Err(e) = served {

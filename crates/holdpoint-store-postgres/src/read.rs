@@ -194,7 +194,10 @@ mod tests {
             count.sql.push_str(&format!(" LIMIT ${}", count.args.len() + 1));
             count.limit = 1;
             let plan = generic_plan(&mut conn, &count).await;
-            assert!(!plan.contains("Seq Scan on holdpoint_snapshots s"), "{agent:?}:\n{plan}");
+            assert!(
+                !plan.contains("Seq Scan on holdpoint_snapshots s"),
+                "{agent:?}:\n{plan}"
+            );
         }
 
         for (query, index) in indexed_audit_listings() {

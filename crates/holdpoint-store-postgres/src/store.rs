@@ -9,8 +9,7 @@ use holdpoint::Result;
 use holdpoint::session::row::Columns;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    WaitingCount,
-    insert_refused, prepare_row, row,
+    WaitingCount, insert_refused, prepare_row, row,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

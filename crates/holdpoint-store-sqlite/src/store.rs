@@ -8,8 +8,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    WaitingCount,
-    prepare_row, row,
+    WaitingCount, prepare_row, row,
 };
 use holdpoint::{Error, Result};
 

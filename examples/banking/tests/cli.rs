@@ -215,7 +215,10 @@ async fn serve_guards_metrics_behind_the_key_unless_metrics_open() {
     let status = |r: reqwest::Response| r.status().as_u16();
     let url = format!("{}/metrics", guarded.base);
     assert_eq!(status(http.get(&url).send().await.unwrap()), 401);
-    assert_eq!(status(http.get(&url).header("x-api-key", key).send().await.unwrap()), 200);
+    assert_eq!(
+        status(http.get(&url).header("x-api-key", key).send().await.unwrap()),
+        200
+    );
     let open = serve(&["--store", "memory:", "--api-key", key, "--metrics-open"]);
     let url = format!("{}/metrics", open.base);
     assert_eq!(status(http.get(&url).send().await.unwrap()), 200);

@@ -264,7 +264,11 @@ impl Families {
             "Tool call duration, by tool",
             f.tool_seconds.clone(),
         );
-        r.register("holdpoint_model_calls", "Model calls, by outcome", f.model_calls.clone());
+        r.register(
+            "holdpoint_model_calls",
+            "Model calls, by outcome",
+            f.model_calls.clone(),
+        );
         r.register(
             "holdpoint_store_operation_seconds",
             "Session store operation latency, by operation",
@@ -330,7 +334,11 @@ impl Metrics {
     /// `labels`.
     pub fn observations(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
         let count = sum_samples(&self.render(), &format!("{name}_count"), labels);
-        if count.is_finite() && count > 0.0 { count as u64 } else { 0 }
+        if count.is_finite() && count > 0.0 {
+            count as u64
+        } else {
+            0
+        }
     }
 
     /// The text exposition (version 0.0.4) of everything recorded so far.

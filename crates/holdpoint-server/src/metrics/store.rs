@@ -88,4 +88,3 @@ impl SessionStore for TimedStore {
         self.timed("abort", self.inner.abort(snapshot_id)).await
     }
 }
-

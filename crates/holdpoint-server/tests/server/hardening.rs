@@ -185,8 +185,14 @@ async fn anonymous_servers_answer_loopback_hosts_only() {
     assert_eq!(code, 403, "{body}");
     json_error(&body);
     let cross_ws = upgrade
-        .replace(&format!("Host: rebind.example:{port}"), &format!("Host: 127.0.0.1:{port}"))
-        .replace(&format!("Origin: http://rebind.example:{port}"), "Origin: https://evil.example");
+        .replace(
+            &format!("Host: rebind.example:{port}"),
+            &format!("Host: 127.0.0.1:{port}"),
+        )
+        .replace(
+            &format!("Origin: http://rebind.example:{port}"),
+            "Origin: https://evil.example",
+        );
     let (code, _, body) = exchange(&address, &cross_ws).await;
     assert_eq!(code, 403, "{body}");
     let own = cross.replace("https://evil.example", &format!("http://127.0.0.1:{port}"));
@@ -211,9 +217,8 @@ async fn allowed_hosts_admit_a_proxy_name_and_authenticated_servers_any_host() {
     assert_eq!(exchange(&address, &get("rebind.example")).await.0, 421);
 
     let f = fixture(true).await;
-    let keyed = format!(
-        "GET /agents HTTP/1.1\r\nHost: api.example.com\r\nX-API-Key: {ALICE_KEY}\r\nConnection: close\r\n\r\n"
-    );
+    let keyed =
+        format!("GET /agents HTTP/1.1\r\nHost: api.example.com\r\nX-API-Key: {ALICE_KEY}\r\nConnection: close\r\n\r\n");
     let (code, _, body) = exchange(&addr(&f.server), &keyed).await;
     assert_eq!(code, 200, "{body}");
 }
@@ -394,7 +399,11 @@ async fn a_scrape_counts_waiting_sessions_without_listing_them() {
         sample(&second, "holdpoint_pending_approvals", &[("agent", "opsAgent")]),
         3.0
     );
-    assert_eq!(ops(&second, "list_snapshots"), ops(&first, "list_snapshots"), "a scrape listed snapshots");
+    assert_eq!(
+        ops(&second, "list_snapshots"),
+        ops(&first, "list_snapshots"),
+        "a scrape listed snapshots"
+    );
     assert_eq!(ops(&second, "count_waiting") - ops(&first, "count_waiting"), 1.0);
 }
 

@@ -192,10 +192,7 @@ pub async fn count_waiting_matches_the_listing(store: Arc<dyn SessionStore>) {
     let counted = |agent: String| {
         let store = Arc::clone(&store);
         async move {
-            let count = store
-                .count_waiting(Some(&agent))
-                .await
-                .expect("count_waiting failed");
+            let count = store.count_waiting(Some(&agent)).await.expect("count_waiting failed");
             let query = SnapshotQuery {
                 agent: Some(agent),
                 waiting_only: true,

@@ -43,9 +43,9 @@ pub use concurrency::{
     two_handles_see_each_other,
 };
 pub use listing::{
-    audit_appends_and_lists, claim_changes_only_the_claim_fields, count_waiting_matches_the_listing, claim_resume_once_with_audit,
-    in_doubt_looks_past_a_died_detached_row, lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders,
-    list_waiting_only,
+    audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
+    count_waiting_matches_the_listing, in_doubt_looks_past_a_died_detached_row,
+    lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
 };
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,

@@ -154,10 +154,12 @@ impl WaitingCount {
     /// The count of `waiting` (the latest, waiting snapshot of each
     /// session, as `waiting_only` lists them).
     pub fn of<'a>(waiting: impl IntoIterator<Item = &'a Snapshot>) -> Self {
-        waiting.into_iter().fold(WaitingCount::default(), |acc, s| WaitingCount {
-            count: acc.count + 1,
-            oldest: Some(acc.oldest.map_or(s.created_at, |o| o.min(s.created_at))),
-        })
+        waiting
+            .into_iter()
+            .fold(WaitingCount::default(), |acc, s| WaitingCount {
+                count: acc.count + 1,
+                oldest: Some(acc.oldest.map_or(s.created_at, |o| o.min(s.created_at))),
+            })
     }
 }
 
