@@ -54,7 +54,7 @@ impl Default for ConnectionLimits {
 
 /// What a connection's timers watch, updated by its IO and its requests.
 struct ActivityState {
-    /// Requests whose response head is not written yet.
+    /// Requests whose response is not written whole yet.
     in_flight: usize,
     /// When the head being read began (its first byte, or the accept for
     /// a connection's first request); `None` between requests.
@@ -108,7 +108,7 @@ impl Activity {
     }
 
     /// A request's head was read: it is in flight until the returned guard
-    /// drops.
+    /// drops (with the response body, once written).
     fn begin(self: &Arc<Self>) -> InFlight {
         let mut s = self.lock();
         s.in_flight += 1;
@@ -137,6 +137,34 @@ impl Activity {
 /// Held while a request is in flight.
 struct InFlight {
     activity: Arc<Activity>,
+}
+
+/// A response body holding its request's [`InFlight`] until hyper has
+/// written it and drops it: a streamed response keeps its connection busy,
+/// so neither timer cuts it.
+struct Answering {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Answering {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 impl Drop for InFlight {
@@ -290,8 +318,12 @@ async fn connection(
         let app = app.clone();
         async move {
             let response = app.oneshot(request.map(axum::body::Body::new)).await;
-            drop(in_flight);
-            response
+            response.map(|r| {
+                r.map(|body| Answering {
+                    body,
+                    _in_flight: in_flight,
+                })
+            })
         }
     });
     let mut http = hyper::server::conn::http1::Builder::new();

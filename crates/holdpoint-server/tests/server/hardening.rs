@@ -288,6 +288,30 @@ async fn idle_keep_alive_connections_are_closed() {
 }
 
 #[tokio::test]
+async fn turns_longer_than_the_timeouts_are_answered_streamed_or_not() {
+    let s = TestServer::start(
+        short_timeouts()
+            .agent(slow(memory(), Duration::from_millis(1_200)))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (code, body) = s.post("/agents/slowAgent", json!({"data": user("hi")}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    let streamed = s
+        .client
+        .post(s.url("/agents/slowAgent?stream=true"))
+        .json(&json!({"data": user("hi")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 200);
+    let text = streamed.text().await.unwrap();
+    assert!(text.contains("finally") && text.contains("\"result\""), "{text}");
+}
+
+#[tokio::test]
 async fn excess_connections_wait_for_a_place_and_are_served_once_slow_ones_are_cut() {
     // One place, generous timeouts: a second connection waits for it.
     let s = TestServer::start(
