@@ -146,4 +146,12 @@ pub struct ServeArgs {
     /// Where the state-signing keys are kept.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Serve `GET /metrics` without credentials (by default it needs the API
+    /// key; an anonymous loopback server serves it to its callers).
+    #[arg(long)]
+    pub metrics_open: bool,
+    /// A host name, besides the loopback ones, that an anonymous server
+    /// answers (for a proxy in front of it); repeatable.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
 }

@@ -379,7 +379,10 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
             "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY, or listen on 127.0.0.1"
         )));
     }
-    let mut builder = Server::builder().agents(agents);
+    let mut builder = Server::builder().agents(agents).metrics_open(args.metrics_open);
+    if !args.allowed_hosts.is_empty() {
+        builder = builder.allowed_hosts(args.allowed_hosts);
+    }
     if let Some(dir) = args.data_dir {
         builder = builder.data_dir(dir);
     }

@@ -34,6 +34,25 @@
 //! A request body must arrive within the request timeout
 //! ([`ServerBuilder::request_timeout`], default 30 s) or is answered 408.
 //!
+//! # As a network service
+//!
+//! - [`serve`] and [`serve_app`] speak HTTP/1.1 through hyper with a
+//!   header read timeout ([`ServerBuilder::header_read_timeout`], default
+//!   10 s), an idle keep-alive timeout ([`ServerBuilder::idle_timeout`],
+//!   60 s) and a bound on open connections
+//!   ([`ServerBuilder::max_connections`], 1024): a client that sends half a
+//!   request head, or nothing, holds its connection for seconds, not for
+//!   ever.
+//! - A server that serves anonymous callers answers only requests for its
+//!   loopback names (`Host` of `localhost`, `*.localhost`, `127.0.0.0/8`,
+//!   `[::1]`), from loopback origins; others get 421 or 403, so a web page
+//!   that rebinds its DNS name to `127.0.0.1` cannot drive it
+//!   ([`ServerBuilder::allowed_hosts`] adds names, for a proxy).
+//! - `GET /metrics` needs a principal's credentials or the metrics token
+//!   unless opened ([`ServerBuilder::metrics_open`]); every label value comes
+//!   from a small fixed set ([`metrics`]).
+//! - Every response carries `X-Content-Type-Options: nosniff`.
+//!
 //! Errors are `{"error": {"status": NAME, "message": "…"}}` with the HTTP
 //! code of [`http_status`](error::http_status). A turn that fails is still a
 //! 200 with `finishReason: failed`; a resume that lost the exactly-once claim
@@ -81,7 +100,9 @@
 pub mod auth;
 pub mod envelope;
 pub mod error;
+mod hosts;
 mod limits;
+mod listen;
 pub mod metrics;
 mod numbers;
 pub mod routes;

@@ -12,7 +12,9 @@ use holdpoint::agent::Agent;
 use holdpoint::session::{InMemoryStore, SessionStore};
 
 use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtVerifier};
+use crate::hosts::HostPolicy;
 use crate::limits::Limits;
+use crate::listen::ConnectionLimits;
 use crate::metrics::Metrics;
 use crate::shutdown::Turns;
 use crate::signing::{KeyRing, SigningCodec};
@@ -70,7 +72,10 @@ pub struct ServerBuilder {
     grace: Duration,
     metrics: Option<Metrics>,
     metrics_token: Option<String>,
+    metrics_open: bool,
+    allowed_hosts: Option<Vec<String>>,
     request_timeout: Option<Duration>,
+    connections: ConnectionLimits,
     state_claims: Option<Arc<dyn SessionStore>>,
 }
 
@@ -86,7 +91,10 @@ impl Default for ServerBuilder {
             grace: Duration::from_secs(30),
             metrics: None,
             metrics_token: None,
+            metrics_open: false,
+            allowed_hosts: None,
             request_timeout: Some(Duration::from_secs(30)),
+            connections: ConnectionLimits::default(),
             state_claims: None,
         }
     }
@@ -179,11 +187,81 @@ impl ServerBuilder {
         self
     }
 
-    /// Requires `Authorization: Bearer TOKEN` for `GET /metrics` (default:
-    /// open, as Prometheus scrapes usually are; the metrics hold only
-    /// aggregate counts by agent, tool and route).
+    /// Accepts `Authorization: Bearer TOKEN` for `GET /metrics`, for a
+    /// scraper that has no principal's credentials. With a token set, the
+    /// anonymous caller of a server that allows one is refused too (401).
+    ///
+    /// Who may scrape: with [`metrics_open`](Self::metrics_open), anyone;
+    /// otherwise a caller with the metrics token or with credentials the
+    /// server's providers accept (any principal). A server that serves
+    /// anonymous callers and has no metrics token lets them scrape as well
+    /// (it answers loopback hosts only, see
+    /// [`allowed_hosts`](Self::allowed_hosts)).
     pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
         self.metrics_token = Some(token.into());
+        self
+    }
+
+    /// Serves `GET /metrics` to anyone who can reach it (default: `false`,
+    /// see [`metrics_token`](Self::metrics_token)). The metrics hold only
+    /// aggregate counts by agent, tool and route; open them when the
+    /// listener is reachable by the scraper only, or mount the router
+    /// twice: an app with `/metrics` open on a private address and the
+    /// public one without.
+    pub fn metrics_open(mut self, open: bool) -> Self {
+        self.metrics_open = open;
+        self
+    }
+
+    /// The host names, besides the loopback ones, that requests may name
+    /// in `Host` (and in `Origin`): for a server that serves anonymous
+    /// callers behind a proxy that sends its own name. An entry is a name
+    /// or address without port, matched case-insensitively; `"*"` turns
+    /// the check off.
+    ///
+    /// By default a server that allows anonymous callers (no provider, or
+    /// [`allow_anonymous`](Self::allow_anonymous)) answers only requests
+    /// for `localhost`, names under `.localhost`, `127.0.0.0/8` and
+    /// `[::1]` (any port): a page that rebinds its own DNS name to
+    /// `127.0.0.1` names that name in `Host` and is answered 421
+    /// `PERMISSION_DENIED`; a request whose `Origin` is not such a host
+    /// is answered 403. A server whose callers must all authenticate
+    /// checks hosts only when given allowed hosts.
+    pub fn allowed_hosts<I, S>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_hosts
+            .get_or_insert_with(Vec::new)
+            .extend(hosts.into_iter().map(Into::into));
+        self
+    }
+
+    /// How long a request head may take to arrive, from its first byte (a
+    /// new connection's first head: from the accept). Default 10 s; a
+    /// client that sends its head slower is disconnected, so half-sent
+    /// requests hold no connection for long. Used by
+    /// [`serve`](crate::serve) and [`serve_app`](crate::serve_app).
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.connections.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long a keep-alive connection may sit with no request in flight
+    /// and no bytes either way before it is closed (default 60 s).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.connections.idle_timeout = timeout;
+        self
+    }
+
+    /// How many connections may be open at once (default 1024; at least
+    /// 1). A WebSocket counts until it closes. Past the bound the server
+    /// stops accepting: new connections wait in the listener's backlog
+    /// until a place frees. Keep it below the process's file-descriptor
+    /// limit.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.connections.max_connections = max.max(1);
         self
     }
 
@@ -229,20 +307,32 @@ impl ServerBuilder {
                 return Err(BuildError::DuplicateAgent(name));
             }
         }
+        let metrics = self.metrics.unwrap_or_default();
+        for agent in agents.values().filter(|a| a.is_server_managed()) {
+            metrics.serve_agent(agent.name());
+        }
         let anonymous = self.anonymous.unwrap_or(self.providers.is_empty());
+        let hosts = match self.allowed_hosts {
+            Some(hosts) => HostPolicy::from_entries(hosts),
+            None if anonymous => HostPolicy::Loopback(Vec::new()),
+            None => HostPolicy::Any,
+        };
         let state = AppState::new(StateInner {
             agents,
             auth: Authenticator::new(self.providers, anonymous),
             limits: self.limits,
             turns: Turns::default(),
             keys,
-            metrics: self.metrics.unwrap_or_default(),
+            metrics,
             metrics_token: self.metrics_token,
+            metrics_open: self.metrics_open,
+            hosts,
             request_timeout: self.request_timeout,
         });
         Ok(Server {
             state,
             grace: self.grace,
+            connections: self.connections,
         })
     }
 }
@@ -253,6 +343,7 @@ impl ServerBuilder {
 pub struct Server {
     state: AppState,
     grace: Duration,
+    connections: ConnectionLimits,
 }
 
 impl Server {
@@ -279,5 +370,9 @@ impl Server {
     /// How long a shutdown waits for running turns.
     pub fn shutdown_grace(&self) -> Duration {
         self.grace
+    }
+
+    pub(crate) fn connection_limits(&self) -> ConnectionLimits {
+        self.connections
     }
 }

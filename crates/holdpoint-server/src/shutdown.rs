@@ -7,7 +7,7 @@
 //! the guards after the listener closed, up to the server's grace period
 //! ([`ServerBuilder::shutdown_grace`](crate::ServerBuilder::shutdown_grace)).
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -121,6 +121,9 @@ where
 }
 
 /// Serves `app` (which mounts `server`'s router, perhaps among other routes)
+/// over HTTP/1.1 with the server's connection limits (header read and idle
+/// timeouts, a bound on open connections: see
+/// [`ServerBuilder::header_read_timeout`](crate::ServerBuilder::header_read_timeout))
 /// until `signal` resolves. Then it stops accepting connections, lets
 /// requests and turns in flight finish, and returns — after at most the
 /// server's grace period; whatever still runs then is dropped (a detached
@@ -147,9 +150,7 @@ where
         closing.close();
         let _ = fired_tx.send(());
     };
-    let serving = axum::serve(listener, app.into_make_service())
-        .with_graceful_shutdown(signal)
-        .into_future();
+    let serving = crate::listen::serve_connections(listener, app, server.connection_limits(), signal);
     tokio::pin!(serving);
     let started = tokio::select! {
         result = &mut serving => {

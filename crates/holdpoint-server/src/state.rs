@@ -9,6 +9,7 @@ use holdpoint::agent::Agent;
 
 use crate::auth::{Authenticator, Identity};
 use crate::error::ApiError;
+use crate::hosts::HostPolicy;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::shutdown::Turns;
@@ -22,6 +23,8 @@ pub(crate) struct StateInner {
     pub keys: Arc<KeyRing>,
     pub metrics: Metrics,
     pub metrics_token: Option<String>,
+    pub metrics_open: bool,
+    pub hosts: HostPolicy,
     pub request_timeout: Option<Duration>,
 }
 
@@ -88,6 +91,14 @@ impl AppState {
 
     pub(crate) fn metrics_token(&self) -> Option<&str> {
         self.inner.metrics_token.as_deref()
+    }
+
+    pub(crate) fn metrics_open(&self) -> bool {
+        self.inner.metrics_open
+    }
+
+    pub(crate) fn hosts(&self) -> &HostPolicy {
+        &self.inner.hosts
     }
 
     /// How long a request body may take to arrive.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use holdpoint::Result;
-use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus};
+use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus, WaitingCount};
 use sqlx::PgPool;
 
 use crate::error::store_error;
@@ -69,6 +69,21 @@ pub(crate) async fn list(pool: &PgPool, query: &SnapshotQuery) -> Result<Vec<Sna
         .await
         .map_err(|e| store_error("list snapshots", e))?;
     row::decode_listed(rows, query)
+}
+
+/// `count_waiting`: one aggregate over the partial index of waiting rows
+/// (see [`row::waiting_count`]).
+pub(crate) async fn count_waiting(pool: &PgPool, agent: Option<&str>) -> Result<WaitingCount> {
+    let count = row::waiting_count(agent, Placeholder::Dollar);
+    let mut query = sqlx::query_as(sqlx::AssertSqlSafe(count.sql));
+    for arg in count.args {
+        query = query.bind(arg);
+    }
+    let (n, oldest): (i64, Option<i64>) = query
+        .fetch_one(pool)
+        .await
+        .map_err(|e| store_error("count waiting sessions", e))?;
+    Ok(row::waiting_counted(n, oldest))
 }
 
 fn audit_sql(query: &AuditQuery) -> Listing {
@@ -172,6 +187,18 @@ mod tests {
         });
         let plan = generic_plan(&mut conn, &waiting).await;
         assert!(!plan.contains("Sort"), "{plan}");
+        // The waiting count reads an index too, never the whole table.
+        for agent in [None, Some("agent-7")] {
+            let mut count = row::waiting_count(agent, Placeholder::Dollar);
+            // The plan helper binds a limit as the last parameter.
+            count.sql.push_str(&format!(" LIMIT ${}", count.args.len() + 1));
+            count.limit = 1;
+            let plan = generic_plan(&mut conn, &count).await;
+            assert!(
+                !plan.contains("Seq Scan on holdpoint_snapshots s"),
+                "{agent:?}:\n{plan}"
+            );
+        }
 
         for (query, index) in indexed_audit_listings() {
             let plan = generic_plan(&mut conn, &audit_sql(&query)).await;

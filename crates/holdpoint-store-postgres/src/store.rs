@@ -9,7 +9,7 @@ use holdpoint::Result;
 use holdpoint::session::row::Columns;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    insert_refused, prepare_row, row,
+    WaitingCount, insert_refused, prepare_row, row,
 };
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -220,6 +220,16 @@ impl SessionStore for PostgresStore {
     )]
     async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
         read::list(&self.inner.pool, query).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "count_waiting", store = "postgres"),
+        err(Display)
+    )]
+    async fn count_waiting(&self, agent: Option<&str>) -> Result<WaitingCount> {
+        read::count_waiting(&self.inner.pool, agent).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "postgres", records = records.len()), err(Display))]

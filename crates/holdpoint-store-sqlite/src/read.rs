@@ -7,7 +7,7 @@
 use holdpoint::Result;
 use holdpoint::session::row;
 use holdpoint::session::row::{Listing, Placeholder};
-use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus};
+use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus, WaitingCount};
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension};
 
@@ -82,6 +82,18 @@ pub(crate) fn list(conn: &Connection, query: &SnapshotQuery) -> Result<Vec<Snaps
     row::decode_listed(rows, query)
 }
 
+/// `count_waiting`: one aggregate over the partial index of waiting rows
+/// (see [`row::waiting_count`]).
+pub(crate) fn count_waiting(conn: &Connection, agent: Option<&str>) -> Result<WaitingCount> {
+    let count = row::waiting_count(agent, Placeholder::Question);
+    let args: Vec<&dyn ToSql> = count.args.iter().map(|a| a as &dyn ToSql).collect();
+    let (n, oldest): (i64, Option<i64>) = conn
+        .prepare_cached(&count.sql)
+        .and_then(|mut s| s.query_row(args.as_slice(), |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(|e| store_error("count waiting sessions", e))?;
+    Ok(row::waiting_counted(n, oldest))
+}
+
 fn audit_sql(query: &AuditQuery) -> Listing {
     row::audit_listing(query, "SELECT seq, data FROM holdpoint_audit", Placeholder::Question)
 }
@@ -134,6 +146,16 @@ mod tests {
             ..Default::default()
         }));
         assert!(!waiting.contains("TEMP B-TREE"), "{waiting}");
+        // The waiting count reads an index too, never the whole table.
+        for agent in [None, Some("agent-7")] {
+            let mut count = row::waiting_count(agent, Placeholder::Question);
+            // The plan helper binds a limit as the last parameter.
+            count.sql.push_str(&format!(" LIMIT ?{}", count.args.len() + 1));
+            count.limit = 1;
+            let plan = plan(&count);
+            assert!(plan.contains("holdpoint_snapshots_"), "{agent:?}: {plan}");
+            assert!(!plan.split("; ").any(|step| step == "SCAN s"), "{agent:?}: {plan}");
+        }
         for (query, index) in indexed_audit_listings() {
             let plan = plan(&audit_sql(&query));
             assert!(plan.contains(index), "{query:?} should use {index}: {plan}");

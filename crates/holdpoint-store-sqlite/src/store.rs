@@ -8,7 +8,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    prepare_row, row,
+    WaitingCount, prepare_row, row,
 };
 use holdpoint::{Error, Result};
 
@@ -237,6 +237,22 @@ impl SessionStore for SqliteStore {
         self.inner
             .readers
             .run_blocking("list snapshots", move |conn| read::list(conn, &query))
+            .await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "count_waiting", store = "sqlite"),
+        err(Display)
+    )]
+    async fn count_waiting(&self, agent: Option<&str>) -> Result<WaitingCount> {
+        let agent = agent.map(str::to_owned);
+        self.inner
+            .readers
+            .run_blocking("count waiting sessions", move |conn| {
+                read::count_waiting(conn, agent.as_deref())
+            })
             .await
     }
 

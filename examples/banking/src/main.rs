@@ -2,8 +2,9 @@
 //!
 //! - `banking chat [--message TEXT] [--model M] [--store URL]`: a terminal
 //!   chat; transfers and account closings pause for approval at the prompt.
-//! - `banking serve [--addr 127.0.0.1:8080] [--api-key K]`: the agent over
-//!   HTTP as `bankingAgent`, with the approval page at `/`.
+//! - `banking serve [--addr 127.0.0.1:8080] [--api-key K] [--metrics-open]
+//!   [--allowed-host HOST]…`: the agent over HTTP as `bankingAgent`, with
+//!   the approval page at `/`.
 //! - `banking demo`: the three ways to resume, on the scripted model.
 
 mod chat;
@@ -79,6 +80,14 @@ struct ServeArgs {
     /// data directory's `holdpoint/`).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Serve `GET /metrics` without credentials (by default it needs the API
+    /// key; an anonymous loopback server serves it to its callers).
+    #[arg(long)]
+    metrics_open: bool,
+    /// A host name, besides the loopback ones, that an anonymous server
+    /// answers (for a proxy in front of it); repeatable.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
@@ -106,6 +115,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 store,
                 api_key,
                 data_dir,
+                metrics_open: args.metrics_open,
+                allowed_hosts: args.allowed_hosts,
             })
             .await
         }

@@ -22,6 +22,10 @@ pub struct ServeConfig {
     pub api_key: Option<String>,
     /// Where the state-signing keys live.
     pub data_dir: PathBuf,
+    /// Serve `GET /metrics` without credentials.
+    pub metrics_open: bool,
+    /// Host names an anonymous server answers besides the loopback ones.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Checks `addr` against the key policy and binds it, before anything
@@ -49,7 +53,13 @@ pub async fn bind(addr: &str, api_key: Option<&str>) -> Result<tokio::net::TcpLi
 /// Says where to go, and serves until Ctrl-C.
 pub async fn run(config: ServeConfig) -> Result<(), String> {
     let agent = banking::banking_agent(config.model, Some(config.store)).map_err(|e| e.to_string())?;
-    let mut builder = Server::builder().agent(agent).data_dir(&config.data_dir);
+    let mut builder = Server::builder()
+        .agent(agent)
+        .data_dir(&config.data_dir)
+        .metrics_open(config.metrics_open);
+    if !config.allowed_hosts.is_empty() {
+        builder = builder.allowed_hosts(config.allowed_hosts.iter().cloned());
+    }
     builder = match &config.api_key {
         Some(key) => builder.api_keys(ApiKeys::new().key(key, "operator")),
         None => builder.allow_anonymous(true),

@@ -214,3 +214,20 @@ fn unreachable_database_fails_with_one_clear_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("store cannot be opened"), "{err}");
 }
+
+#[tokio::test]
+async fn serve_guards_metrics_behind_the_key_unless_metrics_open() {
+    let key = "k-operator-0123456789abcdef";
+    let http = reqwest::Client::new();
+    let guarded = serve(&["--store", "memory:", "--api-key", key]);
+    let status = |r: reqwest::Response| r.status().as_u16();
+    let url = format!("{}/metrics", guarded.base);
+    assert_eq!(status(http.get(&url).send().await.unwrap()), 401);
+    assert_eq!(
+        status(http.get(&url).header("x-api-key", key).send().await.unwrap()),
+        200
+    );
+    let open = serve(&["--store", "memory:", "--api-key", key, "--metrics-open"]);
+    let url = format!("{}/metrics", open.base);
+    assert_eq!(status(http.get(&url).send().await.unwrap()), 200);
+}

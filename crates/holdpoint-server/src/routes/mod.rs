@@ -31,10 +31,11 @@ mod snapshots;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 pub use meta::OPENAPI;
@@ -98,9 +99,16 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limits.body))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::hosts::guard))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::layer,
+        ))
+        // Every response, refusals included, is taken for what its
+        // Content-Type says.
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
         ))
         .with_state(state)
 }

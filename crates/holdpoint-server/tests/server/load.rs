@@ -43,7 +43,16 @@ async fn paused_sessions_and_concurrent_streams_under_load() {
     let streams = 1_000 * scale();
     let store = memory();
     let runs = Arc::new(AtomicUsize::new(0));
-    let s = TestServer::start(Server::builder().agent(ops(store.clone(), runs)).build().unwrap()).await;
+    // Room for every stream and the turns beside them: this measures the
+    // server under load, not its connection bound.
+    let s = TestServer::start(
+        Server::builder()
+            .agent(ops(store.clone(), runs))
+            .max_connections(streams + 256)
+            .build()
+            .unwrap(),
+    )
+    .await;
     let rss_before = rss_kib();
     let started = Instant::now();
 

@@ -10,6 +10,7 @@ mod bank;
 mod browser;
 mod child;
 mod disk;
+mod hardening;
 mod jwt;
 mod kill;
 mod load;

@@ -177,6 +177,75 @@ pub async fn list_waiting_only(store: Arc<dyn SessionStore>) {
     assert_eq!(list(&*store, by_session).await, [listed]);
 }
 
+/// `count_waiting` counts what `list_snapshots` with `waiting_only` lists
+/// (per agent; over all agents it counts every agent's), and reports the oldest waiting
+/// snapshot's `createdAt`.
+pub async fn count_waiting_matches_the_listing(store: Arc<dyn SessionStore>) {
+    let agent = fresh_id("agent");
+    let mine = |mut row: Snapshot| {
+        row.agent = Some(agent.clone());
+        row
+    };
+    let base = Utc.timestamp_opt(1_700_000_000, 0).single().expect("valid time");
+    let at = |row: Snapshot, offset: i64| Snapshot {
+        created_at: base + Duration::seconds(offset),
+        ..row
+    };
+    let counted = |agent: String| {
+        let store = Arc::clone(&store);
+        async move {
+            let count = store.count_waiting(Some(&agent)).await.expect("count_waiting failed");
+            let query = SnapshotQuery {
+                agent: Some(agent),
+                waiting_only: true,
+                limit: Some(usize::MAX),
+                ..Default::default()
+            };
+            let listed = store.list_snapshots(&query).await.expect("list_snapshots failed");
+            assert_eq!(count.count, listed.len() as u64, "count_waiting and the listing differ");
+            assert_eq!(
+                count.oldest,
+                listed.iter().map(|s| s.created_at).min(),
+                "count_waiting's oldest is not the listing's"
+            );
+            count
+        }
+    };
+    assert_eq!(counted(agent.clone()).await.count, 0);
+
+    // Two waiting sessions, the older one written at offset 3.
+    let s1 = fresh_session();
+    put(&*store, None, mine(at(snapshot(&s1), 0))).await;
+    put(&*store, None, mine(at(waiting(&s1), 5))).await;
+    let s2 = fresh_session();
+    put(&*store, None, mine(at(waiting(&s2), 3))).await;
+    // Not counted: a newer snapshot followed; claimed; still running.
+    let s3 = fresh_session();
+    put(&*store, None, mine(at(waiting(&s3), 1))).await;
+    put(&*store, None, mine(at(snapshot(&s3), 2))).await;
+    let s4 = fresh_session();
+    let mut claimed = waiting(&s4);
+    claimed.resumed_at = Some(Utc::now());
+    put(&*store, None, mine(at(claimed, 1))).await;
+    let s5 = fresh_session();
+    let mut running = waiting(&s5);
+    running.status = SnapshotStatus::Pending;
+    running.heartbeat_at = Some(Utc::now());
+    put(&*store, None, mine(at(running, 1))).await;
+    // Another agent's waiting session: counted only over all agents.
+    let s6 = fresh_session();
+    put(&*store, None, at(waiting(&s6), 0)).await;
+
+    let mine_counted = counted(agent.clone()).await;
+    assert_eq!(mine_counted.count, 2);
+    assert_eq!(mine_counted.oldest, Some(base + Duration::seconds(3)));
+    // Over all agents (other cases may write beside this one, so no
+    // comparison with a listing taken at another moment).
+    let all = store.count_waiting(None).await.expect("count_waiting failed");
+    assert!(all.count >= 3, "{all:?}");
+    assert!(all.oldest.is_some_and(|o| o <= base), "{all:?}");
+}
+
 /// Audit records come back exactly (a restart's replaced input too),
 /// newest first, filtered by agent, session and principal, up to the
 /// limit; an empty append is fine.

@@ -44,8 +44,8 @@ pub use concurrency::{
 };
 pub use listing::{
     audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
-    in_doubt_looks_past_a_died_detached_row, lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders,
-    list_waiting_only,
+    count_waiting_matches_the_listing, in_doubt_looks_past_a_died_detached_row,
+    lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
 };
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -114,6 +114,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("inserts_write_an_id_once", |s| inserts_write_an_id_once(s).boxed()),
     ("list_filters_and_orders", |s| list_filters_and_orders(s).boxed()),
     ("list_waiting_only", |s| list_waiting_only(s).boxed()),
+    ("count_waiting_matches_the_listing", |s| {
+        count_waiting_matches_the_listing(s).boxed()
+    }),
     ("audit_appends_and_lists", |s| audit_appends_and_lists(s).boxed()),
     ("claim_resume_once_with_audit", |s| {
         claim_resume_once_with_audit(s).boxed()

@@ -13,7 +13,9 @@ use chrono::{DateTime, Utc};
 
 use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{ResumeClaim, SessionStore, SnapshotUpdate, apply_claim_to, filter_snapshots, mint_id, prepare_row};
+use super::store::{
+    ResumeClaim, SessionStore, SnapshotUpdate, WaitingCount, apply_claim_to, filter_snapshots, mint_id, prepare_row,
+};
 use crate::error::{Error, Result};
 use crate::message::{Message, Part, PartKind, metadata};
 
@@ -29,6 +31,8 @@ enum Stored {
     /// without decoding; reads decode a copy.
     Packed {
         created_at: DateTime<Utc>,
+        /// The agent that wrote it, for counting without decoding.
+        agent: Option<Box<str>>,
         resumed_at: Option<DateTime<Utc>>,
         resume_lease_until: Option<DateTime<Utc>>,
         json: Box<str>,
@@ -48,6 +52,7 @@ impl Stored {
         if let Ok(json) = serde_json::to_string(row) {
             *self = Stored::Packed {
                 created_at: row.created_at,
+                agent: row.agent.as_deref().map(Box::from),
                 resumed_at: row.resumed_at,
                 resume_lease_until: row.resume_lease_until,
                 json: json.into_boxed_str(),
@@ -59,6 +64,20 @@ impl Stored {
         match self {
             Stored::Live(row) => row.created_at,
             Stored::Packed { created_at, .. } => *created_at,
+        }
+    }
+
+    /// Whether the row waits for an answer (a packed row was saved
+    /// waiting; a claim since sets its `resumed_at`) and was written by
+    /// `agent` when one is given.
+    fn waits_for(&self, agent: Option<&str>) -> bool {
+        match self {
+            Stored::Live(row) => row.is_waiting() && agent.is_none_or(|a| row.agent.as_deref() == Some(a)),
+            Stored::Packed {
+                agent: written_by,
+                resumed_at,
+                ..
+            } => resumed_at.is_none() && agent.is_none_or(|a| written_by.as_deref() == Some(a)),
         }
     }
 
@@ -232,6 +251,26 @@ impl SessionStore for InMemoryStore {
             Some((_, id, row)) => Ok(Some(row.to_snapshot(id)?.as_read())),
             None => Ok(None),
         }
+    }
+
+    /// Counts from the session index, decoding nothing: the latest row of
+    /// each session, when it waits.
+    async fn count_waiting(&self, agent: Option<&str>) -> Result<WaitingCount> {
+        let rows = self.lock();
+        let mut count = WaitingCount::default();
+        for ids in rows.by_session.values() {
+            let latest = ids
+                .iter()
+                .filter_map(|id| rows.rows.get(id).map(|row| (row.created_at(), id, row)))
+                .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            if let Some((created_at, _, row)) = latest
+                && row.waits_for(agent)
+            {
+                count.count += 1;
+                count.oldest = Some(count.oldest.map_or(created_at, |o| o.min(created_at)));
+            }
+        }
+        Ok(count)
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "memory", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
@@ -419,6 +458,29 @@ mod tests {
             .count();
         assert_eq!(packed, 1, "only the row that left the window is packed");
         assert_eq!(store.get_snapshot(&first.snapshot_id).await.unwrap(), Some(first));
+    }
+
+    #[tokio::test]
+    async fn packed_waiting_rows_are_counted_by_agent_without_decoding() {
+        let store = InMemoryStore::new();
+        let mut teller = Vec::new();
+        for n in 0..3 {
+            let mut row = waiting(json!(true));
+            row.session_id = format!("teller-{n}");
+            row.agent = Some("teller".into());
+            teller.push(save(&store, row).await);
+        }
+        push_out_of_window(&store).await;
+        assert!(teller.iter().all(|row| is_packed(&store, &row.snapshot_id)));
+        // A claim on a packed row: no longer waiting.
+        let claim = ResumeClaim::new(teller[0].snapshot_id.clone());
+        store.claim_resume(claim, Vec::new()).await.unwrap();
+        let count = store.count_waiting(Some("teller")).await.unwrap();
+        assert_eq!(count.count, 2);
+        assert_eq!(count.oldest, teller[1..].iter().map(|r| r.created_at).min());
+        // The `push_out_of_window` rows share one session: one more waiting.
+        assert_eq!(store.count_waiting(None).await.unwrap().count, 3);
+        assert_eq!(store.count_waiting(Some("nobody")).await.unwrap().count, 0);
     }
 
     #[tokio::test]

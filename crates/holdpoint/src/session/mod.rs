@@ -17,6 +17,6 @@ pub use snapshot::{
     upsert_artifact,
 };
 pub use store::{
-    ResumeClaim, SessionStore, SnapshotUpdate, apply_claim, apply_claim_to, claim_update, filter_snapshots,
-    insert_refused, insert_update, lease_end, mint_id, prepare_row, renew_claim_update, successor_id,
+    ResumeClaim, SessionStore, SnapshotUpdate, WaitingCount, apply_claim, apply_claim_to, claim_update,
+    filter_snapshots, insert_refused, insert_update, lease_end, mint_id, prepare_row, renew_claim_update, successor_id,
 };

@@ -267,6 +267,15 @@ impl Listing {
 /// and the claim's lease (inside the document) is checked after decoding
 /// ([`decode_listed`]).
 pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeholder) -> Listing {
+    snapshot_filter(query, select, placeholder).finish(
+        "s.created_at_ns DESC, s.snapshot_id DESC",
+        list_limit(query),
+        placeholder,
+    )
+}
+
+/// The terms of [`snapshot_listing`], without order and limit.
+fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder) -> Listing {
     let mut listing = Listing::new(select);
     listing.equals("s.agent", query.agent.as_ref(), placeholder);
     listing.equals("s.session_id", query.session_id.as_ref(), placeholder);
@@ -295,11 +304,45 @@ pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeh
         }
         listing.sql.push(')');
     }
-    listing.finish(
-        "s.created_at_ns DESC, s.snapshot_id DESC",
-        list_limit(query),
+    listing
+}
+
+/// The statement behind
+/// [`SessionStore::count_waiting`](super::SessionStore::count_waiting) in
+/// the SQL stores: one row of `count(*)` and `min(s.created_at_ns)` over
+/// the sessions waiting for an answer (of `agent`, when given), with the
+/// terms of a `waiting_only` listing, so it reads the partial index of
+/// waiting rows and decodes nothing. Its [`Listing::limit`] is unused (the
+/// statement has no `LIMIT`).
+///
+/// ```
+/// use holdpoint::session::row::{Placeholder, waiting_count};
+///
+/// let count = waiting_count(Some("teller"), Placeholder::Question);
+/// assert!(count.sql.starts_with("SELECT count(*), min(s.created_at_ns) FROM holdpoint_snapshots s"));
+/// assert!(count.sql.contains("s.agent = ?1"));
+/// assert!(!count.sql.contains("LIMIT"));
+/// assert_eq!(count.args, ["teller"]);
+/// ```
+pub fn waiting_count(agent: Option<&str>, placeholder: Placeholder) -> Listing {
+    let query = SnapshotQuery {
+        agent: agent.map(str::to_owned),
+        waiting_only: true,
+        ..SnapshotQuery::default()
+    };
+    snapshot_filter(
+        &query,
+        "SELECT count(*), min(s.created_at_ns) FROM holdpoint_snapshots s",
         placeholder,
     )
+}
+
+/// The [`WaitingCount`](super::WaitingCount) of a [`waiting_count`] row.
+pub fn waiting_counted(count: i64, oldest_ns: Option<i64>) -> super::WaitingCount {
+    super::WaitingCount {
+        count: u64::try_from(count).unwrap_or(0),
+        oldest: oldest_ns.map(DateTime::from_timestamp_nanos),
+    }
 }
 
 /// The `list_audit` statement for `query` over `select` (a `SELECT seq, …

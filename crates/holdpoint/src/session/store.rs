@@ -122,6 +122,45 @@ pub trait SessionStore: Send + Sync {
         let status = *previous.lock().unwrap_or_else(|e| e.into_inner());
         Ok(status)
     }
+
+    /// How many sessions wait for an answer — those `list_snapshots` lists
+    /// with `waiting_only`, of `agent` when given — and when the oldest of
+    /// their waiting snapshots was written. The default lists them all;
+    /// stores override it with a count from their index of waiting rows,
+    /// which is what a metrics scrape can afford to run.
+    async fn count_waiting(&self, agent: Option<&str>) -> Result<WaitingCount> {
+        let query = SnapshotQuery {
+            agent: agent.map(str::to_owned),
+            waiting_only: true,
+            limit: Some(usize::MAX),
+            ..SnapshotQuery::default()
+        };
+        let rows = self.list_snapshots(&query).await?;
+        Ok(WaitingCount::of(rows.iter()))
+    }
+}
+
+/// What [`SessionStore::count_waiting`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WaitingCount {
+    /// How many sessions wait for an answer.
+    pub count: u64,
+    /// When the oldest of their waiting snapshots was written (`None` when
+    /// none waits).
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+impl WaitingCount {
+    /// The count of `waiting` (the latest, waiting snapshot of each
+    /// session, as `waiting_only` lists them).
+    pub fn of<'a>(waiting: impl IntoIterator<Item = &'a Snapshot>) -> Self {
+        waiting
+            .into_iter()
+            .fold(WaitingCount::default(), |acc, s| WaitingCount {
+                count: acc.count + 1,
+                oldest: Some(acc.oldest.map_or(s.created_at, |o| o.min(s.created_at))),
+            })
+    }
 }
 
 fn unsupported(what: &str) -> Error {

@@ -1,0 +1,568 @@
+//! Prometheus metrics, served at `GET /metrics` in the text exposition
+//! format (version 0.0.4), kept in a [`prometheus_client`] registry of the
+//! server's own (no global registry): each [`Server`](crate::Server) has a
+//! [`Metrics`], shared by cloning.
+//!
+//! | metric | type | labels | from |
+//! |---|---|---|---|
+//! | `holdpoint_http_requests_total` | counter | `method`, `route`, `code` | every request |
+//! | `holdpoint_http_request_duration_seconds` | histogram | `method`, `route` | every request (until the response head; an SSE stream's body is not included) |
+//! | `holdpoint_http_errors_total` | counter | `route`, `code`, `status` | responses ≥ 400, `status` the wire status (`NOT_FOUND`, …) |
+//! | `holdpoint_turns_total` | counter | `agent`, `finish_reason` | every turn the server ran (JSON, SSE, WebSocket) |
+//! | `holdpoint_turn_errors_total` | counter | `agent`, `status` | turns that ended `failed` (still HTTP 200), by their error's status |
+//! | `holdpoint_turns_running` | gauge | | turns in flight |
+//! | `holdpoint_pending_approvals` | gauge | `agent` | sessions paused waiting for an answer (counted by the store at scrape time, [`SessionStore::count_waiting`]) |
+//! | `holdpoint_pending_oldest_seconds` | gauge | `agent` | how long the oldest of them has waited |
+//! | `holdpoint_approval_wait_seconds` | histogram | `agent` | held → answered, for resumes the server ran (from the paused snapshot's time) |
+//! | `holdpoint_tool_calls_total` | counter | `tool`, `outcome` | with [`Metrics::middleware`] installed: `output`, `interrupt`, `failed`, `error` |
+//! | `holdpoint_tool_call_duration_seconds` | histogram | `tool` | with [`Metrics::middleware`] |
+//! | `holdpoint_model_calls_total` | counter | `outcome` | with [`Metrics::middleware`]: `ok`, `error` |
+//! | `holdpoint_store_operation_seconds` | histogram | `op` | with [`Metrics::store`] wrapping the agents' store |
+//! | `holdpoint_store_errors_total` | counter | `op`, `status` | with [`Metrics::store`] |
+//!
+//! Every label value comes from a small fixed set, whatever a request
+//! says, so no client can grow the scrape: `method` is one of the nine
+//! standard methods or `other`; `route` is the matched route template
+//! (`/agents/{name}`) or `unmatched`; `agent` is the name of an agent the
+//! server serves (a request for another is a 404 before any turn runs);
+//! `tool` is the name of a tool the agent has (a call to any other fails
+//! before the middleware sees it); `code` is the response's status code and
+//! `status`, `finish_reason`, `outcome` and `op` are fixed words.
+//!
+//! Tool calls and store latency come from inside the agent, which the
+//! server does not build: install them when building the agents.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use holdpoint::agent::Agent;
+//! use holdpoint::session::InMemoryStore;
+//! use holdpoint::{ScriptedModel, ScriptedTurn};
+//! use holdpoint_server::{Metrics, Server};
+//!
+//! let metrics = Metrics::new();
+//! let model = ScriptedModel::new("m");
+//! model.push(ScriptedTurn::text("hello"));
+//! let agent = Agent::builder("greeter")
+//!     .model(Arc::new(model))
+//!     .middleware(metrics.middleware())
+//!     .store(metrics.store(Arc::new(InMemoryStore::new())))
+//!     .build()?;
+//! let server = Server::builder()
+//!     .agent(agent)
+//!     .metrics(metrics.clone())
+//!     .signing_keys(holdpoint_server::signing::KeyRing::ephemeral()?)
+//!     .build()?;
+//! // The served agents' series start at zero; the others appear with
+//! // their first sample.
+//! assert!(metrics.render().contains("holdpoint_pending_approvals{agent=\"greeter\"} 0"));
+//! # let _ = server;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The counts are aggregates labelled by agent, tool and route names only —
+//! no session ids, principals or inputs. Who may scrape them:
+//! [`ServerBuilder::metrics_token`](crate::ServerBuilder::metrics_token) and
+//! [`ServerBuilder::metrics_open`](crate::ServerBuilder::metrics_open).
+
+mod http;
+mod middleware;
+mod store;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use holdpoint::agent::AgentOutput;
+use holdpoint::middleware::Middleware;
+use holdpoint::session::SessionStore;
+use holdpoint::{FinishReason, Status};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+pub(crate) use http::{ErrorStatus, layer, scrape};
+
+/// Latency buckets for requests, store operations and tool calls (seconds).
+const LATENCY: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Buckets for approval waits: a second to a week.
+const WAIT: &[f64] = &[
+    1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14_400.0, 86_400.0, 604_800.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY.iter().copied())
+}
+
+fn wait_histogram() -> Histogram {
+    Histogram::new(WAIT.iter().copied())
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latencies<L: Clone + std::hash::Hash + Eq>() -> Histograms<L> {
+    Family::new_with_constructor(latency_histogram as fn() -> Histogram)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: &'static str,
+    route: String,
+    code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: &'static str,
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    route: String,
+    code: u16,
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TurnLabels {
+    agent: String,
+    finish_reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgentStatusLabels {
+    agent: String,
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgentLabels {
+    agent: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolCallLabels {
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabels {
+    op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpStatusLabels {
+    op: &'static str,
+    status: &'static str,
+}
+
+/// The metric families, registered once in [`Families::registry`].
+struct Families {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Histograms<RouteLabels>,
+    errors: Family<ErrorLabels, Counter>,
+    turns: Family<TurnLabels, Counter>,
+    turn_errors: Family<AgentStatusLabels, Counter>,
+    running: Gauge,
+    pending: Family<AgentLabels, Gauge>,
+    pending_oldest: Family<AgentLabels, Gauge<f64, AtomicU64>>,
+    wait_seconds: Histograms<AgentLabels>,
+    tool_calls: Family<ToolCallLabels, Counter>,
+    tool_seconds: Histograms<ToolLabels>,
+    model_calls: Family<OutcomeLabels, Counter>,
+    store_seconds: Histograms<OpLabels>,
+    store_errors: Family<OpStatusLabels, Counter>,
+}
+
+impl Families {
+    fn new() -> Self {
+        let mut f = Families {
+            registry: Registry::default(),
+            requests: Family::default(),
+            request_seconds: latencies(),
+            errors: Family::default(),
+            turns: Family::default(),
+            turn_errors: Family::default(),
+            running: Gauge::default(),
+            pending: Family::default(),
+            pending_oldest: Family::default(),
+            wait_seconds: Family::new_with_constructor(wait_histogram as fn() -> Histogram),
+            tool_calls: Family::default(),
+            tool_seconds: latencies(),
+            model_calls: Family::default(),
+            store_seconds: latencies(),
+            store_errors: Family::default(),
+        };
+        // Counters are registered without their `_total`, which the
+        // encoder appends.
+        let r = &mut f.registry;
+        r.register(
+            "holdpoint_http_requests",
+            "HTTP requests answered, by route and status code",
+            f.requests.clone(),
+        );
+        r.register(
+            "holdpoint_http_request_duration_seconds",
+            "Time to the response head, by route",
+            f.request_seconds.clone(),
+        );
+        r.register(
+            "holdpoint_http_errors",
+            "HTTP error responses, by route, code and wire status",
+            f.errors.clone(),
+        );
+        r.register(
+            "holdpoint_turns",
+            "Turns run, by agent and finish reason",
+            f.turns.clone(),
+        );
+        r.register(
+            "holdpoint_turn_errors",
+            "Turns that ended failed, by agent and error status",
+            f.turn_errors.clone(),
+        );
+        r.register("holdpoint_turns_running", "Turns in flight", f.running.clone());
+        r.register(
+            "holdpoint_pending_approvals",
+            "Sessions paused waiting for an answer",
+            f.pending.clone(),
+        );
+        r.register(
+            "holdpoint_pending_oldest_seconds",
+            "Seconds the oldest paused session has waited",
+            f.pending_oldest.clone(),
+        );
+        r.register(
+            "holdpoint_approval_wait_seconds",
+            "Seconds from a call being held to its answer",
+            f.wait_seconds.clone(),
+        );
+        r.register(
+            "holdpoint_tool_calls",
+            "Tool calls, by tool and outcome",
+            f.tool_calls.clone(),
+        );
+        r.register(
+            "holdpoint_tool_call_duration_seconds",
+            "Tool call duration, by tool",
+            f.tool_seconds.clone(),
+        );
+        r.register(
+            "holdpoint_model_calls",
+            "Model calls, by outcome",
+            f.model_calls.clone(),
+        );
+        r.register(
+            "holdpoint_store_operation_seconds",
+            "Session store operation latency, by operation",
+            f.store_seconds.clone(),
+        );
+        r.register(
+            "holdpoint_store_errors",
+            "Session store operations that failed, by operation and status",
+            f.store_errors.clone(),
+        );
+        f
+    }
+}
+
+/// The server's metrics (cheap to clone; clones share the counts).
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Families>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            inner: Arc::new(Families::new()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// The samples of `text` (an exposition) named `name` whose labels include
+/// `labels`, summed.
+fn sum_samples(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, "}"));
+            let matches = n == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A counter's or gauge's current value summed over the series whose
+    /// labels include `labels` (0 when none), for tests and health checks.
+    /// `name` is the exposed name (`holdpoint_turns_total`).
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        sum_samples(&self.render(), name, labels)
+    }
+
+    /// How many observations a histogram holds whose labels include
+    /// `labels`.
+    pub fn observations(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let count = sum_samples(&self.render(), &format!("{name}_count"), labels);
+        if count.is_finite() && count > 0.0 {
+            count as u64
+        } else {
+            0
+        }
+    }
+
+    /// The text exposition (version 0.0.4) of everything recorded so far.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.inner.registry) {
+            tracing::warn!(error = %e, "metrics: could not encode the registry");
+        }
+        out
+    }
+
+    /// A middleware that counts and times tool calls (by tool and outcome)
+    /// and model calls. Add it to each agent whose calls should be counted
+    /// (outermost, so it sees holds raised by the stages inside it).
+    pub fn middleware(&self) -> Arc<dyn Middleware> {
+        Arc::new(middleware::CountingMiddleware::new(self.clone()))
+    }
+
+    /// `store`, timed: every operation's latency and failures are recorded.
+    /// Give the wrapped store to the agents.
+    pub fn store(&self, store: Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
+        Arc::new(store::TimedStore::new(store, self.clone()))
+    }
+
+    /// Records one answered request. `method` and `route` must already be
+    /// one of the fixed label values (see [`http::method_label`]).
+    fn request(
+        &self,
+        method: &'static str,
+        route: &str,
+        code: axum::http::StatusCode,
+        status: Option<Status>,
+        took: Duration,
+    ) {
+        let code = code.as_u16();
+        self.inner
+            .requests
+            .get_or_create(&RequestLabels {
+                method,
+                route: route.to_owned(),
+                code,
+            })
+            .inc();
+        self.inner
+            .request_seconds
+            .get_or_create(&RouteLabels {
+                method,
+                route: route.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+        if code >= 400 {
+            let status = status.map_or("UNKNOWN", |s| s.as_str());
+            self.inner
+                .errors
+                .get_or_create(&ErrorLabels {
+                    route: route.to_owned(),
+                    code,
+                    status,
+                })
+                .inc();
+        }
+    }
+
+    /// Records a finished turn of the served agent `agent`.
+    pub(crate) fn turn(&self, agent: &str, finish_reason: FinishReason, error: Option<Status>) {
+        self.inner
+            .turns
+            .get_or_create(&TurnLabels {
+                agent: agent.to_owned(),
+                finish_reason: finish_reason.as_str(),
+            })
+            .inc();
+        if finish_reason == FinishReason::Failed {
+            let status = error.map_or("UNKNOWN", |s| s.as_str());
+            self.inner
+                .turn_errors
+                .get_or_create(&AgentStatusLabels {
+                    agent: agent.to_owned(),
+                    status,
+                })
+                .inc();
+        }
+    }
+
+    /// Records a turn's output (or the error that stopped it), and for a
+    /// resume that went through, how long the call waited.
+    pub(crate) fn output(&self, meta: &TurnMeta, out: &Result<AgentOutput, holdpoint::Error>) {
+        match out {
+            Ok(o) => {
+                self.turn(&meta.agent, o.finish_reason, o.error.as_ref().map(|e| e.status));
+                if o.finish_reason != FinishReason::Failed {
+                    self.answered(meta);
+                }
+            }
+            Err(e) => self.turn(&meta.agent, FinishReason::Failed, Some(e.status())),
+        }
+    }
+
+    /// Records the wait of a resume that went through.
+    pub(crate) fn answered(&self, meta: &TurnMeta) {
+        if let Some(since) = meta.held_since {
+            let waited = (chrono::Utc::now() - since).num_milliseconds().max(0) as f64 / 1000.0;
+            self.inner
+                .wait_seconds
+                .get_or_create(&AgentLabels {
+                    agent: meta.agent.clone(),
+                })
+                .observe(waited);
+        }
+    }
+
+    /// Starts the per-agent series of `agent`, which the server serves, at
+    /// zero: a scrape lists them before the first turn.
+    pub(crate) fn serve_agent(&self, agent: &str) {
+        let labels = AgentLabels {
+            agent: agent.to_owned(),
+        };
+        let _ = self.inner.wait_seconds.get_or_create(&labels);
+        let _ = self.inner.pending.get_or_create(&labels);
+        let _ = self.inner.pending_oldest.get_or_create(&labels);
+    }
+
+    /// Sets the gauges of the served agent `agent`'s waiting sessions.
+    fn waiting(&self, agent: &str, count: u64, oldest_seconds: f64) {
+        let labels = AgentLabels {
+            agent: agent.to_owned(),
+        };
+        self.inner
+            .pending
+            .get_or_create(&labels)
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+        self.inner.pending_oldest.get_or_create(&labels).set(oldest_seconds);
+    }
+
+    fn running(&self, turns: usize) {
+        self.inner.running.set(i64::try_from(turns).unwrap_or(i64::MAX));
+    }
+
+    fn model_call(&self, outcome: &'static str) {
+        self.inner.model_calls.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    fn tool_call(&self, tool: &str, outcome: &'static str, took: Duration) {
+        self.inner
+            .tool_seconds
+            .get_or_create(&ToolLabels { tool: tool.to_owned() })
+            .observe(took.as_secs_f64());
+        self.inner
+            .tool_calls
+            .get_or_create(&ToolCallLabels {
+                tool: tool.to_owned(),
+                outcome,
+            })
+            .inc();
+    }
+
+    fn store_op(&self, op: &'static str, took: Duration, error: Option<&holdpoint::Error>) {
+        self.inner
+            .store_seconds
+            .get_or_create(&OpLabels { op })
+            .observe(took.as_secs_f64());
+        if let Some(e) = error {
+            self.inner
+                .store_errors
+                .get_or_create(&OpStatusLabels {
+                    op,
+                    status: e.status().as_str(),
+                })
+                .inc();
+        }
+    }
+}
+
+/// What the metrics need to know about a turn the server runs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TurnMeta {
+    /// The name of the served agent that runs it.
+    pub agent: String,
+    /// For a resume of a stored session: when the answered snapshot was
+    /// written (the call has been held since).
+    pub held_since: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::*;
+
+    #[test]
+    fn renders_the_text_format() {
+        let m = Metrics::new();
+        m.turn("bank", FinishReason::Interrupted, None);
+        m.turn("bank", FinishReason::Failed, Some(Status::Unavailable));
+        m.request(
+            "POST",
+            "/agents/{name}",
+            StatusCode::NOT_FOUND,
+            Some(Status::NotFound),
+            Duration::from_millis(3),
+        );
+        m.store_op("get_snapshot", Duration::from_micros(700), None);
+        let text = m.render();
+        for expected in [
+            "# TYPE holdpoint_turns_total counter\n",
+            "# TYPE holdpoint_http_request_duration_seconds histogram\n",
+            "holdpoint_turns_total{agent=\"bank\",finish_reason=\"interrupted\"} 1\n",
+            "holdpoint_turn_errors_total{agent=\"bank\",status=\"UNAVAILABLE\"} 1\n",
+            "holdpoint_http_errors_total{route=\"/agents/{name}\",code=\"404\",status=\"NOT_FOUND\"} 1\n",
+            "holdpoint_http_request_duration_seconds_bucket{method=\"POST\",route=\"/agents/{name}\",le=\"0.005\"} 1\n",
+            "holdpoint_http_request_duration_seconds_bucket{method=\"POST\",route=\"/agents/{name}\",le=\"0.0025\"} 0\n",
+            "holdpoint_store_operation_seconds_count{op=\"get_snapshot\"} 1\n",
+        ] {
+            assert!(text.contains(expected), "{expected}\nin\n{text}");
+        }
+        // Every sample line is NAME{labels} VALUE; HELP and TYPE come first.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (_, value) = line.rsplit_once(' ').unwrap();
+            assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{line}");
+        }
+        assert_eq!(m.value("holdpoint_turns_total", &[("agent", "bank")]), 2.0);
+        assert_eq!(
+            m.observations("holdpoint_store_operation_seconds", &[("op", "get_snapshot")]),
+            1
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! The store decorator that times every operation of the store it wraps.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use holdpoint::session::{
+    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    WaitingCount,
+};
+
+use super::Metrics;
+
+/// A store that times every operation of the store it wraps.
+pub(super) struct TimedStore {
+    inner: Arc<dyn SessionStore>,
+    metrics: Metrics,
+}
+
+impl TimedStore {
+    pub(super) fn new(inner: Arc<dyn SessionStore>, metrics: Metrics) -> Self {
+        TimedStore { inner, metrics }
+    }
+
+    async fn timed<T>(
+        &self,
+        op: &'static str,
+        f: impl std::future::Future<Output = holdpoint::Result<T>>,
+    ) -> holdpoint::Result<T> {
+        let started = Instant::now();
+        let out = f.await;
+        self.metrics.store_op(op, started.elapsed(), out.as_ref().err());
+        out
+    }
+}
+
+#[async_trait]
+impl SessionStore for TimedStore {
+    async fn get_snapshot(&self, snapshot_id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.timed("get_snapshot", self.inner.get_snapshot(snapshot_id)).await
+    }
+
+    async fn get_latest_snapshot(&self, session_id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.timed("get_latest_snapshot", self.inner.get_latest_snapshot(session_id))
+            .await
+    }
+
+    async fn save_snapshot(
+        &self,
+        snapshot_id: Option<&str>,
+        update: SnapshotUpdate,
+    ) -> holdpoint::Result<Option<Snapshot>> {
+        self.timed("save_snapshot", self.inner.save_snapshot(snapshot_id, update))
+            .await
+    }
+
+    async fn watch_status(&self, snapshot_id: &str) -> holdpoint::Result<BoxStream<'static, SnapshotStatus>> {
+        self.timed("watch_status", self.inner.watch_status(snapshot_id)).await
+    }
+
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
+        self.timed("list_snapshots", self.inner.list_snapshots(query)).await
+    }
+
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.timed("append_audit", self.inner.append_audit(records)).await
+    }
+
+    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
+        self.timed("list_audit", self.inner.list_audit(query)).await
+    }
+
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.timed("claim_resume", self.inner.claim_resume(claim, audit)).await
+    }
+
+    async fn insert_snapshot(&self, snapshot_id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
+        self.timed("insert_snapshot", self.inner.insert_snapshot(snapshot_id, row))
+            .await
+    }
+
+    async fn count_waiting(&self, agent: Option<&str>) -> holdpoint::Result<WaitingCount> {
+        self.timed("count_waiting", self.inner.count_waiting(agent)).await
+    }
+
+    async fn abort(&self, snapshot_id: &str) -> holdpoint::Result<Option<SnapshotStatus>> {
+        self.timed("abort", self.inner.abort(snapshot_id)).await
+    }
+}
