@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# CI step for holdpoint-models' offline local model (`local/smollm2`):
-# fetches the model file, builds the crate with `--features local` (which
-# compiles llama.cpp from source) and runs its smoke test (tests/local.rs:
-# a real `transferMoney` call for "Transfer $500 to my savings account.").
+# CI step for the offline local model (`local/smollm2`, the crate
+# holdpoint-models-local): fetches the model file, builds the crate with
+# `--features llama-cpp` (which compiles llama.cpp from source) and runs its
+# unit tests and smoke test (crates/holdpoint-models-local/tests/local.rs:
+# a real `transferMoney` call for "Transfer $500 to my savings account."),
+# then the unit tests of holdpoint-models with `--features local` (the
+# registry resolving `local/…` through the new crate).
 #
 # Exits 0 with a line "skipped: <why>" when this machine cannot build or
 # run it: no C++ compiler, cmake or libclang (after trying to install the
@@ -77,13 +80,14 @@ HOLDPOINT_MODEL_DIR=$(dirname "$model")
 # 3. Build (llama.cpp included), with a time limit.
 build_log=$(mktemp)
 build_started=$(date +%s)
-timeout "${HOLDPOINT_LOCAL_BUILD_TIMEOUT:-2400}" \
-    cargo test -p holdpoint-models --features local --test local --no-run >"$build_log" 2>&1
+timeout "${HOLDPOINT_LOCAL_BUILD_TIMEOUT:-2400}" bash -c '
+    cargo test -p holdpoint-models-local --features llama-cpp --lib --test local --no-run &&
+    cargo test -p holdpoint-models --features local --lib --no-run' >"$build_log" 2>&1
 status=$?
 build_time=$(($(date +%s) - build_started))
 if [[ $status == 124 ]]; then
     tail -n 20 "$build_log"
-    skip "the build with --features local did not finish in ${HOLDPOINT_LOCAL_BUILD_TIMEOUT:-2400} s"
+    skip "the build with llama.cpp did not finish in ${HOLDPOINT_LOCAL_BUILD_TIMEOUT:-2400} s"
 fi
 if [[ $status != 0 ]]; then
     if grep -q "failed to run custom build command for \`llama-cpp-sys-2" "$build_log"; then
@@ -91,13 +95,14 @@ if [[ $status != 0 ]]; then
         skip "llama.cpp (llama-cpp-sys-2) failed to build with this toolchain"
     fi
     cat "$build_log"
-    log "the build of holdpoint-models --features local failed"
+    log "the build of holdpoint-models-local --features llama-cpp (or holdpoint-models --features local) failed"
     exit 1
 fi
 log "built in ${build_time} s"
 
-# 4. The smoke test.
-cargo test -p holdpoint-models --features local --test local -- --nocapture --test-threads=1
+# 4. The unit tests and the smoke test, then the registry's unit tests.
+cargo test -p holdpoint-models-local --features llama-cpp --lib --test local -- --nocapture --test-threads=1 &&
+    cargo test -p holdpoint-models --features local --lib
 status=$?
 log "done in $(elapsed) s (build ${build_time} s)"
 exit $status

@@ -71,6 +71,7 @@ impl ModelConfig {
 }
 
 /// What `request.output` asks for.
+#[cfg(any(feature = "gemini", feature = "openai"))]
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct OutputFormat {
     /// JSON output was requested.
@@ -79,6 +80,7 @@ pub(crate) struct OutputFormat {
     pub schema: Option<Value>,
 }
 
+#[cfg(any(feature = "gemini", feature = "openai"))]
 impl OutputFormat {
     /// Reads Genkit's `{format: "json", schema, contentType}`.
     pub fn from_request(request: &GenerateRequest) -> Self {
@@ -116,6 +118,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "gemini", feature = "openai"))]
     fn output_format_json_with_schema() {
         let mut req = GenerateRequest::new(vec![]);
         assert!(!OutputFormat::from_request(&req).json);

@@ -2,13 +2,20 @@
 //! prompt, media `data:` URIs, tool outputs as text, and streamed tool
 //! arguments as JSON.
 
-use holdpoint::{Message, Result, Role, Status};
-use serde_json::{Map, Value};
+#[cfg(any(feature = "gemini", feature = "anthropic"))]
+use holdpoint::{Message, Role};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+use holdpoint::{Result, Status};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+use serde_json::Map;
+use serde_json::Value;
 
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 use crate::http::HttpClient;
 
 /// The text of every `system` message, joined by blank lines (`None` when
 /// there is no system text).
+#[cfg(any(feature = "gemini", feature = "anthropic"))]
 pub(crate) fn system_text(messages: &[Message]) -> Option<String> {
     let texts: Vec<String> = messages
         .iter()
@@ -20,6 +27,7 @@ pub(crate) fn system_text(messages: &[Message]) -> Option<String> {
 }
 
 /// The MIME type and base64 payload of a `data:…;base64,…` URI.
+#[cfg(any(feature = "gemini", feature = "anthropic"))]
 pub(crate) fn parse_data_uri(url: &str) -> Option<(String, String)> {
     let rest = url.strip_prefix("data:")?;
     let (meta, data) = rest.split_once(',')?;
@@ -29,6 +37,7 @@ pub(crate) fn parse_data_uri(url: &str) -> Option<(String, String)> {
 
 /// A tool output as the text a provider's tool message carries: strings
 /// as they are, anything else as JSON.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn output_text(output: Option<&Value>) -> String {
     match output {
         None | Some(Value::Null) => String::new(),
@@ -39,6 +48,7 @@ pub(crate) fn output_text(output: Option<&Value>) -> String {
 
 /// The message of a soft failure: an output that is exactly
 /// `{"error": "…"}`, as Holdpoint's generate loop writes it.
+#[cfg(feature = "anthropic")]
 pub(crate) fn soft_failure(output: Option<&Value>) -> Option<&str> {
     let obj = output?.as_object()?;
     if obj.len() != 1 {
@@ -54,6 +64,7 @@ pub(crate) fn data_text(value: &Value) -> String {
 
 /// Parses a tool call's assembled argument text: empty is `{}`; anything
 /// that is not JSON is an `INTERNAL` error naming the tool.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn parse_arguments(http: &HttpClient, tool: &str, raw: &str) -> Result<Value> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
@@ -66,13 +77,14 @@ pub(crate) fn parse_arguments(http: &HttpClient, tool: &str, raw: &str) -> Resul
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "gemini", feature = "anthropic")))]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
+    #[cfg(feature = "anthropic")]
     fn data_uris_and_outputs() {
+        use serde_json::json;
         assert_eq!(
             parse_data_uri("data:image/png;base64,AAAA"),
             Some(("image/png".to_owned(), "AAAA".to_owned()))
@@ -85,6 +97,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "gemini", feature = "anthropic"))]
     fn system_text_joins_system_messages() {
         let msgs = vec![
             Message::new(Role::System, vec![holdpoint::Part::text("be brief")]),

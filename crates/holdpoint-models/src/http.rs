@@ -12,17 +12,27 @@
 //! | 429 | `RESOURCE_EXHAUSTED` | yes |
 //! | 5xx (and 529 "overloaded") | `UNAVAILABLE` | yes |
 //! | connection refused/reset | `UNAVAILABLE` | yes |
+//!
+//! [`HttpOptions`] is always built (the registry takes it); the client
+//! itself only with a provider that uses it.
 
 use std::time::Duration;
 
-use holdpoint::{Error, Result, Status};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
-use reqwest::{Response, StatusCode};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
+use client_deps::*;
 
-use crate::key::ApiKey;
+/// What the client needs, in one place so one `cfg` covers it.
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
+mod client_deps {
+    pub(super) use holdpoint::{Error, Result, Status};
+    pub(super) use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+    pub(super) use reqwest::{Response, StatusCode};
+    pub(super) use serde::Serialize;
+    pub(super) use serde::de::DeserializeOwned;
+    pub(super) use serde_json::Value;
+
+    pub(super) use crate::key::ApiKey;
+}
 
 /// Timeouts and retry policy of a provider's HTTP calls.
 ///
@@ -97,6 +107,7 @@ impl HttpOptions {
         self
     }
 
+    #[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
     fn backoff_for(&self, attempt: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempt.min(16));
         let base = self.initial_backoff.saturating_mul(factor).min(self.max_backoff);
@@ -112,6 +123,7 @@ impl HttpOptions {
 
 /// A header to send on every call; `sensitive` ones are hidden from
 /// reqwest's `Debug` output.
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 pub(crate) struct Header {
     pub name: &'static str,
     pub value: String,
@@ -119,6 +131,7 @@ pub(crate) struct Header {
 }
 
 /// One provider's HTTP client: base headers, retries, error mapping.
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 #[derive(Clone)]
 pub(crate) struct HttpClient {
     provider: String,
@@ -128,6 +141,7 @@ pub(crate) struct HttpClient {
     key: Option<ApiKey>,
 }
 
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpClient")
@@ -137,6 +151,7 @@ impl std::fmt::Debug for HttpClient {
     }
 }
 
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 impl HttpClient {
     /// A client for `provider` sending `headers` on every call. `key` is
     /// only used to scrub it from error messages.
@@ -294,6 +309,7 @@ impl HttpClient {
 }
 
 /// The status for an HTTP code.
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 pub(crate) fn status_for(status: StatusCode) -> Status {
     match status.as_u16() {
         401 => Status::Unauthenticated,
@@ -308,11 +324,13 @@ pub(crate) fn status_for(status: StatusCode) -> Status {
 }
 
 /// What a provider said in an error body.
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 pub(crate) struct ProviderError {
     pub message: Option<String>,
     pub api_key_invalid: bool,
 }
 
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 impl ProviderError {
     /// Reads `{"error": {"message": …}}` (Gemini, OpenAI, Anthropic),
     /// `{"error": "…"}` (Ollama), `{"message"|"detail": "…"}` (other
@@ -348,6 +366,7 @@ impl ProviderError {
     }
 }
 
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -360,6 +379,7 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 /// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`).
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Some(ms) = headers
         .get("retry-after-ms")
@@ -374,7 +394,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "gemini", feature = "openai", feature = "anthropic")))]
 mod tests {
     use super::*;
 

@@ -27,12 +27,14 @@ impl ApiKey {
     }
 
     /// The key itself, for the one place that puts it in a header.
+    #[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
     pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
     /// `text` with every occurrence of the key (and of its longer prefixes
     /// and suffixes, which providers like to echo) replaced by `****`.
+    #[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
     pub(crate) fn scrub(&self, text: &str) -> String {
         let key = self.0.trim();
         if key.len() < 4 {
@@ -70,7 +72,7 @@ impl From<&str> for ApiKey {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "gemini", feature = "openai", feature = "anthropic")))]
 mod tests {
     use super::*;
 

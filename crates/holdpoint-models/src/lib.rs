@@ -39,7 +39,7 @@
 //! | `gemini` | [`GeminiModel`] (`googleai/…`) | yes |
 //! | `openai` | [`OpenAiModel`] (`openai/…`, `ollama/…`, `openai-compatible/…`) | yes |
 //! | `anthropic` | [`AnthropicModel`] (`anthropic/…`) | yes |
-//! | `local` | `local::LocalModel` (`local/smollm2`): SmolLM2-135M run offline by llama.cpp; see the `local` module | no |
+//! | `local` | `local::LocalModel` (`local/smollm2`): SmolLM2-135M run offline by llama.cpp; `local` is the `holdpoint-models-local` crate | no |
 //!
 //! # Offline local model
 //!
@@ -56,8 +56,10 @@
 //!
 //! Then `resolve_model("local/smollm2")` works like any other provider.
 //! Tool calls are grammar-constrained to the tools' JSON Schemas, so even
-//! this small model produces well-formed calls; see the `local` module
-//! docs for the details, and `scripts/ci-local-model.sh` for the smoke test.
+//! this small model produces well-formed calls. The model lives in its own
+//! crate, `holdpoint-models-local` (re-exported here as `local`), which
+//! depends on the Holdpoint core only; see its docs for the details, and
+//! `scripts/ci-local-model.sh` for the smoke test.
 //!
 //! # Example
 //!
@@ -71,32 +73,30 @@
 //! # }
 //! ```
 #![deny(missing_docs)]
-// Helpers shared by the providers go partly unused when a build leaves some out.
-#![cfg_attr(
-    not(all(feature = "gemini", feature = "openai", feature = "anthropic")),
-    allow(dead_code, unused)
-)]
 
+// The shared machinery of the HTTP providers, built when one of them is.
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 mod config;
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 mod content;
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
 mod key;
 pub mod registry;
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 mod schema;
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 mod sse;
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
-#[cfg(feature = "local")]
-pub mod local;
-// Without the feature: the setup hint for the registry, and the unit tests
-// of the prompt and grammar code.
 #[cfg(feature = "gemini")]
 pub mod gemini;
-#[cfg(not(feature = "local"))]
-mod local;
+/// The offline local model: the `holdpoint-models-local` crate (feature `local`).
+#[cfg(feature = "local")]
+pub use holdpoint_models_local as local;
 #[cfg(feature = "openai")]
 pub mod openai;
 

@@ -16,14 +16,14 @@ use std::sync::Arc;
 
 use holdpoint::model::Model;
 use holdpoint::{Error, Result, Status};
+#[cfg(feature = "local")]
+use holdpoint_models_local::{LOCAL_MODELS, LocalConfig, LocalModel};
 
 #[cfg(feature = "anthropic")]
 use crate::anthropic::{AnthropicConfig, AnthropicModel};
 #[cfg(feature = "gemini")]
 use crate::gemini::{GeminiConfig, GeminiModel};
 use crate::http::HttpOptions;
-#[cfg(feature = "local")]
-use crate::local::{LOCAL_MODELS, LocalConfig, LocalModel};
 #[cfg(feature = "openai")]
 use crate::openai::{OpenAiConfig, OpenAiModel};
 
@@ -92,47 +92,44 @@ impl Registry {
     /// Reads keys and base URLs through `lookup` (an environment stand-in).
     /// Empty values count as unset.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        #[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
         let get = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        #[allow(unused_mut)]
-        let mut registry = Registry::default();
-        #[cfg(feature = "gemini")]
-        {
-            registry.gemini = get("GEMINI_API_KEY").or_else(|| get("GOOGLE_API_KEY")).map(|key| {
+        // A build without any provider has nothing to read.
+        #[cfg(not(any(feature = "gemini", feature = "openai", feature = "anthropic", feature = "local")))]
+        let _ = &lookup;
+        Registry {
+            #[cfg(feature = "gemini")]
+            gemini: get("GEMINI_API_KEY").or_else(|| get("GOOGLE_API_KEY")).map(|key| {
                 let config = GeminiConfig::new(key);
                 match get("GEMINI_BASE_URL") {
                     Some(url) => config.base_url(url),
                     None => config,
                 }
-            });
-        }
-        #[cfg(feature = "openai")]
-        {
-            registry.openai = get("OPENAI_API_KEY").map(|key| {
+            }),
+            #[cfg(feature = "openai")]
+            openai: get("OPENAI_API_KEY").map(|key| {
                 let config = OpenAiConfig::openai(key);
                 match get("OPENAI_BASE_URL") {
                     Some(url) => config.base_url(url),
                     None => config,
                 }
-            });
-            registry.ollama = get("OLLAMA_HOST").map(|host| OpenAiConfig::ollama_host(&host));
-            registry.compatible = get("OPENAI_COMPATIBLE_BASE_URL")
-                .map(|url| OpenAiConfig::compatible(url, get("OPENAI_COMPATIBLE_API_KEY").map(crate::ApiKey::new)));
-        }
-        #[cfg(feature = "anthropic")]
-        {
-            registry.anthropic = get("ANTHROPIC_API_KEY").map(|key| {
+            }),
+            #[cfg(feature = "openai")]
+            ollama: get("OLLAMA_HOST").map(|host| OpenAiConfig::ollama_host(&host)),
+            #[cfg(feature = "openai")]
+            compatible: get("OPENAI_COMPATIBLE_BASE_URL")
+                .map(|url| OpenAiConfig::compatible(url, get("OPENAI_COMPATIBLE_API_KEY").map(crate::ApiKey::new))),
+            #[cfg(feature = "anthropic")]
+            anthropic: get("ANTHROPIC_API_KEY").map(|key| {
                 let config = AnthropicConfig::new(key);
                 match get("ANTHROPIC_BASE_URL") {
                     Some(url) => config.base_url(url),
                     None => config,
                 }
-            });
+            }),
+            #[cfg(feature = "local")]
+            local: LocalConfig::from_lookup(&lookup),
         }
-        #[cfg(feature = "local")]
-        {
-            registry.local = LocalConfig::from_lookup(&lookup);
-        }
-        registry
     }
 
     /// Sets timeouts and retries on every configured provider.
@@ -156,7 +153,9 @@ impl Registry {
         if let Some(c) = &mut self.anthropic {
             c.http = http.clone();
         }
-        let _ = http;
+        // A build without any provider has nothing to set.
+        #[cfg(not(any(feature = "gemini", feature = "openai", feature = "anthropic")))]
+        let _ = (&mut self, http);
         self
     }
 
@@ -279,14 +278,16 @@ impl Registry {
         Err(Error::with_status(
             Status::FailedPrecondition,
             format!(
-                "local/{model} is not available: holdpoint-models was built without its \"local\" feature; to use it, {}",
-                crate::local::SETUP_HINT
+                "local/{model} is not available: holdpoint-models was built without its \"local\" feature; to use it, \
+                 build holdpoint-models with `--features local` (llama.cpp is compiled from source: needs cmake, \
+                 a C++ compiler and libclang) and fetch the model file with `scripts/fetch-smollm2.sh` \
+                 (from the Holdpoint repository)"
             ),
         ))
     }
 }
 
-#[allow(dead_code)]
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 fn missing(provider: &str, what: &str) -> Error {
     Error::with_status(
         Status::FailedPrecondition,
@@ -294,7 +295,7 @@ fn missing(provider: &str, what: &str) -> Error {
     )
 }
 
-#[allow(dead_code)]
+#[cfg(not(all(feature = "gemini", feature = "openai", feature = "anthropic")))]
 fn not_built(provider: &str, feature: &str) -> Error {
     Error::with_status(
         Status::FailedPrecondition,

@@ -20,8 +20,10 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
     /// Gemini's OpenAPI-style `Schema`.
+    #[cfg(feature = "gemini")]
     Gemini,
     /// OpenAI-compatible `parameters` and Anthropic `input_schema`.
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
     JsonSchema,
 }
 
@@ -35,6 +37,7 @@ const DROPPED: &[&str] = &[
     "$dynamicAnchor",
 ];
 
+#[cfg(feature = "gemini")]
 const GEMINI_KEYS: &[&str] = &[
     "type",
     "format",
@@ -81,6 +84,7 @@ pub(crate) fn shape(schema: &Value, dialect: Dialect) -> Value {
 
 /// An object schema for a tool input: the shaped schema, or an empty
 /// object schema when the tool declares none.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn tool_input(schema: Option<&Value>, dialect: Dialect) -> Value {
     let mut shaped = match schema {
         Some(s) => shape(s, dialect),
@@ -150,6 +154,7 @@ impl Shaper<'_> {
             };
             out.insert(key.clone(), shaped);
         }
+        #[cfg(feature = "gemini")]
         if self.dialect == Dialect::Gemini {
             gemini_fix(&mut out);
         }
@@ -179,12 +184,15 @@ impl Shaper<'_> {
 
     fn unconstrained(&self) -> Value {
         match self.dialect {
+            #[cfg(feature = "gemini")]
             Dialect::Gemini => serde_json::json!({"type": "object"}),
+            #[cfg(any(feature = "openai", feature = "anthropic"))]
             Dialect::JsonSchema => Value::Object(Map::new()),
         }
     }
 }
 
+#[cfg(feature = "gemini")]
 fn gemini_fix(obj: &mut Map<String, Value>) {
     if let Some(Value::Array(members)) = obj.remove("allOf") {
         for member in members {
@@ -313,6 +321,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
     fn json_schema_dialect_inlines_refs_and_drops_meta() {
         let s = shape(&schemars_like(), Dialect::JsonSchema);
         assert!(s.get("$schema").is_none() && s.get("$defs").is_none());
@@ -325,6 +334,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "gemini")]
     fn gemini_dialect_keeps_only_openapi_subset() {
         let s = shape(&schemars_like(), Dialect::Gemini);
         let text = s.to_string();
@@ -356,6 +366,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "openai", feature = "anthropic"))]
     fn tool_input_defaults_to_empty_object() {
         assert_eq!(
             tool_input(None, Dialect::JsonSchema),

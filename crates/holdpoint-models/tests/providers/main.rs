@@ -1,11 +1,8 @@
 //! Provider adapters against loopback servers that speak each provider's
 //! wire format. No live network.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
-#![cfg_attr(
-    not(all(feature = "gemini", feature = "openai", feature = "anthropic")),
-    allow(dead_code, unused_imports)
-)]
 
+#[cfg(any(feature = "gemini", feature = "openai", feature = "anthropic"))]
 mod support;
 
 #[cfg(feature = "anthropic")]

@@ -38,8 +38,10 @@ pub enum Reply {
     /// short pause between pieces so they arrive separately.
     Sse { text: String, piece: usize },
     /// An event stream that sends `text` and then breaks the connection.
+    #[cfg(feature = "openai")]
     SseThenAbort(String),
     /// An event stream that sends its headers and then nothing, forever.
+    #[cfg(all(feature = "gemini", feature = "openai", feature = "anthropic"))]
     Stall,
 }
 
@@ -48,6 +50,7 @@ impl Reply {
         Reply::Json(200, body, Vec::new())
     }
 
+    #[cfg(feature = "gemini")]
     pub fn error(status: u16, body: Value) -> Self {
         Reply::Json(status, body, Vec::new())
     }
@@ -166,6 +169,7 @@ async fn handle(State(shared): State<Shared>, request: Request) -> Response {
             });
             sse_response(Body::from_stream(stream))
         }
+        #[cfg(feature = "openai")]
         Some(Reply::SseThenAbort(text)) => {
             let first = futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(text)) });
             let fail = futures::stream::once(async {
@@ -174,6 +178,7 @@ async fn handle(State(shared): State<Shared>, request: Request) -> Response {
             });
             sse_response(Body::from_stream(first.chain(fail)))
         }
+        #[cfg(all(feature = "gemini", feature = "openai", feature = "anthropic"))]
         Some(Reply::Stall) => sse_response(Body::from_stream(futures::stream::pending::<
             Result<Bytes, std::io::Error>,
         >())),

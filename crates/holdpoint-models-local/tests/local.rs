@@ -1,22 +1,24 @@
 //! Smoke tests of `local/smollm2` with the real model. They run only when
-//! the crate is built with `--features local` and the model file is in
+//! the crate is built with `--features llama-cpp` and the model file is in
 //! the model directory (`scripts/fetch-smollm2.sh` puts it there);
 //! otherwise each prints why it skipped and passes.
 
-#[cfg(not(feature = "local"))]
+#[cfg(not(feature = "llama-cpp"))]
 #[test]
 fn smollm2_smoke() {
-    println!("skipped: holdpoint-models was built without the \"local\" feature (cargo test --features local)");
+    println!(
+        "skipped: holdpoint-models-local was built without the \"llama-cpp\" feature (cargo test --features llama-cpp)"
+    );
 }
 
-#[cfg(feature = "local")]
+#[cfg(feature = "llama-cpp")]
 mod smoke {
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
     use holdpoint::model::{ChunkSink, FinishReason, GenerateRequest, Model, ToolDefinition};
     use holdpoint::{Message, Part, Role};
-    use holdpoint_models::{LocalConfig, LocalModel};
+    use holdpoint_models_local::{LocalConfig, LocalModel};
     use serde_json::{Value, json};
 
     const SYSTEM_PROMPT: &str = "You are a helpful banking assistant. Use getBalance to look up balances \

@@ -28,7 +28,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 
-use super::prompt::Segment;
+use crate::prompt::Segment;
 
 /// Tokens decoded per batch while reading the prompt.
 const BATCH: usize = 512;

@@ -16,7 +16,7 @@
 //!
 //! When tools are offered, the system turn also lists them and explains
 //! the reply format: one JSON object, `{"tool": …, "arguments": …}` or
-//! `{"answer": …}` (the grammar in [`super::grammar`] enforces it). Past
+//! `{"answer": …}` (the grammar in [`crate::grammar`] enforces it). Past
 //! tool calls are shown in that same format in the model's turns; tool
 //! results are `tool` turns of text.
 
@@ -24,21 +24,20 @@ use holdpoint::model::ToolDefinition;
 use holdpoint::{GenerateRequest, Message, Part, PartKind, Role};
 use serde_json::{Map, Value, json};
 
-use super::grammar::{ANSWER_KEY, ARGUMENTS_KEY, TOOL_KEY};
-use crate::content::{data_text, output_text, soft_failure, system_text};
-use crate::schema::{Dialect, tool_input};
+use crate::grammar::{ANSWER_KEY, ARGUMENTS_KEY, TOOL_KEY};
+use crate::schema::tool_input;
 
 /// The start of a turn.
-pub(crate) const IM_START: &str = "<|im_start|>";
+pub const IM_START: &str = "<|im_start|>";
 /// The end of a turn.
-pub(crate) const IM_END: &str = "<|im_end|>";
+pub const IM_END: &str = "<|im_end|>";
 
 /// SmolLM2-Instruct's own default system prompt.
-pub(crate) const DEFAULT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+pub const DEFAULT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 /// A piece of a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Segment {
+pub enum Segment {
     /// A special token of the template.
     Special(&'static str),
     /// Plain text.
@@ -47,7 +46,7 @@ pub(crate) enum Segment {
 
 /// A rendered prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Prompt {
+pub struct Prompt {
     /// The segments, in order.
     pub segments: Vec<Segment>,
 }
@@ -60,8 +59,7 @@ impl Prompt {
         self.segments.push(Segment::Text("\n".to_owned()));
     }
 
-    /// The whole prompt as one string.
-    #[cfg(test)]
+    /// The whole prompt as one string (special tokens written out).
     pub fn text(&self) -> String {
         self.segments
             .iter()
@@ -77,7 +75,7 @@ impl Prompt {
 /// `tools` are the tools listed in the system turn (none when the
 /// request's tool choice is `none`); `json_output` adds an instruction to
 /// reply with JSON.
-pub(crate) fn render(request: &GenerateRequest, tools: &[ToolDefinition], json_output: bool) -> Prompt {
+pub fn render(request: &GenerateRequest, tools: &[ToolDefinition], json_output: bool) -> Prompt {
     let mut system = system_text(&request.messages).unwrap_or_else(|| DEFAULT_SYSTEM.to_owned());
     if !tools.is_empty() {
         system.push_str("\n\n");
@@ -107,7 +105,7 @@ fn tool_instructions(tools: &[ToolDefinition]) -> String {
     let mut out = String::from("You can use these tools:\n");
     for tool in tools {
         out.push_str(&format!("- {}: {}", tool.name, tool.description.trim()));
-        let schema = tool_input(tool.input_schema.as_ref(), Dialect::JsonSchema);
+        let schema = tool_input(tool.input_schema.as_ref());
         let args = arguments_summary(&schema);
         if !args.is_empty() {
             out.push_str(&format!(" Arguments: {args}."));
@@ -211,8 +209,44 @@ fn join(texts: impl Iterator<Item = String>) -> String {
     texts.filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
 }
 
+/// The text of every `system` message, joined by blank lines (`None` when
+/// there is none).
+fn system_text(messages: &[Message]) -> Option<String> {
+    let texts: Vec<String> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(Message::text)
+        .filter(|t| !t.is_empty())
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
+/// Data-part content as text: its JSON.
+fn data_text(value: &Value) -> String {
+    value.to_string()
+}
+
+/// A tool output as text: strings as they are, anything else as JSON.
+fn output_text(output: Option<&Value>) -> String {
+    match output {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The message of a soft failure: an output that is exactly
+/// `{"error": "…"}`, as Holdpoint's generate loop writes it.
+fn soft_failure(output: Option<&Value>) -> Option<&str> {
+    let obj = output?.as_object()?;
+    if obj.len() != 1 {
+        return None;
+    }
+    obj.get("error")?.as_str()
+}
+
 /// `{"tool": NAME, "arguments": INPUT}` as the grammar writes it.
-pub(crate) fn call_json(name: &str, input: Option<&Value>) -> String {
+pub fn call_json(name: &str, input: Option<&Value>) -> String {
     let args = input.cloned().unwrap_or_else(|| Value::Object(Map::new()));
     spaced(&json!({ TOOL_KEY: name, ARGUMENTS_KEY: args }))
 }
@@ -234,7 +268,7 @@ fn spaced(value: &Value) -> String {
 
 /// What a grammar-constrained reply said.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Reply {
+pub enum Reply {
     /// A tool call.
     Call {
         /// The tool.
@@ -248,7 +282,7 @@ pub(crate) enum Reply {
 
 /// Reads a complete reply in the tool format; `None` when it is not one
 /// (a reply cut short by the token limit).
-pub(crate) fn parse_reply(text: &str) -> Option<Reply> {
+pub fn parse_reply(text: &str) -> Option<Reply> {
     let value: Value = serde_json::from_str(text.trim()).ok()?;
     let obj = value.as_object()?;
     if let Some(name) = obj.get(TOOL_KEY).and_then(Value::as_str) {
@@ -269,7 +303,7 @@ pub(crate) fn parse_reply(text: &str) -> Option<Reply> {
 /// The text of an `{"answer": "…` reply so far (unescaped, without an
 /// escape sequence still being written); `None` while the reply is not
 /// (yet) an answer.
-pub(crate) fn partial_answer(text: &str) -> Option<String> {
+pub fn partial_answer(text: &str) -> Option<String> {
     let prefix = format!("{{\"{ANSWER_KEY}\": \"");
     let rest = text.strip_prefix(&prefix)?;
     let mut out = String::new();

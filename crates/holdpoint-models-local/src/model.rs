@@ -12,71 +12,14 @@ use holdpoint::model::{ChunkSink, FinishReason, GenerateChunk, GenerateRequest, 
 use holdpoint::{Error, Message, Part, Result, Role, Status};
 use serde_json::json;
 
-use super::engine::{self, Job, Outcome};
-use super::grammar::{ToolMode, json_grammar, tool_grammar};
-use super::prompt::{self, Reply, parse_reply, partial_answer};
-use super::{SETUP_HINT, SMOLLM2_FILE, model_dir_from};
-use crate::config::{ModelConfig, OutputFormat};
-
-/// Where local models live and how they run.
-///
-/// ```
-/// use holdpoint_models::local::LocalConfig;
-/// let config = LocalConfig::new("/models");
-/// assert_eq!(config.default_max_tokens, 256);
-/// assert_eq!(config.context_size, 4096);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalConfig {
-    /// The directory holding the model files (see [`LocalConfig::from_env`]).
-    pub model_dir: PathBuf,
-    /// Tokens of context (prompt and reply), capped at the model's
-    /// training context (8192 for SmolLM2).
-    pub context_size: u32,
-    /// Tokens generated when the request's config sets no
-    /// `maxOutputTokens`.
-    pub default_max_tokens: u32,
-    /// CPU threads (`None`: half the cores, at most 4).
-    pub threads: Option<u32>,
-    /// When the conversation ends with tool results, offer only a text
-    /// answer (unless the tool choice is `required`). A model this small
-    /// tends to repeat the call it just made instead of reading its
-    /// result; this makes a call-then-answer turn end. Default true.
-    pub answer_after_tool_results: bool,
-}
-
-impl LocalConfig {
-    /// Models in `model_dir`, with the defaults.
-    pub fn new(model_dir: impl Into<PathBuf>) -> Self {
-        LocalConfig {
-            model_dir: model_dir.into(),
-            context_size: 4096,
-            default_max_tokens: 256,
-            threads: None,
-            answer_after_tool_results: true,
-        }
-    }
-
-    /// The model directory from the environment: `HOLDPOINT_MODEL_DIR`,
-    /// else `$XDG_DATA_HOME/holdpoint/models`, else
-    /// `$HOME/.local/share/holdpoint/models`; `None` when none is set.
-    pub fn from_env() -> Option<Self> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`LocalConfig::from_env`] through `lookup` (an environment stand-in).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Option<Self> {
-        model_dir_from(lookup).map(Self::new)
-    }
-
-    /// Where SmolLM2's file is expected.
-    pub fn smollm2_path(&self) -> PathBuf {
-        self.model_dir.join(SMOLLM2_FILE)
-    }
-}
+use crate::config::LocalConfig;
+use crate::engine::{self, Job, Outcome};
+use crate::grammar::{ToolMode, json_grammar, tool_grammar};
+use crate::options::{Options, OutputFormat};
+use crate::prompt::{self, Reply, parse_reply, partial_answer};
 
 /// A GGUF model run in-process by llama.cpp, prompted with ChatML; see
-/// the [module docs](super).
+/// the [crate docs](crate).
 #[derive(Debug, Clone)]
 pub struct LocalModel {
     name: String,
@@ -103,7 +46,7 @@ impl LocalModel {
                 Status::FailedPrecondition,
                 format!(
                     "the local model file {} is missing: fetch it with `scripts/fetch-smollm2.sh` \
-                     (set HOLDPOINT_MODEL_DIR to choose the directory); to use local models, {SETUP_HINT}",
+                     from the Holdpoint repository (set HOLDPOINT_MODEL_DIR to choose the directory)",
                     path.display()
                 ),
             ));
@@ -157,7 +100,7 @@ impl Model for LocalModel {
     }
 
     async fn generate(&self, request: GenerateRequest, chunks: ChunkSink) -> Result<GenerateResponse> {
-        let config = ModelConfig::from_request(&request)?;
+        let config = Options::from_request(&request)?;
         let output = OutputFormat::from_request(&request);
         let (tools, mode): (&[ToolDefinition], ToolMode) = match request.tool_choice.as_deref() {
             None | Some("auto") => (&request.tools, ToolMode::CallOrAnswer),

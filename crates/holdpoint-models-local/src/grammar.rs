@@ -9,8 +9,8 @@
 //! and `required` (properties in declared order, required ones always
 //! present, the others optional; no extra properties), `items`,
 //! `minItems`/`maxItems`, `minLength`/`maxLength`, `enum`, `const`,
-//! `anyOf`/`oneOf` (alternatives) and `allOf` (merged). Schemas are first
-//! shaped by [`crate::schema::shape`], which inlines `$ref`s. Anything
+//! `anyOf`/`oneOf` (alternatives) and `allOf` (merged). `$ref`s are
+//! inlined first (a recursive one accepts any value there). Anything
 //! else (patterns, formats, minimum/maximum) is not enforced; an empty or
 //! unknown schema accepts any JSON value.
 
@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use holdpoint::model::ToolDefinition;
 use serde_json::{Map, Value};
 
-use crate::schema::{Dialect, shape, tool_input};
+use crate::schema::{inline_refs, tool_input};
 
 /// How deep a schema may nest before the rest accepts any value.
 const MAX_DEPTH: usize = 32;
@@ -28,11 +28,11 @@ const MAX_DEPTH: usize = 32;
 const MAX_COUNT: u64 = 64;
 
 /// The key of a tool call's name in the output JSON.
-pub(crate) const TOOL_KEY: &str = "tool";
+pub const TOOL_KEY: &str = "tool";
 /// The key of a tool call's arguments in the output JSON.
-pub(crate) const ARGUMENTS_KEY: &str = "arguments";
+pub const ARGUMENTS_KEY: &str = "arguments";
 /// The key of a text answer in the output JSON.
-pub(crate) const ANSWER_KEY: &str = "answer";
+pub const ANSWER_KEY: &str = "answer";
 
 /// Shared rules, defined once when first used.
 const STRING: &str = "string";
@@ -40,14 +40,14 @@ const VALUE: &str = "value";
 
 /// Rules of a grammar under construction.
 #[derive(Debug, Default)]
-pub(crate) struct Grammar {
+struct Grammar {
     rules: Vec<(String, String)>,
     names: HashSet<String>,
 }
 
 impl Grammar {
     /// The GBNF text, `root` first.
-    pub fn render(&self) -> String {
+    fn render(&self) -> String {
         let mut out = String::new();
         let root = self.rules.iter().filter(|(n, _)| n == "root");
         let rest = self.rules.iter().filter(|(n, _)| n != "root");
@@ -303,7 +303,7 @@ impl Grammar {
 
 /// What the model may do when the request has tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ToolMode {
+pub enum ToolMode {
     /// Call a tool or answer with text (`auto`).
     CallOrAnswer,
     /// Call a tool (`required`).
@@ -316,13 +316,13 @@ pub(crate) enum ToolMode {
 /// `{"tool": "NAME", "arguments": {…}}` with arguments matching that
 /// tool's input schema, or (unless `mode` is [`ToolMode::MustCall`])
 /// `{"answer": "…"}` (only that for [`ToolMode::MustAnswer`]).
-pub(crate) fn tool_grammar(tools: &[ToolDefinition], mode: ToolMode) -> String {
+pub fn tool_grammar(tools: &[ToolDefinition], mode: ToolMode) -> String {
     let mut g = Grammar::default();
     g.names.insert("root".to_owned());
     let mut alts = Vec::new();
     let callable = if mode == ToolMode::MustAnswer { &[][..] } else { tools };
     for tool in callable {
-        let schema = tool_input(tool.input_schema.as_ref(), Dialect::JsonSchema);
+        let schema = tool_input(tool.input_schema.as_ref());
         let args = g.walk(&schema, &format!("{}-args", tool.name), 0);
         let head = format!(
             "{{{}: {}, {}: ",
@@ -346,10 +346,10 @@ pub(crate) fn tool_grammar(tools: &[ToolDefinition], mode: ToolMode) -> String {
 
 /// The grammar of a JSON reply matching `schema` (any JSON value when
 /// there is none).
-pub(crate) fn json_grammar(schema: Option<&Value>) -> String {
+pub fn json_grammar(schema: Option<&Value>) -> String {
     let mut g = Grammar::default();
     g.names.insert("root".to_owned());
-    let shaped = schema.map(|s| shape(s, Dialect::JsonSchema));
+    let shaped = schema.map(inline_refs);
     let expr = match &shaped {
         Some(s) => g.walk(s, "output", 0),
         None => g.value(),
@@ -369,7 +369,7 @@ fn compact_key(key: &str) -> String {
 }
 
 /// A GBNF string literal matching exactly `text`.
-pub(crate) fn literal(text: &str) -> String {
+fn literal(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
