@@ -9,8 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::session::{SessionState, SessionStore, Snapshot};
 
-/// The id prefix of claim markers in the claims store.
-pub(crate) const PREFIX: &str = "state-claim:";
+use crate::session::STATE_CLAIM_PREFIX as PREFIX;
 
 /// Saves the marker `state-claim:KEY`, or fails with `ABORTED` ("already
 /// resumed") when it exists. The marker holds no conversation.
