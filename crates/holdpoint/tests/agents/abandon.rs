@@ -172,8 +172,9 @@ async fn a_new_message_on_the_same_connection_abandons_the_paused_calls() {
     assert_eq!(trail[0].decision, AuditDecision::Abandoned);
 }
 
-/// A store whose first two resume claims wait for each other, so both
-/// turns have read the paused snapshot (unclaimed) before either claims.
+/// A store whose first two resume claims wait for each other (for a few
+/// seconds at most), so both turns have read the paused snapshot
+/// (unclaimed) before either claims.
 struct Racing {
     inner: Arc<dyn SessionStore>,
     claims: AtomicUsize,
@@ -208,7 +209,8 @@ impl SessionStore for Racing {
     }
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
         if self.claims.fetch_add(1, Ordering::SeqCst) < 2 {
-            self.both.wait().await;
+            // Bounded: a turn that never claims must not hang the test.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.both.wait()).await;
         }
         self.inner.claim_resume(claim, audit).await
     }
