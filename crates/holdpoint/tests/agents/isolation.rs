@@ -201,9 +201,11 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
     drop(conn);
     assert!(b.latest_snapshot(&session).await.unwrap().is_none());
     assert!(b.latest_snapshot_as(&session, None).await.unwrap().is_none());
-    // The marker's session (the client's id) is not B's either.
-    let marker_session = format!("session {} not found", held.session_id);
-    assert_unknown(b.run(AgentInput::text("hi"), AgentInit::session(&held.session_id)).await, &marker_session);
+    // The marker is the only row of a session of its own, not B's either;
+    // it joins no session the client names.
+    let marker_session = format!("session {marker} not found");
+    assert_unknown(b.run(AgentInput::text("hi"), AgentInit::session(&marker)).await, &marker_session);
+    assert!(p.store.get_latest_snapshot(&held.session_id).await.unwrap().is_none());
     assert!(b.pending(SnapshotQuery::default()).await.unwrap().is_empty());
     assert!(b.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
     assert!(b.audit(AuditQuery::default()).await.unwrap().is_empty());

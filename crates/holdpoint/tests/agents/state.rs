@@ -383,7 +383,8 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
         .await
         .unwrap()
         .expect("the claim marker");
-    assert_eq!(marker.session_id, paused.session_id);
+    assert_eq!(marker.session_id, marker_id, "a session of its own");
+    assert_eq!(marker.metadata.as_ref().unwrap()["sessionId"], json!(paused.session_id));
     assert_eq!(marker.agent.as_deref(), Some("bank"));
     assert!(marker.state.is_none(), "the marker holds no conversation");
 
