@@ -595,3 +595,43 @@ async fn another_agents_paused_call_cannot_be_resumed_through_this_agent() {
     assert_eq!(a_runs.load(Ordering::SeqCst), 1);
     assert_eq!(b_runs.load(Ordering::SeqCst), 0);
 }
+
+/// A new message on a session whose calls wait abandons them: the late
+/// approval of the paused snapshot is 409 `ABORTED` ("abandoned by a new
+/// message at …"), the tool never runs and nothing is written. (Before,
+/// the approval ran the call and forked the session.)
+#[tokio::test]
+async fn a_late_approval_of_an_abandoned_hold_is_409() {
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let s = TestServer::start(
+        Server::builder()
+            .agent(ops(store.clone(), Arc::clone(&runs)))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (code, body) = s.post("/agents/opsAgent", json!({"data": user("close acct-1")}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    let paused = body["result"].clone();
+    assert_eq!(paused["finishReason"], "interrupted", "{paused:#}");
+    let snap = paused["snapshotId"].as_str().unwrap().to_owned();
+    let session = paused["sessionId"].as_str().unwrap().to_owned();
+    let approval = json!({"restart": [restart(&paused_part(&paused), json!({"toolApproved": true}))]});
+
+    let chat = json!({"data": user("never mind"), "init": {"sessionId": session}});
+    let (code, body) = s.post("/agents/opsAgent", chat, None).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    let (code, body) = s.get(&format!("/agents/opsAgent/audit?sessionId={session}"), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"][0]["decision"], "abandoned", "{body:#}");
+    assert_eq!(body["result"][0]["snapshotId"], json!(snap), "{body:#}");
+
+    let before = dump(store.as_ref()).await;
+    let late = json!({"data": {"resume": approval}, "init": {"snapshotId": snap}});
+    let got = s.post("/agents/opsAgent", late, None).await;
+    assert_error(&got, 409, "ABORTED", "abandoned by a new message at");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the abandoned call never ran");
+    assert_eq!(dump(store.as_ref()).await, before, "nothing was written");
+}
