@@ -429,7 +429,12 @@ const TELLER_KEY: &str = "k-alice-teller-only-0123456789";
 /// `closeAccount` calls wait for approval, and `teller` (B), whose tool of
 /// the same name runs at once; alice has a key for everything and one
 /// scoped to `teller`.
-async fn two_agents() -> (Arc<holdpoint::session::InMemoryStore>, Arc<AtomicUsize>, Arc<AtomicUsize>, TestServer) {
+async fn two_agents() -> (
+    Arc<holdpoint::session::InMemoryStore>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    TestServer,
+) {
     use holdpoint::agent::Agent;
     use holdpoint::tool::{DynamicTool, ToolContext};
     use holdpoint_server::auth::{AgentScope, ApiKeys};
@@ -452,9 +457,10 @@ async fn two_agents() -> (Arc<holdpoint::session::InMemoryStore>, Arc<AtomicUsiz
     )
     .into_tool();
     let teller = Agent::builder("teller")
-        .model(Arc::new(holdpoint::ScriptedModel::from_fn("scripted/teller", |_, _| {
-            Some(holdpoint::ScriptedTurn::text("the teller did it"))
-        })))
+        .model(Arc::new(holdpoint::ScriptedModel::from_fn(
+            "scripted/teller",
+            |_, _| Some(holdpoint::ScriptedTurn::text("the teller did it")),
+        )))
         .tools([ungated])
         .store(store.clone())
         .build()
@@ -489,7 +495,11 @@ async fn another_agents_paused_call_cannot_be_resumed_through_this_agent() {
 
     let (store, a_runs, b_runs, s) = two_agents().await;
     let (code, body) = s
-        .post("/agents/opsAgent", json!({"data": user("close acct-1")}), Some(ALICE_KEY))
+        .post(
+            "/agents/opsAgent",
+            json!({"data": user("close acct-1")}),
+            Some(ALICE_KEY),
+        )
         .await;
     assert_eq!(code, 200, "{body:#}");
     let paused = body["result"].clone();
@@ -534,16 +544,24 @@ async fn another_agents_paused_call_cannot_be_resumed_through_this_agent() {
     }
     for id in [snap.as_str(), marker_id.as_str()] {
         let read = json!({"data": {"snapshotId": id}});
-        not_found(&s.post("/agents/teller/getSnapshot", read, key).await, &unknown_snapshot(id));
+        not_found(
+            &s.post("/agents/teller/getSnapshot", read, key).await,
+            &unknown_snapshot(id),
+        );
         let abort = json!({"data": {"snapshotId": id}});
         not_found(&s.post("/agents/teller/abort", abort, key).await, &unknown_snapshot(id));
         let settle = json!({"data": {"snapshotId": id, "resume": approval}});
-        not_found(&s.post("/agents/teller/settle", settle, key).await, &unknown_snapshot(id));
+        not_found(
+            &s.post("/agents/teller/settle", settle, key).await,
+            &unknown_snapshot(id),
+        );
     }
     let read = json!({"data": {"sessionId": session}});
     not_found(&s.post("/agents/teller/getSnapshot", read, key).await, &unknown_session);
     for listing in ["pending", "inDoubt", "audit"] {
-        let got = s.get(&format!("/agents/teller/{listing}?sessionId={session}"), key).await;
+        let got = s
+            .get(&format!("/agents/teller/{listing}?sessionId={session}"), key)
+            .await;
         not_found(&got, &unknown_session);
         let (code, body) = s.get(&format!("/agents/teller/{listing}"), key).await;
         assert_eq!(code, 200, "{body:#}");
@@ -611,7 +629,9 @@ async fn a_late_approval_of_an_abandoned_hold_is_409() {
             .unwrap(),
     )
     .await;
-    let (code, body) = s.post("/agents/opsAgent", json!({"data": user("close acct-1")}), None).await;
+    let (code, body) = s
+        .post("/agents/opsAgent", json!({"data": user("close acct-1")}), None)
+        .await;
     assert_eq!(code, 200, "{body:#}");
     let paused = body["result"].clone();
     assert_eq!(paused["finishReason"], "interrupted", "{paused:#}");
@@ -623,7 +643,9 @@ async fn a_late_approval_of_an_abandoned_hold_is_409() {
     let (code, body) = s.post("/agents/opsAgent", chat, None).await;
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
-    let (code, body) = s.get(&format!("/agents/opsAgent/audit?sessionId={session}"), None).await;
+    let (code, body) = s
+        .get(&format!("/agents/opsAgent/audit?sessionId={session}"), None)
+        .await;
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"][0]["decision"], "abandoned", "{body:#}");
     assert_eq!(body["result"][0]["snapshotId"], json!(snap), "{body:#}");

@@ -52,7 +52,8 @@ use crate::generate::Resume;
 use crate::middleware::Middleware;
 use crate::model::Model;
 use crate::session::{
-    AuditDecision, AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, StateCodec,
+    AuditDecision, AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus,
+    StateCodec,
 };
 use crate::tool::Tool;
 
@@ -402,8 +403,7 @@ impl Agent {
             .await?
             .filter(|s| s.visible_to(principal) && s.belongs_to(&self.def.name))
             .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
-        if let Some(at) = audit::abandoned_at(store.as_ref(), &self.def.name, &snapshot.session_id, snapshot_id).await
-        {
+        if let Some(at) = audit::abandoned_at(store.as_ref(), &self.def.name, &snapshot.session_id, snapshot_id).await {
             return Err(Error::FailedPrecondition(format!(
                 "snapshot {snapshot_id} is not in doubt: a new message abandoned its paused calls at {}; they never ran",
                 at.to_rfc3339()

@@ -105,7 +105,10 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     t.model.push(ScriptedTurn::text("Sure, something else."));
     let chat = t
         .agent
-        .run(AgentInput::text("never mind, what's my balance?"), AgentInit::session(&paused.session_id))
+        .run(
+            AgentInput::text("never mind, what's my balance?"),
+            AgentInit::session(&paused.session_id),
+        )
         .await
         .unwrap();
     assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
@@ -115,14 +118,23 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     assert_eq!(trail[0].decision, AuditDecision::Abandoned);
     assert_eq!(trail[0].tool, "transferMoney");
     assert_eq!(trail[0].agent.as_deref(), Some("bank"));
-    let chat_row = t.agent.snapshot(chat.snapshot_id.as_deref().unwrap()).await.unwrap().unwrap();
+    let chat_row = t
+        .agent
+        .snapshot(chat.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(chat_row.parent_id.as_deref(), Some(snap.as_str()));
 
     // The approval arrives late, by the snapshot's id: refused, and
     // nothing runs or is written.
     let before = t.rows().await;
     t.model.push(ScriptedTurn::text("Transferred."));
-    let late = t.agent.run(t.approval(&paused), AgentInit::snapshot(&snap)).await.unwrap();
+    let late = t
+        .agent
+        .run(t.approval(&paused), AgentInit::snapshot(&snap))
+        .await
+        .unwrap();
     assert_abandoned_refusal(&late);
     assert_eq!(t.runs(), 0, "the abandoned transfer never ran");
     assert_eq!(t.rows().await, before, "nothing was written");
@@ -165,7 +177,12 @@ async fn a_new_message_on_the_same_connection_abandons_the_paused_calls() {
     conn.close();
     let out = conn.output().await.unwrap();
     assert_eq!(out.finish_reason, FinishReason::Stop, "{out:?}");
-    let last = t.agent.snapshot(out.snapshot_id.as_deref().unwrap()).await.unwrap().unwrap();
+    let last = t
+        .agent
+        .snapshot(out.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     let paused = last.parent_id.unwrap();
     let trail = t.audit_of(&paused).await;
     assert_eq!(trail.len(), 1);
@@ -236,9 +253,10 @@ async fn approval_races_a_new_message(inner: Arc<dyn SessionStore>, approval_fir
     };
     r.model.push(ScriptedTurn::text("the winner's reply"));
     let approve = r.agent.run(r.approval(&paused), AgentInit::snapshot(&snap));
-    let message = r
-        .agent
-        .run(AgentInput::text("forget the transfer"), AgentInit::session(&paused.session_id));
+    let message = r.agent.run(
+        AgentInput::text("forget the transfer"),
+        AgentInit::session(&paused.session_id),
+    );
     let (approved, messaged) = if approval_first {
         tokio::join!(approve, message)
     } else {
@@ -247,11 +265,18 @@ async fn approval_races_a_new_message(inner: Arc<dyn SessionStore>, approval_fir
     };
     let (approved, messaged) = (approved.unwrap(), messaged.unwrap());
     let won = |o: &AgentOutput| o.finish_reason == FinishReason::Stop;
-    assert!(won(&approved) != won(&messaged), "exactly one wins: {approved:?} / {messaged:?}");
+    assert!(
+        won(&approved) != won(&messaged),
+        "exactly one wins: {approved:?} / {messaged:?}"
+    );
     let loser = if won(&approved) { &messaged } else { &approved };
     assert_eq!(loser.finish_reason, FinishReason::Failed, "{loser:?}");
     assert_eq!(loser.error.as_ref().unwrap().status, Status::Aborted, "{loser:?}");
-    assert_eq!(r.runs(), usize::from(won(&approved)), "the transfer ran only if the approval won");
+    assert_eq!(
+        r.runs(),
+        usize::from(won(&approved)),
+        "the transfer ran only if the approval won"
+    );
     let children: Vec<_> = r
         .rows()
         .await
@@ -296,13 +321,20 @@ async fn branching_from_older_snapshots(store: Arc<dyn SessionStore>) {
     let paused = t.pause(AgentInit::new()).await;
     let snap = paused.snapshot_id.clone().unwrap();
     t.model.push(ScriptedTurn::text("Transferred."));
-    let done = t.agent.run(t.approval(&paused), AgentInit::snapshot(&snap)).await.unwrap();
+    let done = t
+        .agent
+        .run(t.approval(&paused), AgentInit::snapshot(&snap))
+        .await
+        .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(t.runs(), 1);
     t.model.push(ScriptedTurn::text("A branch."));
     let branch = t
         .agent
-        .run(AgentInput::text("what if I had asked instead"), AgentInit::snapshot(&snap))
+        .run(
+            AgentInput::text("what if I had asked instead"),
+            AgentInit::snapshot(&snap),
+        )
         .await
         .unwrap();
     assert_eq!(branch.finish_reason, FinishReason::Stop, "{branch:?}");
@@ -326,7 +358,11 @@ async fn branching_from_older_snapshots(store: Arc<dyn SessionStore>) {
     assert_eq!(other.finish_reason, FinishReason::Stop, "{other:?}");
     let before = t.rows().await;
     t.model.push(ScriptedTurn::text("Transferred."));
-    let late = t.agent.run(t.approval(&held), AgentInit::snapshot(&held_id)).await.unwrap();
+    let late = t
+        .agent
+        .run(t.approval(&held), AgentInit::snapshot(&held_id))
+        .await
+        .unwrap();
     assert_eq!(late.finish_reason, FinishReason::Failed, "{late:?}");
     let err = late.error.unwrap();
     assert_eq!(err.status, Status::Aborted);

@@ -171,8 +171,14 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
     let b = &p.b;
     // Resumes and new messages through B, by snapshot id and session id.
     for id in [snap.as_str(), marker.as_str(), unstamped.as_str()] {
-        assert_unknown(b.run(approval.clone(), AgentInit::snapshot(id)).await, &unknown_snapshot(id));
-        assert_unknown(b.run(AgentInput::text("hi"), AgentInit::snapshot(id)).await, &unknown_snapshot(id));
+        assert_unknown(
+            b.run(approval.clone(), AgentInit::snapshot(id)).await,
+            &unknown_snapshot(id),
+        );
+        assert_unknown(
+            b.run(AgentInput::text("hi"), AgentInit::snapshot(id)).await,
+            &unknown_snapshot(id),
+        );
         assert_unknown(b.connect(AgentInit::snapshot(id)).await, &unknown_snapshot(id));
         assert!(b.snapshot(id).await.unwrap().is_none(), "{id}");
         assert!(b.snapshot_as(id, None).await.unwrap().is_none(), "{id}");
@@ -194,8 +200,14 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
         &unknown_snapshot("no-such-id"),
     );
     let unknown_session = format!("session {session} not found");
-    assert_unknown(b.run(approval.clone(), AgentInit::session(&session)).await, &unknown_session);
-    assert_unknown(b.run(AgentInput::text("hi"), AgentInit::session(&session)).await, &unknown_session);
+    assert_unknown(
+        b.run(approval.clone(), AgentInit::session(&session)).await,
+        &unknown_session,
+    );
+    assert_unknown(
+        b.run(AgentInput::text("hi"), AgentInit::session(&session)).await,
+        &unknown_session,
+    );
     assert_unknown(b.connect(AgentInit::session(&session)).await, &unknown_session);
     let conn = b.connect(AgentInit::new()).await.unwrap();
     drop(conn);
@@ -204,7 +216,10 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
     // The marker is the only row of a session of its own, not B's either;
     // it joins no session the client names.
     let marker_session = format!("session {marker} not found");
-    assert_unknown(b.run(AgentInput::text("hi"), AgentInit::session(&marker)).await, &marker_session);
+    assert_unknown(
+        b.run(AgentInput::text("hi"), AgentInit::session(&marker)).await,
+        &marker_session,
+    );
     assert!(p.store.get_latest_snapshot(&held.session_id).await.unwrap().is_none());
     assert!(b.pending(SnapshotQuery::default()).await.unwrap().is_empty());
     assert!(b.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
@@ -212,7 +227,10 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
 
     // A does not load the unstamped row or the marker either.
     for id in [marker.as_str(), unstamped.as_str()] {
-        assert_unknown(p.a.run(approval.clone(), AgentInit::snapshot(id)).await, &unknown_snapshot(id));
+        assert_unknown(
+            p.a.run(approval.clone(), AgentInit::snapshot(id)).await,
+            &unknown_snapshot(id),
+        );
     }
 
     assert_eq!(p.a_runs.load(Ordering::SeqCst), 0, "A's tool never ran");
@@ -246,9 +264,11 @@ async fn another_agents_session_cannot_be_continued() {
     let p = pair(Arc::new(InMemoryStore::new()));
     let (paused, _) = paused_transfer(&p).await;
     let before = everything(p.store.as_ref()).await;
-    let err: Error = p
-        .b
-        .run(AgentInput::text("send it anyway"), AgentInit::session(&paused.session_id))
+    let err: Error =
+        p.b.run(
+            AgentInput::text("send it anyway"),
+            AgentInit::session(&paused.session_id),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.status(), Status::NotFound);
