@@ -214,12 +214,26 @@ async fn abandon_holds(
     match session.holds {
         Holds::None => Ok(Claimed::default()),
         Holds::Claimed => {
-            let latest = store.get_latest_snapshot(sid).await?;
-            if latest.is_some_and(|l| l.snapshot_id == *id) {
-                let refused = Error::AlreadyResumed(id.clone());
-                return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
+            let Some(latest) = store.get_latest_snapshot(sid).await?.filter(|l| l.snapshot_id == *id) else {
+                return Ok(Claimed::default());
+            };
+            // An abandoning turn whose process died (its claim lapsed and
+            // nothing follows) would leave the session stuck: its calls are
+            // not in doubt (they never run), so nobody settles them. A new
+            // message takes that claim over, so that a frozen turn waking up
+            // later writes nothing (see `Hold`).
+            let abandoned = audit::abandoned_at(store.as_ref(), &def.name, sid, id).await;
+            if abandoned.is_some() && latest.resume_lapsed(chrono::Utc::now()) {
+                let claim = ResumeClaim::new(id.clone()).lease(def.resume_lease).takeover();
+                let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
+                store.claim_resume(claim, Vec::new()).await?;
+                return Ok(Claimed {
+                    claimed: true,
+                    hold: Some(Box::new(hold)),
+                });
             }
-            Ok(Claimed::default())
+            let refused = Error::AlreadyResumed(id.clone());
+            Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await)
         }
         Holds::Open => {
             let ctx = AuditContext {

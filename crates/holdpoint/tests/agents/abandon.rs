@@ -381,3 +381,54 @@ async fn branching_from_older_snapshots_in_sqlite() {
     let (_dir, store) = sqlite().await;
     branching_from_older_snapshots(store).await;
 }
+
+/// A new message whose process died after it abandoned the paused calls
+/// (its claim lapsed, nothing follows the paused snapshot) does not leave
+/// the session stuck: the next new message takes the lapsed claim over and
+/// writes under the paused snapshot's successor id; the abandoned calls
+/// stay unanswerable and are not listed as in doubt.
+#[tokio::test]
+async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
+    let t = teller(Arc::new(InMemoryStore::new()));
+    let paused = t.pause(AgentInit::new()).await;
+    let snap = paused.snapshot_id.clone().unwrap();
+    // What the dead turn left: its claim, with a lease that lapses at once,
+    // and its `abandoned` record.
+    let call = t.agent.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let record = AuditRecord {
+        id: "dead-turn".into(),
+        at: chrono::Utc::now(),
+        principal: None,
+        actor: None,
+        agent: Some("bank".into()),
+        session_id: paused.session_id.clone(),
+        snapshot_id: snap.clone(),
+        tool: call.tool,
+        reference: call.reference,
+        input_hash: holdpoint::session::hash_json(&call.input),
+        decision: AuditDecision::Abandoned,
+        reason: None,
+        held_by: None,
+        settles: false,
+    };
+    let claim = ResumeClaim::new(snap.clone()).lease(std::time::Duration::from_millis(1));
+    t.store.claim_resume(claim, vec![record]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(t.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
+
+    t.model.push(ScriptedTurn::text("Back again."));
+    let chat = t
+        .agent
+        .run(AgentInput::text("hello?"), AgentInit::session(&paused.session_id))
+        .await
+        .unwrap();
+    assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
+    assert_eq!(chat.snapshot_id.unwrap(), holdpoint::session::successor_id(&snap));
+    let late = t
+        .agent
+        .run(t.approval(&paused), AgentInit::snapshot(&snap))
+        .await
+        .unwrap();
+    assert_abandoned_refusal(&late);
+    assert_eq!(t.runs(), 0);
+}
