@@ -179,8 +179,11 @@ impl Agent {
     /// [`StateCodec::claim_key`]) in `store`, before any tool runs; when the
     /// marker exists the turn fails with `ABORTED` ("already resumed"), so
     /// replaying the same signed state with the same approval does not run
-    /// the call again. Share one durable store between replicas. Agents
-    /// with a session store claim their snapshots instead and ignore this.
+    /// the call again. Every codec has a claim key: the default
+    /// [`JsonStateCodec`] claims by the hash of the state's canonical JSON,
+    /// so a replay re-serialised by the caller is refused too. Share one
+    /// durable store between replicas. Agents with a session store claim
+    /// their snapshots instead and ignore this.
     pub fn with_state_claims(&self, store: Arc<dyn SessionStore>) -> Agent {
         let mut def = (*self.def).clone();
         def.claims = Some(store);

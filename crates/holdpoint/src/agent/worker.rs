@@ -197,7 +197,9 @@ async fn claim_resume_of(
 /// a later resume of that snapshot is refused. A snapshot whose calls
 /// were closed before it was read (answered, or abandoned) may be
 /// branched from once the claim's outcome is written; while the claiming
-/// turn still runs (it is the session's latest) the message is refused.
+/// turn still runs (it is the session's latest) the message is refused,
+/// unless that turn was an abandoning message whose claim lapsed (its
+/// process died): then this message takes the claim over.
 async fn abandon_holds(
     def: &AgentDef,
     session: &Session,
