@@ -13,9 +13,12 @@ fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty())
 }
 
-/// A snapshot written by another agent of a shared store reads as unknown.
+/// A row this agent did not write (another agent's of a shared store, one
+/// without `agent`, a claim marker) reads as unknown. The agent's own
+/// reads already check it (see [`Snapshot::belongs_to`]); checked again
+/// here because these routes answer with the row itself.
 fn of_agent(snapshot: Option<Snapshot>, agent: &str) -> Option<Snapshot> {
-    snapshot.filter(|s| s.agent.as_deref().is_none_or(|a| a == agent))
+    snapshot.filter(|s| s.belongs_to(agent))
 }
 
 /// `{"data": {"snapshotId"?, "sessionId"?, "metadataOnly"?}}` →

@@ -422,3 +422,238 @@ async fn signed_state_is_claimed_in_the_server_managed_store_by_default() {
     assert_error(&replay, 409, "ABORTED", "already resumed");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+const TELLER_KEY: &str = "k-alice-teller-only-0123456789";
+
+/// Two server-managed agents on one store: `opsAgent` (A), whose
+/// `closeAccount` calls wait for approval, and `teller` (B), whose tool of
+/// the same name runs at once; alice has a key for everything and one
+/// scoped to `teller`.
+async fn two_agents() -> (
+    Arc<holdpoint::session::InMemoryStore>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    TestServer,
+) {
+    use holdpoint::agent::Agent;
+    use holdpoint::tool::{DynamicTool, ToolContext};
+    use holdpoint_server::auth::{AgentScope, ApiKeys};
+
+    let store = memory();
+    let a_runs = Arc::new(AtomicUsize::new(0));
+    let b_runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&b_runs);
+    let ungated = DynamicTool::new(
+        "closeAccount",
+        "Closes an account at once",
+        json!({"type": "object"}),
+        move |_ctx: ToolContext, input| {
+            let runs = Arc::clone(&counted);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"closed": input}))
+            }
+        },
+    )
+    .into_tool();
+    let teller = Agent::builder("teller")
+        .model(Arc::new(holdpoint::ScriptedModel::from_fn(
+            "scripted/teller",
+            |_, _| Some(holdpoint::ScriptedTurn::text("the teller did it")),
+        )))
+        .tools([ungated])
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let server = Server::builder()
+        .agent(ops(store.clone(), Arc::clone(&a_runs)))
+        .agent(teller)
+        .api_keys(
+            ApiKeys::new()
+                .key(ALICE_KEY, "alice")
+                .scoped_key(TELLER_KEY, "alice", AgentScope::only(["teller"])),
+        )
+        .build()
+        .unwrap();
+    (store, a_runs, b_runs, TestServer::start(server).await)
+}
+
+/// A paused call of one agent cannot be resumed, continued, read, aborted
+/// or settled through another agent on the same store — by snapshot id,
+/// by session id, over SSE or a WebSocket, or through a claim marker's id
+/// — even with a key scoped to that other agent only: each is 404
+/// `NOT_FOUND` with the message of an unknown id, no tool runs, and the
+/// store holds what it held. (Before, `POST /agents/teller` with the
+/// paused snapshot's id and a restart of its call ran the teller's
+/// ungated `closeAccount`.)
+#[tokio::test]
+async fn another_agents_paused_call_cannot_be_resumed_through_this_agent() {
+    use futures::{SinkExt, StreamExt};
+    use holdpoint::session::Snapshot;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let (store, a_runs, b_runs, s) = two_agents().await;
+    let (code, body) = s
+        .post(
+            "/agents/opsAgent",
+            json!({"data": user("close acct-1")}),
+            Some(ALICE_KEY),
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    let paused = body["result"].clone();
+    assert_eq!(paused["finishReason"], "interrupted", "{paused:#}");
+    let snap = paused["snapshotId"].as_str().unwrap().to_owned();
+    let session = paused["sessionId"].as_str().unwrap().to_owned();
+    let approval = json!({"restart": [restart(&paused_part(&paused), json!({"toolApproved": true}))]});
+
+    // A claim marker row stamped `teller` (in a session of its own, as
+    // markers are), holding A's paused conversation.
+    let marker_id = "state-claim:0123abcd".to_owned();
+    let mut marker = store.get_snapshot(&snap).await.unwrap().unwrap();
+    marker.agent = Some("teller".into());
+    marker.session_id = marker_id.clone();
+    let mut meta = serde_json::Map::new();
+    meta.insert("stateClaim".into(), json!(true));
+    marker.metadata = Some(meta);
+    store
+        .save_snapshot(Some(&marker_id), Box::new(move |_| Ok(Some::<Snapshot>(marker))))
+        .await
+        .unwrap();
+
+    let before = dump(store.as_ref()).await;
+    let key = Some(TELLER_KEY);
+    let not_found = |got: &(reqwest::StatusCode, Value), message: &str| {
+        assert_error(got, 404, "NOT_FOUND", message);
+        assert_eq!(got.1["error"]["message"], json!(message), "{:#}", got.1);
+    };
+    let unknown_snapshot = |id: &str| format!("snapshot {id} not found");
+    let unknown_session = format!("session {session} not found");
+    for path in ["/agents/teller", "/agents/teller?stream=true"] {
+        for id in [snap.as_str(), marker_id.as_str(), "no-such-id"] {
+            let resume = json!({"data": {"resume": approval}, "init": {"snapshotId": id}});
+            not_found(&s.post(path, resume, key).await, &unknown_snapshot(id));
+            let message = json!({"data": user("close acct-1"), "init": {"snapshotId": id}});
+            not_found(&s.post(path, message, key).await, &unknown_snapshot(id));
+        }
+        let resume = json!({"data": {"resume": approval}, "init": {"sessionId": session}});
+        not_found(&s.post(path, resume, key).await, &unknown_session);
+        let message = json!({"data": user("close acct-1"), "init": {"sessionId": session}});
+        not_found(&s.post(path, message, key).await, &unknown_session);
+    }
+    for id in [snap.as_str(), marker_id.as_str()] {
+        let read = json!({"data": {"snapshotId": id}});
+        not_found(
+            &s.post("/agents/teller/getSnapshot", read, key).await,
+            &unknown_snapshot(id),
+        );
+        let abort = json!({"data": {"snapshotId": id}});
+        not_found(&s.post("/agents/teller/abort", abort, key).await, &unknown_snapshot(id));
+        let settle = json!({"data": {"snapshotId": id, "resume": approval}});
+        not_found(
+            &s.post("/agents/teller/settle", settle, key).await,
+            &unknown_snapshot(id),
+        );
+    }
+    let read = json!({"data": {"sessionId": session}});
+    not_found(&s.post("/agents/teller/getSnapshot", read, key).await, &unknown_session);
+    for listing in ["pending", "inDoubt", "audit"] {
+        let got = s
+            .get(&format!("/agents/teller/{listing}?sessionId={session}"), key)
+            .await;
+        not_found(&got, &unknown_session);
+        let (code, body) = s.get(&format!("/agents/teller/{listing}"), key).await;
+        assert_eq!(code, 200, "{body:#}");
+        assert_eq!(body["result"], json!([]), "{listing}: {body:#}");
+    }
+    // The WebSocket: init on A's snapshot, on A's session, on the marker.
+    for init in [
+        json!({"snapshotId": snap}),
+        json!({"sessionId": session}),
+        json!({"snapshotId": marker_id}),
+    ] {
+        let url = format!("{}/agents/teller/connect", s.base.replace("http://", "ws://"));
+        let mut request = url.into_client_request().unwrap();
+        request.headers_mut().insert("x-api-key", TELLER_KEY.parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        ws.send(Message::Text(json!({"init": init}).to_string().into()))
+            .await
+            .unwrap();
+        let frame = loop {
+            match tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap() {
+                Some(Ok(Message::Text(t))) => break serde_json::from_str::<Value>(t.as_str()).unwrap(),
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => panic!("closed without an error frame"),
+                Some(Ok(_)) => {}
+            }
+        };
+        assert_eq!(frame["error"]["status"], "NOT_FOUND", "{init}: {frame:#}");
+        let expected = match init.get("sessionId") {
+            Some(_) => unknown_session.clone(),
+            None => unknown_snapshot(init["snapshotId"].as_str().unwrap()),
+        };
+        assert_eq!(frame["error"]["message"], json!(expected), "{frame:#}");
+    }
+    // The scoped key cannot reach A directly either.
+    let direct = json!({"data": {"resume": approval}, "init": {"snapshotId": snap}});
+    assert_eq!(s.post("/agents/opsAgent", direct, key).await.0, 403);
+
+    assert_eq!(a_runs.load(Ordering::SeqCst), 0, "A's tool never ran");
+    assert_eq!(b_runs.load(Ordering::SeqCst), 0, "B's tool never ran");
+    assert_eq!(dump(store.as_ref()).await, before, "nothing was written");
+
+    // A's call still waits, for A.
+    let (code, body) = s.get("/agents/opsAgent/pending", Some(ALICE_KEY)).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"].as_array().unwrap().len(), 1, "{body:#}");
+    let resume = json!({"data": {"resume": approval}, "init": {"snapshotId": snap}});
+    let (code, body) = s.post("/agents/opsAgent", resume, Some(ALICE_KEY)).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    assert_eq!(a_runs.load(Ordering::SeqCst), 1);
+    assert_eq!(b_runs.load(Ordering::SeqCst), 0);
+}
+
+/// A new message on a session whose calls wait abandons them: the late
+/// approval of the paused snapshot is 409 `ABORTED` ("abandoned by a new
+/// message at …"), the tool never runs and nothing is written. (Before,
+/// the approval ran the call and forked the session.)
+#[tokio::test]
+async fn a_late_approval_of_an_abandoned_hold_is_409() {
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let s = TestServer::start(
+        Server::builder()
+            .agent(ops(store.clone(), Arc::clone(&runs)))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (code, body) = s
+        .post("/agents/opsAgent", json!({"data": user("close acct-1")}), None)
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    let paused = body["result"].clone();
+    assert_eq!(paused["finishReason"], "interrupted", "{paused:#}");
+    let snap = paused["snapshotId"].as_str().unwrap().to_owned();
+    let session = paused["sessionId"].as_str().unwrap().to_owned();
+    let approval = json!({"restart": [restart(&paused_part(&paused), json!({"toolApproved": true}))]});
+
+    let chat = json!({"data": user("never mind"), "init": {"sessionId": session}});
+    let (code, body) = s.post("/agents/opsAgent", chat, None).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    let (code, body) = s
+        .get(&format!("/agents/opsAgent/audit?sessionId={session}"), None)
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"][0]["decision"], "abandoned", "{body:#}");
+    assert_eq!(body["result"][0]["snapshotId"], json!(snap), "{body:#}");
+
+    let before = dump(store.as_ref()).await;
+    let late = json!({"data": {"resume": approval}, "init": {"snapshotId": snap}});
+    let got = s.post("/agents/opsAgent", late, None).await;
+    assert_error(&got, 409, "ABORTED", "abandoned by a new message at");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the abandoned call never ran");
+    assert_eq!(dump(store.as_ref()).await, before, "nothing was written");
+}

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
 use crate::session::{AuditDecision, AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, hash_json};
@@ -124,6 +124,63 @@ pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resu
         out.extend(record(ctx, target, decision, reason, None));
     }
     out
+}
+
+/// One `abandoned` record per paused call of the last model message in
+/// `history`: a new message continues the session instead of answering.
+pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<AuditRecord> {
+    let Some(pending) = history.iter().rev().find(|m| m.role == Role::Model) else {
+        return Vec::new();
+    };
+    pending
+        .interrupts()
+        .filter_map(|part| record(ctx, part, AuditDecision::Abandoned, None))
+        .collect()
+}
+
+/// When a new message abandoned the paused calls of `snapshot_id` (the
+/// time of its `abandoned` records), if it did. A store without an audit
+/// trail answers `None`.
+pub(crate) async fn abandoned_at(
+    store: &dyn SessionStore,
+    agent: &str,
+    session_id: &str,
+    snapshot_id: &str,
+) -> Option<DateTime<Utc>> {
+    let query = AuditQuery {
+        agent: Some(agent.to_owned()),
+        session_id: Some(session_id.to_owned()),
+        limit: Some(1000),
+        ..AuditQuery::default()
+    };
+    let trail = store.list_audit(&query).await.ok()?;
+    trail
+        .iter()
+        .filter(|r| r.snapshot_id == snapshot_id && r.decision == AuditDecision::Abandoned)
+        .map(|r| r.at)
+        .min()
+}
+
+/// The error for a claim on `snapshot_id` that `store` refused with
+/// `refused`: when that snapshot's calls were abandoned by a new message,
+/// `ABORTED` saying so (and when); otherwise `refused` itself.
+pub(crate) async fn explain_refused(
+    store: &dyn SessionStore,
+    agent: &str,
+    session_id: &str,
+    snapshot_id: &str,
+    refused: Error,
+) -> Error {
+    if !matches!(refused, Error::AlreadyResumed(_)) {
+        return refused;
+    }
+    match abandoned_at(store, agent, session_id, snapshot_id).await {
+        Some(at) => Error::Aborted(format!(
+            "snapshot {snapshot_id} was abandoned by a new message at {}: its paused calls were not run and can no longer be answered",
+            at.to_rfc3339()
+        )),
+        None => refused,
+    }
 }
 
 /// A paused call waiting for an answer, as listings show it.

@@ -21,6 +21,42 @@ pub(crate) struct Session {
     /// The claim key of the client-held state it was loaded from (see
     /// [`StateCodec::claim_key`](crate::session::StateCodec::claim_key)).
     pub state_claim: Option<String>,
+    /// Whether `snapshot_id` ends interrupted, and whether a resume (or a
+    /// new message that abandoned its calls) had claimed it when it was
+    /// read.
+    pub holds: Holds,
+    /// Whether `snapshot_id` is known to be its session's latest snapshot
+    /// (read by session id, or just written); `false` when unknown.
+    pub latest: bool,
+}
+
+/// The paused calls of the snapshot a session continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// It did not end interrupted (or there is no snapshot).
+    None,
+    /// It ended interrupted and nothing claimed it: its calls wait for an
+    /// answer. A resume answers them; a new message abandons them. Either
+    /// claims the snapshot first, so exactly one of them acts on it.
+    Open,
+    /// It ended interrupted and a resume or an abandoning message claimed
+    /// it before it was read: its calls are closed.
+    Claimed,
+}
+
+impl Holds {
+    /// The holds of `snapshot` as read now.
+    pub(crate) fn of(snapshot: &Snapshot) -> Holds {
+        if snapshot.status != SnapshotStatus::Completed
+            || snapshot.finish_reason != Some(crate::model::FinishReason::Interrupted)
+        {
+            Holds::None
+        } else if snapshot.resumed_at.is_none() {
+            Holds::Open
+        } else {
+            Holds::Claimed
+        }
+    }
 }
 
 impl Session {
@@ -38,6 +74,8 @@ impl Session {
             saved_at: self.saved_at,
             settle: self.settle,
             state_claim: self.state_claim.clone(),
+            holds: self.holds,
+            latest: self.latest,
         }
     }
 }
@@ -62,6 +100,7 @@ fn check_resumable(snapshot: &Snapshot) -> Result<()> {
 }
 
 pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Session {
+    let holds = Holds::of(&snapshot);
     let state = snapshot
         .state
         .unwrap_or_else(|| SessionState::new(snapshot.session_id.clone()));
@@ -76,11 +115,15 @@ pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Sess
         saved_at: Some(snapshot.created_at),
         settle: false,
         state_claim: None,
+        holds,
+        latest: false,
     }
 }
 
 /// The session of a snapshot the caller read from the agent's store, with
-/// the checks [`load`] makes on a snapshot an init names.
+/// the checks [`load`] makes on a snapshot an init names: visible to
+/// `principal` and written by this agent (see [`Snapshot::belongs_to`]),
+/// else `NOT_FOUND` as for an unknown id.
 pub(crate) fn loaded(def: &AgentDef, snapshot: Snapshot, principal: Option<&str>) -> Result<Session> {
     if def.store.is_none() {
         return Err(Error::FailedPrecondition(format!(
@@ -88,7 +131,7 @@ pub(crate) fn loaded(def: &AgentDef, snapshot: Snapshot, principal: Option<&str>
             def.name
         )));
     }
-    if !snapshot.visible_to(principal) {
+    if !snapshot.visible_to(principal) || !snapshot.belongs_to(&def.name) {
         return Err(Error::NotFound(format!("snapshot {} not found", snapshot.snapshot_id)));
     }
     check_resumable(&snapshot)?;
@@ -132,6 +175,8 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             saved_at: None,
             settle: false,
             state_claim,
+            holds: Holds::None,
+            latest: true,
         });
     };
 
@@ -148,7 +193,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         let snapshot = store
             .get_snapshot(snapshot_id)
             .await?
-            .filter(|s| s.visible_to(principal))
+            .filter(|s| s.visible_to(principal) && s.belongs_to(&def.name))
             .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
         if let Some(session_id) = &init.session_id
             && *session_id != snapshot.session_id
@@ -162,10 +207,17 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
     }
     if let Some(session_id) = init.session_id {
         return match store.get_latest_snapshot(&session_id).await? {
-            Some(snapshot) if !snapshot.visible_to(principal) => {
+            // Another principal's or another agent's session (or a claim
+            // marker) reads as unknown; it is not started afresh either,
+            // which would write this agent's turn into it.
+            Some(snapshot) if !snapshot.visible_to(principal) || !snapshot.belongs_to(&def.name) => {
                 Err(Error::NotFound(format!("session {session_id} not found")))
             }
-            Some(snapshot) => loaded(def, snapshot, principal),
+            Some(snapshot) => {
+                let mut session = loaded(def, snapshot, principal)?;
+                session.latest = true;
+                Ok(session)
+            }
             None => Ok(Session {
                 state: SessionState::new(session_id),
                 snapshot_id: None,
@@ -173,6 +225,8 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 saved_at: None,
                 settle: false,
                 state_claim: None,
+                holds: Holds::None,
+                latest: true,
             }),
         };
     }
@@ -183,5 +237,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         saved_at: None,
         settle: false,
         state_claim: None,
+        holds: Holds::None,
+        latest: true,
     })
 }

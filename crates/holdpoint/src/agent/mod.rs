@@ -52,7 +52,8 @@ use crate::generate::Resume;
 use crate::middleware::Middleware;
 use crate::model::Model;
 use crate::session::{
-    AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, StateCodec,
+    AuditDecision, AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus,
+    StateCodec,
 };
 use crate::tool::{IntoTool, Tool};
 
@@ -178,8 +179,11 @@ impl Agent {
     /// [`StateCodec::claim_key`]) in `store`, before any tool runs; when the
     /// marker exists the turn fails with `ABORTED` ("already resumed"), so
     /// replaying the same signed state with the same approval does not run
-    /// the call again. Share one durable store between replicas. Agents
-    /// with a session store claim their snapshots instead and ignore this.
+    /// the call again. Every codec has a claim key: the default
+    /// [`JsonStateCodec`] claims by the hash of the state's canonical JSON,
+    /// so a replay re-serialised by the caller is refused too. Share one
+    /// durable store between replicas. Agents with a session store claim
+    /// their snapshots instead and ignore this.
     pub fn with_state_claims(&self, store: Arc<dyn SessionStore>) -> Agent {
         let mut def = (*self.def).clone();
         def.claims = Some(store);
@@ -294,14 +298,27 @@ impl Agent {
         })
     }
 
-    /// A stored snapshot by id.
+    /// A stored snapshot of this agent by id: `None` for an unknown id and
+    /// for a row this agent did not write (another agent's of a shared
+    /// store, one without `agent`, a claim marker; see
+    /// [`Snapshot::belongs_to`]).
     pub async fn snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
-        self.require_store()?.get_snapshot(snapshot_id).await
+        Ok(self
+            .require_store()?
+            .get_snapshot(snapshot_id)
+            .await?
+            .filter(|s| s.belongs_to(&self.def.name)))
     }
 
-    /// The latest snapshot of a session.
+    /// The latest snapshot of a session of this agent: `None` for an
+    /// unknown session and when its latest row is not this agent's (see
+    /// [`snapshot`](Self::snapshot)).
     pub async fn latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
-        self.require_store()?.get_latest_snapshot(session_id).await
+        Ok(self
+            .require_store()?
+            .get_latest_snapshot(session_id)
+            .await?
+            .filter(|s| s.belongs_to(&self.def.name)))
     }
 
     /// A stored snapshot by id, as `principal` may see it (`None` when it
@@ -324,7 +341,7 @@ impl Agent {
         if self.snapshot_as(snapshot_id, principal).await?.is_none() {
             return Ok(None);
         }
-        self.abort(snapshot_id).await
+        self.abort_checked(snapshot_id).await
     }
 
     /// The paused calls of this agent's sessions that wait for an answer,
@@ -337,7 +354,11 @@ impl Agent {
             ..query
         };
         let snapshots = self.require_store()?.list_snapshots(&query).await?;
-        Ok(snapshots.iter().flat_map(audit::pending_of).collect())
+        Ok(snapshots
+            .iter()
+            .filter(|s| s.belongs_to(&self.def.name))
+            .flat_map(audit::pending_of)
+            .collect())
     }
 
     /// The paused calls of this agent's sessions that are *in doubt*
@@ -352,7 +373,15 @@ impl Agent {
             agent: Some(self.def.name.clone()),
             ..query
         };
-        PendingApproval::list_in_doubt(self.require_store()?.as_ref(), query).await
+        let mut calls = PendingApproval::list_in_doubt(self.require_store()?.as_ref(), query).await?;
+        // A new message's claim on calls it abandoned lapses only when that
+        // turn's process died: its own tools may be in doubt, the abandoned
+        // calls are not (they never run).
+        calls.retain(|c| {
+            c.agent.as_deref() == Some(self.def.name.as_str())
+                && !c.decided.iter().any(|r| r.decision == AuditDecision::Abandoned)
+        });
+        Ok(calls)
     }
 
     /// Settles calls left in doubt (see [`in_doubt`](Self::in_doubt)) on
@@ -366,7 +395,8 @@ impl Agent {
     /// `FAILED_PRECONDITION`.
     ///
     /// Fails with `FAILED_PRECONDITION` when the snapshot is not in doubt
-    /// (never resumed, its claim still held, or its resume finished),
+    /// (never resumed, its claim still held, its resume finished, or a new
+    /// message abandoned its calls),
     /// `NOT_FOUND` for an unknown or foreign snapshot.
     pub async fn settle(&self, snapshot_id: &str, resume: Resume, context: Map<String, Value>) -> Result<AgentOutput> {
         let store = self.require_store()?;
@@ -374,9 +404,14 @@ impl Agent {
         let snapshot = store
             .get_snapshot(snapshot_id)
             .await?
-            .filter(|s| s.visible_to(principal))
-            .filter(|s| s.agent.as_deref().is_none_or(|a| a == self.def.name))
+            .filter(|s| s.visible_to(principal) && s.belongs_to(&self.def.name))
             .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
+        if let Some(at) = audit::abandoned_at(store.as_ref(), &self.def.name, &snapshot.session_id, snapshot_id).await {
+            return Err(Error::FailedPrecondition(format!(
+                "snapshot {snapshot_id} is not in doubt: a new message abandoned its paused calls at {}; they never ran",
+                at.to_rfc3339()
+            )));
+        }
         if !snapshot.resume_lapsed(chrono::Utc::now()) {
             let why = match snapshot.resume_lease_end() {
                 None => "no resume claimed it; resume it the usual way".to_owned(),
@@ -422,9 +457,19 @@ impl Agent {
     }
 
     /// Aborts a detached run. Returns the status the snapshot had (`None`
-    /// for an unknown id). For a pending run it waits briefly for the
-    /// worker to settle the row as `aborted`.
+    /// for an unknown id, and for a row this agent did not write: see
+    /// [`snapshot`](Self::snapshot)). For a pending run it waits briefly
+    /// for the worker to settle the row as `aborted`.
     pub async fn abort(&self, snapshot_id: &str) -> Result<Option<SnapshotStatus>> {
+        if self.snapshot(snapshot_id).await?.is_none() {
+            return Ok(None);
+        }
+        self.abort_checked(snapshot_id).await
+    }
+
+    /// [`abort`](Self::abort) of a snapshot already checked to be this
+    /// agent's (a row's agent never changes once written).
+    async fn abort_checked(&self, snapshot_id: &str) -> Result<Option<SnapshotStatus>> {
         let store = self.require_store()?;
         let previous = store.abort(snapshot_id).await?;
         if previous == Some(SnapshotStatus::Pending) {

@@ -9,19 +9,23 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::session::{SessionState, SessionStore, Snapshot};
 
-/// The id prefix of claim markers in the claims store.
-pub(crate) const PREFIX: &str = "state-claim:";
+use crate::session::STATE_CLAIM_PREFIX as PREFIX;
 
 /// Saves the marker `state-claim:KEY`, or fails with `ABORTED` ("already
-/// resumed") when it exists. The marker holds no conversation.
+/// resumed") when it exists. The marker holds no conversation, and is the
+/// only row of a session of its own (its id): the client names the state's
+/// session id, so a marker in that session could become the latest row of
+/// a server-managed session of the same id on a shared store, hiding its
+/// paused calls. The state's session id is kept in the metadata.
 pub(crate) async fn claim(store: &Arc<dyn SessionStore>, key: &str, agent: &str, session_id: &str) -> Result<()> {
     let id = format!("{PREFIX}{key}");
-    let mut marker = Snapshot::new(SessionState::new(session_id));
+    let mut marker = Snapshot::new(SessionState::new(id.clone()));
     marker.state = None;
     marker.agent = Some(agent.to_owned());
     marker.resumed_at = Some(marker.created_at);
     let mut meta = Map::new();
     meta.insert("stateClaim".into(), Value::Bool(true));
+    meta.insert("sessionId".into(), Value::String(session_id.to_owned()));
     marker.metadata = Some(meta);
     let taken = id.clone();
     store

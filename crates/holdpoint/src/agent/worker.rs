@@ -17,7 +17,7 @@ use super::audit::{self, AuditContext};
 use super::detach::{self, Detached};
 use super::hold::Hold;
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
-use super::load::Session;
+use super::load::{Holds, Session};
 use super::turn::{Responder, Turn};
 use super::{AgentDef, principal_of};
 use crate::error::{Error, Result};
@@ -116,10 +116,23 @@ async fn claim_resume_of(
         ));
     }
     let Some(resume) = input.resume.as_ref().filter(|r| !r.is_empty()) else {
-        return Ok(Claimed::default());
+        return abandon_holds(def, session, input, context).await;
     };
     validate_resume(&session.state.messages, resume)?;
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
+        if session.holds == Holds::Open
+            && !session.latest
+            && let Some(latest) = store.get_latest_snapshot(&session.state.session_id).await?
+            && latest.snapshot_id != *id
+        {
+            // Its session went on without answering (a branch from an
+            // earlier snapshot, or rows written before new messages
+            // abandoned paused calls): answering now would fork it.
+            return Err(Error::Aborted(format!(
+                "snapshot {id} was left behind: its session went on (snapshot {} follows it) without answering its paused calls, so they can no longer be answered",
+                latest.snapshot_id
+            )));
+        }
         let ctx = AuditContext {
             principal: principal_of(context),
             actor: context.get(super::ACTOR).and_then(Value::as_str),
@@ -157,7 +170,10 @@ async fn claim_resume_of(
             claim = claim.takeover();
         }
         let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
-        store.claim_resume(claim, records).instrument(span).await?;
+        if let Err(refused) = store.claim_resume(claim, records).instrument(span).await {
+            let sid = &session.state.session_id;
+            return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
+        }
         return Ok(Claimed {
             claimed: true,
             hold: Some(Box::new(hold)),
@@ -171,6 +187,85 @@ async fn claim_resume_of(
             .await?;
     }
     Ok(Claimed::default())
+}
+
+/// The exactly-once step of a turn that brings a new message to a session
+/// whose snapshot ends interrupted: the message *abandons* the paused
+/// calls. It claims the snapshot as a resume would (so of a new message
+/// and a concurrent approval exactly one wins; the other is refused with
+/// `ABORTED`) and records an `abandoned` audit decision per paused call;
+/// a later resume of that snapshot is refused. A snapshot whose calls
+/// were closed before it was read (answered, or abandoned) may be
+/// branched from once the claim's outcome is written; while the claiming
+/// turn still runs (it is the session's latest) the message is refused,
+/// unless that turn was an abandoning message whose claim lapsed (its
+/// process died): then this message takes the claim over.
+async fn abandon_holds(
+    def: &AgentDef,
+    session: &Session,
+    input: &AgentInput,
+    context: &Map<String, Value>,
+) -> Result<Claimed> {
+    let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) else {
+        return Ok(Claimed::default());
+    };
+    if input.message.is_none() {
+        return Ok(Claimed::default());
+    }
+    let sid = &session.state.session_id;
+    match session.holds {
+        Holds::None => Ok(Claimed::default()),
+        Holds::Claimed => {
+            let Some(latest) = store.get_latest_snapshot(sid).await?.filter(|l| l.snapshot_id == *id) else {
+                return Ok(Claimed::default());
+            };
+            // An abandoning turn whose process died (its claim lapsed and
+            // nothing follows) would leave the session stuck: its calls are
+            // not in doubt (they never run), so nobody settles them. A new
+            // message takes that claim over, so that a frozen turn waking up
+            // later writes nothing (see `Hold`).
+            let abandoned = audit::abandoned_at(store.as_ref(), &def.name, sid, id).await;
+            if abandoned.is_some() && latest.resume_lapsed(chrono::Utc::now()) {
+                let claim = ResumeClaim::new(id.clone()).lease(def.resume_lease).takeover();
+                let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
+                store.claim_resume(claim, Vec::new()).await?;
+                return Ok(Claimed {
+                    claimed: true,
+                    hold: Some(Box::new(hold)),
+                });
+            }
+            let refused = Error::AlreadyResumed(id.clone());
+            Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await)
+        }
+        Holds::Open => {
+            let ctx = AuditContext {
+                principal: principal_of(context),
+                actor: context.get(super::ACTOR).and_then(Value::as_str),
+                agent: &def.name,
+                session_id: sid,
+                snapshot_id: id,
+            };
+            let records = audit::abandoned(&ctx, &session.state.messages);
+            let span = tracing::info_span!("abandon_holds", snapshot_id = %id, calls = records.len());
+            for r in &records {
+                tracing::info!(
+                    parent: &span,
+                    tool = %r.tool,
+                    r#ref = r.reference.as_deref().unwrap_or(""),
+                    "paused call abandoned by a new message"
+                );
+            }
+            let claim = ResumeClaim::new(id.clone()).lease(def.resume_lease);
+            let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
+            if let Err(refused) = store.claim_resume(claim, records).instrument(span).await {
+                return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
+            }
+            Ok(Claimed {
+                claimed: true,
+                hold: Some(Box::new(hold)),
+            })
+        }
+    }
 }
 
 /// Runs one turn whose resume was claimed (see [`claim_resume_of`]): the
@@ -258,6 +353,12 @@ async fn commit(
     })?;
     session.snapshot_id = Some(saved.snapshot_id);
     session.state = state;
+    session.holds = if finish == FinishReason::Interrupted {
+        Holds::Open
+    } else {
+        Holds::None
+    };
+    session.latest = true;
     Ok(())
 }
 
@@ -281,7 +382,11 @@ async fn record_failure(def: &AgentDef, session: &mut Session, error: &Error, ho
         None => store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await,
     };
     match saved {
-        Ok(Some(saved)) => session.snapshot_id = Some(saved.snapshot_id),
+        Ok(Some(saved)) => {
+            session.snapshot_id = Some(saved.snapshot_id);
+            session.holds = Holds::None;
+            session.latest = true;
+        }
         Ok(None) => {}
         Err(e @ Error::FailedPrecondition(_)) if hold.is_some() => return Err(e),
         Err(e) => tracing::error!(error = %e, "could not record a failed turn"),

@@ -25,6 +25,9 @@ pub enum AuditDecision {
     Restart,
     /// The answer came after the interrupt's `expiresAt`.
     Expired,
+    /// A new user message continued the session instead of an answer: the
+    /// call was never run, and its snapshot can no longer be resumed.
+    Abandoned,
 }
 
 impl AuditDecision {
@@ -36,6 +39,7 @@ impl AuditDecision {
             AuditDecision::Respond => "respond",
             AuditDecision::Restart => "restart",
             AuditDecision::Expired => "expired",
+            AuditDecision::Abandoned => "abandoned",
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::audit::hash_json;
 use super::snapshot::SessionState;
 use crate::error::{Error, Result};
 
@@ -18,14 +19,25 @@ pub trait StateCodec: Send + Sync {
     /// [`Agent::with_state_claims`](crate::agent::Agent::with_state_claims)).
     /// Called before [`decode`](Self::decode) and used only when `decode`
     /// accepts the value, so it must name what `decode` checks (the signing
-    /// codec returns its MAC). `None`, the default: the state is not claimed.
+    /// codec returns its MAC).
+    ///
+    /// The default is [`hash_json`] of the value: SHA-256 of its canonical
+    /// JSON, so the same state re-serialised (keys in another order,
+    /// `500.0` for `500`) has the same key and a replay of it is refused.
+    /// A codec overrides it when another part of the value names what it
+    /// checks. `None` opts the state out of claims (a replay then runs
+    /// its calls again); no codec of this crate returns it.
     fn claim_key(&self, value: &Value) -> Option<String> {
-        let _ = value;
-        None
+        Some(hash_json(value))
     }
 }
 
-/// Plain JSON state, unsigned: the state is trusted as sent.
+/// Plain JSON state, unsigned: the state is trusted as sent. Its claim key
+/// is the default, the hash of the state's canonical JSON: with
+/// [`Agent::with_state_claims`](crate::agent::Agent::with_state_claims),
+/// resuming the same state twice is refused in process as over HTTP. A
+/// caller that edits the state gets a new key; unsigned state cannot stop
+/// a caller from forging state, only a replay from running calls twice.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct JsonStateCodec;
 

@@ -13,8 +13,8 @@ pub use audit::{AuditDecision, AuditQuery, AuditRecord, SnapshotQuery, canonical
 pub use codec::{JsonStateCodec, StateCodec};
 pub use memory::InMemoryStore;
 pub use snapshot::{
-    Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, SessionState, Snapshot, SnapshotStatus, check_session_id,
-    upsert_artifact,
+    Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,
+    check_session_id, upsert_artifact,
 };
 pub use store::{
     ResumeClaim, SessionStore, SnapshotUpdate, WaitingCount, apply_claim, apply_claim_to, claim_update,

@@ -13,6 +13,12 @@ use crate::model::FinishReason;
 /// snapshot reads as [`SnapshotStatus::Expired`].
 pub const HEARTBEAT_EXPIRY: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The id prefix of the marker rows that record one-time claims of
+/// client-held state (see
+/// [`Agent::with_state_claims`](crate::agent::Agent::with_state_claims)).
+/// A store mints UUIDs, so only a claim writes an id with this prefix.
+pub const STATE_CLAIM_PREFIX: &str = "state-claim:";
+
 /// The longest session id accepted, in bytes.
 pub const MAX_SESSION_ID_LEN: usize = 256;
 
@@ -223,6 +229,35 @@ impl Snapshot {
     pub fn is_unfinished_successor_of(&self, parent: &str) -> bool {
         self.parent_id.as_deref() == Some(parent)
             && matches!(self.status, SnapshotStatus::Pending | SnapshotStatus::Aborting)
+    }
+
+    /// Whether this row is the marker of a one-time claim of client-held
+    /// state (its id starts with [`STATE_CLAIM_PREFIX`], or its metadata
+    /// says `stateClaim`) rather than a saved point of a conversation: it
+    /// holds no history and must never be loaded as one.
+    pub fn is_state_claim(&self) -> bool {
+        self.snapshot_id.starts_with(STATE_CLAIM_PREFIX)
+            || self
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("stateClaim"))
+                .is_some_and(|v| *v == Value::Bool(true))
+    }
+
+    /// Whether this row is a snapshot the agent named `agent` wrote: its
+    /// `agent` is that name and it is not a claim marker. Every load of a
+    /// snapshot or session by an agent checks this, so a row of another
+    /// agent sharing the store reads as unknown (its paused calls cannot
+    /// be resumed through an agent with other tools and other gates).
+    ///
+    /// A row without `agent` belongs to no agent. Every path that writes a
+    /// snapshot stamps it (a turn's outcome, a failed turn, a detached
+    /// run's pending row, a claim marker), so such a row was written by
+    /// hand or imported: nothing says which agent's tools and gates its
+    /// paused calls were made for, so no agent may load it. Stamp `agent`
+    /// when importing rows.
+    pub fn belongs_to(&self, agent: &str) -> bool {
+        self.agent.as_deref() == Some(agent) && !self.is_state_claim()
     }
 
     /// Whether `principal` may see this snapshot: unowned snapshots are

@@ -143,6 +143,7 @@ async fn a_stale_pending_row_reads_as_expired_and_is_not_resumed() {
     let mut row = Snapshot::new(SessionState::new("s1"));
     row.status = SnapshotStatus::Pending;
     row.heartbeat_at = Some(chrono::Utc::now() - chrono::Duration::seconds(120));
+    row.agent = Some("a".into());
     let saved = s
         .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
         .await

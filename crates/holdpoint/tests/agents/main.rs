@@ -2,10 +2,12 @@
 //! detach and abort, client-held state, custom agents.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod abandon;
 mod approval;
 mod connection;
 mod detach;
 mod in_doubt;
+mod isolation;
 mod resume;
 mod state;
 

@@ -383,7 +383,8 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
         .await
         .unwrap()
         .expect("the claim marker");
-    assert_eq!(marker.session_id, paused.session_id);
+    assert_eq!(marker.session_id, marker_id, "a session of its own");
+    assert_eq!(marker.metadata.as_ref().unwrap()["sessionId"], json!(paused.session_id));
     assert_eq!(marker.agent.as_deref(), Some("bank"));
     assert!(marker.state.is_none(), "the marker holds no conversation");
 
@@ -404,4 +405,67 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
         .unwrap();
     assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
     assert_eq!(rows(claims.as_ref()).await, 1);
+}
+
+/// `value` with the keys of every object in reverse order and every
+/// integer written as a float: the same state as a client that parses and
+/// re-serialises it might send back.
+fn reserialised(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(map.iter().rev().map(|(k, v)| (k.clone(), reserialised(v))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(reserialised).collect()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => json!(n.as_f64().unwrap()),
+        other => other.clone(),
+    }
+}
+
+/// With the default codec (`JsonStateCodec`, unsigned), state claims hold
+/// in process as over HTTP: the claim key is the hash of the state's
+/// canonical JSON, so resuming the same state twice, re-serialised or not,
+/// runs the approved call once.
+#[tokio::test]
+async fn the_default_codec_claims_client_held_state_so_a_replay_runs_nothing() {
+    use holdpoint::{Resume, ScriptedModel, ScriptedTurn};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let claims: Arc<dyn holdpoint::session::SessionStore> = Arc::new(InMemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tool = crate::transfer_tool(Arc::clone(&runs));
+    let model = ScriptedModel::new("m");
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model.clone()))
+        .tool(tool.clone())
+        .build()
+        .unwrap()
+        .with_state_claims(Arc::clone(&claims));
+    model.push(ScriptedTurn::tool_call(
+        "transferMoney",
+        json!({"amount": 500, "toAccount": "savings"}),
+    ));
+    let paused = agent.run_text("Transfer $500").await.unwrap();
+    assert_eq!(paused.finish_reason, FinishReason::Interrupted);
+    let state = paused.state.clone().unwrap();
+    let approve = || AgentInput::resume(Resume::from_parts([crate::approve(&tool, &paused)]));
+
+    model.push(ScriptedTurn::text("Done"));
+    let done = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(rows(claims.as_ref()).await, 1, "the resume left its claim marker");
+
+    for (what, replayed) in [("as sent", state.clone()), ("re-serialised", reserialised(&state))] {
+        assert_eq!(
+            replayed == state,
+            what == "as sent",
+            "the re-serialised state differs as JSON ({what})"
+        );
+        model.push(ScriptedTurn::text("Done again"));
+        let replay = agent.run(approve(), AgentInit::state(replayed)).await.unwrap();
+        assert_eq!(replay.finish_reason, FinishReason::Failed, "{what}: {replay:?}");
+        let err = replay.error.unwrap();
+        assert_eq!(err.status, Status::Aborted, "{what}");
+        assert!(err.message.contains("already resumed"), "{what}: {}", err.message);
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{what}: the approved transfer ran once");
+        assert_eq!(rows(claims.as_ref()).await, 1, "{what}: nothing more was written");
+    }
 }
