@@ -134,7 +134,7 @@ pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<Audi
     };
     pending
         .interrupts()
-        .filter_map(|part| record(ctx, part, AuditDecision::Abandoned, None))
+        .filter_map(|part| record(ctx, part, AuditDecision::Abandoned, None, None))
         .collect()
 }
 
