@@ -135,6 +135,12 @@ impl From<ErrorBody> for ApiError {
     }
 }
 
+/// The wire status of an error response, kept in the response's
+/// extensions for the layers above the handlers (the metrics count errors
+/// by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErrorStatus(pub Status);
+
 /// The `{"error": {…}}` body.
 pub(crate) fn error_json(body: &ErrorBody) -> serde_json::Value {
     serde_json::json!({ "error": body })
@@ -153,7 +159,7 @@ impl IntoResponse for ApiError {
         let mut response = (code, axum::Json(error_json(&self.body()))).into_response();
         response
             .extensions_mut()
-            .insert(crate::metrics::ErrorStatus(self.status));
+            .insert(ErrorStatus(self.status));
         if self.status == Status::Unauthenticated {
             response
                 .headers_mut()

@@ -8,10 +8,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use holdpoint::Status;
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorStatus};
 use crate::state::AppState;
 
 /// The `route` label of a request that matched no route.
@@ -33,10 +32,6 @@ pub(super) fn method_label(method: &Method) -> &'static str {
         _ => "other",
     }
 }
-
-/// The wire status of an error response, for the metrics layer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ErrorStatus(pub Status);
 
 /// Records every request: count, latency, errors. The route is the matched
 /// route's template, never the path the client sent.

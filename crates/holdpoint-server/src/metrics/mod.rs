@@ -83,7 +83,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub(crate) use http::{ErrorStatus, layer, scrape};
+pub(crate) use http::{layer, scrape};
 
 /// Latency buckets for requests, store operations and tool calls (seconds).
 const LATENCY: &[f64] = &[
