@@ -101,6 +101,7 @@ pub mod auth;
 pub mod envelope;
 pub mod error;
 mod hosts;
+mod inflight;
 mod limits;
 mod listen;
 pub mod metrics;
@@ -116,7 +117,8 @@ pub use error::ApiError;
 pub use limits::{DEFAULT_BODY_LIMIT, Limits};
 pub use metrics::Metrics;
 pub use server::{BuildError, Server, ServerBuilder};
-pub use shutdown::{Turns, serve, serve_app, shutdown_signal};
+pub use inflight::Turns;
+pub use shutdown::{serve, serve_app, shutdown_signal};
 pub use state::AppState;
 
 /// OpenTelemetry export of Holdpoint's tracing spans (the `holdpoint-otel` crate).

@@ -16,7 +16,7 @@ use crate::hosts::HostPolicy;
 use crate::limits::Limits;
 use crate::listen::ConnectionLimits;
 use crate::metrics::Metrics;
-use crate::shutdown::Turns;
+use crate::inflight::Turns;
 use crate::signing::{KeyRing, SigningCodec};
 use crate::state::{AppState, StateInner};
 

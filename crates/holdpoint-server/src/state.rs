@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::hosts::HostPolicy;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::shutdown::Turns;
+use crate::inflight::Turns;
 use crate::signing::KeyRing;
 
 pub(crate) struct StateInner {

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
-use crate::shutdown::TurnGuard;
+use crate::inflight::TurnGuard;
 use crate::state::AppState;
 
 /// What a driven turn reports.
