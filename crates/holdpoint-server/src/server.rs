@@ -326,7 +326,7 @@ impl ServerBuilder {
             metrics,
             metrics_token: self.metrics_token,
             metrics_open: self.metrics_open,
-            hosts,
+            hosts: Arc::new(hosts),
             request_timeout: self.request_timeout,
         });
         Ok(Server {

@@ -24,7 +24,7 @@ pub(crate) struct StateInner {
     pub metrics: Metrics,
     pub metrics_token: Option<String>,
     pub metrics_open: bool,
-    pub hosts: HostPolicy,
+    pub hosts: Arc<HostPolicy>,
     pub request_timeout: Option<Duration>,
 }
 
@@ -97,7 +97,7 @@ impl AppState {
         self.inner.metrics_open
     }
 
-    pub(crate) fn hosts(&self) -> &HostPolicy {
+    pub(crate) fn hosts(&self) -> &Arc<HostPolicy> {
         &self.inner.hosts
     }
 

@@ -29,6 +29,8 @@ mod pending;
 mod settle;
 mod snapshots;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
@@ -99,7 +101,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limits.body))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(TraceLayer::new_for_http())
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::hosts::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(state.hosts()),
+            crate::hosts::guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::layer,
