@@ -319,7 +319,7 @@ impl ServerBuilder {
         };
         let state = AppState::new(StateInner {
             agents,
-            auth: Authenticator::new(self.providers, anonymous),
+            auth: Arc::new(Authenticator::new(self.providers, anonymous)),
             limits: self.limits,
             turns: Turns::default(),
             keys,

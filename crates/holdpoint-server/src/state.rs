@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use holdpoint::agent::Agent;
 
 use crate::auth::{Authenticator, Identity};
@@ -17,7 +18,7 @@ use crate::signing::KeyRing;
 
 pub(crate) struct StateInner {
     pub agents: BTreeMap<String, Agent>,
-    pub auth: Authenticator,
+    pub auth: Arc<Authenticator>,
     pub limits: Limits,
     pub turns: Turns,
     pub keys: Arc<KeyRing>,
@@ -65,7 +66,7 @@ impl AppState {
         Ok(agent)
     }
 
-    pub(crate) fn authenticator(&self) -> &Authenticator {
+    pub(crate) fn authenticator(&self) -> &Arc<Authenticator> {
         &self.inner.auth
     }
 
@@ -104,5 +105,11 @@ impl AppState {
     /// How long a request body may take to arrive.
     pub fn request_timeout(&self) -> Option<Duration> {
         self.inner.request_timeout
+    }
+}
+
+impl FromRef<AppState> for Arc<Authenticator> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.inner.auth)
     }
 }
