@@ -11,7 +11,7 @@ use holdpoint::agent::Agent;
 use crate::auth::{Authenticator, Identity};
 use crate::error::ApiError;
 use crate::hosts::HostPolicy;
-use crate::limits::Limits;
+use crate::limits::{BodyTimeout, Limits};
 use crate::metrics::Metrics;
 use crate::inflight::Turns;
 use crate::signing::KeyRing;
@@ -111,5 +111,17 @@ impl AppState {
 impl FromRef<AppState> for Arc<Authenticator> {
     fn from_ref(state: &AppState) -> Self {
         Arc::clone(&state.inner.auth)
+    }
+}
+
+impl FromRef<AppState> for Limits {
+    fn from_ref(state: &AppState) -> Self {
+        state.inner.limits
+    }
+}
+
+impl FromRef<AppState> for BodyTimeout {
+    fn from_ref(state: &AppState) -> Self {
+        BodyTimeout(state.inner.request_timeout)
     }
 }
