@@ -83,7 +83,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub(crate) use http::{layer, scrape};
+pub(crate) use http::layer;
 
 /// Latency buckets for requests, store operations and tool calls (seconds).
 const LATENCY: &[f64] = &[
@@ -462,7 +462,7 @@ impl Metrics {
     }
 
     /// Sets the gauges of the served agent `agent`'s waiting sessions.
-    fn waiting(&self, agent: &str, count: u64, oldest_seconds: f64) {
+    pub(crate) fn waiting(&self, agent: &str, count: u64, oldest_seconds: f64) {
         let labels = AgentLabels {
             agent: agent.to_owned(),
         };
@@ -473,7 +473,8 @@ impl Metrics {
         self.inner.pending_oldest.get_or_create(&labels).set(oldest_seconds);
     }
 
-    fn running(&self, turns: usize) {
+    /// Sets the gauge of the turns in flight.
+    pub(crate) fn running(&self, turns: usize) {
         self.inner.running.set(i64::try_from(turns).unwrap_or(i64::MAX));
     }
 

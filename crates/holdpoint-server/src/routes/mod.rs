@@ -86,7 +86,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/app.css", get(meta::app_css))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
-        .route("/metrics", get(crate::metrics::scrape))
+        .route("/metrics", get(meta::scrape))
         .route("/agents", get(pending::list_agents))
         .route("/agents/{name}", post(agents::run))
         .route("/agents/{name}/getSnapshot", post(snapshots::get_snapshot))
@@ -106,7 +106,7 @@ pub(crate) fn router(state: AppState) -> Router {
             crate::hosts::guard,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.metrics().clone(),
             crate::metrics::layer,
         ))
         // Every response, refusals included, is taken for what its
