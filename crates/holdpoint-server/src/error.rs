@@ -157,9 +157,7 @@ impl IntoResponse for ApiError {
             "request rejected"
         );
         let mut response = (code, axum::Json(error_json(&self.body()))).into_response();
-        response
-            .extensions_mut()
-            .insert(ErrorStatus(self.status));
+        response.extensions_mut().insert(ErrorStatus(self.status));
         if self.status == Status::Unauthenticated {
             response
                 .headers_mut()

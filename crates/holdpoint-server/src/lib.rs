@@ -114,10 +114,10 @@ mod state;
 mod turns;
 
 pub use error::ApiError;
+pub use inflight::Turns;
 pub use limits::{DEFAULT_BODY_LIMIT, Limits};
 pub use metrics::Metrics;
 pub use server::{BuildError, Server, ServerBuilder};
-pub use inflight::Turns;
 pub use shutdown::{serve, serve_app, shutdown_signal};
 pub use state::AppState;
 

@@ -13,10 +13,10 @@ use holdpoint::session::{InMemoryStore, SessionStore};
 
 use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtVerifier};
 use crate::hosts::HostPolicy;
+use crate::inflight::Turns;
 use crate::limits::Limits;
 use crate::listen::ConnectionLimits;
 use crate::metrics::Metrics;
-use crate::inflight::Turns;
 use crate::signing::{KeyRing, SigningCodec};
 use crate::state::{AppState, StateInner};
 

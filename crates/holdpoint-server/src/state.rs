@@ -11,9 +11,9 @@ use holdpoint::agent::Agent;
 use crate::auth::{Authenticator, Identity};
 use crate::error::ApiError;
 use crate::hosts::HostPolicy;
+use crate::inflight::Turns;
 use crate::limits::{BodyTimeout, Limits};
 use crate::metrics::Metrics;
-use crate::inflight::Turns;
 use crate::signing::KeyRing;
 
 pub(crate) struct StateInner {

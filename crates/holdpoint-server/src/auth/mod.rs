@@ -242,7 +242,10 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Arc::<Authenticator>::from_ref(state).authenticate(parts).await.map(Caller)
+        Arc::<Authenticator>::from_ref(state)
+            .authenticate(parts)
+            .await
+            .map(Caller)
     }
 }
 
