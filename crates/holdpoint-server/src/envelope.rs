@@ -4,7 +4,7 @@
 //! rejections.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::limits::{BodyTimeout, Limits};
 
 /// `POST /agents/{name}`: one input, and where the conversation starts.
 #[derive(Debug, Clone, Deserialize)]
@@ -163,14 +163,21 @@ fn is_json(content_type: &str) -> bool {
 /// (which also keeps plain cross-site form posts out), honours the body
 /// limit (413), and rejects malformed JSON, wrong types, unknown and
 /// missing fields with a 400 that names the problem. A body that does not
-/// arrive within the request timeout is a 408 `DEADLINE_EXCEEDED`.
+/// arrive within the request timeout is a 408 `DEADLINE_EXCEEDED`. The
+/// limit and the timeout come from the handler state.
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
-impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    Limits: FromRef<S>,
+    BodyTimeout: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -183,9 +190,9 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
             ))
             .with_http(StatusCode::UNSUPPORTED_MEDIA_TYPE));
         }
-        let limit = state.limits().body;
+        let limit = Limits::from_ref(state).body;
         let read = Bytes::from_request(req, state);
-        let read = match state.request_timeout() {
+        let read = match BodyTimeout::from_ref(state).0 {
             Some(timeout) => tokio::time::timeout(timeout, read).await.map_err(|_| {
                 ApiError::new(
                     holdpoint::Status::DeadlineExceeded,

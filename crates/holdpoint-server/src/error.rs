@@ -135,6 +135,12 @@ impl From<ErrorBody> for ApiError {
     }
 }
 
+/// The wire status of an error response, kept in the response's
+/// extensions for the layers above the handlers (the metrics count errors
+/// by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErrorStatus(pub Status);
+
 /// The `{"error": {…}}` body.
 pub(crate) fn error_json(body: &ErrorBody) -> serde_json::Value {
     serde_json::json!({ "error": body })
@@ -151,9 +157,7 @@ impl IntoResponse for ApiError {
             "request rejected"
         );
         let mut response = (code, axum::Json(error_json(&self.body()))).into_response();
-        response
-            .extensions_mut()
-            .insert(crate::metrics::ErrorStatus(self.status));
+        response.extensions_mut().insert(ErrorStatus(self.status));
         if self.status == Status::Unauthenticated {
             response
                 .headers_mut()

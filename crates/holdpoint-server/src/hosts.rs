@@ -16,6 +16,7 @@
 //! not check, unless given allowed hosts.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
@@ -23,7 +24,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The hosts a server answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,8 +135,8 @@ fn is_loopback(host: &str) -> bool {
 
 /// Refuses requests for hosts (and from origins) the server does not
 /// answer; see the module docs.
-pub(crate) async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match state.hosts().check(request.uri(), request.headers()) {
+pub(crate) async fn guard(State(policy): State<Arc<HostPolicy>>, request: Request, next: Next) -> Response {
+    match policy.check(request.uri(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
     }

@@ -101,6 +101,7 @@ pub mod auth;
 pub mod envelope;
 pub mod error;
 mod hosts;
+mod inflight;
 mod limits;
 mod listen;
 pub mod metrics;
@@ -113,10 +114,11 @@ mod state;
 mod turns;
 
 pub use error::ApiError;
+pub use inflight::Turns;
 pub use limits::{DEFAULT_BODY_LIMIT, Limits};
 pub use metrics::Metrics;
 pub use server::{BuildError, Server, ServerBuilder};
-pub use shutdown::{Turns, serve, serve_app, shutdown_signal};
+pub use shutdown::{serve, serve_app, shutdown_signal};
 pub use state::AppState;
 
 /// OpenTelemetry export of Holdpoint's tracing spans (the `holdpoint-otel` crate).

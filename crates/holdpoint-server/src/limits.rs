@@ -1,4 +1,7 @@
-//! [`Limits`]: how much a request may carry.
+//! [`Limits`]: how much a request may carry, and [`BodyTimeout`]: how long
+//! its body may take to arrive.
+
+use std::time::Duration;
 
 /// The default largest request body: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -35,3 +38,8 @@ impl Limits {
         self
     }
 }
+
+/// How long a request body may take to arrive (`None`: no limit), as the
+/// handler state provides it to the body extractor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BodyTimeout(pub Option<Duration>);

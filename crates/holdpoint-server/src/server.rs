@@ -13,10 +13,10 @@ use holdpoint::session::{InMemoryStore, SessionStore};
 
 use crate::auth::{ApiKeys, Authenticator, ContextProvider, JwtVerifier};
 use crate::hosts::HostPolicy;
+use crate::inflight::Turns;
 use crate::limits::Limits;
 use crate::listen::ConnectionLimits;
 use crate::metrics::Metrics;
-use crate::shutdown::Turns;
 use crate::signing::{KeyRing, SigningCodec};
 use crate::state::{AppState, StateInner};
 
@@ -319,14 +319,14 @@ impl ServerBuilder {
         };
         let state = AppState::new(StateInner {
             agents,
-            auth: Authenticator::new(self.providers, anonymous),
+            auth: Arc::new(Authenticator::new(self.providers, anonymous)),
             limits: self.limits,
             turns: Turns::default(),
             keys,
             metrics,
             metrics_token: self.metrics_token,
             metrics_open: self.metrics_open,
-            hosts,
+            hosts: Arc::new(hosts),
             request_timeout: self.request_timeout,
         });
         Ok(Server {

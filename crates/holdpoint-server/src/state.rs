@@ -5,26 +5,27 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use holdpoint::agent::Agent;
 
 use crate::auth::{Authenticator, Identity};
 use crate::error::ApiError;
 use crate::hosts::HostPolicy;
-use crate::limits::Limits;
+use crate::inflight::Turns;
+use crate::limits::{BodyTimeout, Limits};
 use crate::metrics::Metrics;
-use crate::shutdown::Turns;
 use crate::signing::KeyRing;
 
 pub(crate) struct StateInner {
     pub agents: BTreeMap<String, Agent>,
-    pub auth: Authenticator,
+    pub auth: Arc<Authenticator>,
     pub limits: Limits,
     pub turns: Turns,
     pub keys: Arc<KeyRing>,
     pub metrics: Metrics,
     pub metrics_token: Option<String>,
     pub metrics_open: bool,
-    pub hosts: HostPolicy,
+    pub hosts: Arc<HostPolicy>,
     pub request_timeout: Option<Duration>,
 }
 
@@ -65,7 +66,7 @@ impl AppState {
         Ok(agent)
     }
 
-    pub(crate) fn authenticator(&self) -> &Authenticator {
+    pub(crate) fn authenticator(&self) -> &Arc<Authenticator> {
         &self.inner.auth
     }
 
@@ -97,12 +98,30 @@ impl AppState {
         self.inner.metrics_open
     }
 
-    pub(crate) fn hosts(&self) -> &HostPolicy {
+    pub(crate) fn hosts(&self) -> &Arc<HostPolicy> {
         &self.inner.hosts
     }
 
     /// How long a request body may take to arrive.
     pub fn request_timeout(&self) -> Option<Duration> {
         self.inner.request_timeout
+    }
+}
+
+impl FromRef<AppState> for Arc<Authenticator> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.inner.auth)
+    }
+}
+
+impl FromRef<AppState> for Limits {
+    fn from_ref(state: &AppState) -> Self {
+        state.inner.limits
+    }
+}
+
+impl FromRef<AppState> for BodyTimeout {
+    fn from_ref(state: &AppState) -> Self {
+        BodyTimeout(state.inner.request_timeout)
     }
 }

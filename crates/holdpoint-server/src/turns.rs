@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
+use crate::inflight::TurnGuard;
 use crate::metrics::TurnMeta;
-use crate::shutdown::TurnGuard;
 use crate::state::AppState;
 
 /// What a driven turn reports.

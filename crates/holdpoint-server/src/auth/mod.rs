@@ -34,7 +34,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 use holdpoint::agent::PRINCIPAL;
@@ -47,7 +47,6 @@ pub use jwt::{
 };
 
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Why a provider refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -230,15 +229,23 @@ impl Authenticator {
     }
 }
 
-/// The caller of a request, as the server's providers established it.
+/// The caller of a request, as the server's providers established it
+/// (from any handler state that holds the server's authenticator).
 #[derive(Debug, Clone)]
 pub struct Caller(pub Identity);
 
-impl FromRequestParts<AppState> for Caller {
+impl<S> FromRequestParts<S> for Caller
+where
+    Arc<Authenticator>: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        state.authenticator().authenticate(parts).await.map(Caller)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Arc::<Authenticator>::from_ref(state)
+            .authenticate(parts)
+            .await
+            .map(Caller)
     }
 }
 

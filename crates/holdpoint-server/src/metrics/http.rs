@@ -1,18 +1,15 @@
-//! The HTTP side of the metrics: the layer that counts every request, and
-//! the `GET /metrics` scrape.
+//! The HTTP side of the metrics: the layer that counts every request (the
+//! `GET /metrics` scrape is a route, in `routes/meta.rs`).
 
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use holdpoint::Status;
-use sha2::{Digest, Sha256};
+use axum::response::Response;
 
-use crate::error::ApiError;
-use crate::state::AppState;
+use super::Metrics;
+use crate::error::ErrorStatus;
 
 /// The `route` label of a request that matched no route.
 const UNMATCHED: &str = "unmatched";
@@ -34,13 +31,9 @@ pub(super) fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// The wire status of an error response, for the metrics layer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ErrorStatus(pub Status);
-
 /// Records every request: count, latency, errors. The route is the matched
 /// route's template, never the path the client sent.
-pub(crate) async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn layer(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = method_label(request.method());
     let route = request
@@ -49,69 +42,7 @@ pub(crate) async fn layer(State(state): State<AppState>, request: Request, next:
         .map_or_else(|| UNMATCHED.to_owned(), |p| p.as_str().to_owned());
     let response = next.run(request).await;
     let status = response.extensions().get::<ErrorStatus>().map(|s| s.0);
-    state
-        .metrics()
-        .request(method, &route, response.status(), status, started.elapsed());
-    response
-}
-
-/// Whether `parts` may read the metrics: always when they are open; with
-/// the metrics token as a bearer token; or as any principal the server's
-/// providers authenticate. The anonymous caller of a server that serves
-/// anonymously (on loopback, see
-/// [`ServerBuilder::allowed_hosts`](crate::ServerBuilder::allowed_hosts))
-/// may read them unless a metrics token is set.
-async fn may_scrape(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
-    if state.metrics_open() {
-        return Ok(());
-    }
-    let token = state.metrics_token();
-    if let Some(token) = token {
-        let given = crate::auth::bearer(parts);
-        if given.is_some_and(|g| Sha256::digest(g.as_bytes()) == Sha256::digest(token.as_bytes())) {
-            return Ok(());
-        }
-    }
-    let refused = || {
-        ApiError::unauthenticated(if token.is_some() {
-            "the metrics need their bearer token or a principal's credentials"
-        } else {
-            "the metrics need a principal's credentials (or a metrics token)"
-        })
-    };
-    match state.authenticator().authenticate(parts).await {
-        Ok(identity) if identity.principal().is_some() => Ok(()),
-        Ok(_) if token.is_none() => Ok(()),
-        _ => Err(refused()),
-    }
-}
-
-/// `GET /metrics`.
-pub(crate) async fn scrape(State(state): State<AppState>, request: Request) -> Response {
-    let (parts, _) = request.into_parts();
-    if let Err(e) = may_scrape(&state, &parts).await {
-        return e.into_response();
-    }
-    let metrics = state.metrics();
-    metrics.running(state.turns().running());
-    let now = chrono::Utc::now();
-    for agent in state.agents().values().filter(|a| a.is_server_managed()) {
-        let Some(store) = agent.store() else { continue };
-        match store.count_waiting(Some(agent.name())).await {
-            Ok(waiting) => {
-                let age = waiting
-                    .oldest
-                    .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
-                metrics.waiting(agent.name(), waiting.count, age);
-            }
-            Err(e) => tracing::warn!(agent = agent.name(), error = %e, "metrics: could not count waiting sessions"),
-        }
-    }
-    let mut response = (StatusCode::OK, metrics.render()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(prometheus_client::encoding::prometheus_text::CONTENT_TYPE),
-    );
+    metrics.request(method, &route, response.status(), status, started.elapsed());
     response
 }
 

@@ -66,222 +66,22 @@
 
 mod http;
 mod middleware;
+mod registry;
 mod store;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use holdpoint::agent::AgentOutput;
 use holdpoint::middleware::Middleware;
 use holdpoint::session::SessionStore;
 use holdpoint::{FinishReason, Status};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
 
-pub(crate) use http::{ErrorStatus, layer, scrape};
-
-/// Latency buckets for requests, store operations and tool calls (seconds).
-const LATENCY: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-];
-/// Buckets for approval waits: a second to a week.
-const WAIT: &[f64] = &[
-    1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14_400.0, 86_400.0, 604_800.0,
-];
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY.iter().copied())
-}
-
-fn wait_histogram() -> Histogram {
-    Histogram::new(WAIT.iter().copied())
-}
-
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
-
-fn latencies<L: Clone + std::hash::Hash + Eq>() -> Histograms<L> {
-    Family::new_with_constructor(latency_histogram as fn() -> Histogram)
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RequestLabels {
-    method: &'static str,
-    route: String,
-    code: u16,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RouteLabels {
-    method: &'static str,
-    route: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    route: String,
-    code: u16,
-    status: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TurnLabels {
-    agent: String,
-    finish_reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AgentStatusLabels {
-    agent: String,
-    status: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AgentLabels {
-    agent: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ToolCallLabels {
-    tool: String,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ToolLabels {
-    tool: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OpLabels {
-    op: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OpStatusLabels {
-    op: &'static str,
-    status: &'static str,
-}
-
-/// The metric families, registered once in [`Families::registry`].
-struct Families {
-    registry: Registry,
-    requests: Family<RequestLabels, Counter>,
-    request_seconds: Histograms<RouteLabels>,
-    errors: Family<ErrorLabels, Counter>,
-    turns: Family<TurnLabels, Counter>,
-    turn_errors: Family<AgentStatusLabels, Counter>,
-    running: Gauge,
-    pending: Family<AgentLabels, Gauge>,
-    pending_oldest: Family<AgentLabels, Gauge<f64, AtomicU64>>,
-    wait_seconds: Histograms<AgentLabels>,
-    tool_calls: Family<ToolCallLabels, Counter>,
-    tool_seconds: Histograms<ToolLabels>,
-    model_calls: Family<OutcomeLabels, Counter>,
-    store_seconds: Histograms<OpLabels>,
-    store_errors: Family<OpStatusLabels, Counter>,
-}
-
-impl Families {
-    fn new() -> Self {
-        let mut f = Families {
-            registry: Registry::default(),
-            requests: Family::default(),
-            request_seconds: latencies(),
-            errors: Family::default(),
-            turns: Family::default(),
-            turn_errors: Family::default(),
-            running: Gauge::default(),
-            pending: Family::default(),
-            pending_oldest: Family::default(),
-            wait_seconds: Family::new_with_constructor(wait_histogram as fn() -> Histogram),
-            tool_calls: Family::default(),
-            tool_seconds: latencies(),
-            model_calls: Family::default(),
-            store_seconds: latencies(),
-            store_errors: Family::default(),
-        };
-        // Counters are registered without their `_total`, which the
-        // encoder appends.
-        let r = &mut f.registry;
-        r.register(
-            "holdpoint_http_requests",
-            "HTTP requests answered, by route and status code",
-            f.requests.clone(),
-        );
-        r.register(
-            "holdpoint_http_request_duration_seconds",
-            "Time to the response head, by route",
-            f.request_seconds.clone(),
-        );
-        r.register(
-            "holdpoint_http_errors",
-            "HTTP error responses, by route, code and wire status",
-            f.errors.clone(),
-        );
-        r.register(
-            "holdpoint_turns",
-            "Turns run, by agent and finish reason",
-            f.turns.clone(),
-        );
-        r.register(
-            "holdpoint_turn_errors",
-            "Turns that ended failed, by agent and error status",
-            f.turn_errors.clone(),
-        );
-        r.register("holdpoint_turns_running", "Turns in flight", f.running.clone());
-        r.register(
-            "holdpoint_pending_approvals",
-            "Sessions paused waiting for an answer",
-            f.pending.clone(),
-        );
-        r.register(
-            "holdpoint_pending_oldest_seconds",
-            "Seconds the oldest paused session has waited",
-            f.pending_oldest.clone(),
-        );
-        r.register(
-            "holdpoint_approval_wait_seconds",
-            "Seconds from a call being held to its answer",
-            f.wait_seconds.clone(),
-        );
-        r.register(
-            "holdpoint_tool_calls",
-            "Tool calls, by tool and outcome",
-            f.tool_calls.clone(),
-        );
-        r.register(
-            "holdpoint_tool_call_duration_seconds",
-            "Tool call duration, by tool",
-            f.tool_seconds.clone(),
-        );
-        r.register(
-            "holdpoint_model_calls",
-            "Model calls, by outcome",
-            f.model_calls.clone(),
-        );
-        r.register(
-            "holdpoint_store_operation_seconds",
-            "Session store operation latency, by operation",
-            f.store_seconds.clone(),
-        );
-        r.register(
-            "holdpoint_store_errors",
-            "Session store operations that failed, by operation and status",
-            f.store_errors.clone(),
-        );
-        f
-    }
-}
+pub(crate) use http::layer;
+use registry::{
+    AgentLabels, AgentStatusLabels, ErrorLabels, Families, OpLabels, OpStatusLabels, OutcomeLabels, RequestLabels,
+    RouteLabels, ToolCallLabels, ToolLabels, TurnLabels,
+};
 
 /// The server's metrics (cheap to clone; clones share the counts).
 #[derive(Clone)]
@@ -462,7 +262,7 @@ impl Metrics {
     }
 
     /// Sets the gauges of the served agent `agent`'s waiting sessions.
-    fn waiting(&self, agent: &str, count: u64, oldest_seconds: f64) {
+    pub(crate) fn waiting(&self, agent: &str, count: u64, oldest_seconds: f64) {
         let labels = AgentLabels {
             agent: agent.to_owned(),
         };
@@ -473,7 +273,8 @@ impl Metrics {
         self.inner.pending_oldest.get_or_create(&labels).set(oldest_seconds);
     }
 
-    fn running(&self, turns: usize) {
+    /// Sets the gauge of the turns in flight.
+    pub(crate) fn running(&self, turns: usize) {
         self.inner.running.set(i64::try_from(turns).unwrap_or(i64::MAX));
     }
 

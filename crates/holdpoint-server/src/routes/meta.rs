@@ -1,11 +1,15 @@
-//! `GET /healthz`, `GET /openapi.json` and the approval page (`/`,
-//! `/app.js`, `/app.css`), whose files are built into the binary.
+//! The routes about the server itself: `GET /healthz`, `GET /metrics`,
+//! `GET /openapi.json`, and the approval page (`/`, `/app.js`, `/app.css`),
+//! whose files are built into the binary.
 
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The OpenAPI 3.1 document of every route.
@@ -59,5 +63,65 @@ pub(crate) async fn openapi() -> Response {
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Whether `parts` may read the metrics: always when they are open; with
+/// the metrics token as a bearer token; or as any principal the server's
+/// providers authenticate. The anonymous caller of a server that serves
+/// anonymously (on loopback, see
+/// [`ServerBuilder::allowed_hosts`](crate::ServerBuilder::allowed_hosts))
+/// may read them unless a metrics token is set.
+async fn may_scrape(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
+    if state.metrics_open() {
+        return Ok(());
+    }
+    let token = state.metrics_token();
+    if let Some(token) = token {
+        let given = crate::auth::bearer(parts);
+        if given.is_some_and(|g| Sha256::digest(g.as_bytes()) == Sha256::digest(token.as_bytes())) {
+            return Ok(());
+        }
+    }
+    let refused = || {
+        ApiError::unauthenticated(if token.is_some() {
+            "the metrics need their bearer token or a principal's credentials"
+        } else {
+            "the metrics need a principal's credentials (or a metrics token)"
+        })
+    };
+    match state.authenticator().authenticate(parts).await {
+        Ok(identity) if identity.principal().is_some() => Ok(()),
+        Ok(_) if token.is_none() => Ok(()),
+        _ => Err(refused()),
+    }
+}
+
+/// `GET /metrics`.
+pub(crate) async fn scrape(State(state): State<AppState>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    if let Err(e) = may_scrape(&state, &parts).await {
+        return e.into_response();
+    }
+    let metrics = state.metrics();
+    metrics.running(state.turns().running());
+    let now = chrono::Utc::now();
+    for agent in state.agents().values().filter(|a| a.is_server_managed()) {
+        let Some(store) = agent.store() else { continue };
+        match store.count_waiting(Some(agent.name())).await {
+            Ok(waiting) => {
+                let age = waiting
+                    .oldest
+                    .map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+                metrics.waiting(agent.name(), waiting.count, age);
+            }
+            Err(e) => tracing::warn!(agent = agent.name(), error = %e, "metrics: could not count waiting sessions"),
+        }
+    }
+    let mut response = (StatusCode::OK, metrics.render()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(prometheus_client::encoding::prometheus_text::CONTENT_TYPE),
+    );
     response
 }

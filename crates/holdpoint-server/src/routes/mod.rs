@@ -29,6 +29,8 @@ mod pending;
 mod settle;
 mod snapshots;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
@@ -84,7 +86,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/app.css", get(meta::app_css))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
-        .route("/metrics", get(crate::metrics::scrape))
+        .route("/metrics", get(meta::scrape))
         .route("/agents", get(pending::list_agents))
         .route("/agents/{name}", post(agents::run))
         .route("/agents/{name}/getSnapshot", post(snapshots::get_snapshot))
@@ -99,9 +101,12 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limits.body))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(TraceLayer::new_for_http())
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::hosts::guard))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            Arc::clone(state.hosts()),
+            crate::hosts::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.metrics().clone(),
             crate::metrics::layer,
         ))
         // Every response, refusals included, is taken for what its

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use hmac::{Hmac, Mac};
+use jsonwebtoken::EncodingKey;
 use sha2::Sha256;
 
 use super::*;
