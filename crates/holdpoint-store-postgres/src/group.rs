@@ -25,8 +25,8 @@
 //! write of the batch as UNAVAILABLE, since whether it committed may be
 //! unknown.
 
-use holdpoint::session::row::{AuditColumns, Columns};
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::row::{AuditColumns, Columns};
 use sqlx::PgPool;
 use tokio::sync::oneshot;
 

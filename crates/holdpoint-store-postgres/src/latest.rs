@@ -8,8 +8,9 @@
 //! session id PostgreSQL cannot hold), each read is retried on its own, so
 //! only the one at fault fails.
 
-use holdpoint::session::{Snapshot, row};
+use holdpoint::session::Snapshot;
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::row;
 use sqlx::PgPool;
 use tokio::sync::oneshot;
 

@@ -9,7 +9,7 @@ use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, Snaps
 use sqlx::PgPool;
 
 use crate::error::store_error;
-use holdpoint::session::row::{self, Listing, Placeholder};
+use holdpoint_store_sql::row::{self, Listing, Placeholder};
 
 /// Snapshot `id` as a reader sees it now.
 pub(crate) async fn snapshot(pool: &PgPool, id: &str) -> Result<Option<Snapshot>> {

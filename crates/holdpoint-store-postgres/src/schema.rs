@@ -102,4 +102,18 @@ mod tests {
             .collect();
         assert_eq!(files, listed);
     }
+
+    /// The function the group commit claims rows with runs the claim rule
+    /// as `holdpoint-store-sql` writes it, word for word.
+    #[test]
+    fn the_claim_function_runs_the_claim_rule() {
+        let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let newest = MIGRATIONS
+            .iter()
+            .rev()
+            .find(|m| m.sql.contains("FUNCTION holdpoint_claim"))
+            .unwrap();
+        let rule = words(holdpoint_store_sql::claim::POSTGRES_CLAIM);
+        assert!(words(newest.sql).contains(&format!("{rule};")), "{}", newest.sql);
+    }
 }

@@ -6,11 +6,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::Result;
-use holdpoint::session::row::Columns;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    WaitingCount, insert_refused, prepare_row, row,
+    WaitingCount, insert_refused, prepare_row,
 };
+use holdpoint_store_sql::row::{self, Columns};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::OnceCell;

@@ -9,7 +9,8 @@ use sqlx::PgConnection;
 use crate::error::store_error;
 use crate::group::{Claim, Committer, Op};
 use crate::schema::LOCK_SPACE_ROWS;
-use holdpoint::session::row::{self, AuditColumns, Columns};
+use holdpoint_store_sql::claim;
+use holdpoint_store_sql::row::{self, AuditColumns, Columns};
 
 const SELECT_FOR_UPDATE: &str = "SELECT data::text FROM holdpoint_snapshots WHERE snapshot_id = $1 FOR UPDATE";
 
@@ -107,22 +108,19 @@ pub(crate) async fn insert_audit(conn: &mut PgConnection, records: &[AuditRecord
     Ok(())
 }
 
-/// Whether row `id` was claimed before, asked after a claim did not take:
-/// `NOT_FOUND` for a missing row, `ABORTED` ("already resumed") for a
-/// claimed one; an unclaimed row whose document the in-place claim could
-/// not append to is claimed through the general path.
-const CLAIMED: &str = "SELECT resumed_at_ns IS NOT NULL FROM holdpoint_snapshots WHERE snapshot_id = $1";
-
 /// The first claim of a resume on row `id`, with its audit `records`, both
-/// or neither, through the group commit (see [`crate::group`]): the row is
-/// claimed only while `resumed_at_ns` is unset, and `"resumedAt"` and
-/// `"resumeLeaseUntil"` are appended to its stored document then. That
-/// path takes only a document naming neither key (a waiting row leaves
-/// both out while unset), so it stays one JSON object without repeated
-/// keys; any other unclaimed row (say, saved with a lease but no
-/// `resumedAt`) is claimed by [`claim_whole`]. `NOT_FOUND` for a missing
-/// row, `ABORTED` ("already resumed") when it was claimed before. A
-/// takeover of a lapsed claim goes through [`save_in`] too.
+/// or neither, through the group commit (see [`crate::group`]), by the
+/// claim rule of [`holdpoint_store_sql::claim`] ([`claim::POSTGRES_CLAIM`]):
+/// the row is claimed only while `resumed_at_ns` is unset, and
+/// `"resumedAt"` and `"resumeLeaseUntil"` are appended to its stored
+/// document then. That path takes only a document naming neither key (a
+/// waiting row leaves both out while unset), so it stays one JSON object
+/// without repeated keys. When the claim did not take,
+/// [`claim::POSTGRES_CLAIMED`] tells why: `NOT_FOUND` for a missing row,
+/// `ABORTED` ("already resumed") when it was claimed before; any other
+/// unclaimed row (say, saved with a lease but no `resumedAt`) is claimed by
+/// [`claim_whole`]. A takeover of a lapsed claim goes through [`save_in`]
+/// too.
 pub(crate) async fn claim(
     committer: &Committer,
     pool: &sqlx::PgPool,
@@ -135,7 +133,7 @@ pub(crate) async fn claim(
     let at_ns = now
         .timestamp_nanos_opt()
         .ok_or_else(|| holdpoint::Error::Internal(format!("the time {now} is outside the range a store can keep")))?;
-    let members = row::claim_members(now, lease_until)?;
+    let members = claim::claim_members(now, lease_until)?;
     let audit = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
     let op = Op::Claim(Box::new(Claim {
         id: id.to_owned(),
@@ -146,7 +144,7 @@ pub(crate) async fn claim(
     if committer.write(op).await? {
         return Ok(());
     }
-    let resumed: Option<bool> = sqlx::query_scalar(CLAIMED)
+    let resumed: Option<bool> = sqlx::query_scalar(claim::POSTGRES_CLAIMED)
         .bind(id)
         .fetch_optional(pool)
         .await

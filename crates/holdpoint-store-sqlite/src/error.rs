@@ -83,7 +83,7 @@ mod tests {
         let Err(json) = serde_json::from_str::<serde_json::Value>("{") else {
             panic!("should not parse");
         };
-        let err = holdpoint::session::row::corrupt_row("snapshot x", json);
+        let err = holdpoint_store_sql::row::corrupt_row("snapshot x", json);
         assert_eq!(err.status(), holdpoint::Status::Internal);
     }
 }

@@ -28,9 +28,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-use holdpoint::session::row::{self, Columns};
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, insert_refused};
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::claim;
+use holdpoint_store_sql::row::Columns;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -415,7 +416,7 @@ fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fai
 
 /// A first claim of a resume without decoding the row: refused when the
 /// row is missing (`NOT_FOUND`) or was claimed (`ABORTED`), else the claim
-/// is appended to the stored document (see [`row::with_claim_members`])
+/// is appended to the stored document (see [`claim::with_claim_members`])
 /// and written with its audit records. `false` (nothing written) for a
 /// document that cannot take it as it is: the caller claims the row whole.
 /// Saves the decode and re-encode of the paused row that the general path
@@ -435,12 +436,14 @@ fn claim_in_place(conn: &Connection, claim: &ResumeClaim, audit: &[AuditRecord])
             "the time {now} is outside the range a store can keep"
         )))
     })?;
-    let members = row::claim_members(now, claim.lease_until).map_err(Fail::Caller)?;
-    let Some(data) = row::with_claim_members(&stored.data, &members) else {
+    let members = claim::claim_members(now, claim.lease_until).map_err(Fail::Caller)?;
+    let Some(data) = claim::with_claim_members(&stored.data, &members) else {
         return Ok(false);
     };
     let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
-    write::claim(conn, id, &data, at_ns).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    if !write::claim(conn, id, &data, at_ns).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
+        return Err(Fail::Caller(Error::AlreadyResumed(id.clone())));
+    }
     write::audit(conn, &audit).map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
     Ok(true)
 }

@@ -5,9 +5,9 @@
 //! transaction.
 
 use holdpoint::Result;
-use holdpoint::session::row;
-use holdpoint::session::row::{Listing, Placeholder};
 use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus, WaitingCount};
+use holdpoint_store_sql::row;
+use holdpoint_store_sql::row::{Listing, Placeholder};
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension};
 

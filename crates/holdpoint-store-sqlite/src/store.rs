@@ -8,9 +8,10 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    WaitingCount, prepare_row, row,
+    WaitingCount, prepare_row,
 };
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::row;
 
 use crate::files;
 use crate::group::{Op, Writer};

@@ -3,9 +3,10 @@
 //! checked row or audit records. These run on the writer's thread, inside
 //! its transaction (see [`group`](crate::group)).
 
-use holdpoint::session::row::{self, AuditColumns, Columns};
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::claim;
+use holdpoint_store_sql::row::{self, AuditColumns, Columns};
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -139,12 +140,15 @@ pub(crate) fn upsert(conn: &Connection, cols: &Columns) -> rusqlite::Result<()> 
     Ok(())
 }
 
-/// Writes a first claim into row `id`: its document `data` (with the claim
-/// appended) and `resumed_at_ns`, the only columns a claim changes.
-pub(crate) fn claim(conn: &Connection, id: &str, data: &str, resumed_at_ns: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE holdpoint_snapshots SET data = ?2, resumed_at_ns = ?3 WHERE snapshot_id = ?1")?
+/// Writes a first claim into row `id` by the claim rule
+/// ([`claim::SQLITE_CLAIM`]): its document `data` (with the claim appended)
+/// and `resumed_at_ns`, the only columns a claim changes, only while the
+/// row is unclaimed. `false` (nothing written) when it was claimed.
+pub(crate) fn claim(conn: &Connection, id: &str, data: &str, resumed_at_ns: i64) -> rusqlite::Result<bool> {
+    let written = conn
+        .prepare_cached(claim::SQLITE_CLAIM)?
         .execute(params![id, data, resumed_at_ns])?;
-    Ok(())
+    Ok(written == 1)
 }
 
 /// Writes a prepared row under an id no row has yet; `false` (nothing

@@ -401,9 +401,10 @@ fn lapsed_claim(id: &str) -> ResumeClaim {
 
 /// A claimed row whose lease lapsed, with nothing after it in its session,
 /// lists as in doubt (SPEC §9.3); a claim still held, a settled resume
-/// (a newer row follows) and a waiting row do not. A takeover succeeds
-/// once, only on a lapsed claim, keeps `resumedAt` and renews the lease; a
-/// refused takeover changes nothing and leaves no audit record.
+/// (a newer row follows) and a waiting row do not. A first claim of the
+/// lapsed row is `ABORTED`. A takeover succeeds once, only on a lapsed
+/// claim, keeps `resumedAt` and renews the lease; a refused claim or
+/// takeover changes nothing and leaves no audit record.
 pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn SessionStore>) {
     let agent = fresh_id("agent");
     let row_of = |session: &str| waiting_of(session, &agent);
@@ -466,8 +467,26 @@ pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn Sessi
         );
     }
 
-    // The takeover of the lapsed claim, once.
+    // A first claim of a row claimed before is refused however its lease
+    // stands: the claim rule asks whether `resumedAt` is set, not whether
+    // the lease lapsed (only a takeover may take a lapsed claim).
     let before = get_present(&*store, &doubt).await;
+    let err = store
+        .claim_resume(
+            ResumeClaim::new(doubt.clone()),
+            vec![record(&s_doubt, &doubt, Some("bob"), &agent)],
+        )
+        .await
+        .expect_err("a first claim of a lapsed claim must be refused");
+    assert_eq!(err.status(), Status::Aborted, "{err}");
+    assert!(err.to_string().contains("already resumed"), "{err}");
+    assert_eq!(
+        get_present(&*store, &doubt).await,
+        before,
+        "a refused claim changed the row"
+    );
+
+    // The takeover of the lapsed claim, once.
     let mut settle = record(&s_doubt, &doubt, Some("ops"), &agent);
     settle.settles = true;
     store

@@ -10,9 +10,7 @@ use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
 use crate::session::{AuditDecision, AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, hash_json};
 
-/// The key of resume data that approves (`true`) or denies (`false`) an
-/// approval gate's hold.
-pub const TOOL_APPROVED: &str = "toolApproved";
+pub use crate::message::metadata::TOOL_APPROVED;
 
 /// Context for the records of one resume.
 pub(crate) struct AuditContext<'a> {

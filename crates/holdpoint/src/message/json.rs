@@ -1,4 +1,5 @@
-//! JSON comparison that treats equal numbers as equal, whatever their form.
+//! JSON compared and written with equal numbers equal, whatever their form:
+//! comparison ([`json_eq`]) and the canonical text ([`canonical_json`]).
 
 use serde_json::Value;
 
@@ -25,6 +26,76 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// Writes a number with one spelling per value, whatever JSON form it came
+/// in: a float with an integral value in the range of `i64`/`u64` is written
+/// as that integer (`500.0` → `500`, `1e16` → `10000000000000000`, as a
+/// JavaScript client re-serialises them); integers as they are; any other
+/// float in its shortest round-trip form (`0.25`, `1.5e+300`).
+fn write_number(n: &serde_json::Number, out: &mut String) {
+    use std::fmt::Write as _;
+    // 2^63 and 2^64, exactly representable as f64.
+    const I64_MIN: f64 = -9_223_372_036_854_775_808.0;
+    const U64_END: f64 = 18_446_744_073_709_551_616.0;
+    if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+        && f.is_finite()
+        && f.fract() == 0.0
+    {
+        // Integral and in range: the casts are exact. -0.0 is in the first
+        // range (it equals 0.0) and is written as 0.
+        if (0.0..U64_END).contains(&f) {
+            let _ = write!(out, "{}", f as u64);
+            return;
+        }
+        if (I64_MIN..0.0).contains(&f) {
+            let _ = write!(out, "{}", f as i64);
+            return;
+        }
+    }
+    let _ = write!(out, "{n}");
+}
+
+/// JSON with object keys sorted at every level and no whitespace: the form
+/// hashed for audit records and signed for client-held state. Numbers have
+/// one spelling per value (see `write_number`): `500.0` and `500`, `1e16`
+/// and `10000000000000000` are the same.
+pub fn canonical_json(value: &Value) -> String {
+    fn write(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String((*k).clone()).to_string());
+                    out.push(':');
+                    if let Some(child) = map.get(*k) {
+                        write(child, out);
+                    }
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            Value::Number(n) => write_number(n, out),
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
 }
 
 #[cfg(test)]

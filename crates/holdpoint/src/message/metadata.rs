@@ -28,6 +28,9 @@ pub const SOURCE: &str = "source";
 pub const PARTIAL: &str = "partial";
 /// `toolRequest`: when an interrupt stops being answerable (RFC 3339).
 pub const EXPIRES_AT: &str = "expiresAt";
+/// Resume data (under [`RESUMED`]): approves (`true`) or denies (`false`)
+/// an approval gate's hold.
+pub const TOOL_APPROVED: &str = "toolApproved";
 
 /// A metadata marker that is either set without data (`true`) or set with a
 /// JSON object. Absent, `null` and `false` mean "not set".

@@ -6,7 +6,7 @@ mod part;
 
 use serde::{Deserialize, Serialize};
 
-pub use json::json_eq;
+pub use json::{canonical_json, json_eq};
 pub use metadata::Metadata;
 pub use part::{InterruptAsError, Media, Part, PartKind, Resource, ToolRequest, ToolResponse};
 

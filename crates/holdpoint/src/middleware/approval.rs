@@ -11,8 +11,8 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 
 use super::{Middleware, ToolHookCall, ToolNext};
-use crate::agent::TOOL_APPROVED;
 use crate::error::Result;
+use crate::message::metadata::TOOL_APPROVED;
 use crate::message::{Message, Part, Role, json_eq, metadata};
 use crate::model::{ChunkSink, GenerateRequest, Model};
 use crate::tool::ToolOutcome;

@@ -1,10 +1,12 @@
-//! The audit trail (SPEC §9.7) and the queries behind pending-approval
-//! listings (SPEC §9.8).
+//! The audit trail (SPEC §9.7): its records and the hash of the inputs
+//! they are about.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::message::canonical_json;
 
 /// What was decided about a paused call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -100,151 +102,6 @@ pub struct AuditRecord {
     /// process died (SPEC §9.3).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub settles: bool,
-}
-
-/// Which audit records to list (all filters combine; newest first).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuditQuery {
-    /// Only this agent's.
-    pub agent: Option<String>,
-    /// Only this session's.
-    pub session_id: Option<String>,
-    /// Only decisions by this principal.
-    pub principal: Option<String>,
-    /// At most this many (default 100).
-    pub limit: Option<usize>,
-}
-
-impl AuditQuery {
-    /// Whether `record` passes the filters.
-    pub fn matches(&self, record: &AuditRecord) -> bool {
-        self.agent.as_ref().is_none_or(|a| record.agent.as_ref() == Some(a))
-            && self.session_id.as_ref().is_none_or(|s| &record.session_id == s)
-            && self
-                .principal
-                .as_ref()
-                .is_none_or(|p| record.principal.as_ref() == Some(p))
-    }
-
-    /// The effective limit.
-    pub fn limit(&self) -> usize {
-        self.limit.unwrap_or(100)
-    }
-}
-
-/// Which snapshots to list.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SnapshotQuery {
-    /// Only those written by this agent.
-    pub agent: Option<String>,
-    /// Only this session's.
-    pub session_id: Option<String>,
-    /// Only those owned by this principal.
-    pub owner: Option<String>,
-    /// Only the latest snapshot of each session, when it is a completed,
-    /// interrupted, not yet resumed one: the sessions waiting for an answer.
-    pub waiting_only: bool,
-    /// Only the latest snapshot of each session, when a resume claimed it
-    /// and the claim lapsed: the sessions whose calls are in doubt
-    /// (SPEC §9.3; see [`Snapshot::resume_lapsed`](super::Snapshot::resume_lapsed)).
-    /// A resume that detached and died leaves an unfinished pending row
-    /// after the snapshot it claimed; that row does not count as newer (see
-    /// [`Snapshot::is_unfinished_successor_of`](super::Snapshot::is_unfinished_successor_of)).
-    pub in_doubt_only: bool,
-    /// At most this many (default 100), newest first.
-    pub limit: Option<usize>,
-}
-
-impl SnapshotQuery {
-    /// Whether `snapshot` passes the row filters (not `waiting_only`'s
-    /// latest-per-session rule, which needs the whole session).
-    pub fn matches_row(&self, s: &super::Snapshot) -> bool {
-        self.agent.as_ref().is_none_or(|a| s.agent.as_ref() == Some(a))
-            && self.session_id.as_ref().is_none_or(|id| &s.session_id == id)
-            && self.owner.as_ref().is_none_or(|o| s.owner.as_ref() == Some(o))
-            && (!self.waiting_only || s.is_waiting())
-            && (!self.in_doubt_only || s.resume_lapsed(chrono::Utc::now()))
-    }
-
-    /// Whether only the latest snapshot of each session may match.
-    pub fn latest_only(&self) -> bool {
-        self.waiting_only || self.in_doubt_only
-    }
-
-    /// The effective limit.
-    pub fn limit(&self) -> usize {
-        self.limit.unwrap_or(100)
-    }
-}
-
-/// Writes a number with one spelling per value, whatever JSON form it came
-/// in: a float with an integral value in the range of `i64`/`u64` is written
-/// as that integer (`500.0` → `500`, `1e16` → `10000000000000000`, as a
-/// JavaScript client re-serialises them); integers as they are; any other
-/// float in its shortest round-trip form (`0.25`, `1.5e+300`).
-fn write_number(n: &serde_json::Number, out: &mut String) {
-    use std::fmt::Write as _;
-    // 2^63 and 2^64, exactly representable as f64.
-    const I64_MIN: f64 = -9_223_372_036_854_775_808.0;
-    const U64_END: f64 = 18_446_744_073_709_551_616.0;
-    if let Some(f) = n.as_f64().filter(|_| n.is_f64())
-        && f.is_finite()
-        && f.fract() == 0.0
-    {
-        // Integral and in range: the casts are exact. -0.0 is in the first
-        // range (it equals 0.0) and is written as 0.
-        if (0.0..U64_END).contains(&f) {
-            let _ = write!(out, "{}", f as u64);
-            return;
-        }
-        if (I64_MIN..0.0).contains(&f) {
-            let _ = write!(out, "{}", f as i64);
-            return;
-        }
-    }
-    let _ = write!(out, "{n}");
-}
-
-/// JSON with object keys sorted at every level and no whitespace: the form
-/// hashed for audit records and signed for client-held state. Numbers have
-/// one spelling per value (see `write_number`): `500.0` and `500`, `1e16`
-/// and `10000000000000000` are the same.
-pub fn canonical_json(value: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String((*k).clone()).to_string());
-                    out.push(':');
-                    if let Some(child) = map.get(*k) {
-                        write(child, out);
-                    }
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            Value::Number(n) => write_number(n, out),
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(value, &mut out);
-    out
 }
 
 /// SHA-256 (hex) of the canonical JSON of `value`.

@@ -11,11 +11,13 @@ use tokio_stream::wrappers::WatchStream;
 
 use chrono::{DateTime, Utc};
 
-use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
+use super::audit::AuditRecord;
+use super::claim::{ResumeClaim, apply_claim_to};
+use super::listing::filter_snapshots;
+use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{
-    ResumeClaim, SessionStore, SnapshotUpdate, WaitingCount, apply_claim_to, filter_snapshots, mint_id, prepare_row,
-};
+use super::store::{SessionStore, SnapshotUpdate, WaitingCount};
+use super::write::{mint_id, prepare_row};
 use crate::error::{Error, Result};
 use crate::message::{Message, Part, PartKind, metadata};
 

@@ -1,22 +1,28 @@
-//! Sessions: snapshots, the store trait, the in-memory store, custom-state
-//! patches and the codec of client-held state (SPEC §5).
+//! Sessions: snapshots, the store trait and the rules its implementations
+//! share, the in-memory store, custom-state patches and the codec of
+//! client-held state (SPEC §5).
 
 mod audit;
+mod claim;
 mod codec;
+mod listing;
 mod memory;
 pub mod patch;
-pub mod row;
+mod query;
 mod snapshot;
 mod store;
+mod write;
 
-pub use audit::{AuditDecision, AuditQuery, AuditRecord, SnapshotQuery, canonical_json, hash_json};
+pub use crate::message::canonical_json;
+pub use audit::{AuditDecision, AuditRecord, hash_json};
+pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, lease_end, renew_claim_update, successor_id};
 pub use codec::{JsonStateCodec, StateCodec};
+pub use listing::filter_snapshots;
 pub use memory::InMemoryStore;
+pub use query::{AuditQuery, SnapshotQuery};
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,
     check_session_id, upsert_artifact,
 };
-pub use store::{
-    ResumeClaim, SessionStore, SnapshotUpdate, WaitingCount, apply_claim, apply_claim_to, claim_update,
-    filter_snapshots, insert_refused, insert_update, lease_end, mint_id, prepare_row, renew_claim_update, successor_id,
-};
+pub use store::{SessionStore, SnapshotUpdate, WaitingCount};
+pub use write::{insert_refused, insert_update, mint_id, prepare_row};

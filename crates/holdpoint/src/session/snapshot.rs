@@ -284,7 +284,7 @@ impl Snapshot {
         let claimed = self.resumed_at?;
         Some(
             self.resume_lease_until
-                .unwrap_or_else(|| super::store::lease_end(claimed, HEARTBEAT_EXPIRY)),
+                .unwrap_or_else(|| super::claim::lease_end(claimed, HEARTBEAT_EXPIRY)),
         )
     }
 

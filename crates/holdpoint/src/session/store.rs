@@ -1,14 +1,19 @@
 //! The `SessionStore` trait: where server-managed agents keep snapshots.
+//! The rules its implementations share live beside it: the claim and lease
+//! of a resume (`claim`), the checks of a written row (`write`), the
+//! reference listing (`listing`) and the query types (`query`).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 
-use super::audit::{AuditQuery, AuditRecord, SnapshotQuery};
-use super::snapshot::{HEARTBEAT_EXPIRY, Snapshot, SnapshotStatus};
+use super::audit::AuditRecord;
+use super::claim::{ResumeClaim, claim_update};
+use super::query::{AuditQuery, SnapshotQuery};
+use super::snapshot::{Snapshot, SnapshotStatus};
+use super::write::insert_update;
 use crate::error::{Error, Result};
 
 /// The read-modify-write step of [`SessionStore::save_snapshot`]: it gets
@@ -83,7 +88,7 @@ pub trait SessionStore: Send + Sync {
     /// Writes `row` as a new row under `snapshot_id`, only if no row has
     /// that id: `FAILED_PRECONDITION` (nothing written) otherwise. The
     /// outcome of a claimed resume is written this way, under the
-    /// [`successor_id`] of the snapshot it resumed, so a paused snapshot gets
+    /// [`successor_id`](super::successor_id) of the snapshot it resumed, so a paused snapshot gets
     /// at most one successor even when a resume that froze past its lease
     /// wakes up after an operator settled its calls (SPEC §9.3). The
     /// default runs [`insert_update`] through
@@ -165,256 +170,4 @@ impl WaitingCount {
 
 fn unsupported(what: &str) -> Error {
     Error::FailedPrecondition(format!("this session store cannot {what}"))
-}
-
-/// The update behind [`SessionStore::insert_snapshot`]: writes `row` when
-/// there is no row yet, else fails with [`insert_refused`].
-pub fn insert_update(snapshot_id: &str, row: Snapshot) -> SnapshotUpdate {
-    let id = snapshot_id.to_owned();
-    Box::new(move |existing| match existing {
-        Some(_) => Err(insert_refused(&id)),
-        None => Ok(Some(row)),
-    })
-}
-
-/// The error of an [`insert_snapshot`](SessionStore::insert_snapshot)
-/// whose id is taken (`FAILED_PRECONDITION`).
-pub fn insert_refused(snapshot_id: &str) -> Error {
-    Error::FailedPrecondition(format!("snapshot {snapshot_id} already exists; nothing was written"))
-}
-
-/// The id of the snapshot that follows `snapshot_id` once a resume claimed
-/// it: the same for every process that writes the resume's outcome (the
-/// resume itself, or an operator settling its calls after its lease
-/// lapsed), so the store's insert-if-absent lets only the first of them
-/// write (see [`SessionStore::insert_snapshot`]). A UUID (version 8) made
-/// of the first 16 bytes of SHA-256 over a fixed prefix and the id: as
-/// unguessable as the id it follows.
-pub fn successor_id(snapshot_id: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::new()
-        .chain_update(b"holdpoint successor of snapshot\0")
-        .chain_update(snapshot_id.as_bytes())
-        .finalize();
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_custom_bytes(bytes).into_uuid().to_string()
-}
-
-/// A resume's claim on the snapshot it resumes (SPEC §9.1, §9.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResumeClaim {
-    /// The interrupted snapshot being resumed.
-    pub snapshot_id: String,
-    /// Until when the claim holds unless renewed (written to
-    /// [`Snapshot::resume_lease_until`]).
-    pub lease_until: DateTime<Utc>,
-    /// Take over a claim whose lease lapsed instead of making a first one:
-    /// an operator settling calls left in doubt by a dead process.
-    pub takeover: bool,
-}
-
-impl ResumeClaim {
-    /// A first claim on `snapshot_id`, holding for [`HEARTBEAT_EXPIRY`].
-    pub fn new(snapshot_id: impl Into<String>) -> Self {
-        ResumeClaim {
-            snapshot_id: snapshot_id.into(),
-            lease_until: lease_end(Utc::now(), HEARTBEAT_EXPIRY),
-            takeover: false,
-        }
-    }
-
-    /// Makes the claim hold for `lease` from now unless renewed.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease_until = lease_end(Utc::now(), lease);
-        self
-    }
-
-    /// Makes this the takeover of a lapsed claim.
-    pub fn takeover(mut self) -> Self {
-        self.takeover = true;
-        self
-    }
-}
-
-/// `now + lease`, saturating.
-pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
-    chrono::Duration::from_std(lease)
-        .ok()
-        .and_then(|d| now.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
-/// Checks `claim` against the row it claims and applies it in place. A
-/// first claim sets `resumedAt` and the lease, or fails with `ABORTED`
-/// ("already resumed") when the snapshot was claimed before. A takeover
-/// needs a claim whose lease lapsed (else `FAILED_PRECONDITION`) and
-/// renews it. On an error the row is unchanged.
-pub fn apply_claim(row: &mut Snapshot, claim: &ResumeClaim) -> Result<()> {
-    apply_claim_to(&mut row.resumed_at, &mut row.resume_lease_until, claim)
-}
-
-/// [`apply_claim`] on the two claim fields of a row (`resumedAt` and
-/// `resumeLeaseUntil`), for stores that keep them apart from the document.
-pub fn apply_claim_to(
-    resumed_at: &mut Option<DateTime<Utc>>,
-    lease_until: &mut Option<DateTime<Utc>>,
-    claim: &ResumeClaim,
-) -> Result<()> {
-    let id = &claim.snapshot_id;
-    let now = Utc::now();
-    let lease_end = resumed_at.map(|at| lease_until.unwrap_or_else(|| lease_end(at, HEARTBEAT_EXPIRY)));
-    match (lease_end, claim.takeover) {
-        (Some(_), false) => return Err(Error::AlreadyResumed(id.clone())),
-        (None, true) => {
-            return Err(Error::FailedPrecondition(format!(
-                "snapshot {id} is not in doubt: no resume claimed it; resume it the usual way"
-            )));
-        }
-        (Some(end), true) if end > now => {
-            return Err(Error::FailedPrecondition(format!(
-                "snapshot {id} is not in doubt: the resume that claimed it still holds its claim until {}; \
-                 settle it only once that process has stopped renewing it",
-                end.to_rfc3339()
-            )));
-        }
-        _ => {}
-    }
-    *resumed_at = Some(resumed_at.unwrap_or(now));
-    *lease_until = Some(claim.lease_until);
-    Ok(())
-}
-
-/// The update that claims a snapshot for a resume ([`apply_claim`] on a
-/// copy of the row); a missing snapshot is `NOT_FOUND`.
-pub fn claim_update(claim: ResumeClaim) -> SnapshotUpdate {
-    Box::new(move |existing| {
-        let Some(row) = existing else {
-            return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
-        };
-        let mut next = row.clone();
-        apply_claim(&mut next, &claim)?;
-        Ok(Some(next))
-    })
-}
-
-/// The update that renews a resume's claim until `until`, if the row still
-/// carries the lease `held` that this resume set (`FAILED_PRECONDITION`
-/// when another process took the claim over).
-pub fn renew_claim_update(snapshot_id: &str, held: DateTime<Utc>, until: DateTime<Utc>) -> SnapshotUpdate {
-    let id = snapshot_id.to_owned();
-    Box::new(move |existing| {
-        let Some(row) = existing else {
-            return Err(Error::NotFound(format!("snapshot {id} not found")));
-        };
-        if row.resume_lease_until != Some(held) {
-            return Err(Error::FailedPrecondition(format!(
-                "the claim on snapshot {id} was taken over; this resume no longer holds it"
-            )));
-        }
-        let mut next = row.clone();
-        next.resume_lease_until = Some(until);
-        Ok(Some(next))
-    })
-}
-
-/// Applies a [`SnapshotQuery`] to rows in memory: the reference semantics
-/// that every store's `list_snapshots` must match.
-pub fn filter_snapshots<'a>(rows: impl IntoIterator<Item = &'a Snapshot>, query: &SnapshotQuery) -> Vec<Snapshot> {
-    let rows: Vec<&Snapshot> = rows.into_iter().collect();
-    let mut out: Vec<Snapshot> = if query.latest_only() {
-        let mut sessions: std::collections::HashMap<&str, Vec<&Snapshot>> = std::collections::HashMap::new();
-        for s in &rows {
-            sessions.entry(s.session_id.as_str()).or_default().push(s);
-        }
-        let mut out = Vec::new();
-        for mut session in sessions.into_values() {
-            session.sort_by(|a, b| (b.created_at, &b.snapshot_id).cmp(&(a.created_at, &a.snapshot_id)));
-            out.extend(
-                latest_of(&session, !query.waiting_only)
-                    .filter(|s| query.matches_row(s))
-                    .cloned(),
-            );
-        }
-        out
-    } else {
-        rows.into_iter().filter(|s| query.matches_row(s)).cloned().collect()
-    };
-    out.sort_by(|a, b| (b.created_at, &b.snapshot_id).cmp(&(a.created_at, &a.snapshot_id)));
-    out.truncate(query.limit());
-    out.into_iter().map(Snapshot::as_read).collect()
-}
-
-/// The rows of one session (newest first) that count as its latest: the
-/// newest, and with `past_unfinished`, also an older row whose every newer
-/// row is an unfinished pending row that continued it (see
-/// [`Snapshot::is_unfinished_successor_of`]).
-fn latest_of<'a>(session: &[&'a Snapshot], past_unfinished: bool) -> impl Iterator<Item = &'a Snapshot> {
-    let mut out = Vec::new();
-    // The parent every row seen so far continued, while they all are
-    // unfinished pending rows.
-    let mut newer_continue: Option<&str> = None;
-    for (n, s) in session.iter().enumerate() {
-        if n == 0 || newer_continue == Some(s.snapshot_id.as_str()) {
-            out.push(*s);
-        }
-        if !past_unfinished {
-            break;
-        }
-        let continues = s
-            .parent_id
-            .as_deref()
-            .filter(|parent| s.is_unfinished_successor_of(parent));
-        match (n, continues) {
-            (0, Some(parent)) => newer_continue = Some(parent),
-            (_, Some(parent)) if newer_continue == Some(parent) => {}
-            _ => break,
-        }
-    }
-    out.into_iter()
-}
-
-/// Checks and completes a row an update returned, for store implementations:
-/// sets its id, and refuses a missing or changed session id.
-pub fn prepare_row(id: &str, existing: Option<&Snapshot>, mut next: Snapshot) -> Result<Snapshot> {
-    if next.session_id.is_empty() {
-        return Err(Error::InvalidArgument("a snapshot needs a session id".into()));
-    }
-    if let Some(old) = existing
-        && old.session_id != next.session_id
-    {
-        return Err(Error::FailedPrecondition(format!(
-            "snapshot {id} belongs to session {}; its session id cannot change",
-            old.session_id
-        )));
-    }
-    next.snapshot_id = id.to_owned();
-    if next.status == SnapshotStatus::Expired {
-        next.status = SnapshotStatus::Pending;
-    }
-    Ok(next)
-}
-
-/// A fresh snapshot id.
-pub fn mint_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn successor_ids_are_fixed_per_snapshot_distinct_and_uuids() {
-        let a = mint_id();
-        let b = mint_id();
-        assert_eq!(successor_id(&a), successor_id(&a));
-        assert_ne!(successor_id(&a), successor_id(&b));
-        assert_ne!(successor_id(&a), a);
-        let parsed = uuid::Uuid::parse_str(&successor_id(&a)).unwrap();
-        assert_eq!(parsed.get_version_num(), 8);
-        assert_eq!(parsed.to_string(), successor_id(&a));
-        // The successor of a successor is new again.
-        assert_ne!(successor_id(&successor_id(&a)), successor_id(&a));
-    }
 }

@@ -1,11 +1,15 @@
 //! Snapshots and audit records as SQL table rows: the JSON document plus
-//! the columns copied out of it for lookups. Pure code shared by the SQL
-//! stores (SQLite, PostgreSQL), so they encode rows alike.
+//! the columns copied out of it for lookups, and the listing statements
+//! built over those columns. The SQL stores (SQLite, PostgreSQL) share it,
+//! so they encode and select rows alike.
 
 use chrono::{DateTime, Utc};
 
-use super::{AuditQuery, AuditRecord, SessionState, Snapshot, SnapshotQuery, SnapshotStatus};
-use crate::error::{Error, Result};
+use holdpoint::session::{
+    AuditQuery, AuditRecord, SessionState, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, WaitingCount,
+    mint_id, prepare_row,
+};
+use holdpoint::{Error, Result};
 
 /// A stored document that does not decode: a broken row, not bad input.
 pub fn corrupt_row(what: &str, err: serde_json::Error) -> Error {
@@ -71,13 +75,13 @@ impl Columns {
 /// The row a save under a freshly minted id writes, and its columns
 /// (`None` when `update` writes nothing). The id is recorded on the
 /// current span (a store's `save_snapshot` span).
-pub fn fresh_row(update: super::SnapshotUpdate) -> Result<Option<(Snapshot, Columns)>> {
-    let id = super::mint_id();
+pub fn fresh_row(update: SnapshotUpdate) -> Result<Option<(Snapshot, Columns)>> {
+    let id = mint_id();
     tracing::Span::current().record("snapshot_id", id.as_str());
     let Some(next) = update(None)? else {
         return Ok(None);
     };
-    let row = super::prepare_row(&id, None, next)?;
+    let row = prepare_row(&id, None, next)?;
     let cols = Columns::of(&row)?;
     Ok(Some((row, cols)))
 }
@@ -124,42 +128,6 @@ fn nanos(field: &str, at: DateTime<Utc>) -> Result<i64> {
             "{field} {at} is outside the range a store can keep (years 1678 to 2261)"
         ))
     })
-}
-
-/// The members a first claim adds to a stored document,
-/// `"resumedAt":…,"resumeLeaseUntil":…` (no braces), the times written as
-/// the row's encoder writes them.
-pub fn claim_members(at: DateTime<Utc>, lease_until: DateTime<Utc>) -> Result<String> {
-    let json =
-        |t: &DateTime<Utc>| serde_json::to_string(t).map_err(|e| Error::Internal(format!("encode a claim time: {e}")));
-    Ok(format!(
-        "\"resumedAt\":{},\"resumeLeaseUntil\":{}",
-        json(&at)?,
-        json(&lease_until)?
-    ))
-}
-
-/// The stored document `data` with a first claim's `members` (see
-/// [`claim_members`]) appended, without decoding it; `None` when it cannot
-/// take them as they are: not an object ending in `}`, or already naming
-/// either claim key (the result would repeat a key), and the row is to be
-/// claimed whole.
-pub fn with_claim_members(data: &str, members: &str) -> Option<String> {
-    let body = data.trim_end().strip_suffix('}')?;
-    let body = body.trim_end();
-    if !data.trim_start().starts_with('{')
-        || body.ends_with('{')
-        || data.contains("\"resumedAt\"")
-        || data.contains("\"resumeLeaseUntil\"")
-    {
-        return None;
-    }
-    let mut out = String::with_capacity(body.len() + members.len() + 2);
-    out.push_str(body);
-    out.push(',');
-    out.push_str(members);
-    out.push('}');
-    Some(out)
 }
 
 /// Decodes the `data` column of snapshot row `id`.
@@ -215,7 +183,7 @@ impl Placeholder {
 ///
 /// ```
 /// use holdpoint::session::SnapshotQuery;
-/// use holdpoint::session::row::{Placeholder, snapshot_listing};
+/// use holdpoint_store_sql::row::{Placeholder, snapshot_listing};
 ///
 /// let query = SnapshotQuery { agent: Some("teller".into()), ..Default::default() };
 /// let listing = snapshot_listing(&query, "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s", Placeholder::Dollar);
@@ -308,7 +276,7 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
 }
 
 /// The statement behind
-/// [`SessionStore::count_waiting`](super::SessionStore::count_waiting) in
+/// [`SessionStore::count_waiting`](holdpoint::session::SessionStore::count_waiting) in
 /// the SQL stores: one row of `count(*)` and `min(s.created_at_ns)` over
 /// the sessions waiting for an answer (of `agent`, when given), with the
 /// terms of a `waiting_only` listing, so it reads the partial index of
@@ -316,7 +284,7 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
 /// statement has no `LIMIT`).
 ///
 /// ```
-/// use holdpoint::session::row::{Placeholder, waiting_count};
+/// use holdpoint_store_sql::row::{Placeholder, waiting_count};
 ///
 /// let count = waiting_count(Some("teller"), Placeholder::Question);
 /// assert!(count.sql.starts_with("SELECT count(*), min(s.created_at_ns) FROM holdpoint_snapshots s"));
@@ -337,9 +305,9 @@ pub fn waiting_count(agent: Option<&str>, placeholder: Placeholder) -> Listing {
     )
 }
 
-/// The [`WaitingCount`](super::WaitingCount) of a [`waiting_count`] row.
-pub fn waiting_counted(count: i64, oldest_ns: Option<i64>) -> super::WaitingCount {
-    super::WaitingCount {
+/// The [`WaitingCount`] of a [`waiting_count`] row.
+pub fn waiting_counted(count: i64, oldest_ns: Option<i64>) -> WaitingCount {
+    WaitingCount {
         count: u64::try_from(count).unwrap_or(0),
         oldest: oldest_ns.map(DateTime::from_timestamp_nanos),
     }
@@ -390,31 +358,7 @@ pub fn read_status(id: &str, status: &str, updated_at_ns: i64, heartbeat_at_ns: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::FinishReason;
-
-    #[test]
-    fn a_claim_appended_to_a_document_decodes_as_the_claimed_row() {
-        let mut row = Snapshot::new(SessionState::new("s"));
-        row.snapshot_id = "id".into();
-        row.finish_reason = Some(FinishReason::Interrupted);
-        let data = Columns::of(&row).unwrap().data;
-        let at = Utc::now();
-        let until = at + chrono::Duration::seconds(60);
-        let members = claim_members(at, until).unwrap();
-        let claimed = with_claim_members(&data, &members).unwrap();
-        let mut expected = row.clone();
-        expected.resumed_at = Some(at);
-        expected.resume_lease_until = Some(until);
-        assert_eq!(decode("id", &claimed).unwrap(), expected);
-        // A document that names a claim key, or is no object, is claimed whole.
-        assert_eq!(with_claim_members(&claimed, &members), None);
-        let mut leased = row;
-        leased.resume_lease_until = Some(until);
-        let leased = Columns::of(&leased).unwrap().data;
-        assert_eq!(with_claim_members(&leased, &members), None);
-        assert_eq!(with_claim_members("{}", &members), None);
-        assert_eq!(with_claim_members("[1]", &members), None);
-    }
+    use holdpoint::model::FinishReason;
 
     #[test]
     fn columns_copy_the_document() {
@@ -456,7 +400,7 @@ mod tests {
         row.created_at = DateTime::parse_from_rfc3339("3000-01-01T00:00:00Z").unwrap().to_utc();
         assert_eq!(
             Columns::of(&row).err().map(|e| e.status()),
-            Some(crate::Status::InvalidArgument)
+            Some(holdpoint::Status::InvalidArgument)
         );
     }
 }

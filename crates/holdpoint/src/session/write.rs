@@ -1,0 +1,49 @@
+//! The checks every store applies to a row it writes, and the
+//! insert-if-absent update behind
+//! [`SessionStore::insert_snapshot`](super::SessionStore::insert_snapshot).
+
+use super::snapshot::{Snapshot, SnapshotStatus};
+use super::store::SnapshotUpdate;
+use crate::error::{Error, Result};
+
+/// The update behind [`SessionStore::insert_snapshot`](super::SessionStore::insert_snapshot): writes `row` when
+/// there is no row yet, else fails with [`insert_refused`].
+pub fn insert_update(snapshot_id: &str, row: Snapshot) -> SnapshotUpdate {
+    let id = snapshot_id.to_owned();
+    Box::new(move |existing| match existing {
+        Some(_) => Err(insert_refused(&id)),
+        None => Ok(Some(row)),
+    })
+}
+
+/// The error of an [`insert_snapshot`](super::SessionStore::insert_snapshot)
+/// whose id is taken (`FAILED_PRECONDITION`).
+pub fn insert_refused(snapshot_id: &str) -> Error {
+    Error::FailedPrecondition(format!("snapshot {snapshot_id} already exists; nothing was written"))
+}
+
+/// Checks and completes a row an update returned, for store implementations:
+/// sets its id, and refuses a missing or changed session id.
+pub fn prepare_row(id: &str, existing: Option<&Snapshot>, mut next: Snapshot) -> Result<Snapshot> {
+    if next.session_id.is_empty() {
+        return Err(Error::InvalidArgument("a snapshot needs a session id".into()));
+    }
+    if let Some(old) = existing
+        && old.session_id != next.session_id
+    {
+        return Err(Error::FailedPrecondition(format!(
+            "snapshot {id} belongs to session {}; its session id cannot change",
+            old.session_id
+        )));
+    }
+    next.snapshot_id = id.to_owned();
+    if next.status == SnapshotStatus::Expired {
+        next.status = SnapshotStatus::Pending;
+    }
+    Ok(next)
+}
+
+/// A fresh snapshot id.
+pub fn mint_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
