@@ -124,6 +124,13 @@ async fn claim_resume_of(
             && !session.latest
             && let Some(latest) = store.get_latest_snapshot(&session.state.session_id).await?
             && latest.snapshot_id != *id
+            // A concurrent resume or new message may have claimed it since
+            // it was read and written its outcome: then the claim below
+            // fails and says so, instead of calling it left behind.
+            && store
+                .get_snapshot(id)
+                .await?
+                .is_some_and(|s| s.resumed_at.is_none())
         {
             // Its session went on without answering (a branch from an
             // earlier snapshot, or rows written before new messages

@@ -435,3 +435,39 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
     assert_abandoned_refusal(&late);
     assert_eq!(t.runs(), 0);
 }
+
+/// A resume that read the paused snapshot before a concurrent resume
+/// claimed it and wrote its outcome lost the claim: it hears "already
+/// resumed" (409 over HTTP), not that the session left the snapshot
+/// behind, and nothing runs twice.
+#[tokio::test]
+async fn a_resume_that_read_the_hold_before_another_resume_finished_hears_already_resumed() {
+    let t = teller(Arc::new(InMemoryStore::new()));
+    let paused = t.pause(AgentInit::new()).await;
+    let snap = paused.snapshot_id.clone().unwrap();
+    // What the slower resume read, before the faster one claimed it.
+    let stale = t.store.get_snapshot(&snap).await.unwrap().unwrap();
+    assert!(stale.resumed_at.is_none());
+
+    t.model.push(ScriptedTurn::text("Transferred."));
+    let won = t
+        .agent
+        .run(t.approval(&paused), AgentInit::snapshot(&snap))
+        .await
+        .unwrap();
+    assert_eq!(won.finish_reason, FinishReason::Stop, "{won:?}");
+    assert_eq!(t.runs(), 1);
+
+    let before = t.rows().await;
+    let lost = t
+        .agent
+        .run_loaded(stale, t.approval(&paused), serde_json::Map::new())
+        .await
+        .unwrap();
+    assert_eq!(lost.finish_reason, FinishReason::Failed, "{lost:?}");
+    let err = lost.error.as_ref().unwrap();
+    assert_eq!(err.status, Status::Aborted, "{err:?}");
+    assert!(err.message.contains("already resumed"), "{}", err.message);
+    assert_eq!(t.runs(), 1, "the transfer ran once");
+    assert_eq!(t.rows().await, before, "nothing was written");
+}
