@@ -1,4 +1,4 @@
-//! `Part` from JSON (SPEC §1): decoding never panics, round trips, and the
+//! `Part` from JSON (docs/reference.md §2): decoding never panics, round trips, and the
 //! directives built from a decoded part (restart, restart with input,
 //! respond) decode again.
 #![no_main]

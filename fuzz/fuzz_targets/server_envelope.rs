@@ -1,4 +1,4 @@
-//! The request bodies of `holdpoint-server` (SPEC §7): `{"data", "init"}`
+//! The request bodies of `holdpoint-server` (docs/reference.md §12): `{"data", "init"}`
 //! for runs, getSnapshot and abort requests, and the first WebSocket
 //! message, through the server's own decoder (`envelope::decode_json`).
 //! Decoding never panics; every refusal is INVALID_ARGUMENT (HTTP 400) with

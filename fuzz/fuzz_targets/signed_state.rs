@@ -1,4 +1,4 @@
-//! Signed client-held state (SPEC §9.4): `holdpoint-server`'s
+//! Signed client-held state (docs/reference.md §9): `holdpoint-server`'s
 //! `SigningCodec`, which checks `init.state` before an agent sees it.
 //! Verifying never panics and refuses with PERMISSION_DENIED (or
 //! INVALID_ARGUMENT for a non-object). The fuzzer has no key, so whatever

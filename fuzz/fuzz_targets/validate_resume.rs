@@ -1,4 +1,4 @@
-//! Resume validation against a history (SPEC §4, §9.5), with arbitrary
+//! Resume validation against a history (docs/reference.md §5, §4.4), with arbitrary
 //! histories and directives: `validate_resume` never panics and every
 //! refusal is INVALID_ARGUMENT; directives it accepts then go through the
 //! generate loop's resume (pending outputs, responds checked against the

@@ -1,4 +1,4 @@
-//! The wire envelopes of SPEC §7 — `{"data", "init"}` requests, `{"result"}`
+//! The wire envelopes of docs/reference.md §12 — `{"data", "init"}` requests, `{"result"}`
 //! and `{"error"}` replies — and the extractors that decode them into
 //! [`ApiError`]s that name the problem, instead of axum's plain-text
 //! rejections.
@@ -80,7 +80,7 @@ pub struct SettleRef {
     pub resume: Resume,
 }
 
-/// `POST /agents/{name}/settle`: settle calls left in doubt (SPEC §9.3).
+/// `POST /agents/{name}/settle`: settle calls left in doubt (docs/reference.md §8).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettleRequest {

@@ -1,5 +1,5 @@
 //! [`ApiError`]: every failure the server answers with, and [`http_status`],
-//! the one table from a wire [`Status`] to an HTTP status code (SPEC §7).
+//! the one table from a wire [`Status`] to an HTTP status code (docs/reference.md §12).
 //!
 //! Bodies are always `{"error": {"status": NAME, "message": "…"}}`, also for
 //! the failures axum would otherwise answer in plain text (unknown route,
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use holdpoint::{ErrorBody, Status};
 
 /// The HTTP status code for a wire status: the single mapping the server
-/// uses (SPEC §7).
+/// uses (docs/reference.md §12).
 ///
 /// | status | HTTP |
 /// |---|---|

@@ -1,5 +1,5 @@
 //! The HTTP face of Holdpoint agents: an axum [`Router`](axum::Router) that
-//! serves any set of agents as SPEC §7 describes, with the approval page a
+//! serves any set of agents as docs/reference.md §12 describes, with the approval page a
 //! person uses to answer paused calls.
 //!
 //! # The map

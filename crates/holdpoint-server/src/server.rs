@@ -161,7 +161,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Where resumes from signed client-held state are claimed (SPEC §9.4):
+    /// Where resumes from signed client-held state are claimed (docs/reference.md §9):
     /// a marker snapshot `state-claim:MAC` per resumed state, written before
     /// any tool runs, so replaying the same state gets 409 "already
     /// resumed". By default the store of the first server-managed agent
@@ -352,7 +352,7 @@ impl Server {
         ServerBuilder::default()
     }
 
-    /// The routes of SPEC §7, the approval page and `/openapi.json`.
+    /// The routes of docs/reference.md §12, the approval page and `/openapi.json`.
     pub fn router(&self) -> Router {
         crate::routes::router(self.state.clone())
     }

@@ -31,7 +31,7 @@ where
 /// until `signal` resolves. Then it stops accepting connections, lets
 /// requests and turns in flight finish, and returns — after at most the
 /// server's grace period; whatever still runs then is dropped (a detached
-/// run's snapshot then expires and reads as in doubt, SPEC §9.3).
+/// run's snapshot then expires and reads as in doubt, docs/reference.md §8).
 ///
 /// ```no_run
 /// # async fn demo(server: holdpoint_server::Server) -> std::io::Result<()> {

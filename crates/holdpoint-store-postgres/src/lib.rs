@@ -11,7 +11,7 @@
 //!   resume go through a group commit instead: the writes queued meanwhile
 //!   share one statement and one commit. A claim takes only a row not yet
 //!   claimed, so two resumes of one snapshot never both claim it, on any
-//!   replica (SPEC §9.1).
+//!   replica (docs/reference.md §7).
 //! - A trigger announces status changes of existing rows with NOTIFY;
 //!   watchers on every replica hear them, so an abort reaches the replica
 //!   running the turn.

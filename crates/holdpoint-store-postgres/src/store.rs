@@ -37,7 +37,7 @@ const TARGET: &str = "holdpoint::store::postgres";
 /// go through a group commit: the writes queued while earlier batches are
 /// in flight share one statement, so one commit (see `group.rs`); each
 /// caller is answered after that commit. A claim takes only a row not yet
-/// claimed: two resumes of one snapshot never both claim it (SPEC §9.1). Status watchers hear changes from
+/// claimed: two resumes of one snapshot never both claim it (docs/reference.md §7). Status watchers hear changes from
 /// every replica through LISTEN/NOTIFY, so an abort reaches the replica
 /// running the turn.
 ///

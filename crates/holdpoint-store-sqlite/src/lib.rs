@@ -4,7 +4,7 @@
 //! - [`SqliteStore::open`] creates the file and its schema on first use
 //!   (migrations in `migrations/`, applied once each), in WAL mode with
 //!   `synchronous=FULL`: a save that returned is on disk, so an interrupt
-//!   announced after its save survives a crash (SPEC §9.2).
+//!   announced after its save survives a crash (docs/reference.md §7.3).
 //! - [`SqliteStoreOptions`] changes durability ([`Synchronous`]), how long a
 //!   write waits for another writer, how many reads run at once and the
 //!   watch poll interval.
@@ -16,7 +16,7 @@
 //!   when it is free or else on an idle read connection; listings, and
 //!   writes that must wait for a lock, on tokio's blocking pool. Any
 //!   number of handles and processes may share the file; two resumes of
-//!   one snapshot never both claim it (SPEC §9.1).
+//!   one snapshot never both claim it (docs/reference.md §7).
 //! - With `synchronous` at `FULL` or `EXTRA`, connections go through a
 //!   small VFS over SQLite's own that writes each commit's WAL frames to
 //!   the file in one system call instead of two per page; the bytes on

@@ -6,7 +6,7 @@ use std::time::Duration;
 /// How far SQLite goes to make a commit durable (`PRAGMA synchronous`).
 ///
 /// Holdpoint's promise that an interrupt is announced only once its
-/// snapshot is durable (SPEC §9.2) holds across power loss only with
+/// snapshot is durable (docs/reference.md §7.3) holds across power loss only with
 /// [`Full`](Self::Full) or [`Extra`](Self::Extra).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

@@ -21,7 +21,7 @@
 //!   [`run_two_handle_suite`] adds the cases that need two handles on one
 //!   database (two pools, as two replicas would have).
 //! - [`resume`]: exactly-once resume through the agent API over two store
-//!   handles (SPEC §9.1), for every durable store.
+//!   handles (docs/reference.md §7), for every durable store.
 //! - [`postgres`]: [`TempPostgres`], a throwaway PostgreSQL server for tests.
 //! - [`state_machine`]: the snapshot life cycle as a property test (proptest)
 //!   against a reference model; [`state_machine::check`] takes a store factory.

@@ -1,4 +1,4 @@
-//! Exactly-once resume through the public agent API (SPEC §9.1), for any
+//! Exactly-once resume through the public agent API (docs/reference.md §7), for any
 //! pair of store handles on one database.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! The snapshot life cycle as a state machine, checked against a model
-//! (SPEC §5, §9.1): random sequences of saves (new and existing ids, status
+//! (docs/reference.md §6, §7): random sequences of saves (new and existing ids, status
 //! changes, skipped and failed updates), claims, aborts, heartbeats, the
 //! detached run's final write, and reads, run against a store and against
 //! a plain reference model in memory, comparing every answer.

@@ -106,7 +106,7 @@ pub enum Error {
         message: String,
     },
     /// The snapshot was already claimed by another resume (exactly-once
-    /// guard, SPEC §9.1). Status `ABORTED`; HTTP 409.
+    /// guard, docs/reference.md §7). Status `ABORTED`; HTTP 409.
     #[error("snapshot {0} was already resumed")]
     AlreadyResumed(String),
     /// A resume left an interrupted tool request without an answer.

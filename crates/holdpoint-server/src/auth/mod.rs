@@ -1,5 +1,5 @@
 //! Authentication: context providers that turn a request's credentials into
-//! an [`Identity`] (SPEC §7).
+//! an [`Identity`] (docs/reference.md §12).
 //!
 //! Providers run per request, in the order they were added. Each looks at
 //! the request head and answers one of three ways:

@@ -1,4 +1,4 @@
-//! The routes (SPEC §7), one module per concern; [`ROUTES`], the list the
+//! The routes (docs/reference.md §12), one module per concern; [`ROUTES`], the list the
 //! OpenAPI document ([`OPENAPI`]) is checked against.
 //!
 //! # The WebSocket protocol of `GET /agents/{name}/connect`

@@ -1,4 +1,4 @@
-//! Signed client-held state (SPEC §9.4).
+//! Signed client-held state (docs/reference.md §9).
 //!
 //! A client-managed agent hands its whole conversation to the caller as
 //! `AgentOutput.state` and takes it back in `AgentInit.state`. The server

@@ -1,5 +1,5 @@
 //! SIGKILL of a server process mid-turn and mid-resume, on a SQLite file
-//! and on a PostgreSQL database (SPEC §9.3): afterwards every snapshot
+//! and on a PostgreSQL database (docs/reference.md §8): afterwards every snapshot
 //! reads, nothing half-written is visible, and the claimed call is in
 //! doubt — a new process refuses to resume it, lists it as in doubt once
 //! the dead process's claim lapses, and settles it with respond, without

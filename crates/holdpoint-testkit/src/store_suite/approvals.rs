@@ -1,6 +1,6 @@
 //! ToolApproval through a store: every decision kind lands in the store's
 //! audit trail, and pending approvals are listed from the store with their
-//! filters (SPEC §9.7, §9.8).
+//! filters (docs/reference.md §11.1, §11.2).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

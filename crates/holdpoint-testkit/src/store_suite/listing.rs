@@ -1,5 +1,5 @@
-//! `list_snapshots`, the audit trail and `claim_resume` (SPEC §9.1, §9.7,
-//! §9.8).
+//! `list_snapshots`, the audit trail and `claim_resume` (docs/reference.md §7, §11.1,
+//! §11.2).
 
 use std::sync::Arc;
 
@@ -400,7 +400,7 @@ fn lapsed_claim(id: &str) -> ResumeClaim {
 }
 
 /// A claimed row whose lease lapsed, with nothing after it in its session,
-/// lists as in doubt (SPEC §9.3); a claim still held, a settled resume
+/// lists as in doubt (docs/reference.md §8); a claim still held, a settled resume
 /// (a newer row follows) and a waiting row do not. A first claim of the
 /// lapsed row is `ABORTED`. A takeover succeeds once, only on a lapsed
 /// claim, keeps `resumedAt` and renews the lease; a refused claim or

@@ -1,4 +1,4 @@
-//! The [`SessionStore`] contract as a test suite (SPEC §5).
+//! The [`SessionStore`] contract as a test suite (docs/reference.md §6).
 //!
 //! Each case is a public async function taking a fresh store handle; each
 //! uses its own fresh session and snapshot ids, so cases may share one
@@ -201,7 +201,7 @@ async fn run_case(name: &str, case: BoxFuture<'static, ()>) {
     }
 }
 
-/// The exactly-once claim as the agent makes it (SPEC §9.1): sets
+/// The exactly-once claim as the agent makes it (docs/reference.md §7): sets
 /// `resumedAt` on an existing row, or fails with `ABORTED` "already
 /// resumed" when it is set; a missing row is `NOT_FOUND`.
 pub fn claim_update() -> SnapshotUpdate {

@@ -1,4 +1,4 @@
-//! The generate loop (SPEC §3): model call, concurrent tool calls, next
+//! The generate loop (docs/reference.md §4): model call, concurrent tool calls, next
 //! model call, until the model stops, a call pauses, or `max_turns` is hit.
 
 mod dispatch;

@@ -1,4 +1,4 @@
-//! The part-metadata keys that carry interrupt state (SPEC §1), and the only
+//! The part-metadata keys that carry interrupt state (docs/reference.md §2), and the only
 //! code that knows their spelling.
 
 use serde_json::{Map, Value};

@@ -1,4 +1,4 @@
-//! Messages and parts: the wire types of SPEC §1, in Genkit's JSON shapes.
+//! Messages and parts: the wire types of docs/reference.md §2, in Genkit's JSON shapes.
 
 mod json;
 pub mod metadata;

@@ -1,6 +1,6 @@
 //! `ToolApproval`: holds tool calls for a person's approval unless an
 //! allowlist, a predicate, a policy or a judge model lets them run
-//! (SPEC §6, §9.6).
+//! (docs/reference.md §10, §10.3).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

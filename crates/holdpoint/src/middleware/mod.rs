@@ -1,5 +1,5 @@
 //! Middleware: hooks around each generate iteration, each model call and
-//! each tool call (SPEC §6).
+//! each tool call (docs/reference.md §10).
 //!
 //! An iteration hook sees one round of the loop — a model call and the
 //! tool calls it asks for — and what came of it ([`IterationReport`]); it

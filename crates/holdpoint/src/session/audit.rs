@@ -1,4 +1,4 @@
-//! The audit trail (SPEC §9.7): its records and the hash of the inputs
+//! The audit trail (docs/reference.md §11.1): its records and the hash of the inputs
 //! they are about.
 
 use chrono::{DateTime, Utc};
@@ -99,7 +99,7 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
     /// Whether this decision settled a call left in doubt by a resume whose
-    /// process died (SPEC §9.3).
+    /// process died (docs/reference.md §8).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub settles: bool,
 }

@@ -1,4 +1,4 @@
-//! The claim and lease rules of a resume (SPEC §9.1, §9.3): who may claim
+//! The claim and lease rules of a resume (docs/reference.md §7, §8): who may claim
 //! a paused snapshot, when a lapsed claim may be taken over, how a claim is
 //! renewed, and the one id the outcome of a claimed resume is written under.
 
@@ -28,7 +28,7 @@ pub fn successor_id(snapshot_id: &str) -> String {
     uuid::Builder::from_custom_bytes(bytes).into_uuid().to_string()
 }
 
-/// A resume's claim on the snapshot it resumes (SPEC §9.1, §9.3).
+/// A resume's claim on the snapshot it resumes (docs/reference.md §7, §8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResumeClaim {
     /// The interrupted snapshot being resumed.

@@ -15,7 +15,7 @@ pub trait StateCodec: Send + Sync {
     fn decode(&self, value: Value) -> Result<SessionState>;
 
     /// A key naming this exact inbound state, for the one-time claim of the
-    /// interrupts a resume from it answers (SPEC §9.4; see
+    /// interrupts a resume from it answers (docs/reference.md §9; see
     /// [`Agent::with_state_claims`](crate::agent::Agent::with_state_claims)).
     /// Called before [`decode`](Self::decode) and used only when `decode`
     /// accepts the value, so it must name what `decode` checks (the signing

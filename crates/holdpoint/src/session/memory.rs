@@ -112,8 +112,8 @@ impl Stored {
         }
     }
 
-    /// Applies a resume's claim (the exactly-once mark, SPEC §9.1, and its
-    /// lease, §9.3) in place, without decoding a packed row.
+    /// Applies a resume's claim (the exactly-once mark, docs/reference.md §7, and its
+    /// lease, §8) in place, without decoding a packed row.
     fn claim(&mut self, claim: &ResumeClaim) -> Result<()> {
         match self {
             Stored::Live(row) => apply_claim_to(&mut row.resumed_at, &mut row.resume_lease_until, claim),

@@ -1,6 +1,6 @@
 //! Sessions: snapshots, the store trait and the rules its implementations
 //! share, the in-memory store, custom-state patches and the codec of
-//! client-held state (SPEC §5).
+//! client-held state (docs/reference.md §6).
 
 mod audit;
 mod claim;

@@ -1,5 +1,5 @@
-//! The queries of the store's listings: which snapshots (SPEC §9.8) and
-//! which audit records (SPEC §9.7) to list.
+//! The queries of the store's listings: which snapshots (docs/reference.md §11.2) and
+//! which audit records (docs/reference.md §11.1) to list.
 
 use super::audit::AuditRecord;
 use super::snapshot::Snapshot;
@@ -48,7 +48,7 @@ pub struct SnapshotQuery {
     pub waiting_only: bool,
     /// Only the latest snapshot of each session, when a resume claimed it
     /// and the claim lapsed: the sessions whose calls are in doubt
-    /// (SPEC §9.3; see [`Snapshot::resume_lapsed`](super::Snapshot::resume_lapsed)).
+    /// (docs/reference.md §8; see [`Snapshot::resume_lapsed`](super::Snapshot::resume_lapsed)).
     /// A resume that detached and died leaves an unfinished pending row
     /// after the snapshot it claimed; that row does not count as newer (see
     /// [`Snapshot::is_unfinished_successor_of`](super::Snapshot::is_unfinished_successor_of)).

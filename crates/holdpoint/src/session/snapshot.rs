@@ -1,5 +1,5 @@
 //! `Snapshot`, `SnapshotStatus`, `SessionState` and `Artifact`: what a
-//! session store keeps (SPEC §5).
+//! session store keeps (docs/reference.md §6).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -160,12 +160,12 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<SessionState>,
     /// Set once, atomically, when a resume of this snapshot starts: the
-    /// exactly-once guard (SPEC §9.1).
+    /// exactly-once guard (docs/reference.md §7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at: Option<DateTime<Utc>>,
     /// How long the resume that claimed this snapshot holds its claim: the
     /// resuming worker renews it while its tools run. A claim past this
-    /// time with nothing written after it is *in doubt* (SPEC §9.3).
+    /// time with nothing written after it is *in doubt* (docs/reference.md §8).
     /// Absent on claims written before leases: they hold for
     /// [`HEARTBEAT_EXPIRY`] after `resumedAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

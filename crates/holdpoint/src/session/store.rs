@@ -73,7 +73,7 @@ pub trait SessionStore: Send + Sync {
         Err(unsupported("keep an audit trail"))
     }
 
-    /// The exactly-once guard of a resume (SPEC §9.1): applies
+    /// The exactly-once guard of a resume (docs/reference.md §7): applies
     /// [`claim_update`] to the claimed snapshot (failing with `ABORTED`,
     /// "already resumed", when it was) and appends `audit` — in one
     /// transaction in durable stores. The default claims through
@@ -90,7 +90,7 @@ pub trait SessionStore: Send + Sync {
     /// outcome of a claimed resume is written this way, under the
     /// [`successor_id`](super::successor_id) of the snapshot it resumed, so a paused snapshot gets
     /// at most one successor even when a resume that froze past its lease
-    /// wakes up after an operator settled its calls (SPEC §9.3). The
+    /// wakes up after an operator settled its calls (docs/reference.md §8). The
     /// default runs [`insert_update`] through
     /// [`save_snapshot`](Self::save_snapshot), which every store makes
     /// atomic; stores may override it with a cheaper insert-if-absent.

@@ -1,4 +1,4 @@
-//! In doubt, never re-run (SPEC §9.3): a resume whose process stops while
+//! In doubt, never re-run (docs/reference.md §8): a resume whose process stops while
 //! its approved tool runs leaves a lapsed claim. The call is listed as in
 //! doubt, an ordinary resume is refused, and an operator settles it.
 

@@ -1,5 +1,5 @@
 //! The harness agents, tools and programmable model that the conformance
-//! scenarios name (SPEC §10).
+//! scenarios name (docs/reference.md §14).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Conformance runner: executes Genkit-format generate and agent scenarios
-//! against Holdpoint (SPEC §10).
+//! against Holdpoint (docs/reference.md §14).
 //!
 //! The repository's own scenarios, `tests/specs/generate.yaml` and
 //! `tests/specs/agent.yaml` of this crate, always run. Each variable below

@@ -1,4 +1,4 @@
-//! The match rules of the conformance format (SPEC §10): contains-matching
+//! The match rules of the conformance format (docs/reference.md §14): contains-matching
 //! of objects, ordered-subsequence matching of arrays, exact scalars, and
 //! `{{name}}` template resolution.
 
