@@ -1,6 +1,6 @@
 //! Classifies `sqlx` and PostgreSQL failures as Holdpoint errors.
 //!
-//! The rule (docs/reference.md §6.6, issue "durable stores"): anything that retrying later
+//! The rule (docs/reference.md §6.6): anything that retrying later
 //! may fix — the server down or restarting, a dropped connection, too many
 //! connections, a full disk, a lock or statement timeout, a serialisation
 //! failure or deadlock — is `UNAVAILABLE`; a bad configuration is

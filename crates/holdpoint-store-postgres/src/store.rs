@@ -118,9 +118,9 @@ impl PostgresStore {
 /// How many group-commit statements may be in flight at once: two (one
 /// when the pool has fewer than four connections). Fewer statements in
 /// flight make bigger batches, so less work per write for the server
-/// (measured at 64 sessions: ~180 µs of server CPU per cycle with one,
-/// ~240 with two, ~340 with four); the second keeps one claim waiting for
-/// a row lock (up to `lock_timeout`) from holding up every other write.
+/// (BENCHMARKS.md, "PostgreSQL flushers"); the second keeps one claim
+/// waiting for a row lock (up to `lock_timeout`) from holding up every
+/// other write.
 fn flushers(max_connections: u32) -> usize {
     let pool = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(usize::MAX);
     (pool / 2).clamp(1, MAX_FLUSHERS)

@@ -36,8 +36,8 @@ pub(crate) fn open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection>
 /// A checkpoint writes each page the WAL holds once, however often it was
 /// committed, and syncs twice. A session's commits keep rewriting the same
 /// few pages (the newest leaf of each index), so a longer interval writes
-/// far fewer pages per commit: at 4,000 pages (a WAL of about 16 MiB) the
-/// approval cycle spends about 20 % less CPU than at 1,000 (issue #9).
+/// far fewer pages per commit (BENCHMARKS.md, "SQLite checkpoints"; a WAL
+/// of 4,000 pages is about 16 MiB).
 pub(crate) const CHECKPOINT_PAGES: i64 = 4000;
 
 fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {

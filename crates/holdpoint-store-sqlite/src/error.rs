@@ -1,6 +1,6 @@
 //! Classifies SQLite failures as Holdpoint errors.
 //!
-//! The rule (docs/reference.md §6.6, issue "durable stores"): anything that retrying later
+//! The rule (docs/reference.md §6.6): anything that retrying later
 //! may fix — a busy or locked database, a disk or I/O error, a full disk, a
 //! file that cannot be opened, a store that was closed — is `UNAVAILABLE`;
 //! a row that does not decode, or a constraint that cannot fail unless the

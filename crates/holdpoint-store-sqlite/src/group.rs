@@ -15,8 +15,7 @@
 //! takes it and runs what is queued, itself included, on its own thread
 //! (SQLite's calls are short: one batch is at most one fsync). Handing the
 //! work to another thread and back costs more than the work on a small
-//! machine: the approval-cycle benchmark spent about 370 µs of a cycle
-//! (four store calls) in thread wake-ups (BENCHMARKS.md, round 4). At most
+//! machine (BENCHMARKS.md, "SQLite group commit"). At most
 //! one runtime thread at a time runs a batch. Callers that arrive
 //! meanwhile queue and wait; when the
 //! batch ends with writes queued behind it, or the database is locked by
