@@ -107,20 +107,27 @@ impl Worker {
             // branches.
             let listening = self.inbox.is_open() && !self.sink.is_detached();
             let detached = self.sink.is_detached();
-            tokio::select! {
+            let aborted = tokio::select! {
                 biased;
                 result = &mut task => return Ok(result),
                 arrival = self.inbox.during_turn(), if listening => {
-                    if let Arrival::Detach = arrival {
-                        self.detach(successor.clone()).await.map_err(Outcome::Refused)?;
-                    }
+                    self.arrived(arrival, &successor).await.map_err(Outcome::Refused)?;
+                    false
                 }
-                changed = self.abort_rx.changed(), if detached => {
-                    if changed.is_ok() && *self.abort_rx.borrow() {
-                        return Err(Outcome::Aborted);
-                    }
-                }
+                changed = self.abort_rx.changed(), if detached => changed.is_ok() && *self.abort_rx.borrow(),
+            };
+            if aborted {
+                return Err(Outcome::Aborted);
             }
+        }
+    }
+
+    /// Acts on what the caller sent mid-turn: a detach request detaches
+    /// at the session before the turn (inputs were queued already).
+    async fn arrived(&mut self, arrival: Arrival, successor: &Option<String>) -> Result<()> {
+        match arrival {
+            Arrival::Detach => self.detach(successor.clone()).await,
+            Arrival::Queued | Arrival::Closed => Ok(()),
         }
     }
 
