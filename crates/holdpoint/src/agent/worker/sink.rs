@@ -26,7 +26,9 @@ use crate::session::{SessionState, SnapshotStatus};
 
 /// The sink of the run's current mode.
 pub(super) enum Sink {
+    /// The caller listens: chunks stream, and it gets the run's output.
     Attached(Attached),
+    /// The caller heard `detached`: the run ends in its pending row.
     Detached(Detached),
 }
 
@@ -51,6 +53,8 @@ impl Sink {
         Sink::Attached(Attached { output, ended })
     }
 
+    /// Whether the run detached (it reads no further caller input, and
+    /// aborts are watched).
     pub fn is_detached(&self) -> bool {
         matches!(self, Sink::Detached(_))
     }
