@@ -1,7 +1,7 @@
 //! Loading the session an `AgentInit` names (SPEC §4, §5).
 
 use super::AgentDef;
-use super::io::AgentInit;
+use super::io::{AgentInit, AgentInput};
 use crate::error::{Error, Result};
 use crate::session::{SessionState, Snapshot, SnapshotStatus, check_session_id};
 
@@ -15,15 +15,13 @@ pub(crate) struct Session {
     pub owner: Option<String>,
     /// When the loaded snapshot was written (how long a pause waited).
     pub saved_at: Option<chrono::DateTime<chrono::Utc>>,
-    /// The turn settles calls left in doubt: its resume takes over a
-    /// lapsed claim instead of making a first one (SPEC §9.3).
-    pub settle: bool,
     /// The claim key of the client-held state it was loaded from (see
     /// [`StateCodec::claim_key`](crate::session::StateCodec::claim_key)).
     pub state_claim: Option<String>,
     /// Whether `snapshot_id` ends interrupted, and whether a resume (or a
     /// new message that abandoned its calls) had claimed it when it was
-    /// read.
+    /// read; [`Holds::InDoubt`] when a settlement checked its calls are
+    /// in doubt.
     pub holds: Holds,
     /// Whether `snapshot_id` is known to be its session's latest snapshot
     /// (read by session id, or just written); `false` when unknown.
@@ -42,6 +40,54 @@ pub(crate) enum Holds {
     /// It ended interrupted and a resume or an abandoning message claimed
     /// it before it was read: its calls are closed.
     Claimed,
+    /// A resume claimed it and its claim lapsed with nothing written
+    /// after: its calls are in doubt (SPEC §9.3). Only a settlement, which
+    /// checked that, loads a session this way ([`Holds::of`] never says
+    /// so); its resume takes the lapsed claim over.
+    InDoubt,
+}
+
+/// What a turn does with the paused calls of the snapshot its session
+/// continues (SPEC §9), and so which claim it makes before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TurnKind {
+    /// Nothing to claim: a new message where no calls are paused (or
+    /// nothing is stored).
+    Fresh,
+    /// A resume answering the paused calls: checked against the history,
+    /// then claims the paused snapshot (or the client-held state, when
+    /// state claims are recorded) first, exactly once.
+    Resume,
+    /// A resume settling calls in doubt ([`Holds::InDoubt`]): takes the
+    /// lapsed claim over and marks its audit records `settles`.
+    Settle,
+    /// A new message on a stored snapshot that ended interrupted: it
+    /// abandons the paused calls still open (claiming the snapshot as a
+    /// resume would), or takes over the lapsed claim of an abandoning
+    /// turn that died; refused while that claim is live.
+    Abandon,
+}
+
+impl TurnKind {
+    /// The kind of the turn `input` starts on `session`. A settlement
+    /// needs a resume that answers the calls in doubt: `INVALID_ARGUMENT`
+    /// otherwise, before anything is claimed.
+    pub(crate) fn of(session: &Session, input: &AgentInput, stored: bool) -> Result<TurnKind> {
+        let resumes = input.resume.as_ref().is_some_and(|r| !r.is_empty());
+        match (session.holds, resumes) {
+            (Holds::InDoubt, false) => Err(Error::InvalidArgument(
+                "settling calls in doubt needs a resume that answers them".into(),
+            )),
+            (Holds::InDoubt, true) => Ok(TurnKind::Settle),
+            (_, true) => Ok(TurnKind::Resume),
+            (Holds::Open | Holds::Claimed, false)
+                if stored && session.snapshot_id.is_some() && input.message.is_some() =>
+            {
+                Ok(TurnKind::Abandon)
+            }
+            (_, false) => Ok(TurnKind::Fresh),
+        }
+    }
 }
 
 impl Holds {
@@ -72,7 +118,6 @@ impl Session {
             snapshot_id: self.snapshot_id.clone(),
             owner: self.owner.clone(),
             saved_at: self.saved_at,
-            settle: self.settle,
             state_claim: self.state_claim.clone(),
             holds: self.holds,
             latest: self.latest,
@@ -113,7 +158,6 @@ pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Sess
         snapshot_id: Some(snapshot.snapshot_id),
         owner: snapshot.owner.or_else(|| principal.map(str::to_owned)),
         saved_at: Some(snapshot.created_at),
-        settle: false,
         state_claim: None,
         holds,
         latest: false,
@@ -173,7 +217,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             snapshot_id: None,
             owner,
             saved_at: None,
-            settle: false,
             state_claim,
             holds: Holds::None,
             latest: true,
@@ -223,7 +266,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 snapshot_id: None,
                 owner,
                 saved_at: None,
-                settle: false,
                 state_claim: None,
                 holds: Holds::None,
                 latest: true,
@@ -235,7 +277,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         snapshot_id: None,
         owner,
         saved_at: None,
-        settle: false,
         state_claim: None,
         holds: Holds::None,
         latest: true,

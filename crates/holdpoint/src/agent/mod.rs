@@ -30,6 +30,7 @@ mod hold;
 mod io;
 mod load;
 mod prompt;
+mod settle;
 mod state_claim;
 mod turn;
 mod worker;
@@ -399,52 +400,7 @@ impl Agent {
     /// message abandoned its calls),
     /// `NOT_FOUND` for an unknown or foreign snapshot.
     pub async fn settle(&self, snapshot_id: &str, resume: Resume, context: Map<String, Value>) -> Result<AgentOutput> {
-        let store = self.require_store()?;
-        let principal = principal_of(&context);
-        let snapshot = store
-            .get_snapshot(snapshot_id)
-            .await?
-            .filter(|s| s.visible_to(principal) && s.belongs_to(&self.def.name))
-            .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
-        if let Some(at) = audit::abandoned_at(store.as_ref(), &self.def.name, &snapshot.session_id, snapshot_id).await {
-            return Err(Error::FailedPrecondition(format!(
-                "snapshot {snapshot_id} is not in doubt: a new message abandoned its paused calls at {}; they never ran",
-                at.to_rfc3339()
-            )));
-        }
-        if !snapshot.resume_lapsed(chrono::Utc::now()) {
-            let why = match snapshot.resume_lease_end() {
-                None => "no resume claimed it; resume it the usual way".to_owned(),
-                Some(end) => format!(
-                    "the resume that claimed it holds its claim until {}; it is in doubt only once that lapses",
-                    end.to_rfc3339()
-                ),
-            };
-            return Err(Error::FailedPrecondition(format!(
-                "snapshot {snapshot_id} is not in doubt: {why}"
-            )));
-        }
-        // Its successor may be the unfinished pending row of its resume
-        // that detached and then stopped renewing the claim (it died): the
-        // settlement's outcome replaces that row.
-        let died_detached = |latest: &Snapshot| latest.is_unfinished_successor_of(&snapshot.snapshot_id);
-        if let Some(latest) = store.get_latest_snapshot(&snapshot.session_id).await?
-            && latest.snapshot_id != snapshot.snapshot_id
-            && !died_detached(&latest)
-        {
-            return Err(Error::FailedPrecondition(format!(
-                "snapshot {snapshot_id} is not in doubt: its resume finished (snapshot {} follows it)",
-                latest.snapshot_id
-            )));
-        }
-        let input = AgentInput {
-            resume: Some(resume),
-            ..AgentInput::default()
-        };
-        input.validate()?;
-        let mut session = load::from_snapshot(snapshot, principal);
-        session.settle = true;
-        self.drive(session, input, context).await
+        settle::settle(self, snapshot_id, resume, context).await
     }
 
     /// This agent's audit trail, newest first (`query.agent` is set to it).

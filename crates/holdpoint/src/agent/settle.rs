@@ -1,0 +1,86 @@
+//! Settling calls left in doubt (SPEC §9.3): an operator answers the
+//! paused calls of a snapshot whose resume claimed them and then stopped
+//! renewing its claim (its process died), so the tools may or may not
+//! have run.
+//!
+//! Invariants: a settlement runs only on a snapshot checked to be in
+//! doubt here — claimed, its lease lapsed, not abandoned by a new
+//! message, and nothing written after it but the unfinished pending row
+//! of its own detached resume. Its turn then takes the lapsed claim over
+//! atomically (see [`TurnKind::Settle`](super::load::TurnKind)), so of two
+//! settlements, or a settlement and a still-live resume, exactly one acts.
+
+use chrono::Utc;
+use serde_json::{Map, Value};
+
+use super::io::{AgentInput, AgentOutput};
+use super::load::{self, Holds};
+use super::{Agent, audit, principal_of};
+use crate::error::{Error, Result};
+use crate::generate::Resume;
+use crate::session::{SessionStore, Snapshot};
+
+/// [`Agent::settle`]: checks that `snapshot_id` is in doubt, then runs
+/// `resume` on it as a settlement.
+pub(super) async fn settle(
+    agent: &Agent,
+    snapshot_id: &str,
+    resume: Resume,
+    context: Map<String, Value>,
+) -> Result<AgentOutput> {
+    let store = agent.require_store()?;
+    let principal = principal_of(&context);
+    let name = &agent.def.name;
+    let snapshot = store
+        .get_snapshot(snapshot_id)
+        .await?
+        .filter(|s| s.visible_to(principal) && s.belongs_to(name))
+        .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
+    check_in_doubt(store.as_ref(), name, &snapshot).await?;
+    let input = AgentInput {
+        resume: Some(resume),
+        ..AgentInput::default()
+    };
+    input.validate()?;
+    let mut session = load::from_snapshot(snapshot, principal);
+    session.holds = Holds::InDoubt;
+    agent.drive(session, input, context).await
+}
+
+/// `FAILED_PRECONDITION`, saying why, unless `snapshot`'s calls are in
+/// doubt: not abandoned by a new message, its resume's claim lapsed, and
+/// its resume finished nothing after it.
+async fn check_in_doubt(store: &dyn SessionStore, agent: &str, snapshot: &Snapshot) -> Result<()> {
+    let id = &snapshot.snapshot_id;
+    if let Some(at) = audit::abandoned_at(store, agent, &snapshot.session_id, id).await {
+        return Err(Error::FailedPrecondition(format!(
+            "snapshot {id} is not in doubt: a new message abandoned its paused calls at {}; they never ran",
+            at.to_rfc3339()
+        )));
+    }
+    if !snapshot.resume_lapsed(Utc::now()) {
+        let why = match snapshot.resume_lease_end() {
+            None => "no resume claimed it; resume it the usual way".to_owned(),
+            Some(end) => format!(
+                "the resume that claimed it holds its claim until {}; it is in doubt only once that lapses",
+                end.to_rfc3339()
+            ),
+        };
+        return Err(Error::FailedPrecondition(format!(
+            "snapshot {id} is not in doubt: {why}"
+        )));
+    }
+    // Its successor may be the unfinished pending row of its resume that
+    // detached and then stopped renewing the claim (it died): the
+    // settlement's outcome replaces that row.
+    if let Some(latest) = store.get_latest_snapshot(&snapshot.session_id).await?
+        && latest.snapshot_id != *id
+        && !latest.is_unfinished_successor_of(id)
+    {
+        return Err(Error::FailedPrecondition(format!(
+            "snapshot {id} is not in doubt: its resume finished (snapshot {} follows it)",
+            latest.snapshot_id
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! The store writes of a turn's outcome (server-managed agents): the
+//! completed snapshot, the `failed` one, and reading back lent state.
+//!
+//! Invariant: a turn that holds a claim writes its outcome only through
+//! its [`Hold`], under the claimed snapshot's successor id, so a claim
+//! taken over never gets two successors.
+
+use super::super::AgentDef;
+use super::super::hold::Hold;
+use super::super::load::{Holds, Session};
+use crate::error::{Error, Result};
+use crate::model::FinishReason;
+use crate::session::{SessionState, Snapshot, SnapshotStatus};
+
+/// Writes the completed snapshot of a turn and makes it the session's;
+/// without a store the state just becomes the session's.
+pub(super) async fn commit(
+    def: &AgentDef,
+    session: &mut Session,
+    state: SessionState,
+    finish: FinishReason,
+    hold: Option<&Hold>,
+) -> Result<()> {
+    let Some(store) = &def.store else {
+        session.state = state;
+        return Ok(());
+    };
+    // The state moves into the row and comes back with the row written
+    // (a store returns what it wrote): no copy of the conversation.
+    let mut row = Snapshot::new(state);
+    row.parent_id = session.snapshot_id.clone();
+    row.finish_reason = Some(finish);
+    row.agent = Some(def.name.clone());
+    row.owner = session.owner.clone();
+    let saved = match hold {
+        Some(hold) => hold.write_outcome(row).await?,
+        None => store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await?
+            .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?,
+    };
+    let state = saved.state.ok_or_else(|| {
+        Error::Internal(format!(
+            "the store wrote snapshot {} without its state",
+            saved.snapshot_id
+        ))
+    })?;
+    session.snapshot_id = Some(saved.snapshot_id);
+    session.state = state;
+    session.holds = if finish == FinishReason::Interrupted {
+        Holds::Open
+    } else {
+        Holds::None
+    };
+    session.latest = true;
+    Ok(())
+}
+
+/// After a turn failed past a claim or a seam: a `failed` child snapshot
+/// holding the conversation up to its last completed tool round, so the
+/// session can go on and nothing that ran is run again. Fails only when
+/// the successor id was taken (the claim was taken over and its outcome
+/// written first); other store errors are logged.
+pub(super) async fn record_failure(
+    def: &AgentDef,
+    session: &mut Session,
+    error: &Error,
+    hold: Option<&Hold>,
+) -> Result<()> {
+    let Some(store) = &def.store else { return Ok(()) };
+    let mut row = Snapshot::new(session.state.clone());
+    row.parent_id = session.snapshot_id.clone();
+    row.status = SnapshotStatus::Failed;
+    row.finish_reason = Some(FinishReason::Failed);
+    row.error = Some(error.body());
+    row.agent = Some(def.name.clone());
+    row.owner = session.owner.clone();
+    let saved = match hold {
+        Some(hold) => hold.write_outcome(row).await.map(Some),
+        None => store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await,
+    };
+    match saved {
+        Ok(Some(saved)) => {
+            session.snapshot_id = Some(saved.snapshot_id);
+            session.holds = Holds::None;
+            session.latest = true;
+        }
+        Ok(None) => {}
+        Err(e @ Error::FailedPrecondition(_)) if hold.is_some() => return Err(e),
+        Err(e) => tracing::error!(error = %e, "could not record a failed turn"),
+    }
+    Ok(())
+}
+
+/// Puts the state a failed last turn borrowed back into `session`, read
+/// from the snapshot it was loaded from. A session never saved had only
+/// its id, which is what [`Session::lend_state`] left in place. False when
+/// the read fails.
+pub(super) async fn restore_lent(def: &AgentDef, session: &mut Session) -> bool {
+    let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) else {
+        return true;
+    };
+    match store.get_snapshot(id).await {
+        Ok(Some(Snapshot { state: Some(state), .. })) => {
+            session.state = state;
+            true
+        }
+        Ok(_) => {
+            tracing::error!(snapshot_id = %id, "the snapshot a failed turn started from is gone");
+            false
+        }
+        Err(e) => {
+            tracing::error!(snapshot_id = %id, error = %e, "could not read back the snapshot a failed turn started from");
+            false
+        }
+    }
+}
