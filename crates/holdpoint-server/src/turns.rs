@@ -73,7 +73,8 @@ pub(crate) fn drive(
         while let Some(chunk) = chunks.next().await {
             let _ = tx.send(TurnEvent::Chunk(chunk));
         }
-        let out = conn.output().await;
+        // A failed turn is answered as Genkit's failed output.
+        let out = conn.output().await.or_else(holdpoint::Error::into_failed_output);
         metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
@@ -127,7 +128,8 @@ where
     let guard: TurnGuard = state.turns().begin();
     let metrics = state.metrics().clone();
     tokio::spawn(async move {
-        let out = turn(agent.clone()).await;
+        // A failed turn is answered as Genkit's failed output.
+        let out = turn(agent.clone()).await.or_else(holdpoint::Error::into_failed_output);
         metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),

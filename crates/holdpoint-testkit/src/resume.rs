@@ -98,6 +98,7 @@ pub async fn exactly_once_resume(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSto
         let out = task
             .await
             .expect("resume task panicked")
+            .or_else(holdpoint::Error::into_failed_output)
             .expect("run returned an error");
         match (&out.finish_reason, &out.error) {
             (FinishReason::Stop, None) => {
@@ -105,6 +106,7 @@ pub async fn exactly_once_resume(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSto
                 done += 1;
             }
             (FinishReason::Failed, Some(err)) if err.status == Status::Aborted => {
+                assert_eq!(out.failure, Some(holdpoint::agent::FailureReason::AlreadyResumed));
                 assert!(err.message.contains("already resumed"), "{}", err.message);
                 aborted += 1;
             }

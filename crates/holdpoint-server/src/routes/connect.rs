@@ -276,7 +276,8 @@ async fn run(
     if !forwarder_done {
         let _ = forwarder.await;
     }
-    match conn.output().await {
+    // A failed turn is answered as Genkit's failed output.
+    match conn.output().await.or_else(holdpoint::Error::into_failed_output) {
         Ok(output) => match claim_conflict(&output) {
             Some(err) => {
                 send_error(out, err);

@@ -44,7 +44,7 @@ use serde_json::{Map, Value};
 
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
-pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
+pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
 pub use turn::{Responder, Turn};
 
 use crate::error::{Error, Result};
@@ -69,6 +69,17 @@ pub const ACTOR: &str = "actor";
 /// The principal in a request context.
 pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
     context.get(PRINCIPAL).and_then(Value::as_str)
+}
+
+/// `out` with the age of the holds its turn answered, when it answered
+/// holds saved at `held_since` and did not fail.
+pub(crate) fn with_held_for(mut out: AgentOutput, held_since: Option<chrono::DateTime<chrono::Utc>>) -> AgentOutput {
+    if let Some(since) = held_since
+        && !out.is_failed()
+    {
+        out.held_for = (chrono::Utc::now() - since).to_std().ok().or(Some(Duration::ZERO));
+    }
+    out
 }
 
 /// What runs one turn of an agent. Prompt agents use a built-in handler;
@@ -266,22 +277,26 @@ impl Agent {
         input: AgentInput,
         context: Map<String, Value>,
     ) -> Result<AgentOutput> {
+        let held_since = input.resume.as_ref().filter(|r| !r.is_empty()).and(session.saved_at);
         let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input);
-        tokio::select! {
+        let out = tokio::select! {
             biased;
-            () = &mut work => {}
+            () = &mut work => {
+                // The worker finished, so its output was sent (or never
+                // will be): read it without awaiting (an await would spend
+                // the task's tokio budget, and a task running many turns
+                // would be made to yield).
+                output
+                    .try_recv()
+                    .unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
+            }
             out = &mut output => {
                 // Detached: the output is out, the run goes on in the background.
                 tokio::spawn(work);
-                return out.unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())));
+                out.unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
             }
-        }
-        // The worker finished, so its output was sent (or never will be):
-        // read it without awaiting (an await would spend the task's tokio
-        // budget, and a task running many turns would be made to yield).
-        output
-            .try_recv()
-            .unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
+        };
+        out.and_then(|o| with_held_for(o, held_since).into_result())
     }
 
     /// Runs one user text in a new conversation.

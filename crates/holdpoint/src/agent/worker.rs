@@ -87,6 +87,8 @@ fn output(
         artifacts: session.state.artifacts.clone(),
         state,
         error: error.map(Error::body),
+        failure: error.map(super::FailureReason::of),
+        held_for: None,
     })
 }
 
@@ -536,6 +538,8 @@ impl Worker {
             artifacts: at.state.artifacts.clone(),
             state: None,
             error: None,
+            failure: None,
+            held_for: None,
         };
         self.io.send_output(Ok(out));
         self.detached = Some(d);

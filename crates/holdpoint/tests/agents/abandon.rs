@@ -4,6 +4,7 @@
 //! an `abandoned` decision per call, and a later approval of that snapshot
 //! is refused `ABORTED` without running anything or writing anything.
 
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -134,7 +135,7 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
         .agent
         .run(t.approval(&paused), AgentInit::snapshot(&snap))
         .await
-        .unwrap();
+        .failed();
     assert_abandoned_refusal(&late);
     assert_eq!(t.runs(), 0, "the abandoned transfer never ran");
     assert_eq!(t.rows().await, before, "nothing was written");
@@ -263,7 +264,7 @@ async fn approval_races_a_new_message(inner: Arc<dyn SessionStore>, approval_fir
         let (m, a) = tokio::join!(message, approve);
         (a, m)
     };
-    let (approved, messaged) = (approved.unwrap(), messaged.unwrap());
+    let (approved, messaged) = (approved.settled(), messaged.settled());
     let won = |o: &AgentOutput| o.finish_reason == FinishReason::Stop;
     assert!(
         won(&approved) != won(&messaged),
@@ -362,7 +363,7 @@ async fn branching_from_older_snapshots(store: Arc<dyn SessionStore>) {
         .agent
         .run(t.approval(&held), AgentInit::snapshot(&held_id))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(late.finish_reason, FinishReason::Failed, "{late:?}");
     let err = late.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
@@ -431,7 +432,7 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
         .agent
         .run(t.approval(&paused), AgentInit::snapshot(&snap))
         .await
-        .unwrap();
+        .failed();
     assert_abandoned_refusal(&late);
     assert_eq!(t.runs(), 0);
 }

@@ -1,3 +1,4 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -57,7 +58,7 @@ async fn answer(s: &Setup, paused: &AgentOutput, part: Part) -> AgentOutput {
     s.agent
         .run(resume(vec![part]), AgentInit::session(paused.session_id.clone()))
         .await
-        .unwrap()
+        .settled()
 }
 
 fn last_tool_output(model: &ScriptedModel) -> Value {

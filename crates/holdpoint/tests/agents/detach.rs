@@ -1,3 +1,4 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,7 +166,7 @@ async fn detach_needs_a_store() {
     let agent = Agent::custom("client", |_t: Turn| async move { Ok(()) })
         .build()
         .unwrap();
-    let out = agent.run(AgentInput::detach(), AgentInit::new()).await.unwrap();
+    let out = agent.run(AgentInput::detach(), AgentInit::new()).await.failed();
     assert_eq!(out.finish_reason, FinishReason::Failed);
     assert_eq!(out.error.unwrap().status, Status::FailedPrecondition);
 }

@@ -2,6 +2,7 @@
 //! its approved tool runs leaves a lapsed claim. The call is listed as in
 //! doubt, an ordinary resume is refused, and an operator settles it.
 
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -332,7 +333,7 @@ async fn wake_after_settlement(tool_fails: bool) {
 
     // The frozen resume wakes up: its tool finishes, and it may not write.
     gate.add_permits(1);
-    assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
+    assert_taken_over(resume.await.unwrap().settled(), tool_fails);
     assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
@@ -456,7 +457,7 @@ async fn frozen_before_write(tool_fails: bool) {
 
     // The frozen write lands now.
     store.release.add_permits(1);
-    assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
+    assert_taken_over(resume.await.unwrap().settled(), tool_fails);
     assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }

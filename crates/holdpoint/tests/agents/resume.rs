@@ -1,3 +1,4 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -78,7 +79,7 @@ async fn second_resume_of_the_same_snapshot_is_aborted() {
         .agent
         .run(resume(vec![approve(&b.tool, &paused)]), AgentInit::snapshot(snap))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(second.finish_reason, FinishReason::Failed);
     let err = second.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
@@ -97,7 +98,7 @@ async fn rejected(b: &crate::Bank, session_id: &str, parts: Vec<Part>, needle: &
         .agent
         .run(resume(parts), AgentInit::session(session_id))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(out.finish_reason, FinishReason::Failed, "{out:?}");
     let err = out.error.unwrap();
     assert_eq!(err.status, Status::InvalidArgument);
@@ -192,7 +193,7 @@ async fn resuming_an_earlier_turn_is_rejected_as_no_longer_pending() {
         .agent
         .run(resume(vec![directive]), AgentInit::session(paused.session_id))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(stale.finish_reason, FinishReason::Failed);
     assert!(stale.error.unwrap().message.contains("no longer pending"));
 }
@@ -251,7 +252,7 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
             AgentInit::session(paused.session_id.clone()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert_eq!(b.runs.load(Ordering::SeqCst), 1);
     let failed_snap = failed_child(&b.agent, &failed, &paused).await;
@@ -271,7 +272,7 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
             AgentInit::session(paused.session_id.clone()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(again.finish_reason, FinishReason::Failed);
     assert!(again.error.unwrap().message.contains("not waiting"));
     // The conversation goes on from the kept round; the tool is not re-run.
@@ -325,7 +326,7 @@ async fn a_resume_failing_before_any_tool_round_keeps_the_paused_conversation() 
     let failed = agent
         .run(resume(vec![directive]), AgentInit::session(paused.session_id.clone()))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert!(failed.error.as_ref().unwrap().message.contains("the bank is down"));
     let failed_snap = failed_child(&agent, &failed, &paused).await;

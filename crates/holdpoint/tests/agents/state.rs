@@ -1,5 +1,6 @@
 use std::sync::Arc;
 
+use crate::TurnResultExt;
 use futures::StreamExt;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, Turn};
 use holdpoint::session::{Artifact, InMemoryStore, SessionState, StateCodec};
@@ -43,7 +44,7 @@ async fn client_state_round_trips_and_failure_returns_the_last_good_state() {
             AgentInit::state(second.state.clone().unwrap()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert_eq!(
         failed.state, second.state,
@@ -361,14 +362,14 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
             AgentInit::state(state.clone()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(invalid.error.unwrap().status, Status::InvalidArgument);
     assert_eq!(rows(claims.as_ref()).await, 0);
 
     // Nor does one that asks to detach (client-held state cannot).
     let mut detached = approve();
     detached.detach = Some(true);
-    let refused = agent.run(detached, AgentInit::state(state.clone())).await.unwrap();
+    let refused = agent.run(detached, AgentInit::state(state.clone())).await.failed();
     assert_eq!(refused.error.unwrap().status, Status::FailedPrecondition);
     assert_eq!(rows(claims.as_ref()).await, 0);
 
@@ -390,7 +391,7 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
 
     // The same state with the same approval again: refused, nothing runs or is written.
     model.push(ScriptedTurn::text("Done again"));
-    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.failed();
     assert_eq!(replay.finish_reason, FinishReason::Failed);
     let err = replay.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
@@ -460,7 +461,7 @@ async fn the_default_codec_claims_client_held_state_so_a_replay_runs_nothing() {
             "the re-serialised state differs as JSON ({what})"
         );
         model.push(ScriptedTurn::text("Done again"));
-        let replay = agent.run(approve(), AgentInit::state(replayed)).await.unwrap();
+        let replay = agent.run(approve(), AgentInit::state(replayed)).await.failed();
         assert_eq!(replay.finish_reason, FinishReason::Failed, "{what}: {replay:?}");
         let err = replay.error.unwrap();
         assert_eq!(err.status, Status::Aborted, "{what}");

@@ -208,7 +208,8 @@ impl Scenario {
                 }
                 chunks.extend(batch);
             }
-            let out = conn.output().await?;
+            // The spec speaks the wire: a failed turn is a failed output.
+            let out = conn.output().await.or_else(holdpoint::Error::into_failed_output)?;
             Ok::<_, holdpoint::Error>((chunks, out))
         };
         let (chunks, out) = match tokio::time::timeout(Duration::from_secs(20), attempt).await {
