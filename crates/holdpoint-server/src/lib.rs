@@ -104,7 +104,6 @@ mod hosts;
 mod limits;
 mod listen;
 pub mod metrics;
-mod numbers;
 pub mod routes;
 mod server;
 mod shutdown;

@@ -225,33 +225,6 @@ impl Agent {
         Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
     }
 
-    /// [`connect_with_context`](Self::connect_with_context) on a snapshot
-    /// the caller already read from this agent's store (with
-    /// [`snapshot_as`](Self::snapshot_as) or
-    /// [`latest_snapshot_as`](Self::latest_snapshot_as)), instead of
-    /// reading it again: checked like one an `AgentInit` names (visible to
-    /// the principal in `context`, `NOT_FOUND` otherwise; a running one is
-    /// `FAILED_PRECONDITION`).
-    pub async fn connect_loaded(&self, snapshot: Snapshot, context: Map<String, Value>) -> Result<Connection> {
-        let session = load::loaded(&self.def, snapshot, principal_of(&context))?;
-        Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
-    }
-
-    /// [`run_with_context`](Self::run_with_context) on a snapshot the caller
-    /// already read (see [`connect_loaded`](Self::connect_loaded)): an HTTP
-    /// server that read the paused snapshot to check a resume against it
-    /// hands it over rather than have it read twice.
-    pub async fn run_loaded(
-        &self,
-        snapshot: Snapshot,
-        input: AgentInput,
-        context: Map<String, Value>,
-    ) -> Result<AgentOutput> {
-        input.validate()?;
-        let session = load::loaded(&self.def, snapshot, principal_of(&context))?;
-        self.drive(session, input, context).await
-    }
-
     /// Runs one input in a new or loaded session and returns its output.
     pub async fn run(&self, input: AgentInput, init: AgentInit) -> Result<AgentOutput> {
         self.run_with_context(input, init, Map::new()).await

@@ -451,3 +451,60 @@ async fn duplicate_refs_from_the_model_are_made_unique() {
     assert_ne!(refs[0], refs[1], "each call can be answered on its own");
     assert_eq!(refs[0], "r", "the first keeps the model's ref");
 }
+
+#[tokio::test]
+async fn a_restart_equal_by_value_runs_with_the_stored_original_input() {
+    // A JavaScript client reads `500.0` as 500 and sends back `500`: the
+    // restart is the same call, and the tool sees the paused input exactly.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&seen);
+    let tool = holdpoint::ResumableTool::<serde_json::Value, serde_json::Value, crate::Approval>::define(
+        "transferMoney",
+        "Transfers money",
+        move |ctx: holdpoint::ToolContext, input: serde_json::Value, approval: Option<crate::Approval>| {
+            let log = Arc::clone(&log);
+            async move {
+                match approval {
+                    None => Err(ctx.interrupt(json!({"details": "Transfer $500.00"}))),
+                    Some(_) => {
+                        log.lock().unwrap().push(input.to_string());
+                        Ok(json!("txn-1"))
+                    }
+                }
+            }
+        },
+    )
+    .unwrap();
+    let model = holdpoint::ScriptedModel::new("scripted");
+    model.push(ScriptedTurn::tool_call("transferMoney", json!({"amount": 500.0})));
+    model.push(ScriptedTurn::text("Done"));
+    let store = Arc::new(holdpoint::session::InMemoryStore::new());
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model))
+        .tool(tool.clone())
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
+        .build()
+        .unwrap();
+    let paused = agent.run_text("Transfer $500").await.unwrap();
+    let mut directive = tool
+        .interrupted(&paused.interrupts()[0])
+        .unwrap()
+        .restart(Some(crate::Approval { approved: true }))
+        .unwrap();
+    if let Some(r) = directive.as_tool_request_mut() {
+        r.input = Some(json!({"amount": 500}));
+    }
+    let done = agent
+        .run(resume(vec![directive]), AgentInit::session(paused.session_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "Done");
+    assert_eq!(*seen.lock().unwrap(), vec![r#"{"amount":500.0}"#.to_owned()]);
+    let records = agent.audit(holdpoint::session::AuditQuery::default()).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].input_hash,
+        holdpoint::session::hash_json(&json!({"amount": 500.0}))
+    );
+    assert!(done.held_for.is_some(), "a resume reports how long its hold waited");
+}
