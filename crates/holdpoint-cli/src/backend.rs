@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval, RunOptions};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery};
 use holdpoint::{Part, Resume};
@@ -274,7 +274,10 @@ impl Backend {
                 let context = operator_context(&snapshot);
                 // A failed turn is reported like the server's failed output.
                 Ok(agent
-                    .run_with_context(input, AgentInit::snapshot(snapshot_id), context)
+                    .run_with(
+                        input,
+                        RunOptions::new(AgentInit::snapshot(snapshot_id)).context(context),
+                    )
                     .await
                     .or_else(holdpoint::Error::into_failed_output)?)
             }

@@ -5,7 +5,7 @@
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection, FailureReason};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection};
 use holdpoint::session::SnapshotStatus;
 use holdpoint::{ErrorBody, FinishReason, Status};
 use serde_json::{Map, Value};
@@ -30,7 +30,7 @@ pub(crate) enum TurnEvent {
 /// [`FailureReason::is_conflict`]): answered 409 rather than 200.
 pub(crate) fn claim_conflict(out: &AgentOutput) -> Option<&ErrorBody> {
     out.failure
-        .is_some_and(FailureReason::is_conflict)
+        .is_some_and(holdpoint::agent::FailureReason::is_conflict)
         .then_some(out.error.as_ref())
         .flatten()
 }
@@ -99,7 +99,9 @@ pub(crate) async fn run_once(
     meta: TurnMeta,
 ) -> Result<AgentOutput, ApiError> {
     spawn_turn(state, agent, meta, move |agent| async move {
-        agent.run_with_context(input, init, context).await
+        agent
+            .run_with(input, holdpoint::agent::RunOptions::new(init).context(context))
+            .await
     })
     .await
 }
@@ -176,7 +178,7 @@ mod tests {
             artifacts: Vec::new(),
             state: None,
             error: Some(error.body()),
-            failure: Some(FailureReason::of(&error)),
+            failure: Some(holdpoint::agent::FailureReason::of(&error)),
             held_for: None,
         }
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput};
 use holdpoint::session::SessionStore;
 use holdpoint::{FinishReason, ResumableTool, Resume, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Map, Value, json};
@@ -123,6 +123,10 @@ pub async fn exactly_once_resume(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSto
         (1, RACERS - 1),
         "{done} resumes succeeded, {aborted} aborted"
     );
-    let claimed = agents[1].snapshot(&snapshot).await.expect("read").expect("present");
+    let claimed = agents[1]
+        .snapshot(&snapshot, Access::Full)
+        .await
+        .expect("read")
+        .expect("present");
     assert!(claimed.resumed_at.is_some(), "the paused snapshot should be claimed");
 }

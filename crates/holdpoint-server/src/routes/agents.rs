@@ -60,7 +60,9 @@ pub(crate) async fn run(
         agent: agent.name().to_owned(),
     };
     if stream {
-        let conn = agent.connect_with_context(init, caller.request_context()).await?;
+        let conn = agent
+            .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
+            .await?;
         let events = turns::drive(&state, agent, conn, request.data, meta);
         let frames = turns::frames(events)
             .map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));

@@ -203,7 +203,10 @@ async fn run(
     let Some(init) = read_init(incoming, out).await else {
         return;
     };
-    let conn = match agent.connect_with_context(init, caller.request_context()).await {
+    let conn = match agent
+        .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
+        .await
+    {
         Ok(conn) => Arc::new(conn),
         Err(e) => {
             let e = ApiError::from(e);

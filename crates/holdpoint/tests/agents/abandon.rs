@@ -8,7 +8,7 @@ use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::session::{
     AuditDecision, AuditQuery, AuditRecord, InMemoryStore, ResumeClaim, SessionStore, Snapshot, SnapshotQuery,
     SnapshotStatus, SnapshotUpdate,
@@ -121,7 +121,7 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     assert_eq!(trail[0].agent.as_deref(), Some("bank"));
     let chat_row = t
         .agent
-        .snapshot(chat.snapshot_id.as_deref().unwrap())
+        .snapshot(chat.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -140,7 +140,12 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     assert_eq!(t.runs(), 0, "the abandoned transfer never ran");
     assert_eq!(t.rows().await, before, "nothing was written");
     assert_eq!(t.audit_of(&snap).await.len(), 1);
-    let latest = t.agent.latest_snapshot(&paused.session_id).await.unwrap().unwrap();
+    let latest = t
+        .agent
+        .latest_snapshot(&paused.session_id, Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(latest.snapshot_id, chat.snapshot_id.unwrap());
     // Nor can an operator "settle" it: it is not in doubt.
     let settled = t
@@ -180,7 +185,7 @@ async fn a_new_message_on_the_same_connection_abandons_the_paused_calls() {
     assert_eq!(out.finish_reason, FinishReason::Stop, "{out:?}");
     let last = t
         .agent
-        .snapshot(out.snapshot_id.as_deref().unwrap())
+        .snapshot(out.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();

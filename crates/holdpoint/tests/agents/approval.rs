@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, RunOptions};
 use holdpoint::middleware::{TOOL_APPROVAL, ToolApproval, Verdict};
 use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SnapshotQuery, hash_json};
 use holdpoint::tool::{DynamicTool, Tool, ToolContext};
@@ -460,7 +460,7 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
     ctx.insert(holdpoint::agent::PRINCIPAL.into(), json!("alice"));
     let conn = s
         .agent
-        .connect_with_context(AgentInit::new(), ctx.clone())
+        .connect_with(RunOptions::new(AgentInit::new()).context(ctx.clone()))
         .await
         .unwrap();
     conn.send_text("close it").unwrap();
@@ -480,7 +480,7 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
         .unwrap();
     let conn = s
         .agent
-        .connect_with_context(AgentInit::session(held.session_id.clone()), ctx)
+        .connect_with(RunOptions::new(AgentInit::session(held.session_id.clone())).context(ctx))
         .await
         .unwrap();
     conn.send(resume(vec![respond])).unwrap();

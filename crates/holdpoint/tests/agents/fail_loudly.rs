@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, FailureReason};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, FailureReason};
 use holdpoint::session::{InMemoryStore, SessionStore};
 use holdpoint::{Error, Part, Resume, ScriptedModel, ScriptedTurn, Status};
 use serde_json::json;
@@ -106,7 +106,12 @@ async fn an_already_resumed_replay_is_an_err_with_the_failed_output() {
         .await
         .unwrap_err();
     let out = failed_output(&err, Some(&snap));
-    let latest = b.agent.latest_snapshot(&out.session_id).await.unwrap().unwrap();
+    let latest = b
+        .agent
+        .latest_snapshot(&out.session_id, Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(Some(latest.snapshot_id), done.snapshot_id, "the replay wrote nothing");
     assert_eq!(out.failure, Some(FailureReason::AlreadyResumed));
     assert!(out.failure.unwrap().is_conflict());

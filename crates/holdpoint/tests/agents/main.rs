@@ -56,6 +56,6 @@ fn agent_futures_are_send() {
     assert_send(&run);
     let connect = b.agent.connect(holdpoint::agent::AgentInit::new());
     assert_send(&connect);
-    let abort = b.agent.abort("id");
+    let abort = b.agent.abort("id", holdpoint::agent::Access::Full);
     assert_send(&abort);
 }

@@ -2,7 +2,7 @@ use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, RunOptions};
 use holdpoint::message::metadata;
 use holdpoint::session::{SessionStore, Snapshot, SnapshotStatus};
 use holdpoint::{FinishReason, Part, Resume, ScriptedTurn, Status};
@@ -18,7 +18,7 @@ fn resume(parts: Vec<Part>) -> AgentInput {
 /// output): checked to be FAILED and a child of the paused snapshot.
 async fn failed_child(agent: &Agent, failed: &AgentOutput, paused: &AgentOutput) -> Snapshot {
     let snap = agent
-        .snapshot(failed.snapshot_id.as_deref().unwrap())
+        .snapshot(failed.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -93,7 +93,7 @@ async fn second_resume_of_the_same_snapshot_is_aborted() {
 
 async fn rejected(b: &crate::Bank, session_id: &str, parts: Vec<Part>, needle: &str) {
     let rows_before = b.store.len();
-    let latest_before = b.agent.latest_snapshot(session_id).await.unwrap();
+    let latest_before = b.agent.latest_snapshot(session_id, Access::Full).await.unwrap();
     let out = b
         .agent
         .run(resume(parts), AgentInit::session(session_id))
@@ -109,7 +109,7 @@ async fn rejected(b: &crate::Bank, session_id: &str, parts: Vec<Part>, needle: &
     );
     // the session is exactly as it was: nothing written, nothing claimed
     assert_eq!(b.store.len(), rows_before);
-    let latest_after = b.agent.latest_snapshot(session_id).await.unwrap();
+    let latest_after = b.agent.latest_snapshot(session_id, Access::Full).await.unwrap();
     assert_eq!(latest_before, latest_after);
     assert_eq!(b.runs.load(Ordering::SeqCst), 0);
 }
@@ -314,7 +314,7 @@ async fn a_resume_failing_before_any_tool_round_keeps_the_paused_conversation() 
         .unwrap();
     let paused = agent.run_text("Transfer $500 to savings").await.unwrap();
     let paused_snap = agent
-        .snapshot(paused.snapshot_id.as_deref().unwrap())
+        .snapshot(paused.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -409,10 +409,9 @@ async fn the_audit_records_the_actor_beside_the_principal() {
     let mut ctx = serde_json::Map::new();
     ctx.insert(holdpoint::agent::ACTOR.into(), json!("carol@bank"));
     b.agent
-        .run_with_context(
+        .run_with(
             resume(vec![approve(&b.tool, &paused)]),
-            AgentInit::session(paused.session_id),
-            ctx,
+            RunOptions::new(AgentInit::session(paused.session_id)).context(ctx),
         )
         .await
         .unwrap();

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use crate::TurnResultExt;
 use futures::StreamExt;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, Turn};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, RunOptions, Turn};
 use holdpoint::session::{Artifact, InMemoryStore, SessionState, StateCodec};
 use holdpoint::{Error, FinishReason, Status};
 use serde_json::{Value, json};
@@ -103,7 +103,7 @@ async fn session_ids_come_from_the_snapshot_then_the_caller_then_a_fresh_uuid() 
         .unwrap();
     assert_eq!(from_snapshot.session_id, "my-app-1");
     let snap = agent
-        .snapshot(from_snapshot.snapshot_id.as_deref().unwrap())
+        .snapshot(from_snapshot.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -216,13 +216,13 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
     .build()
     .unwrap();
     let conn = agent
-        .connect_with_context(AgentInit::new(), as_principal("alice"))
+        .connect_with(RunOptions::new(AgentInit::new()).context(as_principal("alice")))
         .await
         .unwrap();
     conn.send_text("mine").unwrap();
     let out = conn.output().await.unwrap();
     let snap = out.snapshot_id.clone().unwrap();
-    let stored = agent.snapshot(&snap).await.unwrap().unwrap();
+    let stored = agent.snapshot(&snap, Access::Full).await.unwrap().unwrap();
     assert_eq!(stored.owner.as_deref(), Some("alice"));
 
     for init in [
@@ -230,33 +230,39 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
         AgentInit::session(out.session_id.clone()),
     ] {
         let err = agent
-            .connect_with_context(init, as_principal("mallory"))
+            .connect_with(RunOptions::new(init).context(as_principal("mallory")))
             .await
             .unwrap_err();
         assert_eq!(err.status(), Status::NotFound, "{err}");
     }
-    assert!(agent.snapshot_as(&snap, Some("mallory")).await.unwrap().is_none());
     assert!(
         agent
-            .latest_snapshot_as(&out.session_id, Some("mallory"))
+            .snapshot(&snap, Access::As(Some("mallory")))
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        agent.snapshot_as(&snap, None).await.unwrap().is_none(),
+        agent
+            .latest_snapshot(&out.session_id, Access::As(Some("mallory")))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        agent.snapshot(&snap, Access::As(None)).await.unwrap().is_none(),
         "anonymous callers see no owned session"
     );
-    assert_eq!(agent.abort_as(&snap, Some("mallory")).await.unwrap(), None);
+    assert_eq!(agent.abort(&snap, Access::As(Some("mallory"))).await.unwrap(), None);
     // the owner continues, and the next snapshot keeps the owner
     let again = agent
-        .connect_with_context(AgentInit::snapshot(snap), as_principal("alice"))
+        .connect_with(RunOptions::new(AgentInit::snapshot(snap)).context(as_principal("alice")))
         .await
         .unwrap();
     again.send_text("still mine").unwrap();
     let next = again.output().await.unwrap();
     let row = agent
-        .snapshot(next.snapshot_id.as_deref().unwrap())
+        .snapshot(next.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
