@@ -27,7 +27,7 @@ pub(crate) enum TurnEvent {
 
 /// The error of an output whose resume lost the race for its paused
 /// calls (already resumed, abandoned, left behind: see
-/// [`FailureReason::is_conflict`]): answered 409 rather than 200.
+/// [`holdpoint::agent::FailureReason::is_conflict`]): answered 409 rather than 200.
 pub(crate) fn claim_conflict(out: &AgentOutput) -> Option<&ErrorBody> {
     out.failure
         .is_some_and(holdpoint::agent::FailureReason::is_conflict)

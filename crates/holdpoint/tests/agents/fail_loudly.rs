@@ -146,3 +146,20 @@ async fn the_readme_pattern_with_question_mark_fails_on_a_failed_turn() {
     assert_eq!(out.failure, Some(FailureReason::Other));
     assert!(out.snapshot_id.is_some());
 }
+
+#[tokio::test]
+async fn a_connection_that_answers_its_holds_reports_their_age() {
+    let b = bank();
+    b.model.push(ScriptedTurn::text("Done"));
+    let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
+    assert_eq!(paused.held_for, None, "a turn that answered nothing");
+    let conn = b
+        .agent
+        .connect(AgentInit::session(paused.session_id.clone()))
+        .await
+        .unwrap();
+    conn.send(resume(vec![approve(&b.tool, &paused)])).unwrap();
+    let done = conn.output().await.unwrap();
+    assert_eq!(done.text(), "Done");
+    assert!(done.held_for.is_some(), "{done:?}");
+}
