@@ -271,7 +271,7 @@ impl Driver {
             return Ok(None);
         };
         let snapshot = agent
-            .latest_snapshot(&session_id)
+            .latest_snapshot(&session_id, holdpoint::agent::Access::Full)
             .await?
             .ok_or_else(|| Error::Internal(format!("session {session_id} not found")))?;
         let part = snapshot

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval, RunOptions};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery};
 use holdpoint::{Part, Resume};
@@ -237,7 +237,11 @@ impl Backend {
                         "settle needs the agent {name:?} to run the rest of the turn: use --server URL of a server that serves it (or register it with holdpoint_cli::run)"
                     )));
                 };
-                Ok(agent.settle(snapshot_id, resume, operator_context(&snapshot)).await?)
+                // A failed turn is reported like the server's failed output.
+                Ok(agent
+                    .settle(snapshot_id, resume, operator_context(&snapshot))
+                    .await
+                    .or_else(holdpoint::Error::into_failed_output)?)
             }
             Backend::Server(h) => h.settle(&name, snapshot_id, resume).await,
         }
@@ -268,9 +272,14 @@ impl Backend {
                 let directive = decision.directive(&part)?;
                 let input = AgentInput::resume(Resume::from_parts([directive]));
                 let context = operator_context(&snapshot);
+                // A failed turn is reported like the server's failed output.
                 Ok(agent
-                    .run_with_context(input, AgentInit::snapshot(snapshot_id), context)
-                    .await?)
+                    .run_with(
+                        input,
+                        RunOptions::new(AgentInit::snapshot(snapshot_id)).context(context),
+                    )
+                    .await
+                    .or_else(holdpoint::Error::into_failed_output)?)
             }
             Backend::Server(h) => {
                 let snapshot = self.snapshot(snapshot_id, None).await?;

@@ -103,7 +103,11 @@ async fn a_binary_with_agents_approves_and_denies_against_the_store_in_process()
     .await
     .unwrap();
 
-    let after = agent.latest_snapshot(&transfer.session_id).await.unwrap().unwrap();
+    let after = agent
+        .latest_snapshot(&transfer.session_id, holdpoint::agent::Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!after.is_waiting());
     let text = serde_json::to_string(&after.state).unwrap();
     assert!(text.contains("Done: txn-123"), "{text}");
@@ -240,7 +244,11 @@ async fn calls_in_doubt_are_listed_refused_and_settled_against_the_store() {
     )
     .await
     .unwrap();
-    let after = agent.latest_snapshot(&out.session_id).await.unwrap().unwrap();
+    let after = agent
+        .latest_snapshot(&out.session_id, holdpoint::agent::Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     let text = serde_json::to_string(&after.state).unwrap();
     assert!(
         text.contains("Done: txn-777"),

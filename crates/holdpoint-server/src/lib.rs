@@ -105,7 +105,6 @@ mod inflight;
 mod limits;
 mod listen;
 pub mod metrics;
-mod numbers;
 pub mod routes;
 mod server;
 mod shutdown;

@@ -6,7 +6,7 @@
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection};
-use holdpoint::session::{Snapshot, SnapshotStatus};
+use holdpoint::session::SnapshotStatus;
 use holdpoint::{ErrorBody, FinishReason, Status};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -25,16 +25,14 @@ pub(crate) enum TurnEvent {
     Done(Result<AgentOutput, holdpoint::Error>),
 }
 
-/// The error of an output whose resume lost the exactly-once claim
-/// ("already resumed", `ABORTED`): answered 409 rather than 200. The
-/// generate loop's "exceeded maximum tool call iterations" also carries
-/// `ABORTED` but is an ordinary failed turn.
+/// The error of an output whose resume lost the race for its paused
+/// calls (already resumed, abandoned, left behind: see
+/// [`holdpoint::agent::FailureReason::is_conflict`]): answered 409 rather than 200.
 pub(crate) fn claim_conflict(out: &AgentOutput) -> Option<&ErrorBody> {
-    let err = out.error.as_ref()?;
-    (out.finish_reason == FinishReason::Failed
-        && err.status == Status::Aborted
-        && !err.message.starts_with("exceeded maximum tool call iterations"))
-    .then_some(err)
+    out.failure
+        .is_some_and(holdpoint::agent::FailureReason::is_conflict)
+        .then_some(out.error.as_ref())
+        .flatten()
 }
 
 /// Waits until a detached run's snapshot leaves `pending`/`aborting`.
@@ -73,7 +71,8 @@ pub(crate) fn drive(
         while let Some(chunk) = chunks.next().await {
             let _ = tx.send(TurnEvent::Chunk(chunk));
         }
-        let out = conn.output().await;
+        // A failed turn is answered as Genkit's failed output.
+        let out = conn.output().await.or_else(holdpoint::Error::into_failed_output);
         metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
@@ -88,24 +87,21 @@ pub(crate) fn drive(
     rx
 }
 
-/// Runs one input without streaming, in a task of its own, on the
-/// snapshot `loaded` when the caller read it already, else on what `init`
-/// names; init errors come back as errors, a failed turn as a failed
-/// output.
+/// Runs one input without streaming, in a task of its own, on what
+/// `init` names; init errors come back as errors, a failed turn as a
+/// failed output.
 pub(crate) async fn run_once(
     state: &AppState,
     agent: Agent,
     input: AgentInput,
     init: AgentInit,
-    loaded: Option<Snapshot>,
     context: Map<String, Value>,
     meta: TurnMeta,
 ) -> Result<AgentOutput, ApiError> {
     spawn_turn(state, agent, meta, move |agent| async move {
-        match loaded {
-            Some(snapshot) => agent.run_loaded(snapshot, input, context).await,
-            None => agent.run_with_context(input, init, context).await,
-        }
+        agent
+            .run_with(input, holdpoint::agent::RunOptions::new(init).context(context))
+            .await
     })
     .await
 }
@@ -127,7 +123,8 @@ where
     let guard: TurnGuard = state.turns().begin();
     let metrics = state.metrics().clone();
     tokio::spawn(async move {
-        let out = turn(agent.clone()).await;
+        // A failed turn is answered as Genkit's failed output.
+        let out = turn(agent.clone()).await.or_else(holdpoint::Error::into_failed_output);
         metrics.output(&meta, &out);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
@@ -166,4 +163,35 @@ pub(crate) fn frames(events: mpsc::UnboundedReceiver<TurnEvent>) -> BoxStream<'s
         Some((frame, (events, true)))
     })
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(error: holdpoint::Error) -> AgentOutput {
+        AgentOutput {
+            session_id: "s".into(),
+            snapshot_id: Some("p".into()),
+            finish_reason: FinishReason::Failed,
+            message: None,
+            artifacts: Vec::new(),
+            state: None,
+            error: Some(error.body()),
+            failure: Some(holdpoint::agent::FailureReason::of(&error)),
+            held_for: None,
+        }
+    }
+
+    #[test]
+    fn only_a_lost_claim_is_a_conflict() {
+        let lost = failed(holdpoint::Error::AlreadyResumed("p".into()));
+        assert_eq!(claim_conflict(&lost).map(|e| e.status), Some(Status::Aborted));
+        let abandoned = failed(holdpoint::Error::Abandoned("abandoned".into()));
+        assert!(claim_conflict(&abandoned).is_some());
+        // The turn limit also carries ABORTED, but is an ordinary failed turn.
+        let limit = failed(holdpoint::Error::MaxTurnsExceeded(5));
+        assert_eq!(limit.error.as_ref().map(|e| e.status), Some(Status::Aborted));
+        assert!(claim_conflict(&limit).is_none());
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput};
 use holdpoint::session::SessionStore;
 use holdpoint::{FinishReason, ResumableTool, Resume, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Map, Value, json};
@@ -98,6 +98,7 @@ pub async fn exactly_once_resume(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSto
         let out = task
             .await
             .expect("resume task panicked")
+            .or_else(holdpoint::Error::into_failed_output)
             .expect("run returned an error");
         match (&out.finish_reason, &out.error) {
             (FinishReason::Stop, None) => {
@@ -105,6 +106,7 @@ pub async fn exactly_once_resume(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSto
                 done += 1;
             }
             (FinishReason::Failed, Some(err)) if err.status == Status::Aborted => {
+                assert_eq!(out.failure, Some(holdpoint::agent::FailureReason::AlreadyResumed));
                 assert!(err.message.contains("already resumed"), "{}", err.message);
                 aborted += 1;
             }
@@ -121,6 +123,10 @@ pub async fn exactly_once_resume(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSto
         (1, RACERS - 1),
         "{done} resumes succeeded, {aborted} aborted"
     );
-    let claimed = agents[1].snapshot(&snapshot).await.expect("read").expect("present");
+    let claimed = agents[1]
+        .snapshot(&snapshot, Access::Full)
+        .await
+        .expect("read")
+        .expect("present");
     assert!(claimed.resumed_at.is_some(), "the paused snapshot should be claimed");
 }

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::AgentOutput;
+
 /// A status name, as Genkit and gRPC spell them on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -133,9 +135,25 @@ pub enum Error {
         /// The message.
         message: String,
     },
+    /// A new message abandoned the paused calls a resume answers: they
+    /// never ran and can no longer be answered. Status `ABORTED`.
+    #[error("{0}")]
+    Abandoned(String),
+    /// A turn ran and failed. The failed [`AgentOutput`] (its session,
+    /// snapshot id, client-held state, [`FailureReason`](crate::agent::FailureReason) and error body)
+    /// rides along; the status and message are the failure's own.
+    /// [`Agent::run`](crate::agent::Agent::run), settling and a
+    /// [`Connection`](crate::agent::Connection)'s outputs return a failed
+    /// turn as this error, so `?` never passes one on as a success.
+    #[error("{}", failure_message(.0))]
+    TurnFailed(Box<AgentOutput>),
     /// A broken invariant or an unexpected failure (serialisation, a task panicked).
     #[error("{0}")]
     Internal(String),
+}
+
+fn failure_message(out: &AgentOutput) -> &str {
+    out.error.as_ref().map_or("the turn failed", |e| e.message.as_str())
 }
 
 impl Error {
@@ -153,6 +171,8 @@ impl Error {
             Error::UnresolvedToolRequest { .. } => Status::InvalidArgument,
             Error::MaxTurnsExceeded(_) => Status::Aborted,
             Error::Status { status, .. } => *status,
+            Error::Abandoned(_) => Status::Aborted,
+            Error::TurnFailed(out) => out.error.as_ref().map_or(Status::Internal, |e| e.status),
             Error::Internal(_) => Status::Internal,
         }
     }
@@ -170,6 +190,23 @@ impl Error {
         ErrorBody {
             status: self.status(),
             message: self.to_string(),
+        }
+    }
+
+    /// The failed turn's output, for [`Error::TurnFailed`].
+    pub fn failed_output(&self) -> Option<&AgentOutput> {
+        match self {
+            Error::TurnFailed(out) => Some(out),
+            _ => None,
+        }
+    }
+
+    /// The failed turn's output, for [`Error::TurnFailed`]; any other
+    /// error back as itself.
+    pub fn into_failed_output(self) -> Result<AgentOutput, Error> {
+        match self {
+            Error::TurnFailed(out) => Ok(*out),
+            other => Err(other),
         }
     }
 

@@ -196,12 +196,9 @@ pub async fn run(model: Arc<dyn Model>, store: Arc<dyn SessionStore>, first: Opt
                     conn.send_resume(directives)?;
                 }
                 FinishReason::Failed => {
-                    let out = conn.output().await?;
-                    let why = out
-                        .error
-                        .map(|e| format!("{}: {}", e.status, e.message))
-                        .unwrap_or_default();
-                    return Err(holdpoint::Error::Internal(format!("the turn failed ({why})")));
+                    // A failed turn's output is its error (`Error::TurnFailed`).
+                    conn.output().await?;
+                    return Ok(());
                 }
                 _ => break,
             }

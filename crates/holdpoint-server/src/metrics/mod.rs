@@ -230,17 +230,18 @@ impl Metrics {
             Ok(o) => {
                 self.turn(&meta.agent, o.finish_reason, o.error.as_ref().map(|e| e.status));
                 if o.finish_reason != FinishReason::Failed {
-                    self.answered(meta);
+                    self.answered(meta, o.held_for);
                 }
             }
             Err(e) => self.turn(&meta.agent, FinishReason::Failed, Some(e.status())),
         }
     }
 
-    /// Records the wait of a resume that went through.
-    pub(crate) fn answered(&self, meta: &TurnMeta) {
-        if let Some(since) = meta.held_since {
-            let waited = (chrono::Utc::now() - since).num_milliseconds().max(0) as f64 / 1000.0;
+    /// Records the wait of a resume that went through (`held_for`, the
+    /// answered holds' age the output reports).
+    pub(crate) fn answered(&self, meta: &TurnMeta, held_for: Option<std::time::Duration>) {
+        if let Some(held) = held_for {
+            let waited = held.as_secs_f64();
             self.inner
                 .wait_seconds
                 .get_or_create(&AgentLabels {
@@ -318,9 +319,6 @@ impl Metrics {
 pub(crate) struct TurnMeta {
     /// The name of the served agent that runs it.
     pub agent: String,
-    /// For a resume of a stored session: when the answered snapshot was
-    /// written (the call has been held since).
-    pub held_since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, RunRequest, reply};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
-use crate::numbers;
 use crate::state::AppState;
 use crate::turns::{self, claim_conflict};
 
@@ -50,25 +49,20 @@ pub(crate) async fn run(
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<RunQuery>,
     headers: HeaderMap,
-    ApiJson(mut request): ApiJson<RunRequest>,
+    ApiJson(request): ApiJson<RunRequest>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?.clone();
     let stream = wants_stream(&query, &headers)?;
     // Reject a malformed input before anything starts.
     request.data.validate()?;
     let init = request.init.unwrap_or_default();
-    // A resume of a stored session reads its snapshot here (to restore the
-    // inputs' number forms) and hands it to the agent, read once.
-    let read = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut request.data).await;
     let meta = TurnMeta {
         agent: agent.name().to_owned(),
-        held_since: read.held_since,
     };
     if stream {
-        let conn = match read.snapshot {
-            Some(snapshot) => agent.connect_loaded(snapshot, caller.request_context()).await?,
-            None => agent.connect_with_context(init, caller.request_context()).await?,
-        };
+        let conn = agent
+            .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
+            .await?;
         let events = turns::drive(&state, agent, conn, request.data, meta);
         let frames = turns::frames(events)
             .map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
@@ -80,16 +74,7 @@ pub(crate) async fn run(
             .insert("x-accel-buffering", HeaderValue::from_static("no"));
         return Ok(response);
     }
-    let out = turns::run_once(
-        &state,
-        agent,
-        request.data,
-        init,
-        read.snapshot,
-        caller.request_context(),
-        meta,
-    )
-    .await?;
+    let out = turns::run_once(&state, agent, request.data, init, caller.request_context(), meta).await?;
     if let Some(err) = claim_conflict(&out) {
         return Ok(ApiError::from(err.clone()).into_response());
     }

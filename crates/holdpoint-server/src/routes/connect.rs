@@ -10,7 +10,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
-use holdpoint::agent::{Agent, AgentInit, AgentInput, Connection};
+use holdpoint::agent::{Agent, AgentInput, Connection};
 use holdpoint::{ErrorBody, Status};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,7 +20,6 @@ use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiPath, ConnectInit, decode_json};
 use crate::error::{ApiError, http_status};
 use crate::metrics::Metrics;
-use crate::numbers;
 use crate::state::AppState;
 use crate::turns::claim_conflict;
 
@@ -204,8 +203,10 @@ async fn run(
     let Some(init) = read_init(incoming, out).await else {
         return;
     };
-    let first_init = init.clone();
-    let conn = match agent.connect_with_context(init, caller.request_context()).await {
+    let conn = match agent
+        .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
+        .await
+    {
         Ok(conn) => Arc::new(conn),
         Err(e) => {
             let e = ApiError::from(e);
@@ -228,15 +229,7 @@ async fn run(
             message = incoming.next() => match message {
                 Some(Ok(Message::Text(text))) => match parse_incoming(&text) {
                     Ok(Incoming::Close) => break,
-                    Ok(Incoming::Input(mut input)) => {
-                        // Where the resume's history is: the session's latest
-                        // snapshot, or the client-held state it started from.
-                        let at = if agent.is_server_managed() {
-                            AgentInit::session(conn.session_id())
-                        } else {
-                            first_init.clone()
-                        };
-                        numbers::restore_resume_inputs(&agent, &at, caller.principal(), &mut input).await;
+                    Ok(Incoming::Input(input)) => {
                         if let Err(e) = conn.send(*input) {
                             let ended = e.status() == Status::FailedPrecondition;
                             send_error(out, &e.body());
@@ -276,7 +269,8 @@ async fn run(
     if !forwarder_done {
         let _ = forwarder.await;
     }
-    match conn.output().await {
+    // A failed turn is answered as Genkit's failed output.
+    match conn.output().await.or_else(holdpoint::Error::into_failed_output) {
         Ok(output) => match claim_conflict(&output) {
             Some(err) => {
                 send_error(out, err);

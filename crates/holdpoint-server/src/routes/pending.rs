@@ -65,7 +65,10 @@ fn limit(state: &AppState, query: &ListQuery) -> usize {
 
 /// 404 unless the caller may see `session_id` of `agent`.
 async fn check_session(agent: &Agent, caller: &Identity, session_id: &str) -> Result<(), ApiError> {
-    match agent.latest_snapshot_as(session_id, caller.principal()).await? {
+    match agent
+        .latest_snapshot(session_id, holdpoint::agent::Access::As(caller.principal()))
+        .await?
+    {
         Some(s) if s.belongs_to(agent.name()) => Ok(()),
         _ => Err(ApiError::not_found(format!("session {session_id} not found"))),
     }

@@ -4,13 +4,12 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use holdpoint::agent::{AgentInit, AgentInput};
+use holdpoint::agent::AgentInput;
 
 use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, SettleRequest, reply};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
-use crate::numbers;
 use crate::routes::pending::{ListQuery, caller_query, visible};
 use crate::state::AppState;
 use crate::turns::{claim_conflict, spawn_turn};
@@ -45,17 +44,11 @@ pub(crate) async fn settle(
     if snapshot_id.is_empty() {
         return Err(ApiError::invalid("settle needs data.snapshotId"));
     }
-    let mut input = AgentInput::resume(request.data.resume);
+    let input = AgentInput::resume(request.data.resume);
     input.validate()?;
-    let init = AgentInit::snapshot(snapshot_id.clone());
-    // `settle` reads the snapshot itself, with its own checks.
-    let held_since = numbers::restore_resume_inputs(&agent, &init, caller.principal(), &mut input)
-        .await
-        .held_since;
     let resume = input.resume.unwrap_or_default();
     let meta = TurnMeta {
         agent: agent.name().to_owned(),
-        held_since,
     };
     let context = caller.request_context();
     let out = spawn_turn(&state, agent, meta, move |agent| async move {

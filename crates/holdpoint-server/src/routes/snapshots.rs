@@ -36,8 +36,11 @@ pub(crate) async fn get_snapshot(
     let session_id = non_empty(data.session_id);
     let mut snapshot = match (snapshot_id, session_id) {
         (Some(id), session) => {
-            let found = of_agent(agent.snapshot_as(&id, principal).await?, &name)
-                .ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
+            let found = of_agent(
+                agent.snapshot(&id, holdpoint::agent::Access::As(principal)).await?,
+                &name,
+            )
+            .ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
             if let Some(session) = session
                 && found.session_id != session
             {
@@ -47,8 +50,13 @@ pub(crate) async fn get_snapshot(
             }
             found
         }
-        (None, Some(session)) => of_agent(agent.latest_snapshot_as(&session, principal).await?, &name)
-            .ok_or_else(|| ApiError::not_found(format!("session {session} not found")))?,
+        (None, Some(session)) => of_agent(
+            agent
+                .latest_snapshot(&session, holdpoint::agent::Access::As(principal))
+                .await?,
+            &name,
+        )
+        .ok_or_else(|| ApiError::not_found(format!("session {session} not found")))?,
         (None, None) => {
             return Err(ApiError::invalid("getSnapshot needs data.snapshotId or data.sessionId"));
         }
@@ -71,12 +79,21 @@ pub(crate) async fn abort(
     let principal = caller.principal();
     let id = request.data.snapshot_id;
     let unknown = || ApiError::not_found(format!("snapshot {id} not found"));
-    if id.is_empty() || of_agent(agent.snapshot_as(&id, principal).await?, &name).is_none() {
+    if id.is_empty()
+        || of_agent(
+            agent.snapshot(&id, holdpoint::agent::Access::As(principal)).await?,
+            &name,
+        )
+        .is_none()
+    {
         return Err(unknown());
     }
-    let previous = agent.abort_as(&id, principal).await?.ok_or_else(unknown)?;
+    let previous = agent
+        .abort(&id, holdpoint::agent::Access::As(principal))
+        .await?
+        .ok_or_else(unknown)?;
     let status = agent
-        .snapshot_as(&id, principal)
+        .snapshot(&id, holdpoint::agent::Access::As(principal))
         .await?
         .map(|s| s.status)
         .unwrap_or(previous);

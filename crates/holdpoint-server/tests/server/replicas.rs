@@ -96,7 +96,10 @@ async fn raise_on_one_replica_resume_on_the_other_exactly_once() {
             200 => wins.push(body),
             409 => {
                 assert_eq!(body["error"]["status"], "ABORTED", "{body:#}");
-                assert!(body["error"]["message"].as_str().unwrap().contains("already resumed"));
+                assert!(
+                    body["error"]["message"].as_str().unwrap().contains("already resumed"),
+                    "{body:#}"
+                );
                 conflicts += 1;
             }
             other => panic!("unexpected {other}: {body:#}"),

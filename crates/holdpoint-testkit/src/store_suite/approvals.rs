@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PRINCIPAL};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PRINCIPAL, RunOptions};
 use holdpoint::middleware::{TOOL_APPROVAL, ToolApproval};
 use holdpoint::session::{AuditDecision, AuditQuery, SessionStore, SnapshotQuery};
 use holdpoint::tool::{DynamicTool, ToolContext};
@@ -60,7 +60,10 @@ fn as_principal(principal: &str) -> Map<String, Value> {
 
 async fn hold(agent: &Agent, principal: &str, account: &str) -> AgentOutput {
     let out = agent
-        .run_with_context(AgentInput::text(account), AgentInit::new(), as_principal(principal))
+        .run_with(
+            AgentInput::text(account),
+            RunOptions::new(AgentInit::new()).context(as_principal(principal)),
+        )
         .await
         .expect("the turn runs");
     assert_eq!(out.finish_reason, FinishReason::Interrupted, "{out:?}");
@@ -71,7 +74,10 @@ async fn answer(agent: &Agent, principal: &str, held: &AgentOutput, part: Part) 
     let input = AgentInput::resume(Resume::from_parts([part]));
     let snapshot = held.snapshot_id.clone().expect("a stored snapshot");
     agent
-        .run_with_context(input, AgentInit::snapshot(snapshot), as_principal(principal))
+        .run_with(
+            input,
+            RunOptions::new(AgentInit::snapshot(snapshot)).context(as_principal(principal)),
+        )
         .await
         .expect("the resume runs")
 }

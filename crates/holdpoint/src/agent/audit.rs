@@ -173,7 +173,7 @@ pub(crate) async fn explain_refused(
         return refused;
     }
     match abandoned_at(store, agent, session_id, snapshot_id).await {
-        Some(at) => Error::Aborted(format!(
+        Some(at) => Error::Abandoned(format!(
             "snapshot {snapshot_id} was abandoned by a new message at {}: its paused calls were not run and can no longer be answered",
             at.to_rfc3339()
         )),

@@ -57,6 +57,12 @@ pub struct Connection {
     cancelled: AtomicBool,
     worker: tokio::task::AbortHandle,
     session_id: String,
+    /// When the holds the connection opened on were saved.
+    holds_saved_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Whether any input was sent yet.
+    sent: AtomicBool,
+    /// Whether the first input answered the holds the connection opened on.
+    first_resumed: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -75,6 +81,7 @@ impl Connection {
         let (output_tx, output_rx) = oneshot::channel();
         let ended = Arc::new(AtomicBool::new(false));
         let session_id = session.state.session_id.clone();
+        let holds_saved_at = session.saved_at;
         let io = WorkerIo {
             inputs: Some(input_rx),
             first: None,
@@ -91,6 +98,9 @@ impl Connection {
             cancelled: AtomicBool::new(false),
             worker: handle.abort_handle(),
             session_id,
+            holds_saved_at,
+            sent: AtomicBool::new(false),
+            first_resumed: AtomicBool::new(false),
         }
     }
 
@@ -113,8 +123,13 @@ impl Connection {
         let Some(tx) = guard.as_ref() else {
             return Err(Error::FailedPrecondition("the connection's input is closed".into()));
         };
+        let resumes = input.resume.as_ref().is_some_and(|r| !r.is_empty());
         tx.send(input)
-            .map_err(|_| Error::FailedPrecondition("the agent has ended; open a new connection".into()))
+            .map_err(|_| Error::FailedPrecondition("the agent has ended; open a new connection".into()))?;
+        if !self.sent.swap(true, Ordering::SeqCst) && resumes {
+            self.first_resumed.store(true, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// Sends a user text message.
@@ -148,7 +163,8 @@ impl Connection {
     }
 
     /// Asks the agent to go on in the background and returns its output
-    /// (`finishReason: detached` with the pending snapshot).
+    /// (`finishReason: detached` with the pending snapshot). A turn that
+    /// failed before it could detach is [`Error::TurnFailed`].
     pub async fn detach(&self) -> Result<AgentOutput> {
         self.send(AgentInput::detach())?;
         self.output().await
@@ -161,6 +177,11 @@ impl Connection {
 
     /// Closes the input, waits for the agent to finish and returns its
     /// output. Chunks not yet received are discarded. Idempotent.
+    ///
+    /// A failed last turn is [`Error::TurnFailed`], carrying the failed
+    /// output (see [`Error::failed_output`]). When the first input sent
+    /// answered the holds the connection opened on, a successful output
+    /// has their age in `held_for`.
     pub async fn output(&self) -> Result<AgentOutput> {
         self.close();
         let mut slot = self.output.lock().await;
@@ -176,10 +197,16 @@ impl Connection {
             let mut chunks = self.chunks.lock().await;
             while chunks.try_recv().is_ok() {}
         }
-        match &*slot {
+        let out = match &*slot {
             OutputSlot::Done(out) => (**out).clone(),
             OutputSlot::Waiting(_) => Err(Error::Internal("output not settled".into())),
-        }
+        }?;
+        let held_since = self
+            .first_resumed
+            .load(Ordering::SeqCst)
+            .then_some(self.holds_saved_at)
+            .flatten();
+        super::with_held_for(out, held_since).into_result()
     }
 
     /// Stops the agent now: the running turn is dropped (its changes are

@@ -1,6 +1,8 @@
 //! The agent's wire types: `AgentInit`, `AgentInput`, `AgentStreamChunk`,
 //! `TurnEnd` and `AgentOutput`, in Genkit's JSON shapes (SPEC §4).
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -207,6 +209,71 @@ pub struct AgentOutput {
     /// Why the turn failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
+    /// Why the turn failed, typed (set with `error`). Not on the wire:
+    /// an output read back from JSON has `None`.
+    #[serde(skip)]
+    pub failure: Option<FailureReason>,
+    /// How long the paused calls this turn answered had been held: from
+    /// the paused snapshot's write to the end of the resume (`None` for a
+    /// turn that answered nothing, and for client-held state, whose write
+    /// time is unknown). Not on the wire.
+    #[serde(skip)]
+    pub held_for: Option<Duration>,
+}
+
+/// Why a turn failed: the kind of its error, decided where the error
+/// arises (no message matching).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureReason {
+    /// The resume lost the exactly-once claim: another resume (or a replay
+    /// of the same client-held state) answered the paused calls first.
+    AlreadyResumed,
+    /// A new message abandoned the paused calls the resume answers.
+    Abandoned,
+    /// Another operation won a race on the session (for example, the
+    /// session went on from a later snapshot, leaving this one behind).
+    Conflict,
+    /// The resume does not fit the paused calls (unknown or unanswered
+    /// call, modified input, an answer the tool refuses).
+    InvalidResume,
+    /// A tool failed with a plain error, or the model named a tool the
+    /// agent lacks.
+    ToolFailed,
+    /// The model asked for tools more rounds than the agent allows.
+    TurnLimit,
+    /// The turn was cancelled or aborted.
+    Cancelled,
+    /// Anything else: the model provider, the store, a custom handler's
+    /// error, a broken invariant.
+    Other,
+}
+
+impl FailureReason {
+    /// The reason of a turn that failed with `error`.
+    pub fn of(error: &Error) -> FailureReason {
+        match error {
+            Error::AlreadyResumed(_) => FailureReason::AlreadyResumed,
+            Error::Abandoned(_) => FailureReason::Abandoned,
+            Error::Aborted(_) => FailureReason::Conflict,
+            Error::InvalidArgument(_) | Error::UnresolvedToolRequest { .. } => FailureReason::InvalidResume,
+            Error::ToolFailed { .. } | Error::ToolNotFound(_) => FailureReason::ToolFailed,
+            Error::MaxTurnsExceeded(_) => FailureReason::TurnLimit,
+            Error::Cancelled(_) => FailureReason::Cancelled,
+            Error::TurnFailed(out) => out.failure.unwrap_or(FailureReason::Other),
+            _ => FailureReason::Other,
+        }
+    }
+
+    /// Whether the turn lost a race for the paused calls (already
+    /// resumed, abandoned, left behind): nothing of it ran, and an HTTP
+    /// server answers 409 rather than a failed output.
+    pub fn is_conflict(self) -> bool {
+        matches!(
+            self,
+            FailureReason::AlreadyResumed | FailureReason::Abandoned | FailureReason::Conflict
+        )
+    }
 }
 
 impl AgentOutput {
@@ -223,11 +290,18 @@ impl AgentOutput {
             .unwrap_or_default()
     }
 
-    /// Turns a failed output into its error.
+    /// Whether the turn failed.
+    pub fn is_failed(&self) -> bool {
+        self.finish_reason == FinishReason::Failed
+    }
+
+    /// A failed output as [`Error::TurnFailed`] (carrying it), any other
+    /// as itself.
     pub fn into_result(self) -> Result<AgentOutput> {
-        match &self.error {
-            Some(body) if self.finish_reason == FinishReason::Failed => Err(Error::from_body(body)),
-            _ => Ok(self),
+        if self.is_failed() {
+            Err(Error::TurnFailed(Box::new(self)))
+        } else {
+            Ok(self)
         }
     }
 }

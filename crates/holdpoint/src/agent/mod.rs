@@ -45,7 +45,7 @@ use serde_json::{Map, Value};
 
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
-pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, TurnEnd};
+pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
 pub use turn::{Responder, Turn};
 
 use crate::error::{Error, Result};
@@ -70,6 +70,78 @@ pub const ACTOR: &str = "actor";
 /// The principal in a request context.
 pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
     context.get(PRINCIPAL).and_then(Value::as_str)
+}
+
+/// `out` with the age of the holds its turn answered, when it answered
+/// holds saved at `held_since` and did not fail.
+pub(crate) fn with_held_for(mut out: AgentOutput, held_since: Option<chrono::DateTime<chrono::Utc>>) -> AgentOutput {
+    if let Some(since) = held_since
+        && !out.is_failed()
+    {
+        out.held_for = (chrono::Utc::now() - since).to_std().ok().or(Some(Duration::ZERO));
+    }
+    out
+}
+
+/// On whose behalf a read or an abort acts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Access<'a> {
+    /// Every snapshot this agent wrote (the agent's own process, operators).
+    #[default]
+    Full,
+    /// What this principal may see (`None`: an anonymous caller, who sees
+    /// only unowned sessions).
+    As(Option<&'a str>),
+}
+
+impl Access<'_> {
+    fn sees(self, snapshot: &Snapshot) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) => snapshot.visible_to(principal),
+        }
+    }
+}
+
+/// Where a run or a connection starts and on whose behalf: the
+/// [`AgentInit`] and the request context that tools and middleware see
+/// (the principal under [`PRINCIPAL`], the acting person under [`ACTOR`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunOptions {
+    /// Where the run starts.
+    pub init: AgentInit,
+    /// The request context.
+    pub context: Map<String, Value>,
+}
+
+impl RunOptions {
+    /// Starts at `init` with an empty context.
+    pub fn new(init: AgentInit) -> Self {
+        RunOptions {
+            init,
+            context: Map::new(),
+        }
+    }
+
+    /// The same options with this request context (replacing the old one).
+    pub fn context(mut self, context: Map<String, Value>) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The same options acting for `principal` (sets [`PRINCIPAL`] in the
+    /// context): sessions it starts belong to it, others' read as unknown.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.context
+            .insert(PRINCIPAL.to_owned(), Value::String(principal.into()));
+        self
+    }
+}
+
+impl From<AgentInit> for RunOptions {
+    fn from(init: AgentInit) -> Self {
+        RunOptions::new(init)
+    }
 }
 
 /// What runs one turn of an agent. Prompt agents use a built-in handler;
@@ -205,56 +277,47 @@ impl Agent {
     /// the worker that processes inputs one at a time. Init errors (unknown
     /// snapshot, `state` sent to a server-managed agent, …) fail here.
     pub async fn connect(&self, init: AgentInit) -> Result<Connection> {
-        self.connect_with_context(init, Map::new()).await
+        self.connect_with(RunOptions::new(init)).await
     }
 
-    /// [`connect`](Self::connect) with a request context (the principal and
-    /// anything else tools and middleware should see).
-    pub async fn connect_with_context(&self, init: AgentInit, context: Map<String, Value>) -> Result<Connection> {
+    /// [`connect`](Self::connect) with [`RunOptions`]: where to start and
+    /// the request context (the principal and anything else tools and
+    /// middleware should see).
+    pub async fn connect_with(&self, options: RunOptions) -> Result<Connection> {
+        let RunOptions { init, context } = options;
         let session = load::load(&self.def, init, principal_of(&context)).await?;
         Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
     }
 
-    /// [`connect_with_context`](Self::connect_with_context) on a snapshot
-    /// the caller already read from this agent's store (with
-    /// [`snapshot_as`](Self::snapshot_as) or
-    /// [`latest_snapshot_as`](Self::latest_snapshot_as)), instead of
-    /// reading it again: checked like one an `AgentInit` names (visible to
-    /// the principal in `context`, `NOT_FOUND` otherwise; a running one is
-    /// `FAILED_PRECONDITION`).
-    pub async fn connect_loaded(&self, snapshot: Snapshot, context: Map<String, Value>) -> Result<Connection> {
-        let session = load::loaded(&self.def, snapshot, principal_of(&context))?;
-        Ok(Connection::start(Arc::clone(&self.def), session, Arc::new(context)))
-    }
-
-    /// [`run_with_context`](Self::run_with_context) on a snapshot the caller
-    /// already read (see [`connect_loaded`](Self::connect_loaded)): an HTTP
-    /// server that read the paused snapshot to check a resume against it
-    /// hands it over rather than have it read twice.
-    pub async fn run_loaded(
-        &self,
-        snapshot: Snapshot,
-        input: AgentInput,
-        context: Map<String, Value>,
-    ) -> Result<AgentOutput> {
-        input.validate()?;
-        let session = load::loaded(&self.def, snapshot, principal_of(&context))?;
-        self.drive(session, input, context).await
-    }
-
     /// Runs one input in a new or loaded session and returns its output.
+    ///
+    /// A turn that fails is [`Error::TurnFailed`], carrying the failed
+    /// output; init errors (unknown snapshot, …) are the plain error.
     pub async fn run(&self, input: AgentInput, init: AgentInit) -> Result<AgentOutput> {
-        self.run_with_context(input, init, Map::new()).await
+        self.run_with(input, RunOptions::new(init)).await
     }
 
-    /// [`run`](Self::run) with a request context (principal, …).
-    pub async fn run_with_context(
-        &self,
-        input: AgentInput,
-        init: AgentInit,
-        context: Map<String, Value>,
-    ) -> Result<AgentOutput> {
+    /// [`run`](Self::run) with [`RunOptions`]: where to start and the
+    /// request context (principal, …).
+    ///
+    /// ```
+    /// use holdpoint::agent::{Agent, AgentInit, AgentInput, RunOptions, Turn};
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let whoami = Agent::custom("whoami", |turn: Turn| async move {
+    ///     let who = holdpoint::agent::principal_of(&turn.request_context()).unwrap_or("nobody").to_owned();
+    ///     turn.reply_text(who);
+    ///     Ok(())
+    /// })
+    /// .build()?;
+    /// let options = RunOptions::new(AgentInit::new()).principal("alice");
+    /// let out = whoami.run_with(AgentInput::text("hi"), options).await?;
+    /// assert_eq!(out.text(), "alice");
+    /// # Ok::<(), holdpoint::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn run_with(&self, input: AgentInput, options: RunOptions) -> Result<AgentOutput> {
         input.validate()?;
+        let RunOptions { init, context } = options;
         let session = load::load(&self.def, init, principal_of(&context)).await?;
         self.drive(session, input, context).await
     }
@@ -267,22 +330,26 @@ impl Agent {
         input: AgentInput,
         context: Map<String, Value>,
     ) -> Result<AgentOutput> {
+        let held_since = input.resume.as_ref().filter(|r| !r.is_empty()).and(session.saved_at);
         let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input);
-        tokio::select! {
+        let out = tokio::select! {
             biased;
-            () = &mut work => {}
+            () = &mut work => {
+                // The worker finished, so its output was sent (or never
+                // will be): read it without awaiting (an await would spend
+                // the task's tokio budget, and a task running many turns
+                // would be made to yield).
+                output
+                    .try_recv()
+                    .unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
+            }
             out = &mut output => {
                 // Detached: the output is out, the run goes on in the background.
                 tokio::spawn(work);
-                return out.unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())));
+                out.unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
             }
-        }
-        // The worker finished, so its output was sent (or never will be):
-        // read it without awaiting (an await would spend the task's tokio
-        // budget, and a task running many turns would be made to yield).
-        output
-            .try_recv()
-            .unwrap_or_else(|_| Err(Error::Internal("the agent stopped without an output".into())))
+        };
+        out.and_then(|o| with_held_for(o, held_since).into_result())
     }
 
     /// Runs one user text in a new conversation.
@@ -299,50 +366,28 @@ impl Agent {
         })
     }
 
-    /// A stored snapshot of this agent by id: `None` for an unknown id and
-    /// for a row this agent did not write (another agent's of a shared
-    /// store, one without `agent`, a claim marker; see
-    /// [`Snapshot::belongs_to`]).
-    pub async fn snapshot(&self, snapshot_id: &str) -> Result<Option<Snapshot>> {
+    /// A stored snapshot of this agent by id, as `access` may see it:
+    /// `None` for an unknown id, for a row this agent did not write
+    /// (another agent's of a shared store, one without `agent`, a claim
+    /// marker; see [`Snapshot::belongs_to`]), and under [`Access::As`] for
+    /// another principal's (so ids cannot be probed).
+    pub async fn snapshot(&self, snapshot_id: &str, access: Access<'_>) -> Result<Option<Snapshot>> {
         Ok(self
             .require_store()?
             .get_snapshot(snapshot_id)
             .await?
-            .filter(|s| s.belongs_to(&self.def.name)))
+            .filter(|s| s.belongs_to(&self.def.name) && access.sees(s)))
     }
 
-    /// The latest snapshot of a session of this agent: `None` for an
-    /// unknown session and when its latest row is not this agent's (see
-    /// [`snapshot`](Self::snapshot)).
-    pub async fn latest_snapshot(&self, session_id: &str) -> Result<Option<Snapshot>> {
+    /// The latest snapshot of a session of this agent, as `access` may see
+    /// it: `None` for an unknown session and when its latest row is not
+    /// this agent's or not visible (see [`snapshot`](Self::snapshot)).
+    pub async fn latest_snapshot(&self, session_id: &str, access: Access<'_>) -> Result<Option<Snapshot>> {
         Ok(self
             .require_store()?
             .get_latest_snapshot(session_id)
             .await?
-            .filter(|s| s.belongs_to(&self.def.name)))
-    }
-
-    /// A stored snapshot by id, as `principal` may see it (`None` when it
-    /// belongs to someone else, so ids cannot be probed).
-    pub async fn snapshot_as(&self, snapshot_id: &str, principal: Option<&str>) -> Result<Option<Snapshot>> {
-        Ok(self.snapshot(snapshot_id).await?.filter(|s| s.visible_to(principal)))
-    }
-
-    /// The latest snapshot of a session, as `principal` may see it.
-    pub async fn latest_snapshot_as(&self, session_id: &str, principal: Option<&str>) -> Result<Option<Snapshot>> {
-        Ok(self
-            .latest_snapshot(session_id)
-            .await?
-            .filter(|s| s.visible_to(principal)))
-    }
-
-    /// [`abort`](Self::abort) on behalf of `principal`: another principal's
-    /// snapshot reads as unknown (`None`).
-    pub async fn abort_as(&self, snapshot_id: &str, principal: Option<&str>) -> Result<Option<SnapshotStatus>> {
-        if self.snapshot_as(snapshot_id, principal).await?.is_none() {
-            return Ok(None);
-        }
-        self.abort_checked(snapshot_id).await
+            .filter(|s| s.belongs_to(&self.def.name) && access.sees(s)))
     }
 
     /// The paused calls of this agent's sessions that wait for an answer,
@@ -413,11 +458,11 @@ impl Agent {
     }
 
     /// Aborts a detached run. Returns the status the snapshot had (`None`
-    /// for an unknown id, and for a row this agent did not write: see
+    /// for an unknown id, and for a row `access` may not see: see
     /// [`snapshot`](Self::snapshot)). For a pending run it waits briefly
     /// for the worker to settle the row as `aborted`.
-    pub async fn abort(&self, snapshot_id: &str) -> Result<Option<SnapshotStatus>> {
-        if self.snapshot(snapshot_id).await?.is_none() {
+    pub async fn abort(&self, snapshot_id: &str, access: Access<'_>) -> Result<Option<SnapshotStatus>> {
+        if self.snapshot(snapshot_id, access).await?.is_none() {
             return Ok(None);
         }
         self.abort_checked(snapshot_id).await

@@ -231,12 +231,22 @@ pub(crate) async fn apply(
             if target_stage.is_none() {
                 dispatcher.tool(&req.name)?.check_resume(&resumed)?;
             }
-            let replaced = directive.meta(metadata::REPLACED_INPUT).cloned();
+            // `validate` checked that the directive's input (or its
+            // declared `replacedInput`) equals the paused call's input by
+            // value; the stored original is what runs and is recorded, so a
+            // client that re-serialised `500.0` as `500` changes neither
+            // the tool's input nor its hash.
+            let held = req.input.clone();
+            let replaced = directive
+                .meta(metadata::REPLACED_INPUT)
+                .map(|_| held.clone().unwrap_or(Value::Null));
+            let given = if replaced.is_some() {
+                directive.as_tool_request().and_then(|r| r.input.clone())
+            } else {
+                held
+            };
             // A request without input ran with `{}` (as in the main loop).
-            let input = directive
-                .as_tool_request()
-                .and_then(|r| r.input.clone())
-                .unwrap_or_else(|| Value::Object(Map::new()));
+            let input = given.unwrap_or_else(|| Value::Object(Map::new()));
             calls.push(PlannedCall {
                 name: req.name.clone(),
                 reference: req.reference.clone(),

@@ -4,10 +4,11 @@
 //! an `abandoned` decision per call, and a later approval of that snapshot
 //! is refused `ABORTED` without running anything or writing anything.
 
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::session::{
     AuditDecision, AuditQuery, AuditRecord, InMemoryStore, ResumeClaim, SessionStore, Snapshot, SnapshotQuery,
     SnapshotStatus, SnapshotUpdate,
@@ -120,7 +121,7 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     assert_eq!(trail[0].agent.as_deref(), Some("bank"));
     let chat_row = t
         .agent
-        .snapshot(chat.snapshot_id.as_deref().unwrap())
+        .snapshot(chat.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -134,12 +135,17 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
         .agent
         .run(t.approval(&paused), AgentInit::snapshot(&snap))
         .await
-        .unwrap();
+        .failed();
     assert_abandoned_refusal(&late);
     assert_eq!(t.runs(), 0, "the abandoned transfer never ran");
     assert_eq!(t.rows().await, before, "nothing was written");
     assert_eq!(t.audit_of(&snap).await.len(), 1);
-    let latest = t.agent.latest_snapshot(&paused.session_id).await.unwrap().unwrap();
+    let latest = t
+        .agent
+        .latest_snapshot(&paused.session_id, Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(latest.snapshot_id, chat.snapshot_id.unwrap());
     // Nor can an operator "settle" it: it is not in doubt.
     let settled = t
@@ -179,7 +185,7 @@ async fn a_new_message_on_the_same_connection_abandons_the_paused_calls() {
     assert_eq!(out.finish_reason, FinishReason::Stop, "{out:?}");
     let last = t
         .agent
-        .snapshot(out.snapshot_id.as_deref().unwrap())
+        .snapshot(out.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -263,7 +269,7 @@ async fn approval_races_a_new_message(inner: Arc<dyn SessionStore>, approval_fir
         let (m, a) = tokio::join!(message, approve);
         (a, m)
     };
-    let (approved, messaged) = (approved.unwrap(), messaged.unwrap());
+    let (approved, messaged) = (approved.settled(), messaged.settled());
     let won = |o: &AgentOutput| o.finish_reason == FinishReason::Stop;
     assert!(
         won(&approved) != won(&messaged),
@@ -362,7 +368,7 @@ async fn branching_from_older_snapshots(store: Arc<dyn SessionStore>) {
         .agent
         .run(t.approval(&held), AgentInit::snapshot(&held_id))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(late.finish_reason, FinishReason::Failed, "{late:?}");
     let err = late.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
@@ -431,9 +437,51 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
         .agent
         .run(t.approval(&paused), AgentInit::snapshot(&snap))
         .await
-        .unwrap();
+        .failed();
     assert_abandoned_refusal(&late);
     assert_eq!(t.runs(), 0);
+}
+
+/// A store that answers the first read of one snapshot with a copy taken
+/// earlier: what a resume that read it just before another claimed it saw.
+struct Stale {
+    inner: Arc<dyn SessionStore>,
+    copy: std::sync::Mutex<Option<Snapshot>>,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Stale {
+    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
+        let copy = self.copy.lock().unwrap().take_if(|s| s.snapshot_id == id);
+        match copy {
+            Some(copy) => Ok(Some(copy)),
+            None => self.inner.get_snapshot(id).await,
+        }
+    }
+    async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.get_latest_snapshot(session).await
+    }
+    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
+        self.inner.save_snapshot(id, update).await
+    }
+    async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
+        self.inner.watch_status(id).await
+    }
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
+        self.inner.list_snapshots(query).await
+    }
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.append_audit(records).await
+    }
+    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
+        self.inner.list_audit(query).await
+    }
+    async fn insert_snapshot(&self, id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
+        self.inner.insert_snapshot(id, row).await
+    }
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.claim_resume(claim, audit).await
+    }
 }
 
 /// A resume that read the paused snapshot before a concurrent resume
@@ -442,12 +490,16 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
 /// behind, and nothing runs twice.
 #[tokio::test]
 async fn a_resume_that_read_the_hold_before_another_resume_finished_hears_already_resumed() {
-    let t = teller(Arc::new(InMemoryStore::new()));
+    let stale = Arc::new(Stale {
+        inner: Arc::new(InMemoryStore::new()),
+        copy: std::sync::Mutex::new(None),
+    });
+    let t = teller(stale.clone());
     let paused = t.pause(AgentInit::new()).await;
     let snap = paused.snapshot_id.clone().unwrap();
-    // What the slower resume read, before the faster one claimed it.
-    let stale = t.store.get_snapshot(&snap).await.unwrap().unwrap();
-    assert!(stale.resumed_at.is_none());
+    // What the slower resume reads, taken before the faster one claims it.
+    let before_claim = t.store.get_snapshot(&snap).await.unwrap().unwrap();
+    assert!(before_claim.resumed_at.is_none());
 
     t.model.push(ScriptedTurn::text("Transferred."));
     let won = t
@@ -459,15 +511,20 @@ async fn a_resume_that_read_the_hold_before_another_resume_finished_hears_alread
     assert_eq!(t.runs(), 1);
 
     let before = t.rows().await;
-    let lost = t
+    *stale.copy.lock().unwrap() = Some(before_claim);
+    let err = t
         .agent
-        .run_loaded(stale, t.approval(&paused), serde_json::Map::new())
+        .run(t.approval(&paused), AgentInit::snapshot(&snap))
         .await
-        .unwrap();
-    assert_eq!(lost.finish_reason, FinishReason::Failed, "{lost:?}");
-    let err = lost.error.as_ref().unwrap();
-    assert_eq!(err.status, Status::Aborted, "{err:?}");
-    assert!(err.message.contains("already resumed"), "{}", err.message);
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Aborted, "{err}");
+    assert!(err.to_string().contains("already resumed"), "{err}");
+    let lost = err.failed_output().expect("a failed turn carries its output");
+    assert_eq!(
+        lost.failure,
+        Some(holdpoint::agent::FailureReason::AlreadyResumed),
+        "{lost:?}"
+    );
     assert_eq!(t.runs(), 1, "the transfer ran once");
     assert_eq!(t.rows().await, before, "nothing was written");
 }

@@ -1,8 +1,9 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, RunOptions};
 use holdpoint::middleware::{TOOL_APPROVAL, ToolApproval, Verdict};
 use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SnapshotQuery, hash_json};
 use holdpoint::tool::{DynamicTool, Tool, ToolContext};
@@ -57,7 +58,7 @@ async fn answer(s: &Setup, paused: &AgentOutput, part: Part) -> AgentOutput {
     s.agent
         .run(resume(vec![part]), AgentInit::session(paused.session_id.clone()))
         .await
-        .unwrap()
+        .settled()
 }
 
 fn last_tool_output(model: &ScriptedModel) -> Value {
@@ -459,7 +460,7 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
     ctx.insert(holdpoint::agent::PRINCIPAL.into(), json!("alice"));
     let conn = s
         .agent
-        .connect_with_context(AgentInit::new(), ctx.clone())
+        .connect_with(RunOptions::new(AgentInit::new()).context(ctx.clone()))
         .await
         .unwrap();
     conn.send_text("close it").unwrap();
@@ -479,7 +480,7 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
         .unwrap();
     let conn = s
         .agent
-        .connect_with_context(AgentInit::session(held.session_id.clone()), ctx)
+        .connect_with(RunOptions::new(AgentInit::session(held.session_id.clone())).context(ctx))
         .await
         .unwrap();
     conn.send(resume(vec![respond])).unwrap();

@@ -1,3 +1,4 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,7 +96,7 @@ async fn a_failed_turn_ends_the_agent_with_one_turn_end() {
     let chunks: Vec<_> = conn.receive().collect().await;
     assert_eq!(chunks.len(), 1);
     assert_eq!(chunks[0].turn_end.as_ref().unwrap().finish_reason, FinishReason::Failed);
-    let out = conn.output().await.unwrap();
+    let out = conn.output().await.failed();
     assert_eq!(out.finish_reason, FinishReason::Failed);
     assert!(out.error.unwrap().message.contains("no response left"));
     assert_eq!(
@@ -218,7 +219,7 @@ async fn a_panicking_turn_fails_the_turn_not_the_process() {
     })
     .build()
     .unwrap();
-    let out = agent.run_text("go").await.unwrap();
+    let out = agent.run_text("go").await.failed();
     assert_eq!(out.finish_reason, FinishReason::Failed);
     let err = out.error.unwrap();
     assert_eq!(err.status, Status::Internal);

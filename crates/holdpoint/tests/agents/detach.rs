@@ -1,7 +1,8 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, Turn};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, Turn};
 use holdpoint::session::{InMemoryStore, SessionState, SessionStore, Snapshot, SnapshotStatus};
 use holdpoint::{FinishReason, Status};
 use tokio::sync::Notify;
@@ -71,13 +72,19 @@ async fn abort_of_a_pending_run_ends_aborted_and_is_a_no_op_afterwards() {
     conn.send_text("work").unwrap();
     let out = conn.detach().await.unwrap();
     let id = out.snapshot_id.unwrap();
-    assert_eq!(agent.abort(&id).await.unwrap(), Some(SnapshotStatus::Pending));
+    assert_eq!(
+        agent.abort(&id, Access::Full).await.unwrap(),
+        Some(SnapshotStatus::Pending)
+    );
     let row = s.get_snapshot(&id).await.unwrap().unwrap();
     assert_eq!(row.status, SnapshotStatus::Aborted);
     assert_eq!(row.finish_reason, Some(FinishReason::Aborted));
     // terminal rows: abort is a no-op that reports the status
-    assert_eq!(agent.abort(&id).await.unwrap(), Some(SnapshotStatus::Aborted));
-    assert_eq!(agent.abort("no-such-id").await.unwrap(), None);
+    assert_eq!(
+        agent.abort(&id, Access::Full).await.unwrap(),
+        Some(SnapshotStatus::Aborted)
+    );
+    assert_eq!(agent.abort("no-such-id", Access::Full).await.unwrap(), None);
     // an aborted snapshot resumes (it holds the last completed state)
     assert!(agent.connect(AgentInit::snapshot(id)).await.is_ok());
 }
@@ -134,7 +141,7 @@ async fn heartbeat_keeps_a_detached_run_fresh() {
         }
     }
     assert!(later > first, "heartbeat never advanced");
-    agent.abort(&id).await.unwrap();
+    agent.abort(&id, Access::Full).await.unwrap();
 }
 
 #[tokio::test]
@@ -165,7 +172,7 @@ async fn detach_needs_a_store() {
     let agent = Agent::custom("client", |_t: Turn| async move { Ok(()) })
         .build()
         .unwrap();
-    let out = agent.run(AgentInput::detach(), AgentInit::new()).await.unwrap();
+    let out = agent.run(AgentInput::detach(), AgentInit::new()).await.failed();
     assert_eq!(out.finish_reason, FinishReason::Failed);
     assert_eq!(out.error.unwrap().status, Status::FailedPrecondition);
 }

@@ -2,12 +2,13 @@
 //! its approved tool runs leaves a lapsed claim. The call is listed as in
 //! doubt, an ordinary resume is refused, and an operator settles it.
 
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use holdpoint::ToolError;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{
     AuditDecision, AuditQuery, AuditRecord, InMemoryStore, ResumeClaim, SessionStore, Snapshot, SnapshotQuery,
@@ -125,7 +126,7 @@ async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_i
     assert_eq!(early.0, Status::FailedPrecondition, "{early:?}");
 
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
-    let row = ops.agent.snapshot(&snapshot_id).await.unwrap().unwrap();
+    let row = ops.agent.snapshot(&snapshot_id, Access::Full).await.unwrap().unwrap();
     assert!(row.resume_lapsed(chrono::Utc::now()), "{row:?}");
 
     // Another resume is refused, whoever sends it.
@@ -185,7 +186,7 @@ async fn a_live_resume_renews_its_claim_and_is_never_in_doubt() {
     // Check well past the lease while the tool still works.
     for _ in 0..6 {
         tokio::time::sleep(LEASE / 2).await;
-        let row = ops.agent.snapshot(&snapshot_id).await.unwrap().unwrap();
+        let row = ops.agent.snapshot(&snapshot_id, Access::Full).await.unwrap().unwrap();
         if row.state.is_some() && resume.is_finished() {
             break;
         }
@@ -332,7 +333,7 @@ async fn wake_after_settlement(tool_fails: bool) {
 
     // The frozen resume wakes up: its tool finishes, and it may not write.
     gate.add_permits(1);
-    assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
+    assert_taken_over(resume.await.unwrap().settled(), tool_fails);
     assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
@@ -425,7 +426,11 @@ async fn assert_only_successor(agent: &Agent, held: &AgentOutput, settled: &Agen
         [(settled.snapshot_id.clone().unwrap(), SnapshotStatus::Completed)],
         "{rows:#?}"
     );
-    let latest = agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
+    let latest = agent
+        .latest_snapshot(&held.session_id, Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(Some(latest.snapshot_id), settled.snapshot_id);
 }
 
@@ -456,7 +461,7 @@ async fn frozen_before_write(tool_fails: bool) {
 
     // The frozen write lands now.
     store.release.add_permits(1);
-    assert_taken_over(resume.await.unwrap().unwrap(), tool_fails);
+    assert_taken_over(resume.await.unwrap().settled(), tool_fails);
     assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
@@ -487,7 +492,12 @@ async fn a_late_detached_approval_is_refused_and_leaves_nothing_to_resume() {
 
     let rows = session_rows(&ops.agent, &held.session_id).await;
     assert_eq!(rows.len(), 2, "the paused snapshot and its outcome only: {rows:#?}");
-    let latest = ops.agent.latest_snapshot(&held.session_id).await.unwrap().unwrap();
+    let latest = ops
+        .agent
+        .latest_snapshot(&held.session_id, Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(Some(latest.snapshot_id), done.snapshot_id);
 
     // A resume by session id finds the outcome, where the call is no
@@ -519,13 +529,13 @@ async fn a_detached_resume_writes_its_pending_row_under_the_successor_id() {
     assert_eq!(detached.finish_reason, FinishReason::Detached, "{detached:?}");
     let successor = holdpoint::session::successor_id(&snapshot_id);
     assert_eq!(detached.snapshot_id.as_deref(), Some(successor.as_str()));
-    let mut row = ops.agent.snapshot(&successor).await.unwrap().unwrap();
+    let mut row = ops.agent.snapshot(&successor, Access::Full).await.unwrap().unwrap();
     for _ in 0..100 {
         if row.status == SnapshotStatus::Completed {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        row = ops.agent.snapshot(&successor).await.unwrap().unwrap();
+        row = ops.agent.snapshot(&successor, Access::Full).await.unwrap().unwrap();
     }
     assert_eq!(row.status, SnapshotStatus::Completed, "{row:?}");
     assert_eq!(row.parent_id.as_deref(), Some(snapshot_id.as_str()));
@@ -575,7 +585,7 @@ async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
     *store.frozen.lock().unwrap() = None;
     gate.add_permits(1);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let row = agent.snapshot(&pending).await.unwrap().unwrap();
+    let row = agent.snapshot(&pending, Access::Full).await.unwrap().unwrap();
     assert_eq!(row.status, SnapshotStatus::Completed);
     let last = row.state.unwrap().messages.last().unwrap().text();
     assert_eq!(

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput};
 use holdpoint::session::{AuditQuery, InMemoryStore, SessionStore, Snapshot, SnapshotQuery, hash_json};
 use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{Error, FinishReason, Resume, ScriptedModel, ScriptedTurn, Status};
@@ -180,19 +180,12 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
             &unknown_snapshot(id),
         );
         assert_unknown(b.connect(AgentInit::snapshot(id)).await, &unknown_snapshot(id));
-        assert!(b.snapshot(id).await.unwrap().is_none(), "{id}");
-        assert!(b.snapshot_as(id, None).await.unwrap().is_none(), "{id}");
-        assert_eq!(b.abort(id).await.unwrap(), None, "{id}");
-        assert_eq!(b.abort_as(id, None).await.unwrap(), None, "{id}");
+        assert!(b.snapshot(id, Access::Full).await.unwrap().is_none(), "{id}");
+        assert!(b.snapshot(id, Access::As(None)).await.unwrap().is_none(), "{id}");
+        assert_eq!(b.abort(id, Access::Full).await.unwrap(), None, "{id}");
+        assert_eq!(b.abort(id, Access::As(None)).await.unwrap(), None, "{id}");
         let settled = b.settle(id, approval.resume.clone().unwrap(), Map::new()).await;
         assert_unknown(settled, &unknown_snapshot(id));
-        // A row read elsewhere and handed over is checked the same way.
-        let read = p.store.get_snapshot(id).await.unwrap().unwrap();
-        assert_unknown(
-            b.run_loaded(read.clone(), approval.clone(), Map::new()).await,
-            &unknown_snapshot(id),
-        );
-        assert_unknown(b.connect_loaded(read, Map::new()).await, &unknown_snapshot(id));
     }
     // The same answer as for an id that does not exist.
     assert_unknown(
@@ -211,8 +204,8 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
     assert_unknown(b.connect(AgentInit::session(&session)).await, &unknown_session);
     let conn = b.connect(AgentInit::new()).await.unwrap();
     drop(conn);
-    assert!(b.latest_snapshot(&session).await.unwrap().is_none());
-    assert!(b.latest_snapshot_as(&session, None).await.unwrap().is_none());
+    assert!(b.latest_snapshot(&session, Access::Full).await.unwrap().is_none());
+    assert!(b.latest_snapshot(&session, Access::As(None)).await.unwrap().is_none());
     // The marker is the only row of a session of its own, not B's either;
     // it joins no session the client names.
     let marker_session = format!("session {marker} not found");

@@ -1,7 +1,8 @@
+use crate::TurnResultExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, RunOptions};
 use holdpoint::message::metadata;
 use holdpoint::session::{SessionStore, Snapshot, SnapshotStatus};
 use holdpoint::{FinishReason, Part, Resume, ScriptedTurn, Status};
@@ -17,7 +18,7 @@ fn resume(parts: Vec<Part>) -> AgentInput {
 /// output): checked to be FAILED and a child of the paused snapshot.
 async fn failed_child(agent: &Agent, failed: &AgentOutput, paused: &AgentOutput) -> Snapshot {
     let snap = agent
-        .snapshot(failed.snapshot_id.as_deref().unwrap())
+        .snapshot(failed.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -78,7 +79,7 @@ async fn second_resume_of_the_same_snapshot_is_aborted() {
         .agent
         .run(resume(vec![approve(&b.tool, &paused)]), AgentInit::snapshot(snap))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(second.finish_reason, FinishReason::Failed);
     let err = second.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
@@ -92,12 +93,12 @@ async fn second_resume_of_the_same_snapshot_is_aborted() {
 
 async fn rejected(b: &crate::Bank, session_id: &str, parts: Vec<Part>, needle: &str) {
     let rows_before = b.store.len();
-    let latest_before = b.agent.latest_snapshot(session_id).await.unwrap();
+    let latest_before = b.agent.latest_snapshot(session_id, Access::Full).await.unwrap();
     let out = b
         .agent
         .run(resume(parts), AgentInit::session(session_id))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(out.finish_reason, FinishReason::Failed, "{out:?}");
     let err = out.error.unwrap();
     assert_eq!(err.status, Status::InvalidArgument);
@@ -108,7 +109,7 @@ async fn rejected(b: &crate::Bank, session_id: &str, parts: Vec<Part>, needle: &
     );
     // the session is exactly as it was: nothing written, nothing claimed
     assert_eq!(b.store.len(), rows_before);
-    let latest_after = b.agent.latest_snapshot(session_id).await.unwrap();
+    let latest_after = b.agent.latest_snapshot(session_id, Access::Full).await.unwrap();
     assert_eq!(latest_before, latest_after);
     assert_eq!(b.runs.load(Ordering::SeqCst), 0);
 }
@@ -192,7 +193,7 @@ async fn resuming_an_earlier_turn_is_rejected_as_no_longer_pending() {
         .agent
         .run(resume(vec![directive]), AgentInit::session(paused.session_id))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(stale.finish_reason, FinishReason::Failed);
     assert!(stale.error.unwrap().message.contains("no longer pending"));
 }
@@ -251,7 +252,7 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
             AgentInit::session(paused.session_id.clone()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert_eq!(b.runs.load(Ordering::SeqCst), 1);
     let failed_snap = failed_child(&b.agent, &failed, &paused).await;
@@ -271,7 +272,7 @@ async fn failure_after_the_tool_ran_keeps_its_result_and_never_reruns_it() {
             AgentInit::session(paused.session_id.clone()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(again.finish_reason, FinishReason::Failed);
     assert!(again.error.unwrap().message.contains("not waiting"));
     // The conversation goes on from the kept round; the tool is not re-run.
@@ -313,7 +314,7 @@ async fn a_resume_failing_before_any_tool_round_keeps_the_paused_conversation() 
         .unwrap();
     let paused = agent.run_text("Transfer $500 to savings").await.unwrap();
     let paused_snap = agent
-        .snapshot(paused.snapshot_id.as_deref().unwrap())
+        .snapshot(paused.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -325,7 +326,7 @@ async fn a_resume_failing_before_any_tool_round_keeps_the_paused_conversation() 
     let failed = agent
         .run(resume(vec![directive]), AgentInit::session(paused.session_id.clone()))
         .await
-        .unwrap();
+        .failed();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert!(failed.error.as_ref().unwrap().message.contains("the bank is down"));
     let failed_snap = failed_child(&agent, &failed, &paused).await;
@@ -408,10 +409,9 @@ async fn the_audit_records_the_actor_beside_the_principal() {
     let mut ctx = serde_json::Map::new();
     ctx.insert(holdpoint::agent::ACTOR.into(), json!("carol@bank"));
     b.agent
-        .run_with_context(
+        .run_with(
             resume(vec![approve(&b.tool, &paused)]),
-            AgentInit::session(paused.session_id),
-            ctx,
+            RunOptions::new(AgentInit::session(paused.session_id)).context(ctx),
         )
         .await
         .unwrap();
@@ -449,4 +449,61 @@ async fn duplicate_refs_from_the_model_are_made_unique() {
     assert_eq!(refs.len(), 2);
     assert_ne!(refs[0], refs[1], "each call can be answered on its own");
     assert_eq!(refs[0], "r", "the first keeps the model's ref");
+}
+
+#[tokio::test]
+async fn a_restart_equal_by_value_runs_with_the_stored_original_input() {
+    // A JavaScript client reads `500.0` as 500 and sends back `500`: the
+    // restart is the same call, and the tool sees the paused input exactly.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = Arc::clone(&seen);
+    let tool = holdpoint::ResumableTool::<serde_json::Value, serde_json::Value, crate::Approval>::define(
+        "transferMoney",
+        "Transfers money",
+        move |ctx: holdpoint::ToolContext, input: serde_json::Value, approval: Option<crate::Approval>| {
+            let log = Arc::clone(&log);
+            async move {
+                match approval {
+                    None => Err(ctx.interrupt(json!({"details": "Transfer $500.00"}))),
+                    Some(_) => {
+                        log.lock().unwrap().push(input.to_string());
+                        Ok(json!("txn-1"))
+                    }
+                }
+            }
+        },
+    )
+    .unwrap();
+    let model = holdpoint::ScriptedModel::new("scripted");
+    model.push(ScriptedTurn::tool_call("transferMoney", json!({"amount": 500.0})));
+    model.push(ScriptedTurn::text("Done"));
+    let store = Arc::new(holdpoint::session::InMemoryStore::new());
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model))
+        .tool(tool.clone())
+        .store(Arc::clone(&store) as Arc<dyn SessionStore>)
+        .build()
+        .unwrap();
+    let paused = agent.run_text("Transfer $500").await.unwrap();
+    let mut directive = tool
+        .interrupted(&paused.interrupts()[0])
+        .unwrap()
+        .restart(Some(crate::Approval { approved: true }))
+        .unwrap();
+    if let Some(r) = directive.as_tool_request_mut() {
+        r.input = Some(json!({"amount": 500}));
+    }
+    let done = agent
+        .run(resume(vec![directive]), AgentInit::session(paused.session_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.text(), "Done");
+    assert_eq!(*seen.lock().unwrap(), vec![r#"{"amount":500.0}"#.to_owned()]);
+    let records = agent.audit(holdpoint::session::AuditQuery::default()).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].input_hash,
+        holdpoint::session::hash_json(&json!({"amount": 500.0}))
+    );
+    assert!(done.held_for.is_some(), "a resume reports how long its hold waited");
 }

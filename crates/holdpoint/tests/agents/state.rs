@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
+use crate::TurnResultExt;
 use futures::StreamExt;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, Turn};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, RunOptions, Turn};
 use holdpoint::session::{Artifact, InMemoryStore, SessionState, StateCodec};
 use holdpoint::{Error, FinishReason, Status};
 use serde_json::{Value, json};
@@ -43,7 +44,7 @@ async fn client_state_round_trips_and_failure_returns_the_last_good_state() {
             AgentInit::state(second.state.clone().unwrap()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(failed.finish_reason, FinishReason::Failed);
     assert_eq!(
         failed.state, second.state,
@@ -102,7 +103,7 @@ async fn session_ids_come_from_the_snapshot_then_the_caller_then_a_fresh_uuid() 
         .unwrap();
     assert_eq!(from_snapshot.session_id, "my-app-1");
     let snap = agent
-        .snapshot(from_snapshot.snapshot_id.as_deref().unwrap())
+        .snapshot(from_snapshot.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -215,13 +216,13 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
     .build()
     .unwrap();
     let conn = agent
-        .connect_with_context(AgentInit::new(), as_principal("alice"))
+        .connect_with(RunOptions::new(AgentInit::new()).context(as_principal("alice")))
         .await
         .unwrap();
     conn.send_text("mine").unwrap();
     let out = conn.output().await.unwrap();
     let snap = out.snapshot_id.clone().unwrap();
-    let stored = agent.snapshot(&snap).await.unwrap().unwrap();
+    let stored = agent.snapshot(&snap, Access::Full).await.unwrap().unwrap();
     assert_eq!(stored.owner.as_deref(), Some("alice"));
 
     for init in [
@@ -229,66 +230,39 @@ async fn another_principal_cannot_read_resume_or_abort_a_session() {
         AgentInit::session(out.session_id.clone()),
     ] {
         let err = agent
-            .connect_with_context(init, as_principal("mallory"))
+            .connect_with(RunOptions::new(init).context(as_principal("mallory")))
             .await
             .unwrap_err();
         assert_eq!(err.status(), Status::NotFound, "{err}");
     }
-    assert!(agent.snapshot_as(&snap, Some("mallory")).await.unwrap().is_none());
     assert!(
         agent
-            .latest_snapshot_as(&out.session_id, Some("mallory"))
+            .snapshot(&snap, Access::As(Some("mallory")))
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        agent.snapshot_as(&snap, None).await.unwrap().is_none(),
+        agent
+            .latest_snapshot(&out.session_id, Access::As(Some("mallory")))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        agent.snapshot(&snap, Access::As(None)).await.unwrap().is_none(),
         "anonymous callers see no owned session"
     );
-    assert_eq!(agent.abort_as(&snap, Some("mallory")).await.unwrap(), None);
-    // A snapshot handed over already read is checked the same way.
-    let err = agent
-        .run_loaded(stored.clone(), AgentInput::text("theirs?"), as_principal("mallory"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.status(), Status::NotFound, "{err}");
-    let Err(err) = agent.connect_loaded(stored.clone(), as_principal("mallory")).await else {
-        panic!("another principal's snapshot is refused");
-    };
-    assert_eq!(err.status(), Status::NotFound, "{err}");
-    let mut running = stored.clone();
-    running.status = holdpoint::session::SnapshotStatus::Pending;
-    running.heartbeat_at = Some(chrono::Utc::now());
-    let err = agent
-        .run_loaded(running, AgentInput::text("mine"), as_principal("alice"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
-    let loaded = agent
-        .run_loaded(
-            stored.clone(),
-            AgentInput::text("mine, read once"),
-            as_principal("alice"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(loaded.session_id, out.session_id);
-    let row = agent
-        .snapshot(loaded.snapshot_id.as_deref().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(row.parent_id.as_deref(), Some(snap.as_str()));
+    assert_eq!(agent.abort(&snap, Access::As(Some("mallory"))).await.unwrap(), None);
     // the owner continues, and the next snapshot keeps the owner
     let again = agent
-        .connect_with_context(AgentInit::snapshot(snap), as_principal("alice"))
+        .connect_with(RunOptions::new(AgentInit::snapshot(snap)).context(as_principal("alice")))
         .await
         .unwrap();
     again.send_text("still mine").unwrap();
     let next = again.output().await.unwrap();
     let row = agent
-        .snapshot(next.snapshot_id.as_deref().unwrap())
+        .snapshot(next.snapshot_id.as_deref().unwrap(), Access::Full)
         .await
         .unwrap()
         .unwrap();
@@ -361,14 +335,14 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
             AgentInit::state(state.clone()),
         )
         .await
-        .unwrap();
+        .failed();
     assert_eq!(invalid.error.unwrap().status, Status::InvalidArgument);
     assert_eq!(rows(claims.as_ref()).await, 0);
 
     // Nor does one that asks to detach (client-held state cannot).
     let mut detached = approve();
     detached.detach = Some(true);
-    let refused = agent.run(detached, AgentInit::state(state.clone())).await.unwrap();
+    let refused = agent.run(detached, AgentInit::state(state.clone())).await.failed();
     assert_eq!(refused.error.unwrap().status, Status::FailedPrecondition);
     assert_eq!(rows(claims.as_ref()).await, 0);
 
@@ -390,7 +364,7 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
 
     // The same state with the same approval again: refused, nothing runs or is written.
     model.push(ScriptedTurn::text("Done again"));
-    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.failed();
     assert_eq!(replay.finish_reason, FinishReason::Failed);
     let err = replay.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
@@ -460,7 +434,7 @@ async fn the_default_codec_claims_client_held_state_so_a_replay_runs_nothing() {
             "the re-serialised state differs as JSON ({what})"
         );
         model.push(ScriptedTurn::text("Done again"));
-        let replay = agent.run(approve(), AgentInit::state(replayed)).await.unwrap();
+        let replay = agent.run(approve(), AgentInit::state(replayed)).await.failed();
         assert_eq!(replay.finish_reason, FinishReason::Failed, "{what}: {replay:?}");
         let err = replay.error.unwrap();
         assert_eq!(err.status, Status::Aborted, "{what}");

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk};
 use holdpoint::session::{Snapshot, SnapshotStatus};
 use holdpoint::{GenerateChunk, GenerateResponse, ScriptedModel, ScriptedTurn};
 use serde_json::Value;
@@ -208,7 +208,8 @@ impl Scenario {
                 }
                 chunks.extend(batch);
             }
-            let out = conn.output().await?;
+            // The spec speaks the wire: a failed turn is a failed output.
+            let out = conn.output().await.or_else(holdpoint::Error::into_failed_output)?;
             Ok::<_, holdpoint::Error>((chunks, out))
         };
         let (chunks, out) = match tokio::time::timeout(Duration::from_secs(20), attempt).await {
@@ -254,9 +255,9 @@ impl Scenario {
 
     async fn get_snapshot(&self, agent: &Agent, step: &Value) -> Result<(), String> {
         let found = if let Some(id) = step["snapshotId"].as_str() {
-            agent.snapshot(id).await
+            agent.snapshot(id, Access::Full).await
         } else if let Some(sid) = step["sessionId"].as_str() {
-            agent.latest_snapshot(sid).await
+            agent.latest_snapshot(sid, Access::Full).await
         } else {
             return Err("getSnapshotData needs snapshotId or sessionId".into());
         };
@@ -278,7 +279,10 @@ impl Scenario {
 
     async fn abort(&self, agent: &Agent, step: &Value) -> Result<(), String> {
         let id = step["snapshotId"].as_str().ok_or("abort needs snapshotId")?;
-        let previous = agent.abort(id).await.map_err(|e| format!("abort failed: {e}"))?;
+        let previous = agent
+            .abort(id, Access::Full)
+            .await
+            .map_err(|e| format!("abort failed: {e}"))?;
         if let Some(exp) = step.as_object().and_then(|m| m.get("expectPreviousStatus")) {
             let got = previous.map(|s| s.as_str().to_owned());
             let want = exp.as_str().map(str::to_owned);
@@ -296,7 +300,10 @@ impl Scenario {
         let timeout = Duration::from_millis(step["timeoutMs"].as_u64().unwrap_or(5000));
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let snap = agent.snapshot(id).await.map_err(|e| format!("poll failed: {e}"))?;
+            let snap = agent
+                .snapshot(id, Access::Full)
+                .await
+                .map_err(|e| format!("poll failed: {e}"))?;
             if let Some(s) = &snap {
                 let settled =
                     s.status.is_terminal() && (s.status != SnapshotStatus::Aborted || s.finish_reason.is_some());

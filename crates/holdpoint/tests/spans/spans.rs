@@ -214,8 +214,8 @@ async fn a_resume_records_store_spans_for_the_claim_and_the_save() {
             AgentInit::snapshot(held.clone()),
         )
         .await
-        .unwrap();
-    assert_eq!(again.error.unwrap().status, Status::Aborted);
+        .unwrap_err();
+    assert_eq!(again.status(), Status::Aborted);
     let claims = capture.find("store", &[("op", "claim_resume"), ("snapshot_id", &held)]);
     assert_eq!(claims.len(), 2);
     let errors: Vec<_> = capture

@@ -84,6 +84,8 @@ impl Sink {
             artifacts: at.state.artifacts.clone(),
             state: None,
             error: None,
+            failure: None,
+            held_for: None,
         }));
         *self = Sink::Detached(d);
         Ok(())
@@ -282,5 +284,7 @@ fn output(
         artifacts: session.state.artifacts.clone(),
         state,
         error: error.map(Error::body),
+        failure: error.map(crate::agent::FailureReason::of),
+        held_for: None,
     })
 }
