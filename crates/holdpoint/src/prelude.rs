@@ -11,8 +11,10 @@
 //!   [`receive`](crate::agent::Connection::receive) is a `Stream`, and
 //!   `.next()` on it comes from this trait;
 //! - agents: [`Agent`], [`AgentInit`], [`AgentInput`], [`AgentOutput`],
-//!   [`AgentStreamChunk`], [`Connection`], [`PendingApproval`], and
-//!   [`Resume`] to answer paused calls;
+//!   [`AgentStreamChunk`], [`Connection`], [`PendingApproval`],
+//!   [`RunOptions`] and [`Access`] for the caller's context, the typed
+//!   [`FailureReason`] of a failed turn, and [`Resume`] to answer paused
+//!   calls;
 //! - tools: [`tool()`], [`ResumableTool`], [`TypedTool`], [`DynamicTool`],
 //!   [`ToolContext`], [`ToolError`], [`Interrupted`] (a claimed paused call);
 //! - messages: [`Message`], [`Part`], [`Role`], [`FinishReason`],
@@ -94,7 +96,10 @@
 
 pub use futures::StreamExt;
 
-pub use crate::agent::{Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection, PendingApproval};
+pub use crate::agent::{
+    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection, FailureReason, PendingApproval,
+    RunOptions,
+};
 pub use crate::error::{Error, Result, Status};
 pub use crate::generate::Resume;
 pub use crate::message::{InterruptAsError, Message, Part, Role};
