@@ -1,5 +1,5 @@
 //! `GET /agents/{name}/inDoubt` and `POST /agents/{name}/settle`: calls a
-//! resume left in doubt when its process died (SPEC §9.3), and settling
+//! resume left in doubt when its process died (docs/reference.md §8), and settling
 //! them.
 
 use axum::extract::State;

@@ -1,5 +1,5 @@
-//! Audit records for a resume (SPEC §9.7) and pending-approval listings
-//! (SPEC §9.8).
+//! Audit records for a resume (docs/reference.md §11.1) and pending-approval listings
+//! (docs/reference.md §11.2).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -219,7 +219,7 @@ pub struct PendingApproval {
     /// The paused request part itself, to build a directive from.
     pub part: Part,
     /// Whether the call is in doubt: a resume claimed it and its process
-    /// died, so it may or may not have run (SPEC §9.3).
+    /// died, so it may or may not have run (docs/reference.md §8).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_doubt: bool,
     /// For a call in doubt: the decisions recorded when it was resumed

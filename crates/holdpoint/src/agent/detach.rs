@@ -1,5 +1,5 @@
 //! Detached runs: the pending snapshot, its heartbeat, the abort watch and
-//! the final write (SPEC §5).
+//! the final write (docs/reference.md §6).
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! A resume's hold on its claim (SPEC §9.1, §9.3): renewed while the turn
+//! A resume's hold on its claim (docs/reference.md §7, §8): renewed while the turn
 //! runs, and confirmed before the turn's outcome is written.
 //!
 //! A claim's lease lapses when its resume stops renewing it: the process

@@ -1,5 +1,5 @@
 //! The agent's wire types: `AgentInit`, `AgentInput`, `AgentStreamChunk`,
-//! `TurnEnd` and `AgentOutput`, in Genkit's JSON shapes (SPEC §4).
+//! `TurnEnd` and `AgentOutput`, in Genkit's JSON shapes (docs/reference.md §5).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Loading the session an `AgentInit` names (SPEC §4, §5).
+//! Loading the session an `AgentInit` names (docs/reference.md §5, §6).
 
 use super::AgentDef;
 use super::io::{AgentInit, AgentInput};
@@ -41,14 +41,14 @@ pub(crate) enum Holds {
     /// it before it was read: its calls are closed.
     Claimed,
     /// A resume claimed it and its claim lapsed with nothing written
-    /// after: its calls are in doubt (SPEC §9.3). Only a settlement, which
+    /// after: its calls are in doubt (docs/reference.md §8). Only a settlement, which
     /// checked that, loads a session this way ([`Holds::of`] never says
     /// so); its resume takes the lapsed claim over.
     InDoubt,
 }
 
 /// What a turn does with the paused calls of the snapshot its session
-/// continues (SPEC §9), and so which claim it makes before it runs.
+/// continues (docs/reference.md §6.6), and so which claim it makes before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TurnKind {
     /// Nothing to claim: a new message where no calls are paused (or

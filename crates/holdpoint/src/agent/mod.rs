@@ -1,4 +1,4 @@
-//! Agents (SPEC §4): a definition (model, prompt, tools, middleware, store)
+//! Agents (docs/reference.md §5): a definition (model, prompt, tools, middleware, store)
 //! run turn by turn over a [`Connection`], or one input at a time with
 //! [`Agent::run`].
 //!
@@ -408,7 +408,7 @@ impl Agent {
     }
 
     /// The paused calls of this agent's sessions that are *in doubt*
-    /// (SPEC §9.3): a resume claimed them, its process stopped renewing the
+    /// (docs/reference.md §8): a resume claimed them, its process stopped renewing the
     /// claim (it died mid-resume), and nothing was written after — so the
     /// resumed tools may or may not have run. They are never re-run on
     /// their own and an ordinary resume is refused (`ABORTED`); an operator
@@ -594,7 +594,7 @@ impl AgentBuilder {
     /// How long a resume's claim holds without renewal (default 60 s). The
     /// resuming worker renews it every third of this while the resumed turn
     /// runs; if the process dies, its calls read as in doubt once it lapses
-    /// (SPEC §9.3, [`Agent::in_doubt`]).
+    /// (docs/reference.md §8, [`Agent::in_doubt`]).
     pub fn resume_lease(mut self, lease: Duration) -> Self {
         self.resume_lease = lease;
         self

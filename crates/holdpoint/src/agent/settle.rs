@@ -1,4 +1,4 @@
-//! Settling calls left in doubt (SPEC §9.3): an operator answers the
+//! Settling calls left in doubt (docs/reference.md §8): an operator answers the
 //! paused calls of a snapshot whose resume claimed them and then stopped
 //! renewing its claim (its process died), so the tools may or may not
 //! have run.

@@ -1,4 +1,4 @@
-//! One-time claims of client-held state (SPEC §9.4): a resume from signed
+//! One-time claims of client-held state (docs/reference.md §9): a resume from signed
 //! state records a marker snapshot before any tool runs, so the same state
 //! cannot answer its interrupts twice.
 

@@ -58,7 +58,7 @@ fn same_call(part: &Part, name: &str, reference: Option<&str>) -> bool {
         .is_some_and(|r| r.name == name && r.reference.as_deref() == reference)
 }
 
-/// Checks every directive against the history (SPEC §4): it must answer a
+/// Checks every directive against the history (docs/reference.md §5): it must answer a
 /// paused request of the latest model message, by name and ref, and a
 /// restart must keep the original input unless it declares the change.
 pub fn validate(history: &[Message], resume: &Resume) -> Result<()> {

@@ -1,4 +1,4 @@
-//! The claim step of a turn (SPEC §9.1): the exactly-once claim a resume,
+//! The claim step of a turn (docs/reference.md §7): the exactly-once claim a resume,
 //! a settlement or an abandoning message makes before anything runs.
 //!
 //! Invariant: when [`claim`] fails, nothing was claimed and no audit
@@ -82,7 +82,7 @@ fn audit_context<'a>(
 
 /// A resume (or a settlement): checks it against the history, audits its
 /// decisions and claims the paused snapshot, or the client-held state
-/// when state claims are recorded (SPEC §9.4).
+/// when state claims are recorded (docs/reference.md §9).
 async fn claim_resume(
     def: &AgentDef,
     session: &Session,

@@ -1,5 +1,5 @@
 //! The worker behind a connection: takes inputs one at a time, runs each
-//! turn, persists it, then announces it (SPEC §4, §9.1, §9.2).
+//! turn, persists it, then announces it (docs/reference.md §5, §7, §7.3).
 //!
 //! Each input goes through one pipeline (`pipeline.rs`): claim (the
 //! exactly-once step, `claim.rs`) → run (the handler in this task,

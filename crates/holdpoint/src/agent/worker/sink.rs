@@ -1,6 +1,6 @@
 //! Where a run's turns and its end go: to the caller while it is attached
 //! (chunks, `turnEnd`, one output), or into the pending row once it
-//! detached (SPEC §5).
+//! detached (docs/reference.md §6).
 //!
 //! Invariants: the caller gets exactly one output (the detach answer, or
 //! the run's end); an attached turn is persisted before it is announced;
