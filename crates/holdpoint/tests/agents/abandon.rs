@@ -195,19 +195,38 @@ async fn a_new_message_on_the_same_connection_abandons_the_paused_calls() {
     assert_eq!(trail[0].decision, AuditDecision::Abandoned);
 }
 
-/// A store whose first two resume claims wait for each other (for a few
-/// seconds at most), so both turns have read the paused snapshot
-/// (unclaimed) before either claims.
-struct Racing {
+/// A store that interferes with the turns on it the way a concurrent turn
+/// would: with `both` set, its first two resume claims wait for each other
+/// (for a few seconds at most), so both turns have read the paused
+/// snapshot (unclaimed) before either claims; with `copy` set, the next
+/// read of that snapshot answers with the copy, taken earlier (what a turn
+/// that read it just before another claimed it saw).
+struct Interfering {
     inner: Arc<dyn SessionStore>,
     claims: AtomicUsize,
-    both: tokio::sync::Barrier,
+    both: Option<tokio::sync::Barrier>,
+    copy: std::sync::Mutex<Option<Snapshot>>,
+}
+
+impl Interfering {
+    fn new(inner: Arc<dyn SessionStore>, both: Option<tokio::sync::Barrier>) -> Self {
+        Interfering {
+            inner,
+            claims: AtomicUsize::new(0),
+            both,
+            copy: std::sync::Mutex::new(None),
+        }
+    }
 }
 
 #[async_trait::async_trait]
-impl SessionStore for Racing {
+impl SessionStore for Interfering {
     async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.get_snapshot(id).await
+        let copy = self.copy.lock().unwrap().take_if(|s| s.snapshot_id == id);
+        match copy {
+            Some(copy) => Ok(Some(copy)),
+            None => self.inner.get_snapshot(id).await,
+        }
     }
     async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<Snapshot>> {
         self.inner.get_latest_snapshot(session).await
@@ -231,9 +250,11 @@ impl SessionStore for Racing {
         self.inner.insert_snapshot(id, row).await
     }
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        if self.claims.fetch_add(1, Ordering::SeqCst) < 2 {
+        if let Some(both) = &self.both
+            && self.claims.fetch_add(1, Ordering::SeqCst) < 2
+        {
             // Bounded: a turn that never claims must not hang the test.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.both.wait()).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), both.wait()).await;
         }
         self.inner.claim_resume(claim, audit).await
     }
@@ -243,11 +264,7 @@ async fn approval_races_a_new_message(inner: Arc<dyn SessionStore>, approval_fir
     let t = teller(Arc::clone(&inner));
     let paused = t.pause(AgentInit::new()).await;
     let snap = paused.snapshot_id.clone().unwrap();
-    let racing: Arc<dyn SessionStore> = Arc::new(Racing {
-        inner,
-        claims: AtomicUsize::new(0),
-        both: tokio::sync::Barrier::new(2),
-    });
+    let racing: Arc<dyn SessionStore> = Arc::new(Interfering::new(inner, Some(tokio::sync::Barrier::new(2))));
     // The same agent on the racing store.
     let r = Teller {
         store: Arc::clone(&racing),
@@ -442,58 +459,13 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
     assert_eq!(t.runs(), 0);
 }
 
-/// A store that answers the first read of one snapshot with a copy taken
-/// earlier: what a resume that read it just before another claimed it saw.
-struct Stale {
-    inner: Arc<dyn SessionStore>,
-    copy: std::sync::Mutex<Option<Snapshot>>,
-}
-
-#[async_trait::async_trait]
-impl SessionStore for Stale {
-    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
-        let copy = self.copy.lock().unwrap().take_if(|s| s.snapshot_id == id);
-        match copy {
-            Some(copy) => Ok(Some(copy)),
-            None => self.inner.get_snapshot(id).await,
-        }
-    }
-    async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.get_latest_snapshot(session).await
-    }
-    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.save_snapshot(id, update).await
-    }
-    async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
-        self.inner.watch_status(id).await
-    }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
-        self.inner.list_audit(query).await
-    }
-    async fn insert_snapshot(&self, id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
-        self.inner.insert_snapshot(id, row).await
-    }
-    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.claim_resume(claim, audit).await
-    }
-}
-
 /// A resume that read the paused snapshot before a concurrent resume
 /// claimed it and wrote its outcome lost the claim: it hears "already
 /// resumed" (409 over HTTP), not that the session left the snapshot
 /// behind, and nothing runs twice.
 #[tokio::test]
 async fn a_resume_that_read_the_hold_before_another_resume_finished_hears_already_resumed() {
-    let stale = Arc::new(Stale {
-        inner: Arc::new(InMemoryStore::new()),
-        copy: std::sync::Mutex::new(None),
-    });
+    let stale = Arc::new(Interfering::new(Arc::new(InMemoryStore::new()), None));
     let t = teller(stale.clone());
     let paused = t.pause(AgentInit::new()).await;
     let snap = paused.snapshot_id.clone().unwrap();
