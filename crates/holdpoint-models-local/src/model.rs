@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::config::LocalConfig;
 use crate::engine::{self, Job, Outcome};
 use crate::grammar::{ToolMode, json_grammar, tool_grammar};
-use crate::options::{Options, OutputFormat};
+use crate::options::Options;
 use crate::prompt::{self, Reply, parse_reply, partial_answer};
 
 /// A GGUF model run in-process by llama.cpp, prompted with ChatML; see
@@ -101,7 +101,7 @@ impl Model for LocalModel {
 
     async fn generate(&self, request: GenerateRequest, chunks: ChunkSink) -> Result<GenerateResponse> {
         let config = Options::from_request(&request)?;
-        let output = OutputFormat::from_request(&request);
+        let output = request.output_format();
         let (tools, mode): (&[ToolDefinition], ToolMode) = match request.tool_choice.as_deref() {
             None | Some("auto") => (&request.tools, ToolMode::CallOrAnswer),
             Some("required") => (&request.tools, ToolMode::MustCall),

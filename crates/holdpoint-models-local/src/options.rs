@@ -1,6 +1,6 @@
-//! What a request asks of the local model besides its messages: the
-//! config keys it honours (`request.config`, with Genkit's names) and the
-//! output format (`request.output`).
+//! The config keys the local model honours (`request.config`, with
+//! Genkit's names); the output format is the core's
+//! [`GenerateRequest::output_format`].
 //!
 //! Keys the local model does not use are ignored; a key it uses with a
 //! value of the wrong type is `INVALID_ARGUMENT`.
@@ -43,28 +43,6 @@ impl Options {
     }
 }
 
-/// What `request.output` asks for.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct OutputFormat {
-    /// JSON output was requested.
-    pub json: bool,
-    /// The JSON Schema the output must match, when one was given.
-    pub schema: Option<Value>,
-}
-
-impl OutputFormat {
-    /// Reads Genkit's `{format: "json", schema, contentType}`.
-    pub fn from_request(request: &GenerateRequest) -> Self {
-        let out = &request.output;
-        let json = out.get("format").and_then(Value::as_str) == Some("json")
-            || out.get("contentType").and_then(Value::as_str) == Some("application/json");
-        OutputFormat {
-            json,
-            schema: if json { out.get("schema").cloned() } else { None },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,15 +74,5 @@ mod tests {
         );
         req.config = Some(json!(3));
         assert!(Options::from_request(&req).is_err());
-    }
-
-    #[test]
-    fn output_format_json_with_schema() {
-        let mut req = GenerateRequest::new(vec![]);
-        assert!(!OutputFormat::from_request(&req).json);
-        req.output = json!({"contentType": "application/json", "schema": {"type": "object"}});
-        let f = OutputFormat::from_request(&req);
-        assert!(f.json);
-        assert_eq!(f.schema, Some(json!({"type": "object"})));
     }
 }

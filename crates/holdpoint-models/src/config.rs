@@ -70,30 +70,6 @@ impl ModelConfig {
     }
 }
 
-/// What `request.output` asks for.
-#[cfg(any(feature = "gemini", feature = "openai"))]
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct OutputFormat {
-    /// JSON output was requested.
-    pub json: bool,
-    /// The JSON Schema the output must match, when one was given.
-    pub schema: Option<Value>,
-}
-
-#[cfg(any(feature = "gemini", feature = "openai"))]
-impl OutputFormat {
-    /// Reads Genkit's `{format: "json", schema, contentType}`.
-    pub fn from_request(request: &GenerateRequest) -> Self {
-        let out = &request.output;
-        let json = out.get("format").and_then(Value::as_str) == Some("json")
-            || out.get("contentType").and_then(Value::as_str) == Some("application/json");
-        OutputFormat {
-            json,
-            schema: if json { out.get("schema").cloned() } else { None },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,16 +91,5 @@ mod tests {
         );
         req.config = Some(json!(3));
         assert!(ModelConfig::from_request(&req).is_err());
-    }
-
-    #[test]
-    #[cfg(any(feature = "gemini", feature = "openai"))]
-    fn output_format_json_with_schema() {
-        let mut req = GenerateRequest::new(vec![]);
-        assert!(!OutputFormat::from_request(&req).json);
-        req.output = json!({"format": "json", "schema": {"type": "object"}});
-        let f = OutputFormat::from_request(&req);
-        assert!(f.json);
-        assert_eq!(f.schema, Some(json!({"type": "object"})));
     }
 }

@@ -9,7 +9,7 @@ use super::wire::{
     Blob, Candidate, Content, FileData, FunctionCall, FunctionCallingConfig, FunctionDeclaration, FunctionResponse,
     GenerateContentRequest, GenerationConfig, Tool, ToolConfig, UsageMetadata, WirePart,
 };
-use crate::config::{ModelConfig, OutputFormat};
+use crate::config::ModelConfig;
 use crate::content::{data_text, parse_data_uri, system_text};
 use crate::schema::{Dialect, shape};
 
@@ -82,7 +82,7 @@ pub(crate) fn to_request(request: &GenerateRequest, config: &ModelConfig) -> Res
             },
         }),
     };
-    let output = OutputFormat::from_request(request);
+    let output = request.output_format();
     // Gemini rejects JSON mode together with function calling.
     let json_mode = output.json && tools.is_empty();
     let generation_config = GenerationConfig {

@@ -10,7 +10,7 @@ use super::wire::{
     ChatMessage, ChatRequest, ChatResponse, ChatTool, ChatUsage, ContentPart, FunctionCall, FunctionDef, ImageUrl,
     JsonSchemaFormat, ResponseFormat, ToolCall, UserContent,
 };
-use crate::config::{ModelConfig, OutputFormat};
+use crate::config::ModelConfig;
 use crate::content::{data_text, output_text, parse_arguments};
 use crate::http::HttpClient;
 use crate::schema::{Dialect, shape, tool_input};
@@ -48,7 +48,7 @@ pub(crate) fn to_request(
             ));
         }
     };
-    let output = OutputFormat::from_request(request);
+    let output = request.output_format();
     let response_format = output.json.then(|| match &output.schema {
         Some(schema) => ResponseFormat::JsonSchema {
             json_schema: JsonSchemaFormat {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use scripted::{ScriptedModel, ScriptedTurn};
-pub use types::{FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, ToolDefinition, Usage};
+pub use types::{FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, OutputFormat, ToolDefinition, Usage};
 
 use crate::error::Result;
 

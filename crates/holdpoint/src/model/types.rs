@@ -144,6 +144,30 @@ impl GenerateRequest {
             output: empty_object(),
         }
     }
+
+    /// What `output` asks for, read from Genkit's
+    /// `{format: "json", schema, contentType}`: JSON when `format` is
+    /// `"json"` or `contentType` is `application/json`, and then the schema
+    /// the output must match, if one was given.
+    pub fn output_format(&self) -> OutputFormat {
+        let out = &self.output;
+        let json = out.get("format").and_then(Value::as_str) == Some("json")
+            || out.get("contentType").and_then(Value::as_str) == Some("application/json");
+        OutputFormat {
+            json,
+            schema: if json { out.get("schema").cloned() } else { None },
+        }
+    }
+}
+
+/// What a request's `output` asks of the model
+/// ([`GenerateRequest::output_format`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutputFormat {
+    /// JSON output was requested.
+    pub json: bool,
+    /// The JSON Schema the output must match, when one was given.
+    pub schema: Option<Value>,
 }
 
 /// What a model (or a whole generation) returns.
@@ -233,5 +257,35 @@ impl GenerateChunk {
     /// The text parts, concatenated.
     pub fn text(&self) -> String {
         self.content.iter().filter_map(Part::as_text).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn output_format_reads_genkits_format_and_content_type() {
+        let mut req = GenerateRequest::new(vec![]);
+        assert_eq!(req.output_format(), OutputFormat::default());
+        req.output = json!({"format": "json", "schema": {"type": "object"}});
+        let f = req.output_format();
+        assert!(f.json);
+        assert_eq!(f.schema, Some(json!({"type": "object"})));
+        req.output = json!({"contentType": "application/json"});
+        assert_eq!(
+            req.output_format(),
+            OutputFormat {
+                json: true,
+                schema: None
+            }
+        );
+        req.output = json!({"format": "text", "schema": {"type": "object"}});
+        assert_eq!(
+            req.output_format(),
+            OutputFormat::default(),
+            "a schema without JSON output is ignored"
+        );
     }
 }
