@@ -11,6 +11,7 @@
 //! | [`tool`] | the [`Tool`] trait, typed tools ([`tool()`]), [`ResumableTool`], [`ToolContext`] (`interrupt`, `fail`) |
 //! | [`generate`] | the generate loop ([`generate()`]), [`Resume`] directives and their validation |
 //! | [`middleware`] | hooks around model and tool calls that may hold a call |
+//! | [`approval`] | approval rules: CEL conditions, the roles that may answer, quorum |
 //! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types |
 //! | [`session`] | [`Snapshot`](session::Snapshot), the [`SessionStore`](session::SessionStore) trait, [`InMemoryStore`](session::InMemoryStore) |
 //! | [`error`] | one [`Error`] enum with a wire [`Status`] |
@@ -79,6 +80,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod agent;
+pub mod approval;
 pub mod error;
 pub mod generate;
 pub mod message;

@@ -38,6 +38,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 use holdpoint::agent::PRINCIPAL;
+use holdpoint::approval::ROLES;
 use serde_json::{Map, Value};
 
 pub use api_key::ApiKeys;
@@ -108,6 +109,9 @@ pub struct Identity {
     pub context: Map<String, Value>,
     /// The agents it may use.
     pub scope: AgentScope,
+    /// Its roles (for approval rules); added to the request context under
+    /// [`ROLES`].
+    pub roles: BTreeSet<String>,
 }
 
 impl Identity {
@@ -127,6 +131,16 @@ impl Identity {
     /// The same identity limited to `scope`.
     pub fn with_scope(mut self, scope: AgentScope) -> Self {
         self.scope = scope;
+        self
+    }
+
+    /// The same identity with these roles.
+    pub fn with_roles<I, S>(mut self, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.roles = roles.into_iter().map(Into::into).collect();
         self
     }
 
@@ -151,6 +165,16 @@ impl Identity {
             None => {
                 context.remove(PRINCIPAL);
             }
+        }
+        // Roles come only from the provider's `roles`, never from claims
+        // copied into the context.
+        if self.roles.is_empty() {
+            context.remove(ROLES);
+        } else {
+            context.insert(
+                ROLES.to_owned(),
+                Value::Array(self.roles.iter().cloned().map(Value::String).collect()),
+            );
         }
         context
     }
@@ -270,6 +294,10 @@ mod tests {
         // A provider cannot smuggle a principal in through the context.
         let anon = Identity::anonymous().with_context(PRINCIPAL, json!("mallory"));
         assert!(!anon.request_context().contains_key(PRINCIPAL));
+        let smuggled = Identity::new("eve").with_context(ROLES, json!(["finance"]));
+        assert!(!smuggled.request_context().contains_key(ROLES));
+        let olga = Identity::new("olga").with_roles(["finance"]);
+        assert_eq!(olga.request_context()[ROLES], json!(["finance"]));
     }
 
     #[test]

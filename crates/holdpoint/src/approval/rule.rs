@@ -1,0 +1,276 @@
+//! Rules and the ordered policy that picks the first matching one.
+
+use serde_json::{Map, Value};
+
+use super::condition::{Condition, ConditionError};
+
+/// The shape of one approval rule as configured (a `[[approval.rules]]`
+/// table): plain data, checked by [`Policy::new`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuleSpec {
+    /// A name for errors, listings and the audit (defaults to `rule N`).
+    pub name: Option<String>,
+    /// The agent it covers (a name or a pattern with `*`); `None`: every agent.
+    pub agent: Option<String>,
+    /// The tool it covers (a name or a pattern with `*`); `None`: every tool.
+    pub tool: Option<String>,
+    /// A CEL condition over the call; `None`: always.
+    pub when: Option<String>,
+    /// The roles that may see and answer the holds it covers.
+    pub approvers: Vec<String>,
+    /// How many distinct approvers must approve (at least 1).
+    pub quorum: u32,
+    /// Whether the session's owner may answer its own holds.
+    pub self_approval: bool,
+}
+
+/// Which field of a [`RuleSpec`] a [`PolicyError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyField {
+    /// `agent`.
+    Agent,
+    /// `tool`.
+    Tool,
+    /// `when`.
+    When,
+    /// `approvers`.
+    Approvers,
+    /// `quorum`.
+    Quorum,
+}
+
+impl PolicyField {
+    /// The configuration key.
+    pub fn key(self) -> &'static str {
+        match self {
+            PolicyField::Agent => "agent",
+            PolicyField::Tool => "tool",
+            PolicyField::When => "when",
+            PolicyField::Approvers => "approvers",
+            PolicyField::Quorum => "quorum",
+        }
+    }
+}
+
+/// A rule that cannot be built: which one (0-based), which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("approval rule {} (`{}`): {message}", .rule + 1, .field.key())]
+pub struct PolicyError {
+    /// The rule's position in the list (0-based).
+    pub rule: usize,
+    /// The field at fault.
+    pub field: PolicyField,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A name or a glob with `*` (any run of characters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamePattern(String);
+
+impl NamePattern {
+    /// A pattern; `*` matches any run of characters.
+    pub fn new(pattern: impl Into<String>) -> Self {
+        NamePattern(pattern.into())
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `name` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        glob(self.0.as_bytes(), name.as_bytes())
+    }
+}
+
+/// Iterative glob match with `*` only; linear backtracking on the last star.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+/// A checked rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Its name (configured, or `rule N`).
+    pub name: String,
+    /// The agent pattern; `None`: every agent.
+    pub agent: Option<NamePattern>,
+    /// The tool pattern; `None`: every tool.
+    pub tool: Option<NamePattern>,
+    /// The condition; `None`: always.
+    pub when: Option<Condition>,
+    /// The roles that may see and answer its holds.
+    pub approvers: Vec<String>,
+    /// Distinct approvals needed.
+    pub quorum: u32,
+    /// Whether the owner may answer.
+    pub self_approval: bool,
+}
+
+/// What a rule's condition sees of a call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallFacts<'a> {
+    /// The agent's name.
+    pub agent: &'a str,
+    /// The tool's name.
+    pub tool: &'a str,
+    /// The call's input.
+    pub input: &'a Value,
+    /// The request context (principal, roles and whatever the server added).
+    pub context: &'a Map<String, Value>,
+}
+
+impl Rule {
+    /// Whether this rule covers the call.
+    pub fn matches(&self, call: &CallFacts<'_>) -> Result<bool, ConditionError> {
+        if self.agent.as_ref().is_some_and(|p| !p.matches(call.agent)) {
+            return Ok(false);
+        }
+        if self.tool.as_ref().is_some_and(|p| !p.matches(call.tool)) {
+            return Ok(false);
+        }
+        let Some(when) = &self.when else { return Ok(true) };
+        let mut vars = Map::new();
+        vars.insert("input".into(), call.input.clone());
+        vars.insert("agent".into(), Value::String(call.agent.to_owned()));
+        vars.insert("tool".into(), Value::String(call.tool.to_owned()));
+        vars.insert(
+            "principal".into(),
+            call.context
+                .get(crate::agent::PRINCIPAL)
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+        vars.insert(
+            "roles".into(),
+            call.context
+                .get(super::ROLES)
+                .cloned()
+                .unwrap_or(Value::Array(Vec::new())),
+        );
+        vars.insert("context".into(), Value::Object(call.context.clone()));
+        when.evaluate(&vars)
+    }
+}
+
+/// An ordered list of rules; the first that matches a call governs it.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    rules: Vec<Rule>,
+}
+
+impl Policy {
+    /// Checks and compiles `specs`, in order.
+    pub fn new(specs: impl IntoIterator<Item = RuleSpec>) -> Result<Self, PolicyError> {
+        let mut rules = Vec::new();
+        for (index, spec) in specs.into_iter().enumerate() {
+            let err = |field, message: String| PolicyError {
+                rule: index,
+                field,
+                message,
+            };
+            for (field, value) in [(PolicyField::Agent, &spec.agent), (PolicyField::Tool, &spec.tool)] {
+                if value.as_deref().is_some_and(str::is_empty) {
+                    return Err(err(field, "must not be empty".into()));
+                }
+            }
+            if spec.approvers.is_empty() || spec.approvers.iter().any(String::is_empty) {
+                return Err(err(PolicyField::Approvers, "name at least one role, none empty".into()));
+            }
+            if spec.quorum == 0 {
+                return Err(err(PolicyField::Quorum, "must be at least 1".into()));
+            }
+            let when = match &spec.when {
+                Some(source) => Some(Condition::compile(source).map_err(|e| err(PolicyField::When, e.to_string()))?),
+                None => None,
+            };
+            rules.push(Rule {
+                name: spec.name.clone().unwrap_or_else(|| format!("rule {}", index + 1)),
+                agent: spec.agent.clone().map(NamePattern::new),
+                tool: spec.tool.clone().map(NamePattern::new),
+                when,
+                approvers: spec.approvers,
+                quorum: spec.quorum,
+                self_approval: spec.self_approval,
+            });
+        }
+        Ok(Policy { rules })
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The first rule that covers `call`; a condition that fails to
+    /// evaluate is an error (never a silent skip).
+    pub fn first_match(&self, call: &CallFacts<'_>) -> Result<Option<&Rule>, ConditionError> {
+        for rule in &self.rules {
+            if rule.matches(call)? {
+                return Ok(Some(rule));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn patterns() {
+        assert!(NamePattern::new("transfer*").matches("transferMoney"));
+        assert!(NamePattern::new("*Money").matches("transferMoney"));
+        assert!(NamePattern::new("a*c*e").matches("abcde"));
+        assert!(!NamePattern::new("transfer").matches("transferMoney"));
+        assert!(NamePattern::new("*").matches(""));
+    }
+
+    #[test]
+    fn first_match_wins_and_bad_cel_is_an_error() {
+        let spec = |when: &str, role: &str| RuleSpec {
+            tool: Some("transferMoney".into()),
+            when: Some(when.into()),
+            approvers: vec![role.into()],
+            quorum: 1,
+            ..RuleSpec::default()
+        };
+        let policy = Policy::new([spec("input.amount > 10000", "finance"), spec("true", "support")]).unwrap();
+        let context = Map::new();
+        let big = json!({"amount": 50000});
+        let call = CallFacts {
+            agent: "bankingAgent",
+            tool: "transferMoney",
+            input: &big,
+            context: &context,
+        };
+        assert_eq!(policy.first_match(&call).unwrap().unwrap().approvers, ["finance"]);
+        let small = json!({"amount": 5});
+        let call = CallFacts { input: &small, ..call };
+        assert_eq!(policy.first_match(&call).unwrap().unwrap().approvers, ["support"]);
+
+        let err = Policy::new([spec("input.amount >", "finance")]).unwrap_err();
+        assert_eq!((err.rule, err.field), (0, PolicyField::When));
+    }
+}
