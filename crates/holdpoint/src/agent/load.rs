@@ -243,7 +243,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         {
             // The caller may see this snapshot (checked above), so naming
             // the mismatch reveals nothing; a snapshot it may not see was
-            // already NOT_FOUND (docs/reference.md §5).
+            // already NOT_FOUND (docs/reference.md §5.2).
             return Err(Error::InvalidArgument(format!(
                 "snapshot {snapshot_id} does not belong to session {session_id}"
             )));

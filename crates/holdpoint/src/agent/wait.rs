@@ -1,5 +1,5 @@
 //! Following a detached run: waiting, bounded, until its snapshot settles
-//! (Genkit's `waitForSnapshot`; docs/reference.md §6.4).
+//! (Genkit's `waitForSnapshot`; docs/reference.md §6.5).
 
 use std::time::Duration;
 
