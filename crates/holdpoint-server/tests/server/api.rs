@@ -262,16 +262,28 @@ async fn wait_for_snapshot_follows_a_detached_run() {
     assert_eq!(body["result"]["state"]["messages"][1]["content"][0]["text"], "finally");
     // A settled row answers at once, the same.
     let (_, again) = server
-        .post("/agents/slowAgent/waitForSnapshot", json!({"data": {"snapshotId": id}}), None)
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": id}}),
+            None,
+        )
         .await;
     assert_eq!(again["result"]["status"], "completed");
 
     let unknown = server
-        .post("/agents/slowAgent/waitForSnapshot", json!({"data": {"snapshotId": "nope"}}), None)
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": "nope"}}),
+            None,
+        )
         .await;
     assert_error(&unknown, 404, "NOT_FOUND", "nope");
     let empty = server
-        .post("/agents/slowAgent/waitForSnapshot", json!({"data": {"snapshotId": ""}}), None)
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": ""}}),
+            None,
+        )
         .await;
     assert_error(&empty, 400, "INVALID_ARGUMENT", "snapshotId");
     let extra = server
@@ -327,9 +339,19 @@ async fn wait_for_snapshot_is_bounded() {
 #[tokio::test]
 async fn an_init_pairing_a_snapshot_with_another_session_is_invalid() {
     let store = memory();
-    let s = TestServer::start(Server::builder().agent(slow(store.clone(), Duration::ZERO)).build().unwrap()).await;
+    let s = TestServer::start(
+        Server::builder()
+            .agent(slow(store.clone(), Duration::ZERO))
+            .build()
+            .unwrap(),
+    )
+    .await;
     let (code, body) = s
-        .post("/agents/slowAgent", json!({"data": user("hello"), "init": {"sessionId": "mine"}}), None)
+        .post(
+            "/agents/slowAgent",
+            json!({"data": user("hello"), "init": {"sessionId": "mine"}}),
+            None,
+        )
         .await;
     assert_eq!(code, 200, "{body:#}");
     let id = body["result"]["snapshotId"].as_str().unwrap().to_owned();
@@ -539,6 +561,8 @@ async fn agents_health_and_openapi() {
     assert_eq!(names, ["bankingAgent", "clientBank", "opsAgent"]);
     assert_eq!(agents["result"][0]["stateManagement"], "server");
     assert_eq!(agents["result"][1]["stateManagement"], "client");
+    assert_eq!(agents["result"][0]["abortable"], true);
+    assert_eq!(agents["result"][1]["abortable"], false);
 
     let (code, health) = s.get("/healthz", None).await;
     assert_eq!(code, 200);

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk};
-use holdpoint::session::{Snapshot, SnapshotStatus};
 use holdpoint::error::ErrorBody;
+use holdpoint::session::{Snapshot, SnapshotStatus};
 use holdpoint::{GenerateChunk, GenerateResponse, ScriptedModel, ScriptedTurn};
 use serde_json::Value;
 

@@ -85,9 +85,7 @@ impl Worker {
     /// index, before anything else of it (dropped once detached).
     fn start_turn(&mut self) {
         self.responder.send(AgentStreamChunk {
-            turn_start: Some(TurnStart {
-                turn_index: self.turns,
-            }),
+            turn_start: Some(TurnStart { turn_index: self.turns }),
             ..AgentStreamChunk::default()
         });
         self.turns = self.turns.saturating_add(1);
