@@ -52,7 +52,11 @@ impl Worker {
     pub(super) async fn handle(&mut self, mut input: AgentInput) -> Outcome {
         let span = tracing::info_span!("turn");
         let runs_turn = input.runs_turn();
-        if runs_turn {
+        // An input that detaches announces its turn only if the detach
+        // did not happen (refused, or the claim failed first): a detached
+        // turn streams nothing, its turnStart included.
+        let announce_later = runs_turn && input.is_detach();
+        if runs_turn && !announce_later {
             self.start_turn();
         }
         if input.continues()
@@ -60,7 +64,12 @@ impl Worker {
         {
             return Outcome::Failed(error);
         }
-        let claimed = match self.claim(&mut input, &span).await {
+        let claimed = self.claim(&mut input, &span).await;
+        if announce_later {
+            // Dropped by the responder once detached.
+            self.start_turn();
+        }
+        let claimed = match claimed {
             Ok(claimed) => claimed,
             Err(outcome) => return outcome,
         };
