@@ -21,6 +21,9 @@ struct AgentInfo {
     description: Option<String>,
     /// `server` (sessions in a store) or `client` (state travels with the caller).
     state_management: &'static str,
+    /// Whether its detached runs can be aborted (Genkit's `abortable`):
+    /// every server-managed agent's, custom ones included.
+    abortable: bool,
 }
 
 /// `GET /agents`: the agents the caller may use.
@@ -33,6 +36,7 @@ pub(crate) async fn list_agents(State(state): State<AppState>, Caller(caller): C
             name: a.name().to_owned(),
             description: a.description().map(str::to_owned),
             state_management: if a.is_server_managed() { "server" } else { "client" },
+            abortable: a.is_server_managed(),
         })
         .collect();
     reply(agents).into_response()

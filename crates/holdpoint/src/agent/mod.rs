@@ -33,6 +33,7 @@ mod prompt;
 mod settle;
 mod state_claim;
 mod turn;
+mod wait;
 mod worker;
 
 use std::future::Future;
@@ -45,7 +46,7 @@ use serde_json::{Map, Value};
 
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
-pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
+pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
 
 use crate::error::{Error, Result};

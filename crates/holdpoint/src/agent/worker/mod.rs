@@ -81,6 +81,9 @@ struct Worker {
     /// The last settled turn's message and finish (the run's output).
     last_message: Option<Message>,
     last_finish: FinishReason,
+    /// How many turns started on this connection (the next `turnStart`'s
+    /// index).
+    turns: u32,
 }
 
 /// A worker's whole run, as a future to drive or spawn.
@@ -128,6 +131,7 @@ pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<S
         abort_rx,
         last_message: None,
         last_finish: FinishReason::Stop,
+        turns: 0,
     };
     worker.run().instrument(span).await;
 }
