@@ -295,3 +295,27 @@ fn load_names_the_file() {
     let e = Config::load(&path).unwrap_err();
     assert!(e.to_string().starts_with(&format!("{}:2:1: `auth.bogus`", path.display())), "{e}");
 }
+
+#[tokio::test]
+async fn each_key_of_the_file_authenticates_with_its_roles_and_scope() {
+    use crate::auth::ContextProvider;
+    let c = Config::parse(FULL, FILE).unwrap();
+    let keys = c.api_keys();
+    let who = |key: &str| {
+        let parts = axum::http::Request::builder()
+            .header("x-api-key", key)
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let keys = keys.clone();
+        async move { keys.authenticate(&parts).await.unwrap().unwrap() }
+    };
+    let alice = who("k-alice-0123456789").await;
+    assert_eq!(alice.principal(), Some("alice"));
+    assert_eq!(alice.request_context()["roles"], serde_json::json!(["customer"]));
+    let fiona = who("k-fiona-0123456789").await;
+    assert_eq!(fiona.principal(), Some("fiona"));
+    assert_eq!(fiona.request_context()["roles"], serde_json::json!(["finance"]));
+    assert!(fiona.check_agent("bankingAgent").is_ok() && fiona.check_agent("opsAgent").is_err());
+}
