@@ -1,6 +1,6 @@
 //! The deployment configuration file: one TOML file that configures
 //! authentication, approval rules, notification channels and MCP servers
-//! (docs/reference.md §16, "Configuration").
+//! (docs/reference.md §15).
 //!
 //! [`Config::load`] reads and checks the whole file before anything starts.
 //! Every mistake is a [`ConfigError`] naming the file, the line, the key and
