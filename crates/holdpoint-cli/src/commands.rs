@@ -457,7 +457,11 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
             "configuration {}: {} API keys, {}, {} approval rules\n",
             c.file().display(),
             c.api_key_entries().len(),
-            if c.jwt().is_some() { "bearer tokens (JWT)" } else { "no JWT" },
+            if c.jwt().is_some() {
+                "bearer tokens (JWT)"
+            } else {
+                "no JWT"
+            },
             c.approval_rules().len()
         ))?;
     }

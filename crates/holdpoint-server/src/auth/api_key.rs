@@ -76,7 +76,12 @@ impl ApiKeys {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.entry(key, principal, AgentScope::All, roles.into_iter().map(Into::into).collect())
+        self.entry(
+            key,
+            principal,
+            AgentScope::All,
+            roles.into_iter().map(Into::into).collect(),
+        )
     }
 
     /// Adds a key for `principal`, allowed the agents in `scope`, with
@@ -189,9 +194,20 @@ mod tests {
         let keys = ApiKeys::new()
             .key_with_roles("secret-f", "fiona", ["finance", "auditor"])
             .key("secret-a", "alice");
-        let id = keys.authenticate(&parts(("x-api-key", "secret-f"))).await.unwrap().unwrap();
-        assert_eq!(id.roles.iter().map(String::as_str).collect::<Vec<_>>(), ["auditor", "finance"]);
-        let id = keys.authenticate(&parts(("x-api-key", "secret-a"))).await.unwrap().unwrap();
+        let id = keys
+            .authenticate(&parts(("x-api-key", "secret-f")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            id.roles.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["auditor", "finance"]
+        );
+        let id = keys
+            .authenticate(&parts(("x-api-key", "secret-a")))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(id.roles.is_empty());
         assert!(keys.contains("secret-f") && !keys.contains("secret-x"));
     }

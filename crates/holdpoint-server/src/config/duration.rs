@@ -55,7 +55,17 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5_400));
         assert_eq!(parse_duration("2d").unwrap(), Duration::from_secs(172_800));
-        for bad in ["", "3", "s", "3 weeks", "0s", "-1s", "1.5h", "400d", "99999999999999999999s"] {
+        for bad in [
+            "",
+            "3",
+            "s",
+            "3 weeks",
+            "0s",
+            "-1s",
+            "1.5h",
+            "400d",
+            "99999999999999999999s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

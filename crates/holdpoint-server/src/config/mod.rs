@@ -69,9 +69,9 @@ use crate::auth::{ApiKeys, JwksError, JwksSource, JwtVerifier};
 pub use duration::{MAX_DURATION, parse_duration};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use types::{
-    ApiKeyConfig, EVENTS, EmailConfig, JwtConfig, JwtKeys, JwtPrincipal, McpServerConfig, McpTransport,
-    NotifyConfig, OnExpire, Routing, RuleTimers, Secret, ServerSettings, SlackConfig, SmtpConfig, SmtpTls,
-    WebhookConfig, WebhookSecret,
+    ApiKeyConfig, EVENTS, EmailConfig, JwtConfig, JwtKeys, JwtPrincipal, McpServerConfig, McpTransport, NotifyConfig,
+    OnExpire, Routing, RuleTimers, Secret, ServerSettings, SlackConfig, SmtpConfig, SmtpTls, WebhookConfig,
+    WebhookSecret,
 };
 
 /// The largest configuration file read, in bytes.

@@ -1,5 +1,5 @@
-use std::time::Duration;
 use crate::auth::AgentScope;
+use std::time::Duration;
 
 use super::*;
 
@@ -145,7 +145,9 @@ fn every_section_parses_into_plain_data() {
     assert_eq!(n.email[0].routing.roles.as_ref().unwrap().len(), 1);
     assert_eq!(n.slack[0].routing.events.len(), EVENTS.len());
     let mcp = c.mcp_servers();
-    assert!(matches!(&mcp[0].transport, McpTransport::Stdio { command, args, .. } if command == "npx" && args.len() == 2));
+    assert!(
+        matches!(&mcp[0].transport, McpTransport::Stdio { command, args, .. } if command == "npx" && args.len() == 2)
+    );
     assert!(matches!(&mcp[1].transport, McpTransport::Http { headers, .. } if headers.contains_key("Authorization")));
     assert_eq!(mcp[1].agents, None);
 }
@@ -188,7 +190,12 @@ fn duplicate_keys_tables_api_keys_and_principals_are_refused() {
     assert!(!e.to_string().contains("same-key-1"), "{e}");
     let principals = "[[auth.api_keys]]\nprincipal = \"a\"\nkey = \"k1\"\n\
                       [[auth.api_keys]]\nprincipal = \"a\"\nkey = \"k2\"\n";
-    assert_at(&err(principals), ConfigErrorKind::DuplicateKey, 5, "auth.api_keys[1].principal");
+    assert_at(
+        &err(principals),
+        ConfigErrorKind::DuplicateKey,
+        5,
+        "auth.api_keys[1].principal",
+    );
     let servers = "[[mcp.servers]]\nname = \"x\"\ncommand = \"c\"\n[[mcp.servers]]\nname = \"x\"\nurl = \"http://h\"\n";
     assert_at(&err(servers), ConfigErrorKind::DuplicateKey, 5, "mcp.servers[1].name");
 }
@@ -212,7 +219,10 @@ fn roles_must_be_declared_by_a_key_or_the_roles_list() {
     let rule = "[[approval.rules]]\napprovers = [\"finance\", \"fiance\"]\n";
     let e = err(&format!("{key}{rule}"));
     assert_at(&e, ConfigErrorKind::UnknownRole, 6, "approval.rules[0].approvers[1]");
-    assert!(e.message.contains("\"fiance\"") && e.message.contains("declared: finance"), "{e}");
+    assert!(
+        e.message.contains("\"fiance\"") && e.message.contains("declared: finance"),
+        "{e}"
+    );
     let escalate = "escalate_after = \"4h\"\nescalate_to = [\"cfo\"]\n";
     let rule = "[[approval.rules]]\napprovers = [\"finance\"]\n";
     let e = err(&format!("{key}{rule}{escalate}"));
@@ -221,7 +231,12 @@ fn roles_must_be_declared_by_a_key_or_the_roles_list() {
     let ok = format!("[auth]\nroles = [\"cfo\"]\n{key}{rule}{escalate}");
     assert!(Config::parse(&ok, FILE).is_ok());
     let slack = "[[notify.slack]]\nwebhook_url = \"http://h/s\"\nroles = [\"ops\"]\n";
-    assert_at(&err(&format!("{key}{slack}")), ConfigErrorKind::UnknownRole, 7, "notify.slack[0].roles[0]");
+    assert_at(
+        &err(&format!("{key}{slack}")),
+        ConfigErrorKind::UnknownRole,
+        7,
+        "notify.slack[0].roles[0]",
+    );
 }
 
 #[test]
@@ -240,7 +255,11 @@ fn urls_must_be_http() {
 #[test]
 fn webhook_secrets_must_be_whsec_base64() {
     let hook = |secret: &str| format!("[[notify.webhooks]]\nurl = \"http://h/hook\"\n\nsecret = \"{secret}\"\n");
-    for secret in ["whsec_not base64!!", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2hvcnQ="] {
+    for secret in [
+        "whsec_not base64!!",
+        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "whsec_c2hvcnQ=",
+    ] {
         let e = err(&hook(secret));
         assert_at(&e, ConfigErrorKind::Secret, 4, "notify.webhooks[0].secret");
         assert!(!e.to_string().contains(secret.trim_start_matches("whsec_")), "{e}");
@@ -293,7 +312,11 @@ fn load_names_the_file() {
     assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
     std::fs::write(&path, "[auth]\nbogus = 1\n").unwrap();
     let e = Config::load(&path).unwrap_err();
-    assert!(e.to_string().starts_with(&format!("{}:2:1: `auth.bogus`", path.display())), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}:2:1: `auth.bogus`", path.display())),
+        "{e}"
+    );
 }
 
 #[tokio::test]

@@ -66,7 +66,12 @@ fn toml_error(src: &Source<'_>, err: &toml::de::Error, path: String) -> ConfigEr
     }
     if message.contains("duplicate key") {
         let key = key_at(src.text, offset);
-        return src.error(offset, key, K::DuplicateKey, "this key is given twice in the same table");
+        return src.error(
+            offset,
+            key,
+            K::DuplicateKey,
+            "this key is given twice in the same table",
+        );
     }
     let message = match message.split_once(": ") {
         Some((what @ ("invalid type" | "invalid value" | "invalid length"), detail)) => {
@@ -89,7 +94,8 @@ fn key_at(text: &str, offset: usize) -> String {
     let line = text.get(line_start..).unwrap_or("").lines().next().unwrap_or("");
     let header = |l: &str| {
         let l = l.trim();
-        l.starts_with('[').then(|| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned())
+        l.starts_with('[')
+            .then(|| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned())
     };
     if let Some(h) = header(line) {
         return h;
@@ -100,12 +106,7 @@ fn key_at(text: &str, offset: usize) -> String {
         .chars()
         .take_while(|c| !c.is_whitespace() && *c != '=')
         .collect();
-    let table = text
-        .get(..line_start)
-        .unwrap_or("")
-        .lines()
-        .rev()
-        .find_map(header);
+    let table = text.get(..line_start).unwrap_or("").lines().rev().find_map(header);
     match table {
         Some(t) if !t.is_empty() => format!("{t}.{name}"),
         _ => name,
@@ -201,7 +202,12 @@ impl Checker<'_, '_> {
     fn server(&self, raw: RawServer) -> Result<ServerSettings, ConfigError> {
         let listen = match &raw.listen {
             Some(l) => Some(l.get_ref().parse().map_err(|_| {
-                self.err(l, "server.listen", K::Invalid, "must be IP:PORT, e.g. \"127.0.0.1:8080\"")
+                self.err(
+                    l,
+                    "server.listen",
+                    K::Invalid,
+                    "must be IP:PORT, e.g. \"127.0.0.1:8080\"",
+                )
             })?),
             None => None,
         };
@@ -390,10 +396,14 @@ impl Checker<'_, '_> {
             self.declared(r.approvers.get_ref(), &format!("{p}.approvers"), roles)?;
             let quorum = match &r.quorum {
                 None => 1,
-                Some(q) => u32::try_from(*q.get_ref())
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| self.err(q, format!("{p}.quorum"), K::Invalid, "must be a whole number, at least 1"))?,
+                Some(q) => u32::try_from(*q.get_ref()).ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    self.err(
+                        q,
+                        format!("{p}.quorum"),
+                        K::Invalid,
+                        "must be a whole number, at least 1",
+                    )
+                })?,
             };
             let remind_after = self.duration(&r.remind_after, format!("{p}.remind_after"))?;
             let escalate_after = self.duration(&r.escalate_after, format!("{p}.escalate_after"))?;
@@ -447,6 +457,8 @@ impl Checker<'_, '_> {
                     }
                 }
             };
+            // Fields `RuleSpec` gains later keep their defaults here.
+            #[allow(clippy::needless_update)]
             let spec = RuleSpec {
                 name: r.name.as_ref().map(|n| n.get_ref().clone()),
                 agent: r.agent.as_ref().map(|n| n.get_ref().clone()),
@@ -557,7 +569,12 @@ impl Checker<'_, '_> {
             let s = smtp.get_ref();
             let host = s.host.get_ref();
             if bad_name(host) {
-                return Err(self.err(&s.host, "notify.smtp.host", K::Invalid, "must be a host name or address"));
+                return Err(self.err(
+                    &s.host,
+                    "notify.smtp.host",
+                    K::Invalid,
+                    "must be a host name or address",
+                ));
             }
             let tls = match &s.tls {
                 None => SmtpTls::StartTls,
@@ -640,7 +657,9 @@ impl Checker<'_, '_> {
         let ok = a
             .split_once('@')
             .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty() && !domain.contains('@'))
-            && !a.chars().any(|c| c.is_whitespace() || c.is_control() || "<>,;\"".contains(c));
+            && !a
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || "<>,;\"".contains(c));
         if !ok {
             return Err(self.err(value, key, K::Invalid, "must be a mail address such as ops@example.com"));
         }

@@ -84,10 +84,7 @@ impl Provider {
     }
 
     async fn ask(&mut self, command: Value) -> Value {
-        self.stdin
-            .write_all(format!("{command}\n").as_bytes())
-            .await
-            .unwrap();
+        self.stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
         let line = tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line())
             .await
             .expect("the provider did not answer within 30 s")
@@ -133,7 +130,9 @@ async fn agents_status(s: &TestServer, token: &str) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn an_rs256_token_from_the_provider_authenticates_with_its_roles() {
-    let Some(mut p) = Provider::start_or_skip("oidc: roles").await else { return };
+    let Some(mut p) = Provider::start_or_skip("oidc: roles").await else {
+        return;
+    };
     let jwt = discovery(&p, Duration::from_secs(10));
     assert_eq!(jwt.refresh_keys().await, 1, "discovery found the provider's key");
     let token = p.token("k1", finance("olga")).await;
@@ -153,7 +152,9 @@ async fn an_rs256_token_from_the_provider_authenticates_with_its_roles() {
 
 #[tokio::test]
 async fn a_rotated_key_is_fetched_without_a_restart() {
-    let Some(mut p) = Provider::start_or_skip("oidc: rotation").await else { return };
+    let Some(mut p) = Provider::start_or_skip("oidc: rotation").await else {
+        return;
+    };
     // A JWKS URL rather than discovery; the refresh interval alone would not
     // reread the keys within this test.
     let source = JwksSource::url(format!("{}/jwks", p.issuer))
@@ -189,7 +190,9 @@ fn with_kid(token: &str, kid: &str) -> String {
 
 #[tokio::test]
 async fn a_flood_of_unknown_kids_does_not_hammer_the_provider() {
-    let Some(mut p) = Provider::start_or_skip("oidc: refetch rate limit").await else { return };
+    let Some(mut p) = Provider::start_or_skip("oidc: refetch rate limit").await else {
+        return;
+    };
     let jwt = JwtVerifier::jwks(
         JwksSource::url(format!("{}/jwks", p.issuer)).min_refetch_interval(Duration::from_secs(3_600)),
     )
@@ -204,17 +207,30 @@ async fn a_flood_of_unknown_kids_does_not_hammer_the_provider() {
         let e = jwt.identify(&forged).await.unwrap_err();
         assert!(e.to_string().contains("unknown key"), "{e}");
     }
-    assert_eq!(p.jwks_requests().await, before, "no refetch within the minimum interval");
+    assert_eq!(
+        p.jwks_requests().await,
+        before,
+        "no refetch within the minimum interval"
+    );
 }
 
 #[tokio::test]
 async fn tokens_for_another_audience_or_issuer_and_forged_tokens_are_401() {
-    let Some(mut p) = Provider::start_or_skip("oidc: refusals").await else { return };
+    let Some(mut p) = Provider::start_or_skip("oidc: refusals").await else {
+        return;
+    };
     let jwt = discovery(&p, Duration::from_secs(10));
     let mut s = TestServer::start(Server::builder().agent(bank(memory())).jwt(jwt).build().unwrap()).await;
 
-    let other_audience = p.token("k1", json!({"sub": "olga", "aud": "another-app", "roles": ["finance"]})).await;
-    assert_error(&agents_status(&s, &other_audience).await, 401, "UNAUTHENTICATED", "audience");
+    let other_audience = p
+        .token("k1", json!({"sub": "olga", "aud": "another-app", "roles": ["finance"]}))
+        .await;
+    assert_error(
+        &agents_status(&s, &other_audience).await,
+        401,
+        "UNAUTHENTICATED",
+        "audience",
+    );
 
     let good = p.token("k1", finance("olga")).await;
     let (header, rest) = good.split_once('.').unwrap();

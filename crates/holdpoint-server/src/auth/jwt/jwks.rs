@@ -154,7 +154,9 @@ pub(super) struct RemoteKeys {
 
 impl std::fmt::Debug for RemoteKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteKeys").field("source", &self.source).finish_non_exhaustive()
+        f.debug_struct("RemoteKeys")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
     }
 }
 
@@ -229,10 +231,11 @@ impl RemoteKeys {
             Location::Url(url) => url.clone(),
             Location::Issuer(issuer) => {
                 let url = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
-                let doc: Discovery = serde_json::from_slice(&self.get(&url).await?).map_err(|e| JwksError::Document {
-                    url: url.clone(),
-                    message: format!("not an OpenID provider configuration: {e}"),
-                })?;
+                let doc: Discovery =
+                    serde_json::from_slice(&self.get(&url).await?).map_err(|e| JwksError::Document {
+                        url: url.clone(),
+                        message: format!("not an OpenID provider configuration: {e}"),
+                    })?;
                 // OIDC Discovery §4.3: the document's issuer must be the one
                 // it was fetched for.
                 if doc
@@ -278,7 +281,11 @@ impl RemoteKeys {
             return Err(failed(format!("the document is larger than {MAX_JWKS_BYTES} bytes")));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.without_url().to_string()))? {
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| failed(e.without_url().to_string()))?
+        {
             if body.len() + chunk.len() > MAX_JWKS_BYTES {
                 return Err(failed(format!("the document is larger than {MAX_JWKS_BYTES} bytes")));
             }

@@ -24,8 +24,8 @@ mod roles;
 
 pub use jwks::{JwksError, JwksSource, MAX_JWKS_BYTES, MAX_JWKS_KEYS};
 pub use key::{JwtAlgorithm, JwtKey, JwtKeyError};
-pub use roles::{MAX_ROLE_BYTES, MAX_ROLES};
 use names::check_name;
+pub use roles::{MAX_ROLE_BYTES, MAX_ROLES};
 
 use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
 
@@ -422,7 +422,9 @@ impl JwtVerifier {
             .filter(|k| k.answers(alg, peek.kid.as_deref()))
             .collect();
         if candidates.is_empty() {
-            return Err(Refused::NoKey(unauthenticated("bearer token names an unknown key (kid)")));
+            return Err(Refused::NoKey(unauthenticated(
+                "bearer token names an unknown key (kid)",
+            )));
         }
         let mut validation = Validation::new(alg.of());
         validation.leeway = LEEWAY_SECS;
@@ -454,9 +456,9 @@ impl JwtVerifier {
                 }
             }
         }
-        Err(Refused::Checked(
-            refused.unwrap_or_else(|| unauthenticated("bearer token signature does not verify")),
-        ))
+        Err(Refused::Checked(refused.unwrap_or_else(|| {
+            unauthenticated("bearer token signature does not verify")
+        })))
     }
 
     fn accept(&self, claims: Map<String, Value>) -> Result<Verified, AuthError> {

@@ -65,7 +65,13 @@ mod tests {
         let c = claims(json!({"roles": ["finance", "ops"], "realm_access": {"roles": ["cfo"]},
             "https://x.example/roles": ["a"]}));
         assert_eq!(roles_of(&c, "roles").unwrap().len(), 2);
-        assert_eq!(roles_of(&c, "realm_access.roles").unwrap().into_iter().collect::<Vec<_>>(), ["cfo"]);
+        assert_eq!(
+            roles_of(&c, "realm_access.roles")
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["cfo"]
+        );
         assert_eq!(roles_of(&c, "https://x.example/roles").unwrap().len(), 1);
         assert!(roles_of(&c, "missing.path").unwrap().is_empty());
         assert!(roles_of(&claims(json!({"roles": "finance"})), "roles").is_err());
