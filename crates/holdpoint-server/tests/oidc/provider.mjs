@@ -4,7 +4,7 @@
 //
 //   start  -> {"issuer": URL}
 //   {"op": "token", "kid": K, "claims": {...}}  -> {"token": JWT}
-//   {"op": "rotate", "kid": K}                  -> {"kid": K}  (a new RS256 key)
+//   {"op": "rotate", "kid": K, "alg"?: A}       -> {"kid": K}  (a new key, RS256 by default)
 //   {"op": "stats"}                             -> {"jwks": N}  (JWKS requests served)
 import http from 'node:http';
 import readline from 'node:readline';
@@ -34,7 +34,7 @@ for await (const line of lines) {
     });
     say({ token });
   } else if (cmd.op === 'rotate') {
-    await issuer.keys.generate('RS256', { kid: cmd.kid });
+    await issuer.keys.generate(cmd.alg ?? 'RS256', { kid: cmd.kid });
     say({ kid: cmd.kid });
   } else if (cmd.op === 'stats') {
     say({ jwks });

@@ -102,8 +102,8 @@ impl Provider {
             .to_owned()
     }
 
-    async fn rotate(&mut self, kid: &str) {
-        self.ask(json!({"op": "rotate", "kid": kid})).await;
+    async fn rotate(&mut self, kid: &str, alg: &str) {
+        self.ask(json!({"op": "rotate", "kid": kid, "alg": alg})).await;
     }
 
     async fn jwks_requests(&mut self) -> u64 {
@@ -170,11 +170,19 @@ async fn a_rotated_key_is_fetched_without_a_restart() {
     assert_eq!(agents_status(&s, &old).await.0, 200);
     let before = p.jwks_requests().await;
 
-    p.rotate("k2").await;
+    p.rotate("k2", "RS256").await;
     let new = p.token("k2", finance("olga")).await;
     let (status, body) = agents_status(&s, &new).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(p.jwks_requests().await, before + 1, "one refetch for the new kid");
+    // An ES256 (P-256) key, an algorithm the cache had no key for yet.
+    p.rotate("k3", "ES256").await;
+    let ec = p.token("k3", finance("olga")).await;
+    let (status, body) = agents_status(&s, &ec).await;
+    assert_eq!(status, 200, "{body}");
+    let header: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(ec.split('.').next().unwrap()).unwrap()).unwrap();
+    assert_eq!((&header["alg"], &header["kid"]), (&json!("ES256"), &json!("k3")));
     // The old key is still published, so its tokens still verify.
     assert_eq!(agents_status(&s, &old).await.0, 200);
     s.shutdown().await;

@@ -21,7 +21,7 @@ use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{Mutex, RwLock};
+use tokio::sync::{Mutex, MutexGuard, RwLock};
 use tokio::time::Instant;
 
 use super::key::{JwtAlgorithm, JwtKey, probe};
@@ -187,24 +187,42 @@ impl RemoteKeys {
         &self.source
     }
 
+    /// The keys held now, without fetching.
+    pub(super) async fn current(&self) -> Arc<Vec<JwtKey>> {
+        self.cached.read().await.keys.clone()
+    }
+
     /// The current keys, reread first when they are older than the refresh
-    /// interval (or were never read) and the rate limit allows.
+    /// interval (or were never read) and the rate limit allows. With keys in
+    /// hand, a request does not wait for another's fetch in flight: it uses
+    /// the keys it has.
     pub(super) async fn keys(&self) -> Arc<Vec<JwtKey>> {
-        let stale = {
+        let (stale, empty) = {
             let cached = self.cached.read().await;
-            cached.fresh_until.is_none_or(|until| Instant::now() >= until)
+            (
+                cached.fresh_until.is_none_or(|until| Instant::now() >= until),
+                cached.keys.is_empty(),
+            )
         };
         if stale {
-            self.refetch().await;
+            if empty {
+                self.refetch().await;
+            } else if let Ok(guard) = self.fetching.try_lock() {
+                self.refetch_locked(guard).await;
+            }
         }
-        self.cached.read().await.keys.clone()
+        self.current().await
     }
 
     /// Rereads the keys unless a fetch started within the minimum refetch
     /// interval; waits for a fetch already in flight instead of starting
     /// another. Returns whether this call fetched.
     pub(super) async fn refetch(&self) -> bool {
-        let mut last = self.fetching.lock().await;
+        let guard = self.fetching.lock().await;
+        self.refetch_locked(guard).await
+    }
+
+    async fn refetch_locked(&self, mut last: MutexGuard<'_, Option<Instant>>) -> bool {
         if last.is_some_and(|at| at.elapsed() < self.source.min_refetch_interval) {
             return false;
         }

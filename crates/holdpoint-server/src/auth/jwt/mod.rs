@@ -316,12 +316,11 @@ impl JwtVerifier {
             Some(remote) => {
                 let fetched = remote.keys().await;
                 match self.verify_with(token, &fetched) {
-                    Err(Refused::NoKey(e)) => {
-                        if remote.refetch().await {
-                            self.verify_with(token, &remote.keys().await)
-                        } else {
-                            Err(Refused::NoKey(e))
-                        }
+                    Err(Refused::NoKey(_)) => {
+                        // Rate-limited: a fetch may be refused here, yet a
+                        // concurrent one may just have brought the key.
+                        remote.refetch().await;
+                        self.verify_with(token, &remote.current().await)
                     }
                     other => other,
                 }
