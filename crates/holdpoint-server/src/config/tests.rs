@@ -248,6 +248,15 @@ fn urls_must_be_http() {
     assert!(!e.to_string().contains("tok-123"), "{e}");
     let e = err("[auth.jwt]\njwks_url = \"file:///etc/jwks.json\"\n");
     assert_at(&e, ConfigErrorKind::Url, 2, "auth.jwt.jwks_url");
+    // With a JWKS URL the issuer is any string; for discovery it is a URL.
+    let c = Config::parse(
+        "[auth.jwt]\njwks_url = \"http://h/jwks\"\nissuer = \"holdpoint-tests\"\n",
+        FILE,
+    )
+    .unwrap();
+    assert_eq!(c.jwt().unwrap().issuer.as_deref(), Some("holdpoint-tests"));
+    let e = err("[auth.jwt]\nissuer = \"holdpoint-tests\"\n");
+    assert_at(&e, ConfigErrorKind::Url, 2, "auth.jwt.issuer");
     let e = err("[[mcp.servers]]\nname = \"m\"\nurl = \"ws://mcp\"\n");
     assert_at(&e, ConfigErrorKind::Url, 3, "mcp.servers[0].url");
 }

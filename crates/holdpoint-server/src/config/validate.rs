@@ -307,11 +307,17 @@ impl Checker<'_, '_> {
 
     fn jwt(&self, raw: Spanned<RawJwt>) -> Result<JwtConfig, ConfigError> {
         let j = raw.get_ref();
+        // With `jwks_url` the issuer is only the `iss` to require (any
+        // string); without it, it is where discovery looks, so a URL.
         let issuer = match &j.issuer {
             Some(i) if i.get_ref().contains('#') => {
                 return Err(self.err(i, "auth.jwt.issuer", K::Invalid, "an issuer may not contain `#`"));
             }
-            Some(i) => Some(self.url(i, "auth.jwt.issuer")?),
+            Some(i) if i.get_ref().trim().is_empty() => {
+                return Err(self.err(i, "auth.jwt.issuer", K::Invalid, "must not be empty"));
+            }
+            Some(i) if j.jwks_url.is_none() => Some(self.url(i, "auth.jwt.issuer")?),
+            Some(i) => Some(i.get_ref().clone()),
             None => None,
         };
         let keys = match (&j.jwks_url, &issuer) {

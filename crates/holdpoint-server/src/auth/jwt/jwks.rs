@@ -78,8 +78,9 @@ impl JwksSource {
         }
     }
 
-    /// How long fetched keys are used before they are reread (clamped to
-    /// between the minimum refetch interval and [`Self::MAX_REFRESH`]).
+    /// How long fetched keys are used before they are reread (at most
+    /// [`Self::MAX_REFRESH`]; rereads still start at most once per
+    /// [`min_refetch_interval`](Self::min_refetch_interval)).
     pub fn refresh_interval(mut self, interval: Duration) -> Self {
         self.refresh_interval = interval.min(Self::MAX_REFRESH);
         self
