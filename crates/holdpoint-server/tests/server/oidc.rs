@@ -267,3 +267,33 @@ async fn tokens_for_another_audience_or_issuer_and_forged_tokens_are_401() {
     assert_error(&agents_status(&s, &good).await, 401, "UNAUTHENTICATED", "issuer");
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_config_file_with_a_jwks_url_takes_the_providers_tokens_and_roles() {
+    let Some(mut p) = Provider::start_or_skip("oidc: config file").await else {
+        return;
+    };
+    let text = format!(
+        "[[auth.api_keys]]\nprincipal = \"alice\"\nkey = \"k-alice-0123456789\"\nroles = [\"customer\"]\n\n\
+         [auth]\nroles = [\"finance\"]\n\n\
+         [auth.jwt]\njwks_url = \"{0}/jwks\"\nissuer = \"{0}\"\naudience = \"holdpoint\"\nroles_claim = \"roles\"\n",
+        p.issuer
+    );
+    let config = holdpoint_server::config::Config::parse(&text, "holdpoint.toml").unwrap();
+    let jwt = config.jwt_verifier().unwrap().unwrap();
+    let token = p.token("k1", finance("olga")).await;
+    let id = jwt.identify(&token).await.unwrap();
+    assert_eq!(id.roles.iter().map(String::as_str).collect::<Vec<_>>(), ["finance"]);
+
+    let builder = config.apply_auth(Server::builder().agent(bank(memory()))).unwrap();
+    let mut s = TestServer::start(builder.build().unwrap()).await;
+    assert_eq!(agents_status(&s, &token).await.0, 200);
+    assert_eq!(
+        agents_status(&s, "k-alice-0123456789").await.0,
+        200,
+        "API keys and tokens side by side"
+    );
+    let other = p.token("k1", json!({"sub": "olga", "aud": "elsewhere"})).await;
+    assert_eq!(agents_status(&s, &other).await.0, 401);
+    s.shutdown().await;
+}
