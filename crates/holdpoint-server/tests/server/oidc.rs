@@ -297,3 +297,49 @@ async fn a_config_file_with_a_jwks_url_takes_the_providers_tokens_and_roles() {
     assert_eq!(agents_status(&s, &other).await.0, 401);
     s.shutdown().await;
 }
+
+/// A P-256 public key (generated for these tests).
+const GOOD_JWKS: &str = r#"{"keys": [{"kty": "EC", "crv": "P-256", "use": "sig", "kid": "1",
+    "x": "vyKXO1Eej9p3ZFGwb8MhlkTOjuQoFPodfxNcyCBtTFo", "y": "_IDUncYI-WNsMg1Bbz0sqSNqx_kjeJWzwjB9OnyZ_dA"}]}"#;
+
+/// A key-set host that misbehaves: a body over the limit, no answer, a
+/// redirect to a good key set.
+async fn hostile_host() -> String {
+    use axum::routing::get;
+    let router = axum::Router::new()
+        .route(
+            "/huge",
+            get(|| async { format!("{{\"keys\": [\"{}\"]}}", "x".repeat(300 * 1024)) }),
+        )
+        .route(
+            "/silent",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "{}"
+            }),
+        )
+        .route("/good", get(|| async { GOOD_JWKS }))
+        .route(
+            "/moved",
+            get(|| async { (StatusCode::FOUND, [("location", "/good")], "") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
+#[tokio::test]
+async fn key_set_fetches_are_bounded_in_size_and_time_and_follow_no_redirects() {
+    let base = hostile_host().await;
+    let good = JwtVerifier::jwks(JwksSource::url(format!("{base}/good"))).unwrap();
+    assert_eq!(good.refresh_keys().await, 1);
+    for path in ["/huge", "/silent", "/moved"] {
+        let source = JwksSource::url(format!("{base}{path}")).timeout(Duration::from_millis(300));
+        let jwt = JwtVerifier::jwks(source).unwrap();
+        let keys = tokio::time::timeout(Duration::from_secs(10), jwt.refresh_keys())
+            .await
+            .expect("the fetch is bounded by its timeout");
+        assert_eq!(keys, 0, "{path}");
+    }
+}

@@ -374,6 +374,10 @@ fn key_of(jwk: &Jwk) -> Option<JwtKey> {
 mod tests {
     use super::*;
 
+    /// A P-256 public key (generated for these tests).
+    const EC_X: &str = "vyKXO1Eej9p3ZFGwb8MhlkTOjuQoFPodfxNcyCBtTFo";
+    const EC_Y: &str = "_IDUncYI-WNsMg1Bbz0sqSNqx_kjeJWzwjB9OnyZ_dA";
+
     #[test]
     fn only_rsa_and_p256_signing_keys_are_taken() {
         let doc = serde_json::json!({"keys": [
@@ -384,5 +388,12 @@ mod tests {
         let err = parse_jwks(doc.to_string().as_bytes()).unwrap_err();
         assert!(err.contains("no RS256 or ES256"), "{err}");
         assert!(parse_jwks(b"[]").is_err());
+        let ec = serde_json::json!({"keys": [
+            {"kty": "EC", "crv": "P-256", "kid": "ec", "use": "sig", "x": EC_X, "y": EC_Y},
+            {"kty": "EC", "crv": "P-256", "kid": "wrong-alg", "alg": "RS256", "x": EC_X, "y": EC_Y},
+        ]});
+        let keys = parse_jwks(ec.to_string().as_bytes()).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!((keys[0].kid(), keys[0].algorithm()), (Some("ec"), JwtAlgorithm::Es256));
     }
 }
