@@ -89,7 +89,12 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     if !keys.is_empty() {
         builder = builder.api_keys(keys);
     }
-    if let Some(jwt) = file.map(Config::jwt_verifier).transpose().map_err(|e| e.to_string())?.flatten() {
+    if let Some(jwt) = file
+        .map(Config::jwt_verifier)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .flatten()
+    {
         if jwt.refresh_keys().await == 0 {
             eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
         }
@@ -112,7 +117,11 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
             "configuration {}: {} API keys, {}, {} approval rules",
             c.file().display(),
             c.api_key_entries().len(),
-            if c.jwt().is_some() { "bearer tokens (JWT)" } else { "no JWT" },
+            if c.jwt().is_some() {
+                "bearer tokens (JWT)"
+            } else {
+                "no JWT"
+            },
             c.approval_rules().len()
         );
     }

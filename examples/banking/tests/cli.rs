@@ -305,7 +305,11 @@ async fn serve_with_a_config_file_authenticates_each_key_and_keeps_customers_apa
         assert!(body.to_string().contains("bankingAgent"), "{body}");
     }
     assert_eq!(get("/agents".into(), Some("k-mallory-0123456789")).await.0, 401);
-    assert_eq!(get("/agents".into(), None).await.0, 401, "no anonymous access with configured keys");
+    assert_eq!(
+        get("/agents".into(), None).await.0,
+        401,
+        "no anonymous access with configured keys"
+    );
 
     let agent = format!("{}/agents/bankingAgent", s.base);
     let turn: serde_json::Value = http
@@ -322,7 +326,11 @@ async fn serve_with_a_config_file_authenticates_each_key_and_keeps_customers_apa
     let (_, mine) = get("/agents/bankingAgent/pending".into(), Some(KEYS[0])).await;
     assert_eq!(mine["result"].as_array().unwrap().len(), 1, "{mine}");
     let (_, theirs) = get("/agents/bankingAgent/pending".into(), Some(KEYS[1])).await;
-    assert_eq!(theirs["result"].as_array().unwrap().len(), 0, "bob sees alice's hold: {theirs}");
+    assert_eq!(
+        theirs["result"].as_array().unwrap().len(),
+        0,
+        "bob sees alice's hold: {theirs}"
+    );
 }
 
 #[test]
@@ -336,7 +344,10 @@ fn serve_with_a_bad_config_file_names_the_file_line_and_key() {
     assert!(!ok);
     let at = format!("{}:{line}:", path.display());
     assert!(err.contains(&at), "{err}");
-    assert!(err.contains("`approval.rules[0].approvers[0]`: role \"finanse\" is not declared"), "{err}");
+    assert!(
+        err.contains("`approval.rules[0].approvers[0]`: role \"finanse\" is not declared"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
     for key in KEYS {
         assert!(!err.contains(key), "{err}");
