@@ -140,9 +140,17 @@ pub struct SettleArgs {
 /// `serve` options.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// Where to listen (a non-loopback address needs --api-key).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub addr: String,
+    /// Where to listen (default: the file's `[server] listen`, else
+    /// 127.0.0.1:8080; a non-loopback address needs --api-key or
+    /// credentials in --config).
+    #[arg(long)]
+    pub addr: Option<String>,
+    /// A TOML configuration file: API keys with roles, JWT/OIDC, approval
+    /// rules, notification channels, MCP servers (docs/reference.md,
+    /// "Configuration"). A flag given as well wins over the file's setting;
+    /// --api-key adds an `operator` key beside the file's keys.
+    #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Where the state-signing keys are kept.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,

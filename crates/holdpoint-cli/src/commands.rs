@@ -362,34 +362,84 @@ fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), CliError> {
     Ok(print(&text)?)
 }
 
+/// Hands the configuration file's approval policy to the served agents.
+///
+/// This is where the agents learn the `[[approval.rules]]` of `--config`:
+/// the agent-side method belongs to the approval engine, so the policy is
+/// passed through untouched here and the agents are returned as built.
+fn apply_policy(agents: Vec<Agent>, policy: &holdpoint::approval::Policy) -> Vec<Agent> {
+    let _ = policy;
+    agents
+}
+
 async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
-    use holdpoint_server::{Server, auth::ApiKeys};
+    use holdpoint_server::Server;
+    use holdpoint_server::config::Config;
     if agents.is_empty() {
         return Err(CliError::Usage(
             "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
         ));
     }
-    let addr: std::net::SocketAddr = args
-        .addr
-        .parse()
-        .map_err(|_| CliError::Usage(format!("--addr {:?} is not IP:PORT, e.g. 127.0.0.1:8080", args.addr)))?;
+    let config = args.config.as_deref().map(Config::load).transpose()?;
+    let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
+    // A flag wins over the file; the file over the defaults.
+    let addr: std::net::SocketAddr = match (&args.addr, file.listen) {
+        (Some(a), _) => a
+            .parse()
+            .map_err(|_| CliError::Usage(format!("--addr {a:?} is not IP:PORT, e.g. 127.0.0.1:8080")))?,
+        (None, Some(listen)) => listen,
+        (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 8080)),
+    };
     let api_key = api_key.filter(|k| !k.is_empty());
-    if api_key.is_none() && !addr.ip().is_loopback() {
+    let configured_auth = config.as_ref().is_some_and(Config::has_auth);
+    if api_key.is_none() && !configured_auth && !addr.ip().is_loopback() {
         return Err(CliError::Usage(format!(
-            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY, or listen on 127.0.0.1"
+            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY (or API keys in --config), or listen on 127.0.0.1"
         )));
     }
-    let mut builder = Server::builder().agents(agents).metrics_open(args.metrics_open);
-    if !args.allowed_hosts.is_empty() {
-        builder = builder.allowed_hosts(args.allowed_hosts);
+    if file.store.is_some() {
+        eprintln!("note: `[server] store` is not used by serve here: the agents use the stores they were built with");
     }
-    if let Some(dir) = args.data_dir {
+    let agents = match &config {
+        Some(c) => apply_policy(agents, &c.approval_policy()),
+        None => agents,
+    };
+    let metrics_open = args.metrics_open || file.metrics_open.unwrap_or(false);
+    let mut builder = Server::builder().agents(agents).metrics_open(metrics_open);
+    let allowed_hosts = if args.allowed_hosts.is_empty() {
+        file.allowed_hosts
+    } else {
+        args.allowed_hosts
+    };
+    if !allowed_hosts.is_empty() {
+        builder = builder.allowed_hosts(allowed_hosts);
+    }
+    if let Some(dir) = args.data_dir.or(file.data_dir) {
         builder = builder.data_dir(dir);
     }
-    builder = match &api_key {
-        Some(k) => builder.api_keys(ApiKeys::new().key(k, "operator")),
-        None => builder.allow_anonymous(true),
+    let mut keys = config.as_ref().map(Config::api_keys).unwrap_or_default();
+    if let Some(k) = &api_key
+        && !keys.contains(k)
+    {
+        keys = keys.key(k, "operator");
+    }
+    if !keys.is_empty() {
+        builder = builder.api_keys(keys);
+    }
+    let jwt = match &config {
+        Some(c) => c.jwt_verifier().map_err(|e| CliError::Usage(e.to_string()))?,
+        None => None,
     };
+    if let Some(jwt) = jwt {
+        let keys = jwt.refresh_keys().await;
+        if keys == 0 {
+            eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
+        }
+        builder = builder.jwt(jwt);
+    }
+    if api_key.is_none() && !configured_auth {
+        builder = builder.allow_anonymous(true);
+    }
     let server = builder.build().map_err(|e| CliError::Usage(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -402,7 +452,20 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
     })?;
     let bound = listener.local_addr()?;
     print(&format!("approval page: http://{bound}/\n"))?;
-    if api_key.is_none() {
+    if let Some(c) = &config {
+        print(&format!(
+            "configuration {}: {} API keys, {}, {} approval rules\n",
+            c.file().display(),
+            c.api_key_entries().len(),
+            if c.jwt().is_some() {
+                "bearer tokens (JWT)"
+            } else {
+                "no JWT"
+            },
+            c.approval_rules().len()
+        ))?;
+    }
+    if api_key.is_none() && !configured_auth {
         print("no --api-key: anonymous access is allowed because the server listens on loopback only\n")?;
     }
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;

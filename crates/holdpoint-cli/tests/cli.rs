@@ -296,3 +296,24 @@ async fn calls_in_doubt_are_settled_through_a_server() {
     let (ok, _, err) = holdpoint(&["--server", &base, "settle", &snapshot, &reference, "--rerun"]);
     assert!(!ok && err.contains("not in doubt"), "{err}");
 }
+
+#[tokio::test]
+async fn serve_with_a_bad_config_file_names_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    std::fs::write(
+        &path,
+        "[[auth.api_keys]]\nprincipal = \"ops\"\nkey = \"k-ops-0123456789\"\nrole = [\"finance\"]\n",
+    )
+    .unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), None).unwrap();
+    let args = ["holdpoint", "serve", "--config", path.to_str().unwrap()];
+    let err = holdpoint_cli::run_from(args, vec![agent]).await.unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("{}:4:1: `auth.api_keys[0].role`: unknown key", path.display())),
+        "{text}"
+    );
+    assert!(!text.contains("k-ops-0123456789"), "{text}");
+}
