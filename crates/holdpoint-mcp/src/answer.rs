@@ -6,8 +6,9 @@
 //! `type` is `"elicitation"` for a server's question during a live call and
 //! `"inputRequired"` for a stateless `input_required` result. An answer is
 //! `{"action": "accept", "content": {…}}`, `{"action": "decline"}` or
-//! `{"action": "cancel"}`; a bare restart is `cancel` and
-//! `toolApproved: false` is `decline`. Several questions of one
+//! `{"action": "cancel"}`; a bare restart is `cancel`, an approval's
+//! answer (`toolApproved` or `approved`) is accept without content when
+//! `true` and decline when `false`. Several questions of one
 //! `input_required` result are answered under `responses`, by key.
 
 use std::collections::BTreeMap;
@@ -61,7 +62,11 @@ fn one(map: &Map<String, Value>, at: &str) -> Result<Answer, String> {
             if map.get("content").is_some_and(|c| !c.is_null()) {
                 return Err(format!("{at}: `content` needs `\"action\": \"accept\"`"));
             }
-            Ok(match map.get("toolApproved") {
+            // An approval's answer (`holdpoint approve` / `deny`): approve
+            // accepts without content, deny declines.
+            let approved = map.get("toolApproved").or_else(|| map.get("approved"));
+            Ok(match approved {
+                Some(Value::Bool(true)) => Answer::Accept(None),
                 Some(Value::Bool(false)) => Answer::Decline,
                 _ => Answer::Cancel,
             })
@@ -149,6 +154,7 @@ mod tests {
         assert_eq!(Answers::parse(&obj(json!({"action": "decline"}))).unwrap(), Answers::One(Answer::Decline));
         assert_eq!(Answers::parse(&obj(json!({}))).unwrap(), Answers::One(Answer::Cancel));
         assert_eq!(Answers::parse(&obj(json!({"toolApproved": false}))).unwrap(), Answers::One(Answer::Decline));
+        assert_eq!(Answers::parse(&obj(json!({"approved": true}))).unwrap(), Answers::One(Answer::Accept(None)));
         assert!(Answers::parse(&obj(json!({"action": "maybe"}))).is_err());
         assert!(Answers::parse(&obj(json!({"action": "decline", "content": {}}))).is_err());
         assert!(Answers::parse(&obj(json!({"action": "accept", "content": 5}))).is_err());

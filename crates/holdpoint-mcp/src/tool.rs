@@ -23,6 +23,7 @@ use holdpoint::model::ToolDefinition;
 use holdpoint::tool::{Tool, ToolCall, ToolOutcome};
 use holdpoint::{Error, Result};
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use crate::answer::{self, Answer, Answers, ELICITATION, INPUT_REQUIRED, MCP_KEY};
 use crate::client::{Held, ListedTool, LiveCall, Question, Reply, Shared};
@@ -36,6 +37,30 @@ pub struct McpTool {
 
 /// The `metadata` key of a definition that describes the MCP tool behind it.
 pub const METADATA_KEY: &str = "mcp";
+
+/// The `metadata.mcp` object of a definition made by this crate.
+pub fn mcp_metadata(definition: &ToolDefinition) -> Option<&Map<String, Value>> {
+    definition.metadata.as_ref()?.get(METADATA_KEY)?.as_object()
+}
+
+/// One boolean annotation (`readOnlyHint`, `destructiveHint`,
+/// `idempotentHint`, `openWorldHint`) of an MCP tool's definition, when the
+/// server gave it.
+pub fn hint(definition: &ToolDefinition, name: &str) -> Option<bool> {
+    mcp_metadata(definition)?.get("annotations")?.get(name)?.as_bool()
+}
+
+/// Whether the server says the tool changes nothing (`readOnlyHint: true`).
+pub fn is_read_only(definition: &ToolDefinition) -> bool {
+    hint(definition, "readOnlyHint") == Some(true)
+}
+
+/// Whether the tool may destroy something, by the protocol's defaults: not
+/// read-only, and `destructiveHint` not `false` (it defaults to `true`).
+/// Tools that are not MCP tools count as destructive.
+pub fn may_destroy(definition: &ToolDefinition) -> bool {
+    !is_read_only(definition) && hint(definition, "destructiveHint") != Some(false)
+}
 
 impl McpTool {
     pub(crate) fn new(shared: Arc<Shared>, listed: &ListedTool) -> Self {
@@ -328,17 +353,22 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, call: ToolCall) -> Result<ToolOutcome> {
-        let ctx = call.context;
-        if let (Some(paused), Some(resumed)) = (ctx.answered_interrupt(), ctx.resumed()) {
-            let paused = Some(paused);
-            if let Some(part) = answer::mcp_part(paused, ELICITATION) {
-                return self.answer_live(part, resumed).await;
-            }
-            if let (Some(part), Some(data)) = (answer::mcp_part(paused, INPUT_REQUIRED), paused) {
-                return self.answer_stateless(data, part, resumed, call.input).await;
-            }
-        }
-        Ok(self.send(call.input, None).await)
+        // `outcome` is recorded when the call ends (ok, failed, held).
+        let span = tracing::info_span!(
+            "mcp_call",
+            server = %self.server(),
+            tool = %self.mcp_name,
+            outcome = tracing::field::Empty,
+        );
+        let outcome = self.run(call).instrument(span.clone()).await;
+        let label = match &outcome {
+            Ok(ToolOutcome::Output { .. }) => "ok",
+            Ok(ToolOutcome::Failed(_)) => "failed",
+            Ok(ToolOutcome::Interrupt(_)) => "held",
+            Err(_) => "error",
+        };
+        span.record("outcome", label);
+        outcome
     }
 
     fn check_output(&self, output: &Value) -> Result<()> {
@@ -350,6 +380,23 @@ impl Tool for McpTool {
 
     fn check_resume(&self, resumed: &Map<String, Value>) -> Result<()> {
         Answers::parse(resumed).map(|_| ()).map_err(Error::InvalidArgument)
+    }
+}
+
+impl McpTool {
+    /// A first call, the answer to a live hold, or a stateless retry.
+    async fn run(&self, call: ToolCall) -> Result<ToolOutcome> {
+        let ctx = call.context;
+        if let (Some(paused), Some(resumed)) = (ctx.answered_interrupt(), ctx.resumed()) {
+            let paused = Some(paused);
+            if let Some(part) = answer::mcp_part(paused, ELICITATION) {
+                return self.answer_live(part, resumed).await;
+            }
+            if let (Some(part), Some(data)) = (answer::mcp_part(paused, INPUT_REQUIRED), paused) {
+                return self.answer_stateless(data, part, resumed, call.input).await;
+            }
+        }
+        Ok(self.send(call.input, None).await)
     }
 }
 

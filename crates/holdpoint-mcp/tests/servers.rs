@@ -438,3 +438,109 @@ async fn stateless_input_required_resumes_after_both_restart() {
     assert_eq!(last_tool_output(&model), json!({"restaurant": "Noma", "people": 4}));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "Noma:4\n", "booked once");
 }
+
+/// Counts how often the generate loop really calls the tool it wraps.
+struct Counted {
+    inner: Arc<dyn Tool>,
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl Tool for Counted {
+    fn definition(&self) -> &holdpoint::model::ToolDefinition {
+        self.inner.definition()
+    }
+    async fn call(&self, call: ToolCall) -> holdpoint::Result<ToolOutcome> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.call(call).await
+    }
+    fn check_output(&self, output: &Value) -> holdpoint::Result<()> {
+        self.inner.check_output(output)
+    }
+}
+
+fn gated_agent(model: &ScriptedModel, tools: Vec<Arc<dyn Tool>>, allowed: Vec<String>) -> Agent {
+    Agent::builder("gated")
+        .model(Arc::new(model.clone()))
+        .tools(tools)
+        .middleware(holdpoint::middleware::ToolApproval::allow(allowed).into_middleware())
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap()
+}
+
+async fn decide(agent: &Agent, paused: &AgentOutput, approve: bool) -> AgentOutput {
+    let hold = holdpoint::middleware::ToolApproval::interrupted(&paused.interrupts()[0]).expect("an approval hold");
+    let part = if approve { hold.approve(Some("ok")) } else { hold.deny(Some("no")) }.unwrap();
+    agent
+        .run(
+            AgentInput::resume(Resume::from_parts(vec![part])),
+            AgentInit::session(paused.session_id.clone()),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_mcp_tool_held_by_the_gate_runs_once_when_approved_and_never_when_denied() {
+    let Some(bin) = everything() else { return };
+    let server = McpServer::connect(stdio_config(&bin)).await.unwrap();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let echo: Arc<dyn Tool> = Arc::new(Counted {
+        inner: tool(&server, "everything_echo"),
+        runs: Arc::clone(&runs),
+    });
+    let model = ScriptedModel::new("m");
+    let a = gated_agent(&model, vec![echo], Vec::new());
+
+    model.push(ScriptedTurn::tool_call("everything_echo", json!({"message": "approved"})));
+    let paused = a.run_text("echo").await.unwrap();
+    assert_eq!(paused.finish_reason, FinishReason::Interrupted);
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+    model.push(ScriptedTurn::text("done"));
+    decide(&a, &paused, true).await;
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(last_tool_output(&model), json!("Echo: approved"));
+
+    model.push(ScriptedTurn::tool_call("everything_echo", json!({"message": "denied"})));
+    let paused = a.run_text("echo").await.unwrap();
+    model.push(ScriptedTurn::text("done"));
+    decide(&a, &paused, false).await;
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1, "a denied call never runs");
+    assert!(last_tool_output(&model)["error"].as_str().unwrap_or_default().contains("denied"));
+}
+
+#[tokio::test]
+async fn a_destructive_tool_is_held_by_its_annotation() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("bookings.log");
+    let server = McpServer::connect(stateless_config(&python, &log)).await.unwrap();
+    let tools = server.tools();
+    let cancel = tools.iter().find(|t| t.name() == "stateless_cancel_booking").unwrap();
+    assert!(holdpoint_mcp::may_destroy(cancel.definition()));
+    assert_eq!(holdpoint_mcp::hint(cancel.definition(), "destructiveHint"), Some(true));
+    // Hold every tool that may destroy: allow the others.
+    let allowed: Vec<String> = tools
+        .iter()
+        .filter(|t| !holdpoint_mcp::may_destroy(t.definition()))
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert!(!allowed.contains(&"stateless_cancel_booking".to_owned()));
+    let model = ScriptedModel::new("m");
+    let a = gated_agent(&model, tools, allowed);
+
+    model.push(ScriptedTurn::tool_call("stateless_cancel_booking", json!({"restaurant": "Noma"})));
+    let paused = a.run_text("cancel").await.unwrap();
+    assert_eq!(paused.finish_reason, FinishReason::Interrupted);
+    model.push(ScriptedTurn::text("kept"));
+    decide(&a, &paused, false).await;
+    assert!(!log.exists(), "denied: never ran");
+
+    model.push(ScriptedTurn::tool_call("stateless_cancel_booking", json!({"restaurant": "Noma"})));
+    let paused = a.run_text("cancel").await.unwrap();
+    model.push(ScriptedTurn::text("cancelled"));
+    decide(&a, &paused, true).await;
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "cancelled:Noma\n", "approved: ran once");
+    assert_eq!(last_tool_output(&model), json!({"result": "Cancelled Noma"}));
+}

@@ -1,6 +1,7 @@
 """A stdio MCP server (official Python SDK) for the stateless `input_required`
 flow of the 2026-07-28 revision.
 
+`cancel_booking(restaurant)` is annotated destructive, for approval gates.
 `book_table(restaurant)` asks for the party size with an `InputRequiredResult`
 (one form elicitation under the key "party") and keeps the restaurant in
 `requestState`; the retry with the answer and the echoed state completes the
@@ -26,6 +27,7 @@ from mcp_types import (
     ElicitRequestFormParams,
     InputRequiredResult,
     TextContent,
+    ToolAnnotations,
 )
 
 app = MCPServer(
@@ -81,6 +83,16 @@ async def book_table(restaurant: str, ctx: Context) -> CallToolResult | InputReq
         content=[TextContent(type="text", text=f"Booked {restaurant} for {people}")],
         structured_content={"restaurant": restaurant, "people": people},
     )
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+async def cancel_booking(restaurant: str) -> str:
+    """Cancels a booking (destructive: it cannot be undone)."""
+    log = os.environ.get("HOLDPOINT_MCP_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"cancelled:{restaurant}\n")
+    return f"Cancelled {restaurant}"
 
 
 if __name__ == "__main__":
