@@ -80,9 +80,15 @@ fn one(map: &Map<String, Value>, at: &str) -> Result<Answer, String> {
             if map.get("content").is_some_and(|c| !c.is_null()) {
                 return Err(format!("{at}: `content` is only allowed with `\"action\": \"accept\"`"));
             }
-            Ok(if a == "decline" { Answer::Decline } else { Answer::Cancel })
+            Ok(if a == "decline" {
+                Answer::Decline
+            } else {
+                Answer::Cancel
+            })
         }
-        Some(other) => Err(format!("{at}: `action` must be \"accept\", \"decline\" or \"cancel\", got {other}")),
+        Some(other) => Err(format!(
+            "{at}: `action` must be \"accept\", \"decline\" or \"cancel\", got {other}"
+        )),
     }
 }
 
@@ -151,15 +157,27 @@ mod tests {
             Answers::parse(&obj(json!({"action": "accept", "content": {"name": "Ada"}}))).unwrap(),
             Answers::One(Answer::Accept(Some(content)))
         );
-        assert_eq!(Answers::parse(&obj(json!({"action": "decline"}))).unwrap(), Answers::One(Answer::Decline));
+        assert_eq!(
+            Answers::parse(&obj(json!({"action": "decline"}))).unwrap(),
+            Answers::One(Answer::Decline)
+        );
         assert_eq!(Answers::parse(&obj(json!({}))).unwrap(), Answers::One(Answer::Cancel));
-        assert_eq!(Answers::parse(&obj(json!({"toolApproved": false}))).unwrap(), Answers::One(Answer::Decline));
-        assert_eq!(Answers::parse(&obj(json!({"approved": true}))).unwrap(), Answers::One(Answer::Accept(None)));
+        assert_eq!(
+            Answers::parse(&obj(json!({"toolApproved": false}))).unwrap(),
+            Answers::One(Answer::Decline)
+        );
+        assert_eq!(
+            Answers::parse(&obj(json!({"approved": true}))).unwrap(),
+            Answers::One(Answer::Accept(None))
+        );
         assert!(Answers::parse(&obj(json!({"action": "maybe"}))).is_err());
         assert!(Answers::parse(&obj(json!({"action": "decline", "content": {}}))).is_err());
         assert!(Answers::parse(&obj(json!({"action": "accept", "content": 5}))).is_err());
         let by_key = Answers::parse(&obj(json!({"responses": {"a": {"action": "cancel"}}}))).unwrap();
-        assert_eq!(by_key, Answers::ByKey(BTreeMap::from([("a".to_owned(), Answer::Cancel)])));
+        assert_eq!(
+            by_key,
+            Answers::ByKey(BTreeMap::from([("a".to_owned(), Answer::Cancel)]))
+        );
     }
 
     #[test]

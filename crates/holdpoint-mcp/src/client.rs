@@ -48,8 +48,16 @@ pub(crate) struct ListedTool {
 
 impl ListedTool {
     fn new(raw: Map<String, Value>) -> Self {
-        let input = SchemaValidator::new(raw.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})));
-        let output = raw.get("outputSchema").filter(|s| s.is_object()).cloned().map(SchemaValidator::new);
+        let input = SchemaValidator::new(
+            raw.get("inputSchema")
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"})),
+        );
+        let output = raw
+            .get("outputSchema")
+            .filter(|s| s.is_object())
+            .cloned()
+            .map(SchemaValidator::new);
         ListedTool { raw, input, output }
     }
 
@@ -239,14 +247,15 @@ impl Shared {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (process, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|source| McpError::Spawn {
-                        server: name.clone(),
-                        command: command.clone(),
-                        source,
-                    })?;
+                let (process, stderr) =
+                    TokioChildProcess::builder(cmd)
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .map_err(|source| McpError::Spawn {
+                            server: name.clone(),
+                            command: command.clone(),
+                            source,
+                        })?;
                 let pid = process.id();
                 if let Some(stderr) = stderr {
                     let server = name.clone();
@@ -274,8 +283,10 @@ impl Shared {
                 }
                 let mut custom = HashMap::new();
                 for (k, v) in headers {
-                    let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v))
-                    else {
+                    let (Ok(k), Ok(v)) = (
+                        http::HeaderName::from_bytes(k.as_bytes()),
+                        http::HeaderValue::from_str(v),
+                    ) else {
                         return Err(connect_error(&format!("header \"{k}\" is not a valid HTTP header")));
                     };
                     custom.insert(k, v);
@@ -299,7 +310,9 @@ impl Shared {
         for t in listed {
             match serde_json::to_value(&t) {
                 Ok(Value::Object(raw)) => tools.push(ListedTool::new(raw)),
-                _ => tracing::warn!(server = %self.config.name, tool = %t.name, "a listed tool does not serialise; skipped"),
+                _ => {
+                    tracing::warn!(server = %self.config.name, tool = %t.name, "a listed tool does not serialise; skipped")
+                }
             }
         }
         *self.tools.write().unwrap_or_else(PoisonError::into_inner) = tools;
@@ -338,9 +351,9 @@ impl Shared {
                 Ok(CallToolResponse::Complete(r)) => {
                     serde_json::to_value(&r).map(Reply::Complete).map_err(|e| e.to_string())
                 }
-                Ok(CallToolResponse::InputRequired(r)) => {
-                    serde_json::to_value(&r).map(Reply::InputRequired).map_err(|e| e.to_string())
-                }
+                Ok(CallToolResponse::InputRequired(r)) => serde_json::to_value(&r)
+                    .map(Reply::InputRequired)
+                    .map_err(|e| e.to_string()),
                 Ok(_) => Err("the server answered with a task, which Holdpoint does not poll".to_owned()),
                 Err(rmcp::ServiceError::TransportClosed) => Err(format!(
                     "MCP server \"{server}\" closed the connection during the call; its outcome is unknown"
@@ -366,7 +379,11 @@ impl Shared {
         let cancel = json!({"action": "cancel"});
         let target = {
             let open = self.inflight();
-            if open.len() == 1 { open.values().next().cloned() } else { None }
+            if open.len() == 1 {
+                open.values().next().cloned()
+            } else {
+                None
+            }
         };
         let Some(target) = target else {
             tracing::warn!(
@@ -417,7 +434,10 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let capabilities: ClientCapabilities =
             serde_json::from_value(json!({"elicitation": {"form": {}, "url": {}}})).unwrap_or_default();
-        ClientConfig::new(capabilities, Implementation::new("holdpoint", env!("CARGO_PKG_VERSION")))
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("holdpoint", env!("CARGO_PKG_VERSION")),
+        )
     }
 
     async fn create_elicitation(
@@ -484,7 +504,9 @@ pub struct McpServer {
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServer").field("name", &self.shared.config.name).finish()
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.config.name)
+            .finish()
     }
 }
 
@@ -586,8 +608,17 @@ impl McpServer {
         let state = self.shared.conn.lock().await;
         let conn = state.current.as_ref().filter(|c| c.alive());
         let info = conn.and_then(|c| c.service.peer().peer_info());
-        let last_error = self.shared.last_error.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let mut tools: Vec<String> = self.tool_names().iter().map(|t| self.shared.config.tool_name(t)).collect();
+        let last_error = self
+            .shared
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut tools: Vec<String> = self
+            .tool_names()
+            .iter()
+            .map(|t| self.shared.config.tool_name(t))
+            .collect();
         tools.sort();
         ServerStatus {
             name: self.shared.config.name.clone(),

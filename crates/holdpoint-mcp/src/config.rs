@@ -107,7 +107,11 @@ impl Transport {
 
 impl ServerConfig {
     /// A stdio server running `command` with `args`.
-    pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn stdio(
+        name: impl Into<String>,
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
         ServerConfig {
             command: Some(command.into()),
             args: args.into_iter().map(Into::into).collect(),
@@ -200,9 +204,11 @@ impl ServerConfig {
                 let bearer_token = match (&self.bearer_token, &self.bearer_token_env) {
                     (Some(_), Some(_)) => return Err(self.bad("give `bearer_token` or `bearer_token_env`, not both")),
                     (Some(t), None) => Some(t.clone()),
-                    (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
-                        self.bad(format!("`bearer_token_env`: environment variable {var} is not set"))
-                    })?),
+                    (None, Some(var)) => {
+                        Some(std::env::var(var).map_err(|_| {
+                            self.bad(format!("`bearer_token_env`: environment variable {var} is not set"))
+                        })?)
+                    }
                     (None, None) => None,
                 };
                 for (k, v) in &self.headers {
@@ -227,7 +233,13 @@ impl ServerConfig {
         let template = self.tool_names.as_deref().unwrap_or(DEFAULT_TOOL_NAMES);
         let raw = template.replace("{server}", &self.name).replace("{tool}", tool);
         raw.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     }
 

@@ -80,7 +80,10 @@ impl McpTool {
         }
         meta.insert(
             "annotations".into(),
-            raw.get("annotations").filter(|a| a.is_object()).cloned().unwrap_or_else(|| json!({})),
+            raw.get("annotations")
+                .filter(|a| a.is_object())
+                .cloned()
+                .unwrap_or_else(|| json!({})),
         );
         let mut metadata = Map::new();
         metadata.insert(METADATA_KEY.into(), Value::Object(meta));
@@ -194,7 +197,9 @@ impl McpTool {
         } else {
             mcp.insert(
                 "requestedSchema".into(),
-                p.get("requestedSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+                p.get("requestedSchema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object"})),
             );
         }
         let mut data = Map::new();
@@ -236,12 +241,20 @@ impl McpTool {
         if held.call.tool != self.mcp_name {
             return Ok(self.fail("the hold belongs to another tool"));
         }
-        let mcp = held.data.get(MCP_KEY).and_then(Value::as_object).cloned().unwrap_or_default();
+        let mcp = held
+            .data
+            .get(MCP_KEY)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let problem = if mcp.get("mode").and_then(Value::as_str) == Some("url") {
             matches!(&answer, Answer::Accept(Some(_)))
                 .then(|| "a URL-mode question is answered on the server's page; accept carries no content".to_owned())
         } else {
-            let schema = mcp.get("requestedSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+            let schema = mcp
+                .get("requestedSchema")
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"}));
             answer::check_content(&schema, &answer).err()
         };
         if let Some(problem) = problem {
@@ -263,7 +276,11 @@ impl McpTool {
 
     /// The interrupt of a stateless `input_required` result.
     fn input_required(&self, result: &Value) -> ToolOutcome {
-        let requests = result.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
+        let requests = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         if requests.is_empty() {
             return self.fail("the server asked for input without saying which");
         }
@@ -301,7 +318,11 @@ impl McpTool {
         resumed: &Map<String, Value>,
         input: Value,
     ) -> Result<ToolOutcome> {
-        let requests = part.get("inputRequests").and_then(Value::as_object).cloned().unwrap_or_default();
+        let requests = part
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let answers = match Answers::parse(resumed).map_err(Error::InvalidArgument)? {
             Answers::ByKey(m) => m,
             Answers::One(a) if requests.len() == 1 => requests.keys().map(|k| (k.clone(), a.clone())).collect(),
@@ -326,7 +347,10 @@ impl McpTool {
                     problems.push(format!("\"{key}\": a URL-mode question's accept carries no content"));
                 }
             } else {
-                let schema = req.pointer("/params/requestedSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+                let schema = req
+                    .pointer("/params/requestedSchema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object"}));
                 if let Err(e) = answer::check_content(&schema, answer) {
                     problems.push(format!("\"{key}\": {e}"));
                 }
@@ -405,7 +429,11 @@ impl McpTool {
 /// parts (data URLs), resource links resource parts, embedded resources
 /// and anything else data parts. `isError` is a soft failure with the text.
 pub(crate) fn convert(tool: &str, result: &Value) -> ToolOutcome {
-    let blocks = result.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let blocks = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut texts = Vec::new();
     let mut parts = Vec::new();
     for b in &blocks {
@@ -428,7 +456,11 @@ pub(crate) fn convert(tool: &str, result: &Value) -> ToolOutcome {
         }
     }
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        let text = if texts.is_empty() { "the tool reported an error".to_owned() } else { texts.join("\n") };
+        let text = if texts.is_empty() {
+            "the tool reported an error".to_owned()
+        } else {
+            texts.join("\n")
+        };
         return ToolOutcome::Failed(format!("tool \"{tool}\": {text}"));
     }
     let output = match result.get("structuredContent").filter(|v| !v.is_null()) {
@@ -450,7 +482,9 @@ mod tests {
             {"type": "image", "data": "AAA", "mimeType": "image/png"},
             {"type": "resource_link", "uri": "test://x", "name": "x"}
         ]});
-        let ToolOutcome::Output { output, content } = convert("t", &r) else { panic!("not output") };
+        let ToolOutcome::Output { output, content } = convert("t", &r) else {
+            panic!("not output")
+        };
         assert_eq!(output, json!("a\nb"));
         assert_eq!(content.len(), 2);
         assert!(matches!(&content[0].kind, PartKind::Media(m) if m.url == "data:image/png;base64,AAA"));

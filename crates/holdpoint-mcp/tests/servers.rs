@@ -10,6 +10,8 @@
 //! installed, default `/var/tmp/holdpoint-py/bin/python`). A test whose
 //! server is missing is skipped with a message, and fails when `CI` is set.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,7 +24,8 @@ use holdpoint::{FinishReason, Part, Resume, Role, ScriptedModel, ScriptedTurn, T
 use holdpoint_mcp::{McpServer, ServerConfig};
 use serde_json::{Value, json};
 
-const EVERYTHING_DEFAULT: &str = "/var/tmp/holdpoint-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+const EVERYTHING_DEFAULT: &str =
+    "/var/tmp/holdpoint-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 const PYTHON_DEFAULT: &str = "/var/tmp/holdpoint-py/bin/python";
 
 fn missing(what: &str, hint: &str) -> Option<PathBuf> {
@@ -63,7 +66,11 @@ fn python() -> Option<PathBuf> {
 }
 
 fn stdio_config(bin: &std::path::Path) -> ServerConfig {
-    ServerConfig::stdio("everything", "node", [bin.to_string_lossy().into_owned(), "stdio".into()])
+    ServerConfig::stdio(
+        "everything",
+        "node",
+        [bin.to_string_lossy().into_owned(), "stdio".into()],
+    )
 }
 
 /// Waits (bounded) until the server lists `tool`; the everything server
@@ -149,7 +156,10 @@ async fn echo_runs_through_an_agent_and_bad_arguments_never_reach_the_server() {
     let Some(bin) = everything() else { return };
     let server = McpServer::connect(stdio_config(&bin)).await.unwrap();
     let model = ScriptedModel::new("m");
-    model.push(ScriptedTurn::tool_call("everything_echo", json!({"message": "hold the line"})));
+    model.push(ScriptedTurn::tool_call(
+        "everything_echo",
+        json!({"message": "hold the line"}),
+    ));
     model.push(ScriptedTurn::text("done"));
     let a = agent(&model, server.tools(), Arc::new(InMemoryStore::new()));
     let out = a.run_text("echo it").await.unwrap();
@@ -237,7 +247,10 @@ async fn elicitation_is_a_hold_answered_by_accept_decline_and_cancel() {
     let name = "everything_trigger-elicitation-request";
 
     for (resume, expect) in [
-        (json!({"action": "accept", "content": {"name": "Ada", "integer": 7}}), "Name: Ada"),
+        (
+            json!({"action": "accept", "content": {"name": "Ada", "integer": 7}}),
+            "Name: Ada",
+        ),
         (json!({"action": "decline"}), "declined"),
         (json!({"action": "cancel"}), "cancelled"),
     ] {
@@ -245,7 +258,10 @@ async fn elicitation_is_a_hold_answered_by_accept_decline_and_cancel() {
         let paused = a.run_text("ask me").await.unwrap();
         assert_eq!(paused.finish_reason, FinishReason::Interrupted, "{paused:?}");
         let data = paused.interrupts()[0].interrupt_data().unwrap();
-        assert_eq!(data["message"], json!("Please provide inputs for the following fields:"));
+        assert_eq!(
+            data["message"],
+            json!("Please provide inputs for the following fields:")
+        );
         assert_eq!(data["mcp"]["type"], json!("elicitation"));
         assert_eq!(data["mcp"]["mode"], json!("form"));
         assert_eq!(data["mcp"]["server"], json!("everything"));
@@ -256,7 +272,10 @@ async fn elicitation_is_a_hold_answered_by_accept_decline_and_cancel() {
         let done = answer(&a, &paused, resume).await;
         assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
         let output = last_tool_output(&model);
-        assert!(output.as_str().unwrap_or_default().contains(expect), "{expect}: {output}");
+        assert!(
+            output.as_str().unwrap_or_default().contains(expect),
+            "{expect}: {output}"
+        );
         assert_eq!(server.held_calls(), 0);
     }
 }
@@ -268,7 +287,10 @@ async fn content_that_breaks_the_requested_schema_asks_again() {
     wait_for_tool(&server, "trigger-elicitation-request").await;
     let model = ScriptedModel::new("m");
     let a = agent(&model, server.tools(), Arc::new(InMemoryStore::new()));
-    model.push(ScriptedTurn::tool_call("everything_trigger-elicitation-request", json!({})));
+    model.push(ScriptedTurn::tool_call(
+        "everything_trigger-elicitation-request",
+        json!({}),
+    ));
     let paused = a.run_text("ask me").await.unwrap();
     // `integer` must be at most 100, and `name` is required.
     let again = answer(&a, &paused, json!({"action": "accept", "content": {"integer": 1000}})).await;
@@ -280,7 +302,12 @@ async fn content_that_breaks_the_requested_schema_asks_again() {
     model.push(ScriptedTurn::text("ok"));
     let done = answer(&a, &again, json!({"action": "accept", "content": {"name": "Ada"}})).await;
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
-    assert!(last_tool_output(&model).as_str().unwrap_or_default().contains("Name: Ada"));
+    assert!(
+        last_tool_output(&model)
+            .as_str()
+            .unwrap_or_default()
+            .contains("Name: Ada")
+    );
 }
 
 #[tokio::test]
@@ -292,7 +319,10 @@ async fn a_held_call_whose_process_is_gone_is_in_doubt_and_never_rerun() {
         let server = McpServer::connect(stdio_config(&bin)).await.unwrap();
         wait_for_tool(&server, "trigger-elicitation-request").await;
         let a = agent(&model, server.tools(), Arc::clone(&store));
-        model.push(ScriptedTurn::tool_call("everything_trigger-elicitation-request", json!({})));
+        model.push(ScriptedTurn::tool_call(
+            "everything_trigger-elicitation-request",
+            json!({}),
+        ));
         let paused = a.run_text("ask me").await.unwrap();
         server.close().await;
         paused
@@ -306,7 +336,10 @@ async fn a_held_call_whose_process_is_gone_is_in_doubt_and_never_rerun() {
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     let output = last_tool_output(&model);
     let error = output["error"].as_str().unwrap_or_default();
-    assert!(error.contains("no longer open") && error.contains("not run again"), "{output}");
+    assert!(
+        error.contains("no longer open") && error.contains("not run again"),
+        "{output}"
+    );
 }
 
 #[tokio::test]
@@ -330,11 +363,20 @@ async fn a_server_killed_mid_call_is_a_tool_failure_and_is_restarted() {
     }
     assert_eq!(server.open_calls(), 1);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let killed = std::process::Command::new("kill").args(["-9", &first_pid.to_string()]).status().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &first_pid.to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     // Bounded: a hang fails the test instead of blocking it.
-    let out = tokio::time::timeout(Duration::from_secs(20), call).await.expect("the call hung").unwrap().unwrap();
-    let ToolOutcome::Failed(message) = out else { panic!("expected a tool failure, got {out:?}") };
+    let out = tokio::time::timeout(Duration::from_secs(20), call)
+        .await
+        .expect("the call hung")
+        .unwrap()
+        .unwrap();
+    let ToolOutcome::Failed(message) = out else {
+        panic!("expected a tool failure, got {out:?}")
+    };
     assert!(message.contains("closed the connection"), "{message}");
     assert_eq!(server.open_calls(), 0);
 
@@ -385,7 +427,8 @@ fn configuration_is_checked() {
     assert_eq!(named.tool_name("get.thing"), "my_server_get_thing");
     named.tool_names = Some("mcp-{tool}".into());
     assert_eq!(named.tool_name("echo"), "mcp-echo");
-    let parsed: ServerConfig = serde_json::from_value(json!({"name": "e", "command": "node", "args": ["a"], "agents": ["bank"]})).unwrap();
+    let parsed: ServerConfig =
+        serde_json::from_value(json!({"name": "e", "command": "node", "args": ["a"], "agents": ["bank"]})).unwrap();
     assert!(parsed.serves("bank") && !parsed.serves("other"));
     assert!(serde_json::from_value::<ServerConfig>(json!({"name": "e", "comand": "node"})).is_err());
 }
@@ -393,8 +436,13 @@ fn configuration_is_checked() {
 fn stateless_config(python: &std::path::Path, log: &std::path::Path) -> ServerConfig {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/stateless_server.py");
     let mut config = ServerConfig::stdio("stateless", python.to_string_lossy().into_owned(), [script]);
-    config.env.insert("HOLDPOINT_MCP_LOG".into(), log.to_string_lossy().into_owned());
-    config.env.insert("HOLDPOINT_MCP_STATE_KEY".into(), "holdpoint-test-key-0123456789abcdef".into());
+    config
+        .env
+        .insert("HOLDPOINT_MCP_LOG".into(), log.to_string_lossy().into_owned());
+    config.env.insert(
+        "HOLDPOINT_MCP_STATE_KEY".into(),
+        "holdpoint-test-key-0123456789abcdef".into(),
+    );
     config
 }
 
@@ -409,14 +457,20 @@ async fn stateless_input_required_resumes_after_both_restart() {
     let paused = {
         let server = McpServer::connect(stateless_config(&python, &log)).await.unwrap();
         let a = agent(&model, server.tools(), Arc::clone(&store));
-        model.push(ScriptedTurn::tool_call("stateless_book_table", json!({"restaurant": "Noma"})));
+        model.push(ScriptedTurn::tool_call(
+            "stateless_book_table",
+            json!({"restaurant": "Noma"}),
+        ));
         let paused = a.run_text("book it").await.unwrap();
         assert_eq!(paused.finish_reason, FinishReason::Interrupted, "{paused:?}");
         let data = paused.interrupts()[0].interrupt_data().unwrap();
         assert_eq!(data["mcp"]["type"], json!("inputRequired"));
         assert_eq!(data["message"], json!("How many people for Noma?"));
         assert!(data["mcp"]["requestState"].is_string(), "{data:?}");
-        assert_eq!(data["mcp"]["inputRequests"]["party"]["method"], json!("elicitation/create"));
+        assert_eq!(
+            data["mcp"]["inputRequests"]["party"]["method"],
+            json!("elicitation/create")
+        );
         server.close().await;
         paused
     };
@@ -429,11 +483,19 @@ async fn stateless_input_required_resumes_after_both_restart() {
     let again = answer(&a, &paused, json!({"action": "accept", "content": {"people": 40}})).await;
     assert_eq!(again.finish_reason, FinishReason::Interrupted, "{again:?}");
     let data = again.interrupts()[0].interrupt_data().unwrap();
-    assert!(data["error"].as_str().unwrap_or_default().contains("people"), "{data:?}");
+    assert!(
+        data["error"].as_str().unwrap_or_default().contains("people"),
+        "{data:?}"
+    );
     assert!(!log.exists());
 
     model.push(ScriptedTurn::text("booked"));
-    let done = answer(&a, &again, json!({"responses": {"party": {"action": "accept", "content": {"people": 4}}}})).await;
+    let done = answer(
+        &a,
+        &again,
+        json!({"responses": {"party": {"action": "accept", "content": {"people": 4}}}}),
+    )
+    .await;
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(last_tool_output(&model), json!({"restaurant": "Noma", "people": 4}));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "Noma:4\n", "booked once");
@@ -471,7 +533,12 @@ fn gated_agent(model: &ScriptedModel, tools: Vec<Arc<dyn Tool>>, allowed: Vec<St
 
 async fn decide(agent: &Agent, paused: &AgentOutput, approve: bool) -> AgentOutput {
     let hold = holdpoint::middleware::ToolApproval::interrupted(&paused.interrupts()[0]).expect("an approval hold");
-    let part = if approve { hold.approve(Some("ok")) } else { hold.deny(Some("no")) }.unwrap();
+    let part = if approve {
+        hold.approve(Some("ok"))
+    } else {
+        hold.deny(Some("no"))
+    }
+    .unwrap();
     agent
         .run(
             AgentInput::resume(Resume::from_parts(vec![part])),
@@ -493,7 +560,10 @@ async fn an_mcp_tool_held_by_the_gate_runs_once_when_approved_and_never_when_den
     let model = ScriptedModel::new("m");
     let a = gated_agent(&model, vec![echo], Vec::new());
 
-    model.push(ScriptedTurn::tool_call("everything_echo", json!({"message": "approved"})));
+    model.push(ScriptedTurn::tool_call(
+        "everything_echo",
+        json!({"message": "approved"}),
+    ));
     let paused = a.run_text("echo").await.unwrap();
     assert_eq!(paused.finish_reason, FinishReason::Interrupted);
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
@@ -506,8 +576,17 @@ async fn an_mcp_tool_held_by_the_gate_runs_once_when_approved_and_never_when_den
     let paused = a.run_text("echo").await.unwrap();
     model.push(ScriptedTurn::text("done"));
     decide(&a, &paused, false).await;
-    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1, "a denied call never runs");
-    assert!(last_tool_output(&model)["error"].as_str().unwrap_or_default().contains("denied"));
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a denied call never runs"
+    );
+    assert!(
+        last_tool_output(&model)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("denied")
+    );
 }
 
 #[tokio::test]
@@ -530,17 +609,71 @@ async fn a_destructive_tool_is_held_by_its_annotation() {
     let model = ScriptedModel::new("m");
     let a = gated_agent(&model, tools, allowed);
 
-    model.push(ScriptedTurn::tool_call("stateless_cancel_booking", json!({"restaurant": "Noma"})));
+    model.push(ScriptedTurn::tool_call(
+        "stateless_cancel_booking",
+        json!({"restaurant": "Noma"}),
+    ));
     let paused = a.run_text("cancel").await.unwrap();
     assert_eq!(paused.finish_reason, FinishReason::Interrupted);
     model.push(ScriptedTurn::text("kept"));
     decide(&a, &paused, false).await;
     assert!(!log.exists(), "denied: never ran");
 
-    model.push(ScriptedTurn::tool_call("stateless_cancel_booking", json!({"restaurant": "Noma"})));
+    model.push(ScriptedTurn::tool_call(
+        "stateless_cancel_booking",
+        json!({"restaurant": "Noma"}),
+    ));
     let paused = a.run_text("cancel").await.unwrap();
     model.push(ScriptedTurn::text("cancelled"));
     decide(&a, &paused, true).await;
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "cancelled:Noma\n", "approved: ran once");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "cancelled:Noma\n",
+        "approved: ran once"
+    );
     assert_eq!(last_tool_output(&model), json!({"result": "Cancelled Noma"}));
+}
+
+#[tokio::test]
+async fn a_url_mode_question_is_answered_without_content() {
+    let Some(bin) = everything() else { return };
+    let server = McpServer::connect(stdio_config(&bin)).await.unwrap();
+    wait_for_tool(&server, "trigger-url-elicitation").await;
+    let model = ScriptedModel::new("m");
+    let a = agent(&model, server.tools(), Arc::new(InMemoryStore::new()));
+    model.push(ScriptedTurn::tool_call(
+        "everything_trigger-url-elicitation",
+        json!({"url": "https://example.com/connect", "message": "Sign in on the page"}),
+    ));
+    let paused = a.run_text("connect").await.unwrap();
+    let data = paused.interrupts()[0].interrupt_data().unwrap();
+    assert_eq!(data["message"], json!("Sign in on the page"));
+    assert_eq!(data["mcp"]["mode"], json!("url"));
+    assert_eq!(data["mcp"]["url"], json!("https://example.com/connect"));
+    assert!(data["mcp"].get("requestedSchema").is_none(), "{data:?}");
+    // A secret typed into Holdpoint is refused: the question is asked again.
+    let again = answer(
+        &a,
+        &paused,
+        json!({"action": "accept", "content": {"password": "hunter2"}}),
+    )
+    .await;
+    assert_eq!(again.finish_reason, FinishReason::Interrupted);
+    let data = again.interrupts()[0].interrupt_data().unwrap();
+    assert!(
+        data["error"].as_str().unwrap_or_default().contains("no content"),
+        "{data:?}"
+    );
+    // `holdpoint approve`'s answer: accept, nothing else.
+    model.push(ScriptedTurn::text("connected"));
+    let done = answer(&a, &again, json!({"approved": true})).await;
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    let output = last_tool_output(&model);
+    assert!(
+        output
+            .as_str()
+            .unwrap_or_default()
+            .contains("completed the URL elicitation"),
+        "{output}"
+    );
 }
