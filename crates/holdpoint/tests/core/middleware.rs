@@ -641,9 +641,12 @@ async fn an_iteration_hook_that_skips_next_is_a_clear_error() {
     assert!(s.model.requests().is_empty());
 }
 
+/// The interrupt data each restart of `ticket` said it answers.
+type Answered = Arc<Mutex<Vec<Option<Map<String, Value>>>>>;
+
 /// A tool that pauses with `{"ticket": "t-1"}` until restarted, recording
 /// the interrupt data each restart says it answers.
-fn ticket_tool(seen: &Arc<Mutex<Vec<Option<Map<String, Value>>>>>) -> holdpoint::tool::DynamicTool {
+fn ticket_tool(seen: &Answered) -> holdpoint::tool::DynamicTool {
     let seen = Arc::clone(seen);
     holdpoint::tool::DynamicTool::new(
         "ticket",
@@ -664,7 +667,7 @@ fn ticket_tool(seen: &Arc<Mutex<Vec<Option<Map<String, Value>>>>>) -> holdpoint:
 
 #[tokio::test]
 async fn a_restart_of_the_tools_own_hold_shows_the_interrupt_it_answers() {
-    let seen: Arc<Mutex<Vec<Option<Map<String, Value>>>>> = Arc::default();
+    let seen = Answered::default();
     let s = Scenario::new([calls(&[("ticket", json!({}))]), ScriptedTurn::text("ok")]).tool(ticket_tool(&seen));
     let paused = s.pause().await;
     paused.restart_with(0, json!({"answer": 1})).resume().await;
