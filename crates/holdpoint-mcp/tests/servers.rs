@@ -677,3 +677,41 @@ async fn a_url_mode_question_is_answered_without_content() {
         "{output}"
     );
 }
+
+#[tokio::test]
+async fn a_question_while_several_calls_are_open_is_never_routed_to_a_guess() {
+    let Some(bin) = everything() else { return };
+    let server = McpServer::connect(stdio_config(&bin)).await.unwrap();
+    wait_for_tool(&server, "trigger-elicitation-request").await;
+    let long = tool(&server, "everything_trigger-long-running-operation");
+    let running = tokio::spawn(async move {
+        long.call(ToolCall {
+            input: json!({"duration": 6, "steps": 3}),
+            context: ToolContext::new("everything_trigger-long-running-operation"),
+        })
+        .await
+    });
+    for _ in 0..100 {
+        if server.open_calls() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another call asks a question while the first is still open: nobody can
+    // tell whose it is, so the server is told cancel and nothing is held.
+    let ask = tool(&server, "everything_trigger-elicitation-request");
+    let out = ask
+        .call(ToolCall {
+            input: json!({}),
+            context: ToolContext::new("everything_trigger-elicitation-request"),
+        })
+        .await
+        .unwrap();
+    let ToolOutcome::Output { output, .. } = out else {
+        panic!("expected the server's answer, got {out:?}")
+    };
+    assert!(output.as_str().unwrap_or_default().contains("cancelled"), "{output}");
+    assert_eq!(server.held_calls(), 0);
+    let done = running.await.unwrap().unwrap();
+    assert!(matches!(done, ToolOutcome::Output { .. }), "{done:?}");
+}
