@@ -327,6 +327,7 @@ impl Shared {
         arguments: Map<String, Value>,
         retry: Option<(Value, Option<String>)>,
     ) -> Result<LiveCall, McpError> {
+        self.sweep_held();
         let conn = self.connection().await?;
         let mut params = json!({"name": tool, "arguments": arguments});
         if let Some((responses, state)) = retry {
