@@ -44,6 +44,12 @@ pub enum Command {
     /// Answer a paused call with an output, without running the tool (a call
     /// in doubt is settled with `settle`).
     Respond(RespondArgs),
+    /// Answer a tool's own question (an MCP server's elicitation): the call
+    /// restarts with the answer and the turn goes on.
+    Answer(AnswerArgs),
+    /// MCP servers of a configuration file: status and tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Calls left in doubt: a resume claimed them and its process died,
     /// so they may or may not have run (never re-run on their own).
     InDoubt(ListArgs),
@@ -117,6 +123,35 @@ pub struct RespondArgs {
     /// The tool's output as JSON, e.g. '{"success": true}'.
     #[arg(long)]
     pub output: String,
+}
+
+/// `answer` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct AnswerArgs {
+    /// The snapshot holding the paused call.
+    pub snapshot: String,
+    /// The call's ref.
+    #[arg(name = "REF")]
+    pub reference: String,
+    /// accept, decline or cancel.
+    #[arg(long, value_parser = ["accept", "decline", "cancel"])]
+    pub action: String,
+    /// With accept: the answer as a JSON object, checked against the
+    /// question's schema, e.g. '{"name": "Ada"}'.
+    #[arg(long)]
+    pub content: Option<String>,
+}
+
+/// `mcp …`.
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Connect to each `[[mcp.servers]]` entry of the file and list its
+    /// status and tools.
+    List {
+        /// The TOML file with `[[mcp.servers]]`.
+        #[arg(long, env = "HOLDPOINT_CONFIG")]
+        config: PathBuf,
+    },
 }
 
 /// `settle` arguments.

@@ -23,6 +23,9 @@ pub enum Decision {
     Deny(Option<String>),
     /// Answer with this output without running the tool.
     Respond(Value),
+    /// Restart the tool's own interrupt with this resume data (an answer to
+    /// the tool's question).
+    Restart(Value),
 }
 
 impl Decision {
@@ -35,6 +38,7 @@ impl Decision {
             (Decision::Approve(reason), None) => part.restart(Some(approval(true, reason))),
             (Decision::Deny(reason), None) => part.restart(Some(approval(false, reason))),
             (Decision::Respond(output), _) => part.respond(output.clone()),
+            (Decision::Restart(data), _) => part.restart(Some(data.clone())),
         }
     }
 }

@@ -7,7 +7,7 @@ use holdpoint::session::{AuditRecord, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::args::{Cli, Command, ServeArgs, SessionsCommand};
+use crate::args::{Cli, Command, McpCommand, ServeArgs, SessionsCommand};
 use crate::backend::{Backend, Decision, pending_of};
 use crate::error::CliError;
 use crate::output::{Table, count, cut, print, print_json, time, with_progress};
@@ -287,6 +287,30 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 .await?,
             "denied",
         ),
+        Command::Answer(a) => {
+            let mut data = serde_json::json!({"action": a.action});
+            if let Some(content) = &a.content {
+                let content: Value = serde_json::from_str(content).map_err(|e| {
+                    CliError::Usage(format!(
+                        "--content is not valid JSON ({e}): quote it, e.g. --content '{{\"name\": \"Ada\"}}'"
+                    ))
+                })?;
+                if !content.is_object() || a.action != "accept" {
+                    return Err(CliError::Usage(
+                        "--content takes a JSON object, and only with --action accept".into(),
+                    ));
+                }
+                data["content"] = content;
+            }
+            decided(
+                cli.json,
+                backend
+                    .decide(&a.snapshot, &a.reference, &Decision::Restart(data))
+                    .await?,
+                "answered",
+            )
+        }
+        Command::Mcp(McpCommand::List { config }) => crate::mcp::list(&config, cli.json).await,
         Command::Respond(r) => {
             let output: Value = serde_json::from_str(&r.output).map_err(|e| {
                 CliError::Usage(format!(
