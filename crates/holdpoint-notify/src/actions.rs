@@ -3,10 +3,10 @@
 //! the server, so the server (or the agent) implements [`HoldActions`].
 
 use async_trait::async_trait;
+use holdpoint::agent::AgentInit;
 use holdpoint::agent::{Agent, AgentInput, RunOptions};
 use holdpoint::session::Snapshot;
-use holdpoint::{Error, Resume, Result};
-use holdpoint::agent::AgentInit;
+use holdpoint::{Error, Result, Resume};
 use serde_json::json;
 
 /// The held call a timer is about.
@@ -110,4 +110,3 @@ fn denial(row: &Snapshot, hold: &HoldRef) -> Result<holdpoint::Part> {
         "reason": "the approval expired",
     })))
 }
-

@@ -51,7 +51,9 @@ impl Route {
 /// The text of an HTTP status failure, and whether it is final.
 pub(crate) fn http_failure(status: reqwest::StatusCode) -> DeliveryError {
     if status == reqwest::StatusCode::GONE {
-        DeliveryError::Gone(format!("HTTP {status}: the endpoint is gone; it gets no more deliveries"))
+        DeliveryError::Gone(format!(
+            "HTTP {status}: the endpoint is gone; it gets no more deliveries"
+        ))
     } else {
         DeliveryError::Retry(format!("HTTP {status}"))
     }

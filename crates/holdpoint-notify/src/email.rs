@@ -26,7 +26,9 @@ pub(crate) fn transport(
 ) -> Result<AsyncSmtpTransport<Tokio1Executor>, NotifyError> {
     let bad = |e: lettre::transport::smtp::Error| NotifyError::Invalid(format!("notify.smtp: {e}"));
     let mut builder = match smtp.tls {
-        SmtpTls::None => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host).port(smtp.port.unwrap_or(25)),
+        SmtpTls::None => {
+            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host).port(smtp.port.unwrap_or(25))
+        }
         SmtpTls::Starttls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host)
             .map_err(bad)?
             .port(smtp.port.unwrap_or(587)),
@@ -58,7 +60,11 @@ fn html_escape(s: &str) -> String {
 /// The text and HTML bodies of `n`.
 pub(crate) fn bodies(n: &Notification) -> (String, String) {
     let text = format!("{}\n\n{}\n", n.title(), n.lines().join("\n"));
-    let mut html = format!("<h2>{}</h2>\n<p><b>Tool:</b> {}</p>\n", html_escape(&n.title()), html_escape(n.tool()));
+    let mut html = format!(
+        "<h2>{}</h2>\n<p><b>Tool:</b> {}</p>\n",
+        html_escape(&n.title()),
+        html_escape(n.tool())
+    );
     let input = n.readable_input();
     if !input.is_empty() {
         html.push_str("<p><b>Input:</b></p>\n<ul>\n");
@@ -69,7 +75,10 @@ pub(crate) fn bodies(n: &Notification) -> (String, String) {
     }
     let approvers = n.approvers();
     if !approvers.is_empty() {
-        html.push_str(&format!("<p><b>Who may approve:</b> {}</p>\n", html_escape(&approvers.join(", "))));
+        html.push_str(&format!(
+            "<p><b>Who may approve:</b> {}</p>\n",
+            html_escape(&approvers.join(", "))
+        ));
     }
     if let Some(at) = n.expires_at() {
         html.push_str(&format!("<p><b>Expires:</b> {}</p>\n", html_escape(at)));

@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use chrono::Utc;
-use holdpoint::session::outbox::{
-    ESCALATE_TO, EVENT_TYPES, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT, ON_EXPIRE,
-};
+use holdpoint::session::outbox::{ESCALATE_TO, EVENT_TYPES, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT, ON_EXPIRE};
 use holdpoint::session::{OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, SessionStore};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -146,11 +144,10 @@ impl Notifier {
                 if e.to.is_empty() {
                     return Err(NotifyError::Invalid(format!("{what}.to: no recipients")));
                 }
-                let to = e
-                    .to
-                    .iter()
-                    .map(|a| mailbox(&format!("{what}.to"), a))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let to =
+                    e.to.iter()
+                        .map(|a| mailbox(&format!("{what}.to"), a))
+                        .collect::<Result<Vec<_>, _>>()?;
                 check_events(&format!("{what}.events"), &e.events)?;
                 channels.push(Arc::new(EmailChannel {
                     id: format!("email:{i}"),
@@ -414,7 +411,8 @@ impl Worker {
             }
             return match self.store.get_latest_snapshot(&row.session_id).await {
                 Ok(Some(latest))
-                    if latest.snapshot_id != row.snapshot_id && !latest.is_unfinished_successor_of(&row.snapshot_id) =>
+                    if latest.snapshot_id != row.snapshot_id
+                        && !latest.is_unfinished_successor_of(&row.snapshot_id) =>
                 {
                     Fire::Cancel("the resume wrote its outcome".into())
                 }
@@ -430,7 +428,12 @@ impl Worker {
             session_id: event.session_id.clone(),
             snapshot_id: event.snapshot_id.clone(),
             reference: event.reference().map(str::to_owned),
-            tool: event.data.get("tool").and_then(|t| t.as_str()).unwrap_or_default().to_owned(),
+            tool: event
+                .data
+                .get("tool")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_owned(),
         };
         let on_expire = event
             .data
