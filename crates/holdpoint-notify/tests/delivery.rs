@@ -604,3 +604,89 @@ async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
     assert!(html.contains("<a href="), "{html}");
     server.kill().await.ok();
 }
+
+/// An agent answers its own expired hold when the expiry timer fires with
+/// `onExpire = "deny"`: the call never runs, the model is told the approval
+/// expired, the audit records `expired`, and `hold.expired` and
+/// `hold.decided` go out.
+#[tokio::test]
+async fn an_agent_denies_its_expired_hold_when_the_timer_fires() {
+    use holdpoint::agent::{Agent, AgentInit, AgentInput};
+    use holdpoint::session::{AuditDecision, AuditQuery};
+    use holdpoint::tool::{DynamicTool, ToolContext};
+    use holdpoint::{ScriptedModel, ScriptedTurn};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let (receiver, addr) = Receiver::start(&[]).await;
+    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let transfer = DynamicTool::new(
+        "transferMoney",
+        "moves money",
+        json!({"type": "object"}),
+        move |ctx: ToolContext, _input: Value| {
+            let counter = Arc::clone(&counter);
+            async move {
+                if ctx.is_resumed() {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    return Ok(json!({"done": true}));
+                }
+                // Held for finance; the deadline passed while nothing ran.
+                let past = (Utc::now() - chrono::Duration::seconds(2)).to_rfc3339();
+                Err(ctx.interrupt(json!({"approvers": ["finance"], "expiresAt": past, "onExpire": "deny"})))
+            }
+        },
+    )
+    .into_tool();
+    let model = ScriptedModel::from_fn("scripted/expiry", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == Role::Tool {
+            return Some(ScriptedTurn::text(format!("noted: {}", last.content.len())));
+        }
+        Some(ScriptedTurn::tool_call("transferMoney", json!({"amount": 50000})))
+    });
+    let agent = Agent::builder("bankingAgent")
+        .model(Arc::new(model))
+        .tools([transfer])
+        .store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let held = agent.run(AgentInput::text("pay ACME"), AgentInit::new()).await.unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted);
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+
+    let config = NotifyConfig {
+        webhooks: vec![webhook(addr, "/hook")],
+        worker: fast(),
+        ..Default::default()
+    };
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).actions(Arc::new(agent.clone()));
+    let expired_sent = || {
+        receiver
+            .on("/hook")
+            .iter()
+            .any(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["type"] == HOLD_EXPIRED)
+    };
+    drive(&worker, expired_sent).await;
+    for _ in 0..3 {
+        worker.run_once().await.unwrap();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "an expired hold's call never runs");
+    let trail = agent.audit(AuditQuery::default()).await.unwrap();
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0].decision, AuditDecision::Expired);
+    assert_eq!(trail[0].snapshot_id, snapshot_id);
+    assert!(!store.get_snapshot(&snapshot_id).await.unwrap().unwrap().is_waiting());
+    let latest = store.get_latest_snapshot(&held.session_id).await.unwrap().unwrap();
+    let told = serde_json::to_string(&latest.state.unwrap().messages).unwrap();
+    assert!(told.contains("approval expired"), "{told}");
+    let decided: Vec<Value> = receiver
+        .on("/hook")
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())
+        .filter(|b| b["type"] == "hold.decided")
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["data"]["decisions"][0]["decision"], "expired");
+}
