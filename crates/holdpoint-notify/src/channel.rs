@@ -40,7 +40,7 @@ pub(crate) struct Route {
 
 impl Route {
     pub fn serves(&self, n: &Notification) -> bool {
-        if !self.events.is_empty() && !self.events.iter().any(|e| *e == n.kind) {
+        if !self.events.is_empty() && !self.events.contains(&n.kind) {
             return false;
         }
         let approvers = n.approvers();

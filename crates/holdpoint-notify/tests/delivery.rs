@@ -3,6 +3,7 @@
 //!
 //! The Python parts are skipped with a message when Python or the packages
 //! are missing, unless `CI` is set (then they fail).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
