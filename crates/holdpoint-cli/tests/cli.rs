@@ -337,13 +337,19 @@ async fn notifications_are_listed_and_a_dead_one_is_retried_against_the_store() 
     let (ok, table, err) = holdpoint(&["--store", &url, "notifications", "list", "--state", "dead"]);
     assert!(ok, "{err}");
     assert!(table.starts_with("ID"), "{table}");
-    assert!(table.contains(&id) && table.contains("dead") && table.contains("HTTP 500"), "{table}");
+    assert!(
+        table.contains(&id) && table.contains("dead") && table.contains("HTTP 500"),
+        "{table}"
+    );
 
     let (ok, said, err) = holdpoint(&["--store", &url, "notifications", "retry", &id]);
     assert!(ok, "{err}");
     assert!(said.contains("pending again"), "{said}");
     let pending = json_of(&["--store", &url, "notifications", "list", "--state", "pending", "--json"]);
-    assert!(pending.as_array().unwrap().iter().any(|e| e["id"] == id.as_str()), "{pending}");
+    assert!(
+        pending.as_array().unwrap().iter().any(|e| e["id"] == id.as_str()),
+        "{pending}"
+    );
 
     let (ok, _, err) = holdpoint(&["--store", &url, "notifications", "retry", "no-such-id"]);
     assert!(!ok);

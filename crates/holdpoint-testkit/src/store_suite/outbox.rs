@@ -272,7 +272,11 @@ pub async fn outbox_timers_fire_once(store: Arc<dyn SessionStore>) {
     assert_eq!(now.len(), 1);
     assert_eq!(now[0].event.kind, HOLD_CREATED);
     store
-        .settle_outbox(&now[0].event.id, &now[0].token, OutboxOutcome::Delivered { done: vec![] })
+        .settle_outbox(
+            &now[0].event.id,
+            &now[0].token,
+            OutboxOutcome::Delivered { done: vec![] },
+        )
         .await
         .expect("settle failed");
 
