@@ -58,8 +58,32 @@ pub enum Command {
     Settle(SettleArgs),
     /// Decisions about paused calls, newest first.
     Audit(AuditArgs),
+    /// The notifications outbox: events and timers, delivered / retrying /
+    /// dead, with attempts and the last error (needs --store).
+    #[command(subcommand)]
+    Notifications(NotificationsCommand),
     /// Serve the registered agents over HTTP with the approval page.
     Serve(ServeArgs),
+}
+
+/// `notifications …`.
+#[derive(Subcommand, Debug)]
+pub enum NotificationsCommand {
+    /// Outbox rows, oldest due first.
+    List {
+        /// Only rows in this state: pending, delivered, dead or cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many rows.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Makes a row pending again, due now, its attempts reset (a dead
+    /// event's second chance).
+    Retry {
+        /// The event id (see `notifications list`).
+        id: String,
+    },
 }
 
 /// `sessions …`.

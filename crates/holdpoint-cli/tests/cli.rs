@@ -317,3 +317,65 @@ async fn serve_with_a_bad_config_file_names_the_file_line_and_key() {
     );
     assert!(!text.contains("k-ops-0123456789"), "{text}");
 }
+
+#[tokio::test]
+async fn notifications_are_listed_and_a_dead_one_is_retried_against_the_store() {
+    use holdpoint::session::OutboxOutcome;
+    let (_dir, url, agent) = seeded().await;
+    let out = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snapshot = out.snapshot_id.clone().unwrap();
+
+    let listed = json_of(&["--store", &url, "notifications", "list", "--json"]);
+    let created: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "hold.created")
+        .collect();
+    assert_eq!(created.len(), 1, "{listed}");
+    assert_eq!(created[0]["snapshotId"], snapshot.as_str());
+    assert_eq!(created[0]["state"], "pending");
+    let id = created[0]["id"].as_str().unwrap().to_owned();
+
+    // A worker gave up on it.
+    let store = holdpoint_stores::open_store(&url).await.unwrap();
+    let claimed = store
+        .claim_outbox(chrono::Utc::now(), 100, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let lease = claimed.iter().find(|l| l.event.id == id).unwrap();
+    store
+        .settle_outbox(
+            &id,
+            &lease.token,
+            OutboxOutcome::Dead {
+                error: "webhook:0: HTTP 500".into(),
+                done: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let (ok, table, err) = holdpoint(&["--store", &url, "notifications", "list", "--state", "dead"]);
+    assert!(ok, "{err}");
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains(&id) && table.contains("dead") && table.contains("HTTP 500"),
+        "{table}"
+    );
+
+    let (ok, said, err) = holdpoint(&["--store", &url, "notifications", "retry", &id]);
+    assert!(ok, "{err}");
+    assert!(said.contains("pending again"), "{said}");
+    let pending = json_of(&["--store", &url, "notifications", "list", "--state", "pending", "--json"]);
+    assert!(
+        pending.as_array().unwrap().iter().any(|e| e["id"] == id.as_str()),
+        "{pending}"
+    );
+
+    let (ok, _, err) = holdpoint(&["--store", &url, "notifications", "retry", "no-such-id"]);
+    assert!(!ok);
+    assert!(err.contains("not found"), "{err}");
+    let (ok, _, err) = holdpoint(&["--store", &url, "notifications", "list", "--state", "lost"]);
+    assert!(!ok);
+    assert!(err.contains("expected pending"), "{err}");
+}

@@ -13,6 +13,7 @@ mod approvals;
 mod basic;
 mod concurrency;
 mod listing;
+mod outbox;
 mod recency;
 mod watch;
 
@@ -46,6 +47,10 @@ pub use listing::{
     audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
     count_waiting_matches_the_listing, in_doubt_looks_past_a_died_detached_row,
     lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
+};
+pub use outbox::{
+    outbox_events_are_written_with_the_hold, outbox_settles_need_the_claim, outbox_timers_fire_once,
+    two_handles_claim_outbox_once,
 };
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -133,6 +138,13 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("approval_decisions_are_audited_and_pending_is_listed", |s| {
         approval_decisions_are_audited_and_pending_is_listed(s).boxed()
     }),
+    ("outbox_events_are_written_with_the_hold", |s| {
+        outbox_events_are_written_with_the_hold(s).boxed()
+    }),
+    ("outbox_settles_need_the_claim", |s| {
+        outbox_settles_need_the_claim(s).boxed()
+    }),
+    ("outbox_timers_fire_once", |s| outbox_timers_fire_once(s).boxed()),
 ];
 
 /// How long one case may take before it counts as hung.
@@ -178,7 +190,16 @@ pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSt
         two_handles_claim_resume_once(a.clone(), b.clone()).boxed(),
     )
     .await;
-    run_case("two_handles_insert_once", two_handles_insert_once(a, b).boxed()).await;
+    run_case(
+        "two_handles_insert_once",
+        two_handles_insert_once(a.clone(), b.clone()).boxed(),
+    )
+    .await;
+    run_case(
+        "two_handles_claim_outbox_once",
+        two_handles_claim_outbox_once(a, b).boxed(),
+    )
+    .await;
 }
 
 async fn run_case(name: &str, case: BoxFuture<'static, ()>) {
