@@ -226,6 +226,11 @@ pub struct PendingApproval {
     /// (who approved it, when), newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decided: Vec<AuditRecord>,
+    /// For a hold a sub-agent surfaced: the levels from this session down
+    /// to the child session it paused in, outermost first
+    /// (docs/reference.md §16.2); empty for a call of this session's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<super::subagent::SubagentStep>,
 }
 
 impl PendingApproval {
@@ -352,8 +357,11 @@ pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
                 part: part.clone(),
                 in_doubt: false,
                 decided: Vec::new(),
+                path: Vec::new(),
             })
         })
+        // Sub-agents: a surfaced hold is listed as the child's holds.
+        .flat_map(super::subagent::expand)
         .collect()
 }
 

@@ -32,6 +32,7 @@ mod load;
 mod prompt;
 mod settle;
 mod state_claim;
+mod subagent;
 mod turn;
 mod worker;
 
@@ -45,6 +46,7 @@ use serde_json::{Map, Value};
 
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
+pub use subagent::{ChildFailure, SubagentOptions, SubagentStep, SubagentTool, SurfacedHold};
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
 pub use turn::{Responder, Turn};
 

@@ -106,6 +106,7 @@ impl Dispatcher {
             index,
             request: Arc::clone(&self.context),
             attached: Arc::default(),
+            paused: None,
         };
         let hook_call = ToolHookCall {
             name: call.name,

@@ -205,10 +205,15 @@ impl ToolNext<'_> {
                 } else {
                     None
                 };
-                let ctx = self
+                let mut ctx = self
                     .context
                     .clone()
                     .with_resumed(resumed, self.plan.original_input.clone());
+                // A restart of the tool's own hold sees what it paused with
+                // (sub-agents find their child's snapshot there).
+                if ctx.resumed.is_some() {
+                    ctx.paused = self.plan.interrupt.clone();
+                }
                 let outcome = self
                     .tool
                     .call(ToolCall {

@@ -29,6 +29,9 @@ pub struct ToolContext {
     pub(crate) index: u32,
     pub(crate) request: Arc<Map<String, Value>>,
     pub(crate) attached: Arc<Mutex<Vec<Part>>>,
+    /// On a restart of the tool's own hold: the interrupt data it paused
+    /// with, as stored in the paused snapshot (trusted, unlike `resumed`).
+    pub(crate) paused: Option<Map<String, Value>>,
 }
 
 impl ToolContext {
@@ -69,6 +72,12 @@ impl ToolContext {
     /// caller attached to the generation.
     pub fn request_context(&self) -> &Map<String, Value> {
         &self.request
+    }
+
+    /// On a restart of this tool's own hold: the interrupt data the call
+    /// paused with, read from the paused snapshot (not from the client).
+    pub fn paused_with(&self) -> Option<&Map<String, Value>> {
+        self.paused.as_ref()
     }
 
     /// Marks this context as a restart with the given resume data.

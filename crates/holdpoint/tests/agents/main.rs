@@ -11,6 +11,7 @@ mod in_doubt;
 mod isolation;
 mod resume;
 mod state;
+mod subagents;
 
 mod bank;
 

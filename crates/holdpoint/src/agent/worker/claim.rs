@@ -92,6 +92,9 @@ async fn claim_resume(
 ) -> Result<Claimed> {
     validate_resume(&session.state.messages, resume)?;
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
+        // Sub-agents: nested answers are checked against the children's
+        // paused snapshots before this level claims anything.
+        super::super::subagent::check_nested(store.as_ref(), &session.state.messages, resume).await?;
         return claim_snapshot(def, store, session, id, resume, kind, context).await;
     }
     if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
