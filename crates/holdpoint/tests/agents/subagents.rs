@@ -365,7 +365,61 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     );
     assert_eq!(direct.0, Status::Aborted, "{direct:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "never re-run");
+
+    // Settling: the child's call first (the operator found the transfer
+    // went through), then the root's call with the child's answer.
+    let found = child_doubt[0].part.clone();
+    let mut found = found;
+    found.as_tool_request_mut().unwrap().reference = child.interrupts[0].as_tool_request().unwrap().reference.clone();
+    let respond = found.respond(json!({"transactionId": "tx-found"})).unwrap();
+    let child_done = t
+        .banking
+        .settle(&child.snapshot_id, Resume::from_parts([respond]), serde_json::Map::new())
+        .await
+        .unwrap();
+    assert_eq!(child_done.finish_reason, FinishReason::Stop, "{child_done:?}");
+    let answer_up = held.interrupts()[0].respond(json!(child_done.text())).unwrap();
+    let root_done = t
+        .root
+        .settle(held.snapshot_id.as_deref().unwrap(), Resume::from_parts([answer_up]), serde_json::Map::new())
+        .await
+        .unwrap();
+    assert_eq!(root_done.finish_reason, FinishReason::Stop, "{root_done:?}");
+    assert!(root_done.text().contains("tx-found"), "{}", root_done.text());
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "never re-run");
     let _ = &t.store;
+}
+
+/// A new message that abandons the root's paused calls abandons the
+/// children they surfaced: no longer listed, nor answerable directly.
+pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn SessionStore>) {
+    let t = tree_on(Arc::clone(&store), 2, None);
+    let held = t.root.run_text("Transfer $500").await.unwrap();
+    let outer = SurfacedHold::of(&held.interrupts()[0]).unwrap();
+    let inner = SurfacedHold::of(&outer.interrupts[0]).unwrap();
+    assert_eq!(t.banking.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
+    let next = t.root.run(AgentInput::text("Transfer $9"), AgentInit::session(held.session_id.clone())).await;
+    let next = next.unwrap();
+    assert_eq!(next.finish_reason, FinishReason::Interrupted);
+    for id in [&outer.snapshot_id, &inner.snapshot_id] {
+        assert!(!waiting(&store, id).await, "child {id} was abandoned");
+    }
+    let listed = t.banking.pending(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(listed.len(), 1, "only the new hold: {listed:#?}");
+    assert_eq!(listed[0].input["amount"], 9);
+    let direct = ToolApproval::interrupted(&inner.interrupts[0]).unwrap().approve(None).unwrap();
+    let r = refused(
+        t.banking
+            .run(AgentInput::resume(Resume::from_parts([direct])), AgentInit::snapshot(inner.snapshot_id.clone()))
+            .await,
+    );
+    assert_eq!(r.0, Status::Aborted, "{r:?}");
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
+    // The new hold is answered by session id.
+    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let done = t.root.run(answer(&[&entry], true), AgentInit::session(held.session_id.clone())).await.unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }
 
 /// Runs `case` on a fresh in-memory store, SQLite file and (when
@@ -406,6 +460,7 @@ on_every_store!(
     forged_or_stale_nested_answers_change_nothing,
     concurrent_double_answer_runs_inner_once,
     dying_mid_resume_leaves_the_child_in_doubt,
+    abandoning_the_root_abandons_paused_children,
 );
 
 /// A child whose turn fails gives the parent a tool failure its model

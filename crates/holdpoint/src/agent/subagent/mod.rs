@@ -17,6 +17,7 @@
 //!   inside its parent's call (no task of its own), so a parent that dies
 //!   mid-resume leaves both levels in doubt, never re-run.
 
+mod abandon;
 mod nest;
 mod pending;
 mod tool;
@@ -31,6 +32,7 @@ use crate::message::Part;
 use crate::model::ToolDefinition;
 use crate::tool::Tool;
 
+pub(crate) use abandon::abandon_children;
 pub(crate) use nest::{check_nested, nest};
 pub(crate) use pending::expand;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};

@@ -233,6 +233,9 @@ async fn abandon_open(
         let sid = &session.state.session_id;
         return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
     }
+    // Sub-agents: the children whose holds these calls surfaced go too.
+    let history = &session.state.messages;
+    super::super::subagent::abandon_children(store.as_ref(), history, context, def.resume_lease).await;
     Ok(Claimed::held(hold))
 }
 
