@@ -52,9 +52,13 @@ pub async fn bind(addr: &str, api_key: Option<&str>) -> Result<tokio::net::TcpLi
 
 /// Says where to go, and serves until Ctrl-C.
 pub async fn run(config: ServeConfig) -> Result<(), String> {
-    let agent = banking::banking_agent(config.model, Some(config.store)).map_err(|e| e.to_string())?;
+    let support_model = banking::support_model_for(&config.model);
+    let agent = banking::banking_agent(config.model, Some(Arc::clone(&config.store))).map_err(|e| e.to_string())?;
+    // The front desk hands account operations to bankingAgent (a sub-agent).
+    let support = banking::support_agent(support_model, agent.clone(), config.store).map_err(|e| e.to_string())?;
     let mut builder = Server::builder()
         .agent(agent)
+        .agent(support)
         .data_dir(&config.data_dir)
         .metrics_open(config.metrics_open);
     if !config.allowed_hosts.is_empty() {
@@ -70,6 +74,12 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     println!(
         "serving {} at http://{bound}/agents/{}",
         banking::AGENT_NAME,
+        banking::AGENT_NAME
+    );
+    println!(
+        "serving {} at http://{bound}/agents/{} (it hands account operations to {})",
+        banking::SUPPORT_AGENT_NAME,
+        banking::SUPPORT_AGENT_NAME,
         banking::AGENT_NAME
     );
     println!("approval page: http://{bound}/");
