@@ -46,7 +46,10 @@ use serde_json::{Map, Value};
 
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
-pub use subagent::{ChildFailure, SubagentOptions, SubagentStep, SubagentTool, SurfacedHold};
+pub use subagent::{
+    BACKGROUND_MAX_WAIT, CALLER, ChildFailure, REF_SEPARATOR, SUBAGENT, SUBAGENT_OF, SubagentOptions, SubagentStep, SubagentTool,
+    SurfacedHold,
+};
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
 pub use turn::{Responder, Turn};
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod abandon;
+mod background;
 mod approval;
 mod connection;
 mod detach;

@@ -22,7 +22,20 @@ pub(crate) async fn abandon_children(
     context: &Map<String, Value>,
     lease: std::time::Duration,
 ) {
-    let mut queue: Vec<SurfacedHold> = pending_holds(history);
+    abandon_holds(store, pending_holds(history), context, lease).await;
+}
+
+/// The lease of a claim that abandons a background child's holds.
+pub(crate) const LEASE: std::time::Duration = crate::session::HEARTBEAT_EXPIRY;
+
+/// [`abandon_children`] from the child snapshots `holds` name.
+pub(crate) async fn abandon_holds(
+    store: &dyn SessionStore,
+    holds: Vec<SurfacedHold>,
+    context: &Map<String, Value>,
+    lease: std::time::Duration,
+) {
+    let mut queue = holds;
     // Bounded: each level is a distinct, strictly older snapshot, and a
     // child claimed here is not waiting any more.
     let mut budget = 256usize;

@@ -18,6 +18,7 @@
 //!   mid-resume leaves both levels in doubt, never re-run.
 
 mod abandon;
+mod background;
 mod nest;
 mod pending;
 mod tool;
@@ -35,6 +36,7 @@ use crate::tool::Tool;
 pub(crate) use abandon::abandon_children;
 pub(crate) use nest::{check_nested, nest};
 pub(crate) use pending::expand;
+pub use background::BACKGROUND_MAX_WAIT;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
 
 /// The key of a surfaced hold in a paused call's interrupt data, of the
@@ -144,6 +146,18 @@ impl AgentBuilder {
     /// this agent's store.
     pub fn subagent(self, agent: Agent) -> Self {
         self.subagent_with(agent, SubagentOptions::default())
+    }
+
+    /// Adds `agent` as a background sub-agent: four tools,
+    /// `NAME_start` (`{"input"}` → `{"taskId"}`: the child runs detached
+    /// in its own session), `NAME_check`, `NAME_wait` (`{"taskId",
+    /// "timeoutMs"}`, bounded by `max_wait` and [`BACKGROUND_MAX_WAIT`]) and
+    /// `NAME_abort` (docs/reference.md §16.7). A background child's holds
+    /// are its own: listed and answered on `agent`.
+    pub fn background_subagent(mut self, agent: Agent, max_wait: std::time::Duration) -> Self {
+        let tools = background::tools(&self.name, &agent, max_wait);
+        self.tools.extend(tools);
+        self
     }
 
     /// [`subagent`](Self::subagent) with options (what a child's failure

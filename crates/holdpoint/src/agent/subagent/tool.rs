@@ -109,7 +109,7 @@ impl SubagentTool {
         // The child's worker is a task of its own here: dropping the
         // parent's call (its turn dropped, its process stopping) must stop
         // the child too, as it does when the child runs in this task.
-        let guard = CancelOnDrop(&connection);
+        let mut guard = CancelOnDrop(Some(&connection));
         connection.send(input)?;
         connection.close();
         let step = json!({
@@ -125,7 +125,8 @@ impl SubagentTool {
             }
         }
         let out = connection.output().await;
-        std::mem::forget(guard);
+        // The child ended on its own: nothing to cancel.
+        guard.0 = None;
         out
     }
 
@@ -182,11 +183,14 @@ fn marked(mut chunk: GenerateChunk, step: &Value) -> GenerateChunk {
     chunk
 }
 
-struct CancelOnDrop<'a>(&'a crate::agent::Connection);
+/// Cancels the child's connection when dropped while armed.
+struct CancelOnDrop<'a>(Option<&'a crate::agent::Connection>);
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.cancel();
+        if let Some(connection) = self.0 {
+            connection.cancel();
+        }
     }
 }
 
