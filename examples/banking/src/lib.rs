@@ -412,7 +412,9 @@ mod tests {
         assert_eq!(parse_transfer("send $1,250.50 to bob please").unwrap().amount, 1250.5);
         assert_eq!(parse_transfer("what is my balance"), None);
         assert_eq!(
-            parse_transfer("Transfer $500 to my savings account.").unwrap().to_account,
+            parse_transfer("Transfer $500 to my savings account.")
+                .unwrap()
+                .to_account,
             "savings"
         );
     }

@@ -71,12 +71,18 @@ async fn held_transfer(s: &Served, http: &reqwest::Client) -> (String, Value) {
     assert_eq!(item["tool"], "transferMoney", "{item}");
     assert_eq!(item["agent"], "supportAgent", "{item}");
     assert_eq!(item["input"]["amount"], 500.0, "{item}");
-    assert!(item["interrupt"].to_string().contains("Transfer $500.00 to savings"), "{item}");
+    assert!(
+        item["interrupt"].to_string().contains("Transfer $500.00 to savings"),
+        "{item}"
+    );
     assert_eq!(item["path"][0]["agent"], "bankingAgent", "{item}");
     // The CLI lists it too.
-    holdpoint_cli::run_from(["holdpoint", "--server", &s.base, "pending", "--agent", "supportAgent"], vec![])
-        .await
-        .unwrap();
+    holdpoint_cli::run_from(
+        ["holdpoint", "--server", &s.base, "pending", "--agent", "supportAgent"],
+        vec![],
+    )
+    .await
+    .unwrap();
     (support, item)
 }
 
@@ -102,9 +108,12 @@ async fn approving_the_surfaced_transfer_finishes_both_turns() {
     let (_support, item) = held_transfer(&s, &http).await;
     let snapshot = item["snapshotId"].as_str().unwrap();
     let reference = item["ref"].as_str().unwrap();
-    holdpoint_cli::run_from(["holdpoint", "--server", &s.base, "approve", snapshot, reference], vec![])
-        .await
-        .unwrap();
+    holdpoint_cli::run_from(
+        ["holdpoint", "--server", &s.base, "approve", snapshot, reference],
+        vec![],
+    )
+    .await
+    .unwrap();
     let (finish, text) = latest_text(&http, &s, "supportAgent", &item["sessionId"]).await;
     assert_eq!(finish, "stop");
     assert!(text.contains("Done: txn-"), "{text}");
@@ -121,7 +130,16 @@ async fn denying_the_surfaced_transfer_finishes_both_turns_without_a_transfer() 
     let snapshot = item["snapshotId"].as_str().unwrap();
     let reference = item["ref"].as_str().unwrap();
     holdpoint_cli::run_from(
-        ["holdpoint", "--server", &s.base, "deny", snapshot, reference, "--reason", "not today"],
+        [
+            "holdpoint",
+            "--server",
+            &s.base,
+            "deny",
+            snapshot,
+            reference,
+            "--reason",
+            "not today",
+        ],
         vec![],
     )
     .await

@@ -414,6 +414,7 @@ mod tests {
             part,
             in_doubt: false,
             decided: Vec::new(),
+            path: Vec::new(),
         }
     }
 

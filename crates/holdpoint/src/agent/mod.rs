@@ -46,11 +46,11 @@ use serde_json::{Map, Value};
 
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
-pub use subagent::{
-    BACKGROUND_MAX_WAIT, CALLER, ChildFailure, REF_SEPARATOR, SUBAGENT, SUBAGENT_OF, SubagentOptions, SubagentStep, SubagentTool,
-    SurfacedHold,
-};
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
+pub use subagent::{
+    BACKGROUND_MAX_WAIT, CALLER, ChildFailure, REF_SEPARATOR, SUBAGENT, SUBAGENT_OF, SubagentOptions, SubagentStep,
+    SubagentTool, SurfacedHold,
+};
 pub use turn::{Responder, Turn};
 
 use crate::error::{Error, Result};

@@ -44,13 +44,18 @@ struct Bg {
 fn bg_on(store: Arc<dyn SessionStore>, dig_time: Duration) -> Bg {
     let digs = Arc::new(AtomicUsize::new(0));
     let d = Arc::clone(&digs);
-    let dig = DynamicTool::new("dig", "digs", json!({"type": "object"}), move |_c: ToolContext, v: Value| {
-        d.fetch_add(1, Ordering::SeqCst);
-        async move {
-            tokio::time::sleep(dig_time).await;
-            Ok(json!(format!("found {}", v["topic"].as_str().unwrap_or("?"))))
-        }
-    })
+    let dig = DynamicTool::new(
+        "dig",
+        "digs",
+        json!({"type": "object"}),
+        move |_c: ToolContext, v: Value| {
+            d.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(dig_time).await;
+                Ok(json!(format!("found {}", v["topic"].as_str().unwrap_or("?"))))
+            }
+        },
+    )
     .into_tool();
     let publish = DynamicTool::new("publish", "publishes", json!({"type": "object"}), |_c, _v| async move {
         Ok(json!("published"))
@@ -91,7 +96,12 @@ fn reply(out: &AgentOutput) -> Value {
 }
 
 async fn say(agent: &Agent, session: &str, text: String) -> Value {
-    reply(&agent.run(AgentInput::text(text), AgentInit::session(session)).await.unwrap())
+    reply(
+        &agent
+            .run(AgentInput::text(text), AgentInit::session(session))
+            .await
+            .unwrap(),
+    )
 }
 
 /// Started, checked while running, awaited, checked when done; an id
@@ -103,7 +113,10 @@ pub async fn started_checked_and_awaited(store: Arc<dyn SessionStore>) {
     let started = reply(&first);
     let task = started["taskId"].as_str().unwrap().to_owned();
     let checked = say(&bg.parent, &session, format!("check {task}")).await;
-    assert!(matches!(checked["status"].as_str(), Some("running" | "done")), "{checked}");
+    assert!(
+        matches!(checked["status"].as_str(), Some("running" | "done")),
+        "{checked}"
+    );
     let waited = say(&bg.parent, &session, format!("wait {task}")).await;
     assert_eq!(waited["status"], "done", "{waited}");
     assert_eq!(waited["answer"], "report: found rust");
@@ -137,10 +150,16 @@ pub async fn a_paused_background_child_is_answered_on_its_agent(store: Arc<dyn S
     assert_eq!(waited["status"], "paused", "{waited}");
     let listed = bg.child.pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
-    let approve = ToolApproval::interrupted(&listed[0].part).unwrap().approve(None).unwrap();
+    let approve = ToolApproval::interrupted(&listed[0].part)
+        .unwrap()
+        .approve(None)
+        .unwrap();
     let done = bg
         .child
-        .run(AgentInput::resume(Resume::from_parts([approve])), AgentInit::snapshot(listed[0].snapshot_id.clone()))
+        .run(
+            AgentInput::resume(Resume::from_parts([approve])),
+            AgentInit::snapshot(listed[0].snapshot_id.clone()),
+        )
         .await
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
@@ -159,7 +178,11 @@ pub async fn finished_after_the_parent_restarted(store: Arc<dyn SessionStore>) {
     // The child finishes with no parent around.
     let mut done = false;
     for _ in 0..100 {
-        let latest = bg.child.latest_snapshot(&task, holdpoint::agent::Access::Full).await.unwrap();
+        let latest = bg
+            .child
+            .latest_snapshot(&task, holdpoint::agent::Access::Full)
+            .await
+            .unwrap();
         if latest.is_some_and(|s| s.status == holdpoint::session::SnapshotStatus::Completed) {
             done = true;
             break;

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod abandon;
-mod background;
 mod approval;
+mod background;
 mod connection;
 mod detach;
 mod fail_loudly;

@@ -14,9 +14,7 @@ use holdpoint::agent::{
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{InMemoryStore, SessionStore, SnapshotQuery};
 use holdpoint::tool::{DynamicTool, ToolContext};
-use holdpoint::{
-    FinishReason, GenerateResponse, Message, Part, Resume, Role, ScriptedModel, ScriptedTurn, Status,
-};
+use holdpoint::{FinishReason, GenerateResponse, Message, Part, Resume, Role, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Value, json};
 
 const LEASE: Duration = Duration::from_millis(300);
@@ -111,7 +109,11 @@ fn tree_on(store: Arc<dyn SessionStore>, depth: usize, block: Option<Duration>) 
             Role::Model,
             vec![
                 Part::tool_request("getBalance", None, Some(json!({"account": "checking"}))),
-                Part::tool_request("transferMoney", None, Some(json!({"amount": amount, "toAccount": "savings"}))),
+                Part::tool_request(
+                    "transferMoney",
+                    None,
+                    Some(json!({"amount": amount, "toAccount": "savings"})),
+                ),
             ],
         ))))
     });
@@ -158,7 +160,12 @@ fn answer(entries: &[&PendingApproval], approve: bool) -> AgentInput {
         .iter()
         .map(|e| {
             let hold = ToolApproval::interrupted(&e.part).expect("an approval hold");
-            if approve { hold.approve(Some("ok")) } else { hold.deny(Some("no")) }.unwrap()
+            if approve {
+                hold.approve(Some("ok"))
+            } else {
+                hold.deny(Some("no"))
+            }
+            .unwrap()
         })
         .collect::<Vec<_>>();
     AgentInput::resume(Resume::from_parts(parts))
@@ -198,7 +205,12 @@ pub async fn two_levels_surface_and_resume(store: Arc<dyn SessionStore>) {
     assert_eq!(t.balances.load(Ordering::SeqCst), 1);
 
     // The child session is linked to its parent's session and call.
-    let child = t.banking.latest_snapshot(&inner.session_id, Access::Full).await.unwrap().unwrap();
+    let child = t
+        .banking
+        .latest_snapshot(&inner.session_id, Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     let first = &child.state.as_ref().unwrap().messages[0];
     let link = &first.metadata.as_ref().unwrap()["subagentOf"];
     assert_eq!(link["agent"], "desk");
@@ -229,8 +241,15 @@ pub async fn two_levels_surface_and_resume(store: Arc<dyn SessionStore>) {
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert!(done.text().contains("tx-1"), "{}", done.text());
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
-    assert_eq!(t.balances.load(Ordering::SeqCst), 1, "the completed sibling is not re-run");
-    for (agent, session) in [(t.middle.as_ref().unwrap(), &outer.session_id), (&t.banking, &inner.session_id)] {
+    assert_eq!(
+        t.balances.load(Ordering::SeqCst),
+        1,
+        "the completed sibling is not re-run"
+    );
+    for (agent, session) in [
+        (t.middle.as_ref().unwrap(), &outer.session_id),
+        (&t.banking, &inner.session_id),
+    ] {
         let latest = agent.latest_snapshot(session, Access::Full).await.unwrap().unwrap();
         assert_eq!(latest.finish_reason, Some(FinishReason::Stop), "{latest:?}");
     }
@@ -272,19 +291,37 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     let mut forged = entry.part.clone();
     forged.as_tool_request_mut().unwrap().reference = Some("0/9".into());
     let hold = ToolApproval::interrupted(&forged).unwrap();
-    let r = refused(t.root.run(AgentInput::resume(Resume::from_parts([hold.approve(None).unwrap()])), init()).await);
+    let r = refused(
+        t.root
+            .run(
+                AgentInput::resume(Resume::from_parts([hold.approve(None).unwrap()])),
+                init(),
+            )
+            .await,
+    );
     assert_eq!(r.0, Status::InvalidArgument, "{r:?}");
 
     // A changed amount, undeclared.
     let mut forged = entry.part.clone();
     forged.as_tool_request_mut().unwrap().input = Some(json!({"amount": 5000, "toAccount": "savings"}));
     let hold = ToolApproval::interrupted(&forged).unwrap();
-    let r = refused(t.root.run(AgentInput::resume(Resume::from_parts([hold.approve(None).unwrap()])), init()).await);
+    let r = refused(
+        t.root
+            .run(
+                AgentInput::resume(Resume::from_parts([hold.approve(None).unwrap()])),
+                init(),
+            )
+            .await,
+    );
     assert_eq!(r.0, Status::InvalidArgument, "{r:?}");
 
     // A restart of the surfacing call without the child's answers.
     let plain = held.interrupts()[0].restart(Some(json!({"approved": true}))).unwrap();
-    let r = refused(t.root.run(AgentInput::resume(Resume::from_parts([plain])), init()).await);
+    let r = refused(
+        t.root
+            .run(AgentInput::resume(Resume::from_parts([plain])), init())
+            .await,
+    );
     assert_eq!(r.0, Status::InvalidArgument, "{r:?}");
 
     assert!(waiting(&store, &root_id).await, "the root still waits");
@@ -304,13 +341,23 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     let held = t.root.run_text("Transfer $80").await.unwrap();
     let root_id = held.snapshot_id.clone().unwrap();
     let child = SurfacedHold::of(&held.interrupts()[0]).unwrap();
-    let direct = ToolApproval::interrupted(&child.interrupts[0]).unwrap().deny(None).unwrap();
+    let direct = ToolApproval::interrupted(&child.interrupts[0])
+        .unwrap()
+        .deny(None)
+        .unwrap();
     t.banking
-        .run(AgentInput::resume(Resume::from_parts([direct])), AgentInit::snapshot(child.snapshot_id))
+        .run(
+            AgentInput::resume(Resume::from_parts([direct])),
+            AgentInit::snapshot(child.snapshot_id),
+        )
         .await
         .unwrap();
     let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
-    let stale = refused(t.root.run(answer(&[&entry], true), AgentInit::snapshot(root_id.clone())).await);
+    let stale = refused(
+        t.root
+            .run(answer(&[&entry], true), AgentInit::snapshot(root_id.clone()))
+            .await,
+    );
     assert_eq!(stale.0, Status::Aborted, "{stale:?}");
     assert!(waiting(&store, &root_id).await, "the root still waits");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
@@ -326,7 +373,10 @@ pub async fn concurrent_double_answer_runs_inner_once(store: Arc<dyn SessionStor
         t.root.run(answer(&[&entry], true), init()),
         t.root.run(answer(&[&entry], true), init())
     );
-    let wins = [&a, &b].iter().filter(|r| r.as_ref().is_ok_and(|o| o.finish_reason == FinishReason::Stop)).count();
+    let wins = [&a, &b]
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|o| o.finish_reason == FinishReason::Stop))
+        .count();
     assert_eq!(wins, 1, "{a:?} {b:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }
@@ -360,7 +410,10 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     assert_eq!(again.0, Status::Aborted, "{again:?}");
     let direct = refused(
         t.banking
-            .run(answer(&[&child_doubt[0]], true), AgentInit::snapshot(child.snapshot_id.clone()))
+            .run(
+                answer(&[&child_doubt[0]], true),
+                AgentInit::snapshot(child.snapshot_id.clone()),
+            )
             .await,
     );
     assert_eq!(direct.0, Status::Aborted, "{direct:?}");
@@ -374,14 +427,22 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     let respond = found.respond(json!({"transactionId": "tx-found"})).unwrap();
     let child_done = t
         .banking
-        .settle(&child.snapshot_id, Resume::from_parts([respond]), serde_json::Map::new())
+        .settle(
+            &child.snapshot_id,
+            Resume::from_parts([respond]),
+            serde_json::Map::new(),
+        )
         .await
         .unwrap();
     assert_eq!(child_done.finish_reason, FinishReason::Stop, "{child_done:?}");
     let answer_up = held.interrupts()[0].respond(json!(child_done.text())).unwrap();
     let root_done = t
         .root
-        .settle(held.snapshot_id.as_deref().unwrap(), Resume::from_parts([answer_up]), serde_json::Map::new())
+        .settle(
+            held.snapshot_id.as_deref().unwrap(),
+            Resume::from_parts([answer_up]),
+            serde_json::Map::new(),
+        )
         .await
         .unwrap();
     assert_eq!(root_done.finish_reason, FinishReason::Stop, "{root_done:?}");
@@ -398,7 +459,13 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     let outer = SurfacedHold::of(&held.interrupts()[0]).unwrap();
     let inner = SurfacedHold::of(&outer.interrupts[0]).unwrap();
     assert_eq!(t.banking.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
-    let next = t.root.run(AgentInput::text("Transfer $9"), AgentInit::session(held.session_id.clone())).await;
+    let next = t
+        .root
+        .run(
+            AgentInput::text("Transfer $9"),
+            AgentInit::session(held.session_id.clone()),
+        )
+        .await;
     let next = next.unwrap();
     assert_eq!(next.finish_reason, FinishReason::Interrupted);
     for id in [&outer.snapshot_id, &inner.snapshot_id] {
@@ -407,17 +474,27 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     let listed = t.banking.pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "only the new hold: {listed:#?}");
     assert_eq!(listed[0].input["amount"], 9);
-    let direct = ToolApproval::interrupted(&inner.interrupts[0]).unwrap().approve(None).unwrap();
+    let direct = ToolApproval::interrupted(&inner.interrupts[0])
+        .unwrap()
+        .approve(None)
+        .unwrap();
     let r = refused(
         t.banking
-            .run(AgentInput::resume(Resume::from_parts([direct])), AgentInit::snapshot(inner.snapshot_id.clone()))
+            .run(
+                AgentInput::resume(Resume::from_parts([direct])),
+                AgentInit::snapshot(inner.snapshot_id.clone()),
+            )
             .await,
     );
     assert_eq!(r.0, Status::Aborted, "{r:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
     // The new hold is answered by session id.
     let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
-    let done = t.root.run(answer(&[&entry], true), AgentInit::session(held.session_id.clone())).await.unwrap();
+    let done = t
+        .root
+        .run(answer(&[&entry], true), AgentInit::session(held.session_id.clone()))
+        .await
+        .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }
@@ -522,7 +599,11 @@ async fn child_chunks_reach_the_root_stream_marked_with_the_path() {
     let path = &marked[0].custom.as_ref().unwrap()["subagent"];
     assert_eq!(path[0]["agent"], "banking");
     assert_eq!(path[0]["tool"], "banking");
-    let text: String = marked.iter().flat_map(|c| c.content.iter()).filter_map(Part::as_text).collect();
+    let text: String = marked
+        .iter()
+        .flat_map(|c| c.content.iter())
+        .filter_map(Part::as_text)
+        .collect();
     assert_eq!(text, "all done");
     let out = connection.output().await.unwrap();
     assert!(out.text().contains("all done"), "{}", out.text());

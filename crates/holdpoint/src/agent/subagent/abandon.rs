@@ -53,7 +53,11 @@ pub(crate) async fn abandon_holds(
                 continue;
             }
         };
-        let messages = snapshot.state.as_ref().map(|s| s.messages.as_slice()).unwrap_or_default();
+        let messages = snapshot
+            .state
+            .as_ref()
+            .map(|s| s.messages.as_slice())
+            .unwrap_or_default();
         let ctx = AuditContext {
             principal: principal_of(context),
             actor: context.get(ACTOR).and_then(Value::as_str),
@@ -65,7 +69,9 @@ pub(crate) async fn abandon_holds(
         let claim = ResumeClaim::new(snapshot.snapshot_id.clone()).lease(lease);
         match store.claim_resume(claim, records).await {
             Ok(()) => queue.extend(pending_holds(messages)),
-            Err(e) => tracing::info!(error = %e, snapshot_id = %hold.snapshot_id, "a sub-agent's hold was already closed"),
+            Err(e) => {
+                tracing::info!(error = %e, snapshot_id = %hold.snapshot_id, "a sub-agent's hold was already closed")
+            }
         }
     }
 }

@@ -59,7 +59,14 @@ pub(crate) struct BackgroundTool {
 pub(crate) fn tools(parent: &str, agent: &Agent, max_wait: Duration) -> Vec<Arc<dyn Tool>> {
     [Op::Start, Op::Check, Op::Wait, Op::Abort]
         .into_iter()
-        .map(|op| Arc::new(BackgroundTool::new(parent, agent.clone(), op, max_wait.min(BACKGROUND_MAX_WAIT))) as Arc<dyn Tool>)
+        .map(|op| {
+            Arc::new(BackgroundTool::new(
+                parent,
+                agent.clone(),
+                op,
+                max_wait.min(BACKGROUND_MAX_WAIT),
+            )) as Arc<dyn Tool>
+        })
         .collect()
 }
 
@@ -69,11 +76,17 @@ impl BackgroundTool {
         let task = json!({"type": "string", "description": "The task id the start call returned."});
         let (description, schema) = match op {
             Op::Start => (
-                format!("Starts the agent \"{}\" in the background; returns a task id.", agent.name()),
+                format!(
+                    "Starts the agent \"{}\" in the background; returns a task id.",
+                    agent.name()
+                ),
                 json!({"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}),
             ),
             Op::Check => (
-                format!("Says how a background task of \"{}\" stands (and its answer once done).", agent.name()),
+                format!(
+                    "Says how a background task of \"{}\" stands (and its answer once done).",
+                    agent.name()
+                ),
                 json!({"type": "object", "properties": {"taskId": task}, "required": ["taskId"]}),
             ),
             Op::Wait => (
@@ -265,16 +278,17 @@ fn report_finish(finish: FinishReason) -> &'static str {
 
 /// What a check says about a task whose latest snapshot is `latest`.
 fn report(task: &str, latest: &Snapshot) -> Value {
-    let status = match latest.read_status(chrono::Utc::now()) {
-        SnapshotStatus::Pending | SnapshotStatus::Aborting => "running",
-        SnapshotStatus::Failed => "failed",
-        SnapshotStatus::Aborted => "aborted",
-        SnapshotStatus::Expired => "expired",
-        SnapshotStatus::Completed if latest.finish_reason == Some(FinishReason::Interrupted) => {
-            if latest.is_waiting() { "paused" } else { "closed" }
-        }
-        SnapshotStatus::Completed => "done",
-    };
+    let status =
+        match latest.read_status(chrono::Utc::now()) {
+            SnapshotStatus::Pending | SnapshotStatus::Aborting => "running",
+            SnapshotStatus::Failed => "failed",
+            SnapshotStatus::Aborted => "aborted",
+            SnapshotStatus::Expired => "expired",
+            SnapshotStatus::Completed if latest.finish_reason == Some(FinishReason::Interrupted) => {
+                if latest.is_waiting() { "paused" } else { "closed" }
+            }
+            SnapshotStatus::Completed => "done",
+        };
     let mut out = json!({"taskId": task, "status": status});
     if status == "done" {
         let answer = latest

@@ -34,9 +34,9 @@ use crate::model::ToolDefinition;
 use crate::tool::Tool;
 
 pub(crate) use abandon::abandon_children;
+pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{check_nested, nest};
 pub(crate) use pending::expand;
-pub use background::BACKGROUND_MAX_WAIT;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
 
 /// The key of a surfaced hold in a paused call's interrupt data, of the
@@ -114,10 +114,7 @@ pub struct SubagentStep {
 
 /// Whether `definition` is a sub-agent tool's.
 pub(crate) fn is_subagent(definition: &ToolDefinition) -> bool {
-    definition
-        .metadata
-        .as_ref()
-        .is_some_and(|m| m.contains_key(SUBAGENT))
+    definition.metadata.as_ref().is_some_and(|m| m.contains_key(SUBAGENT))
 }
 
 /// The request context a turn of an agent with sub-agent tools hands its

@@ -51,9 +51,10 @@ impl std::fmt::Debug for SubagentTool {
 impl SubagentTool {
     /// `agent` as a tool of the agent named `parent`.
     pub fn new(parent: &str, agent: Agent, options: SubagentOptions) -> Self {
-        let description = agent
-            .description()
-            .map_or_else(|| format!("Delegates a task to the agent \"{}\".", agent.name()), str::to_owned);
+        let description = agent.description().map_or_else(
+            || format!("Delegates a task to the agent \"{}\".", agent.name()),
+            str::to_owned,
+        );
         let mut metadata = Map::new();
         metadata.insert(SUBAGENT.to_owned(), json!({ "agent": agent.name() }));
         SubagentTool {
@@ -239,7 +240,8 @@ impl Tool for SubagentTool {
                     },
                 };
                 let message = self.first_message(ctx, text);
-                self.run_child(ctx, AgentInit::new(), AgentInput::message(message)).await
+                self.run_child(ctx, AgentInit::new(), AgentInput::message(message))
+                    .await
             }
             Some(resumed) => {
                 let nested = nested_resume(ctx.name(), resumed)?;
