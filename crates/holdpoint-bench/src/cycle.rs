@@ -174,7 +174,7 @@ pub fn setup_subagent(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent,
 /// sub-agent surfaced, the child's first paused call under its compound
 /// ref (as listings show it).
 fn answerable(part: Part) -> Part {
-    let Some(hold) = holdpoint::agent::SurfacedHold::of(&part) else {
+    let Some(hold) = holdpoint::agent::subagent::SurfacedHold::of(&part) else {
         return part;
     };
     let outer = part
@@ -185,7 +185,7 @@ fn answerable(part: Part) -> Part {
         Some(mut inner) => {
             if let Some(r) = inner.as_tool_request_mut() {
                 let own = r.reference.clone().unwrap_or_else(|| r.name.clone());
-                r.reference = Some(format!("{outer}{}{own}", holdpoint::agent::REF_SEPARATOR));
+                r.reference = Some(format!("{outer}{}{own}", holdpoint::agent::subagent::REF_SEPARATOR));
             }
             answerable(inner)
         }

@@ -330,6 +330,16 @@ fn age(d: chrono::TimeDelta) -> String {
 
 /// The paused calls of a waiting snapshot.
 pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
+    // Sub-agents: a child's holds are listed on the root that surfaced them.
+    let linked = snapshot
+        .state
+        .as_ref()
+        .is_some_and(|s| super::subagent::parent_link(&s.messages).is_some());
+    if linked { Vec::new() } else { calls_of(snapshot) }
+}
+
+/// The paused calls of `snapshot`, whoever answers them.
+fn calls_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
     let Some(state) = &snapshot.state else {
         return Vec::new();
     };
@@ -368,7 +378,7 @@ pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
 /// The paused calls of a snapshot whose resume claim lapsed, each with the
 /// decisions `trail` (the session's audit records) holds for it.
 pub(crate) fn in_doubt_of(snapshot: &Snapshot, trail: &[AuditRecord]) -> Vec<PendingApproval> {
-    let mut calls = pending_of(snapshot);
+    let mut calls = calls_of(snapshot);
     for call in &mut calls {
         call.in_doubt = true;
         call.decided = trail

@@ -32,7 +32,7 @@ mod load;
 mod prompt;
 mod settle;
 mod state_claim;
-mod subagent;
+pub mod subagent;
 mod turn;
 mod worker;
 
@@ -47,10 +47,6 @@ use serde_json::{Map, Value};
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
-pub use subagent::{
-    BACKGROUND_MAX_WAIT, CALLER, ChildFailure, REF_SEPARATOR, SUBAGENT, SUBAGENT_OF, SubagentOptions, SubagentStep,
-    SubagentTool, SurfacedHold,
-};
 pub use turn::{Responder, Turn};
 
 use crate::error::{Error, Result};

@@ -8,9 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use holdpoint::agent::{
-    Access, Agent, AgentInit, AgentInput, AgentOutput, ChildFailure, PendingApproval, SubagentOptions, SurfacedHold,
-};
+use holdpoint::agent::subagent::{ChildFailure, SubagentOptions, SurfacedHold};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, PendingApproval};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{InMemoryStore, SessionStore, SnapshotQuery};
 use holdpoint::tool::{DynamicTool, ToolContext};
@@ -336,30 +335,27 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     assert_eq!(again.0, Status::Aborted, "{again:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 
-    // A surfaced hold whose child was answered elsewhere is stale: the
-    // root's answer is refused and the root keeps waiting.
+    // A child's hold is listed and answered at the root only: answering it
+    // on the child directly is refused, and nothing changes.
     let held = t.root.run_text("Transfer $80").await.unwrap();
     let root_id = held.snapshot_id.clone().unwrap();
     let child = SurfacedHold::of(&held.interrupts()[0]).unwrap();
+    assert!(t.banking.pending(SnapshotQuery::default()).await.unwrap().is_empty());
     let direct = ToolApproval::interrupted(&child.interrupts[0])
         .unwrap()
-        .deny(None)
+        .approve(None)
         .unwrap();
-    t.banking
-        .run(
-            AgentInput::resume(Resume::from_parts([direct])),
-            AgentInit::snapshot(child.snapshot_id),
-        )
-        .await
-        .unwrap();
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
-    let stale = refused(
-        t.root
-            .run(answer(&[&entry], true), AgentInit::snapshot(root_id.clone()))
+    let r = refused(
+        t.banking
+            .run(
+                AgentInput::resume(Resume::from_parts([direct])),
+                AgentInit::snapshot(child.snapshot_id.clone()),
+            )
             .await,
     );
-    assert_eq!(stale.0, Status::Aborted, "{stale:?}");
+    assert_eq!(r.0, Status::FailedPrecondition, "{r:?}");
     assert!(waiting(&store, &root_id).await, "the root still waits");
+    assert!(waiting(&store, &child.snapshot_id).await, "the child still waits");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }
 
@@ -416,7 +412,7 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
             )
             .await,
     );
-    assert_eq!(direct.0, Status::Aborted, "{direct:?}");
+    assert_eq!(direct.0, Status::FailedPrecondition, "{direct:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "never re-run");
 
     // Settling: the child's call first (the operator found the transfer
@@ -458,7 +454,11 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     let held = t.root.run_text("Transfer $500").await.unwrap();
     let outer = SurfacedHold::of(&held.interrupts()[0]).unwrap();
     let inner = SurfacedHold::of(&outer.interrupts[0]).unwrap();
-    assert_eq!(t.banking.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
+    assert_eq!(t.root.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
+    assert!(
+        t.banking.pending(SnapshotQuery::default()).await.unwrap().is_empty(),
+        "listed on the root only"
+    );
     let next = t
         .root
         .run(
@@ -471,7 +471,7 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     for id in [&outer.snapshot_id, &inner.snapshot_id] {
         assert!(!waiting(&store, id).await, "child {id} was abandoned");
     }
-    let listed = t.banking.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = t.root.pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "only the new hold: {listed:#?}");
     assert_eq!(listed[0].input["amount"], 9);
     let direct = ToolApproval::interrupted(&inner.interrupts[0])
@@ -486,7 +486,7 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
             )
             .await,
     );
-    assert_eq!(r.0, Status::Aborted, "{r:?}");
+    assert_eq!(r.0, Status::FailedPrecondition, "{r:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
     // The new hold is answered by session id.
     let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);

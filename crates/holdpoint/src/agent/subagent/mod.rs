@@ -34,6 +34,7 @@ use crate::model::ToolDefinition;
 use crate::tool::Tool;
 
 pub(crate) use abandon::abandon_children;
+
 pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{check_nested, nest};
 pub(crate) use pending::expand;
@@ -110,6 +111,46 @@ pub struct SubagentStep {
     pub session_id: String,
     /// The child's paused snapshot.
     pub snapshot_id: String,
+}
+
+/// The request-context key by which a sub-agent tool tells its child's
+/// turn that it runs as that child (its value is this process's
+/// [`parent_token`], so no caller can forge it).
+pub(crate) const PARENT_CALL: &str = "holdpoint.parentCall";
+
+/// A random token of this process, the value of [`PARENT_CALL`].
+pub(crate) fn parent_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// The link of a session started as a (foreground) sub-agent call: its
+/// first message's `subagentOf`, unless that says `background`.
+pub(crate) fn parent_link(messages: &[crate::message::Message]) -> Option<&Value> {
+    let link = messages.first()?.metadata.as_ref()?.get(SUBAGENT_OF)?;
+    (link.get("background") != Some(&Value::Bool(true))).then_some(link)
+}
+
+/// Refuses a resume of a foreground child's paused calls that does not
+/// come from its parent's call: its holds are answered at the root (§16.3),
+/// where an answer here would leave the parent waiting on a stale hold.
+/// Settlements of calls in doubt (§16.4) are the operator's and allowed.
+pub(crate) fn check_direct(
+    messages: &[crate::message::Message],
+    settles: bool,
+    context: &Map<String, Value>,
+) -> crate::error::Result<()> {
+    let Some(link) = parent_link(messages) else {
+        return Ok(());
+    };
+    if settles || context.get(PARENT_CALL).and_then(Value::as_str) == Some(parent_token()) {
+        return Ok(());
+    }
+    Err(crate::error::Error::FailedPrecondition(format!(
+        "this session runs as a sub-agent call of agent {} (session {}): answer its paused calls there, where they are listed",
+        link.get("agent").unwrap_or(&Value::Null),
+        link.get("sessionId").unwrap_or(&Value::Null)
+    )))
 }
 
 /// Whether `definition` is a sub-agent tool's.

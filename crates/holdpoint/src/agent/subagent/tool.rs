@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::{CALLER, SUBAGENT, SUBAGENT_OF, SurfacedHold};
+use super::{CALLER, PARENT_CALL, SUBAGENT, SUBAGENT_OF, SurfacedHold, parent_token};
 use crate::agent::{Agent, AgentInit, AgentInput, AgentOutput, RunOptions};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
@@ -102,6 +102,7 @@ impl SubagentTool {
     async fn run_child(&self, ctx: &ToolContext, init: AgentInit, input: AgentInput) -> Result<AgentOutput> {
         let mut context = ctx.request_context().clone();
         context.remove(CALLER);
+        context.insert(PARENT_CALL.to_owned(), Value::String(parent_token().to_owned()));
         let options = RunOptions::new(init).context(context);
         if !ctx.chunks.is_listening() {
             return self.agent.run_with(input, options).await;

@@ -91,6 +91,8 @@ async fn claim_resume(
     context: &Map<String, Value>,
 ) -> Result<Claimed> {
     validate_resume(&session.state.messages, resume)?;
+    // Sub-agents: a child's holds are answered through its parent.
+    super::super::subagent::check_direct(&session.state.messages, kind == TurnKind::Settle, context)?;
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
         // Sub-agents: nested answers are checked against the children's
         // paused snapshots before this level claims anything.
