@@ -4,6 +4,7 @@
 
 mod abandon;
 mod approval;
+mod background;
 mod connection;
 mod detach;
 mod fail_loudly;
@@ -12,6 +13,7 @@ mod isolation;
 mod resumable;
 mod resume;
 mod state;
+mod subagents;
 
 mod bank;
 
