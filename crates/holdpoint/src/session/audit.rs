@@ -20,11 +20,13 @@ pub enum AuditDecision {
     Deny,
     /// The call was answered with an output, without running the tool.
     Respond,
-    /// A tool's own interrupt was restarted with resume data; or a
-    /// middleware's hold was restarted with a replaced input, which is not
-    /// an approval of either input (ToolApproval holds the revised call
-    /// again).
+    /// A tool's own interrupt was restarted with resume data that the tool
+    /// declares no yes or no for.
     Restart,
+    /// The call was restarted with a replaced input: the new input and its
+    /// hash are recorded beside the original. Not an approval of either
+    /// input (a gate holds the revised call again).
+    Edit,
     /// The answer came after the interrupt's `expiresAt`.
     Expired,
     /// A new user message continued the session instead of an answer: the
@@ -40,6 +42,7 @@ impl AuditDecision {
             AuditDecision::Deny => "deny",
             AuditDecision::Respond => "respond",
             AuditDecision::Restart => "restart",
+            AuditDecision::Edit => "edit",
             AuditDecision::Expired => "expired",
             AuditDecision::Abandoned => "abandoned",
         }

@@ -4,6 +4,7 @@
 
 mod abandon;
 mod approval;
+mod approvers;
 mod connection;
 mod detach;
 mod fail_loudly;

@@ -16,7 +16,11 @@ use super::super::hold::Hold;
 use super::super::io::AgentInput;
 use super::super::load::{Holds, Session, TurnKind};
 use super::super::{ACTOR, AgentDef, principal_of};
+use std::collections::BTreeSet;
+
+use crate::approval::{HoldRule, roles_of};
 use crate::error::{Error, Result};
+use crate::session::AuditDecision;
 use crate::generate::{Resume, validate_resume};
 use crate::session::{ResumeClaim, SessionStore};
 
@@ -73,7 +77,7 @@ fn audit_context<'a>(
 ) -> AuditContext<'a> {
     AuditContext {
         principal: principal_of(context),
-        actor: context.get(ACTOR).and_then(Value::as_str),
+        actor: actor_of(context),
         agent: &def.name,
         session_id: &session.state.session_id,
         snapshot_id: id,
@@ -91,6 +95,7 @@ async fn claim_resume(
     context: &Map<String, Value>,
 ) -> Result<Claimed> {
     validate_resume(&session.state.messages, resume)?;
+    check_rules(session, resume, context)?;
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
         return claim_snapshot(def, store, session, id, resume, kind, context).await;
     }
@@ -101,6 +106,57 @@ async fn claim_resume(
             .await?;
     }
     Ok(Claimed::default())
+}
+
+/// The individual who acts: [`ACTOR`], else the principal.
+pub(crate) fn actor_of(context: &Map<String, Value>) -> Option<&str> {
+    context.get(ACTOR).and_then(Value::as_str).or_else(|| principal_of(context))
+}
+
+/// Refuses, before anything is claimed, a resume that answers a call held
+/// under an approval rule (docs/reference.md §10.6) when the acting person
+/// may not answer it (`PERMISSION_DENIED`, naming the rule), or approves
+/// it short of the rule's quorum counting the approvals recorded on the
+/// snapshot (`FAILED_PRECONDITION`). A context with neither actor nor
+/// principal is the agent's own process, which answers as an operator.
+fn check_rules(session: &Session, resume: &Resume, context: &Map<String, Value>) -> Result<()> {
+    let Some(actor) = actor_of(context) else {
+        return Ok(());
+    };
+    let roles = roles_of(context);
+    let now = chrono::Utc::now();
+    for d in resume.restart.iter().chain(&resume.respond) {
+        let Some(target) = audit::target_of(&session.state.messages, d) else {
+            continue;
+        };
+        let Some(rule) = HoldRule::on(target) else { continue };
+        rule.may_answer(actor, session.owner.as_deref(), &roles)?;
+        let Some(req) = target.as_tool_request() else { continue };
+        if d.as_tool_request().is_none() || rule.quorum <= 1 {
+            continue;
+        }
+        if audit::restart_decision(target, d, now).0 != AuditDecision::Approve {
+            continue;
+        }
+        let mut actors: BTreeSet<&str> = session
+            .approvals
+            .iter()
+            .filter(|a| a.is_of(&req.name, req.reference.as_deref()))
+            .map(|a| a.actor.as_str())
+            .collect();
+        actors.insert(actor);
+        let needed = usize::try_from(rule.quorum).unwrap_or(usize::MAX);
+        if actors.len() < needed {
+            return Err(Error::FailedPrecondition(format!(
+                "approval rule \"{}\" needs {} distinct approvals of {}; {} recorded with this one: record approvals one by one (Agent::answer, POST /agents/NAME/answer)",
+                rule.rule,
+                rule.quorum,
+                req.name,
+                actors.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Claims the stored paused snapshot `id` for a resume: refused when the
