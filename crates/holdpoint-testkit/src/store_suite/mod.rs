@@ -13,6 +13,7 @@ mod approvals;
 mod basic;
 mod concurrency;
 mod listing;
+mod quorum;
 mod recency;
 mod watch;
 
@@ -47,6 +48,7 @@ pub use listing::{
     count_waiting_matches_the_listing, in_doubt_looks_past_a_died_detached_row,
     lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
 };
+pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
 };
@@ -133,6 +135,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("approval_decisions_are_audited_and_pending_is_listed", |s| {
         approval_decisions_are_audited_and_pending_is_listed(s).boxed()
     }),
+    ("partial_approvals_are_durable_and_written_only_while_waiting", |s| {
+        partial_approvals_are_durable_and_written_only_while_waiting(s).boxed()
+    }),
 ];
 
 /// How long one case may take before it counts as hung.
@@ -178,7 +183,16 @@ pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSt
         two_handles_claim_resume_once(a.clone(), b.clone()).boxed(),
     )
     .await;
-    run_case("two_handles_insert_once", two_handles_insert_once(a, b).boxed()).await;
+    run_case(
+        "two_handles_insert_once",
+        two_handles_insert_once(a.clone(), b.clone()).boxed(),
+    )
+    .await;
+    run_case(
+        "two_handles_complete_a_quorum_once",
+        two_handles_complete_a_quorum_once(a, b).boxed(),
+    )
+    .await;
 }
 
 async fn run_case(name: &str, case: BoxFuture<'static, ()>) {
