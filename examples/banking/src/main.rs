@@ -117,6 +117,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 data_dir,
                 metrics_open: args.metrics_open,
                 allowed_hosts: args.allowed_hosts,
+                policy: None,
             })
             .await
         }

@@ -26,6 +26,9 @@ pub struct ServeConfig {
     pub metrics_open: bool,
     /// Host names an anonymous server answers besides the loopback ones.
     pub allowed_hosts: Vec<String>,
+    /// The approval rules that govern the agent's calls (a configuration
+    /// file's `[[approval.rules]]`), if any.
+    pub policy: Option<holdpoint::approval::Policy>,
 }
 
 /// Checks `addr` against the key policy and binds it, before anything
@@ -52,7 +55,8 @@ pub async fn bind(addr: &str, api_key: Option<&str>) -> Result<tokio::net::TcpLi
 
 /// Says where to go, and serves until Ctrl-C.
 pub async fn run(config: ServeConfig) -> Result<(), String> {
-    let agent = banking::banking_agent(config.model, Some(config.store)).map_err(|e| e.to_string())?;
+    let agent = banking::banking_agent_with_policy(config.model, Some(config.store), config.policy)
+        .map_err(|e| e.to_string())?;
     let mut builder = Server::builder()
         .agent(agent)
         .data_dir(&config.data_dir)
