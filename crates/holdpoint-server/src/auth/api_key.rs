@@ -14,6 +14,7 @@ use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
 struct Entry {
     principal: String,
     scope: AgentScope,
+    roles: Vec<String>,
 }
 
 /// API keys from configuration. A request presents one in `X-API-Key`, or
@@ -68,6 +69,25 @@ impl ApiKeys {
             Entry {
                 principal: principal.into(),
                 scope,
+                roles: Vec::new(),
+            },
+        );
+        self
+    }
+
+    /// Adds a key for `principal` with `roles` (the approver roles that
+    /// approval rules name, docs/reference.md §10.6), allowed every agent.
+    pub fn key_with_roles<I, S>(mut self, key: impl AsRef<str>, principal: impl Into<String>, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.keys.insert(
+            digest(key.as_ref()),
+            Entry {
+                principal: principal.into(),
+                scope: AgentScope::All,
+                roles: roles.into_iter().map(Into::into).collect(),
             },
         );
         self
@@ -94,6 +114,7 @@ impl ApiKeys {
         }
         Some(Ok(Identity::new(entry.principal.clone())
             .with_scope(entry.scope.clone())
+            .with_roles(entry.roles.iter().cloned())
             .with_context("auth", json!({"method": "apiKey"}))))
     }
 }
