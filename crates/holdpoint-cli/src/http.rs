@@ -220,9 +220,7 @@ impl HttpBackend {
             .post::<AnswerReply>(&format!("/agents/{agent}/answer"), body)
             .await?
         {
-            Reply::Found(AnswerReply {
-                output: Some(out), ..
-            }) => Ok(Outcome::Resumed(Box::new(out))),
+            Reply::Found(AnswerReply { output: Some(out), .. }) => Ok(Outcome::Resumed(Box::new(out))),
             Reply::Found(reply) => Ok(Outcome::Recorded {
                 approvals: reply.approvals.unwrap_or_default(),
                 quorum: reply.quorum.unwrap_or(1),

@@ -359,7 +359,10 @@ async fn approvers_answer_through_a_server_with_their_own_keys() {
     let reference = pending[0]["ref"].as_str().unwrap().to_owned();
     let (ok, table, err) = holdpoint(&olga(&["pending"]));
     assert!(ok, "{err}");
-    assert!(table.contains("finance (not alice)") && table.contains("0 of 2"), "{table}");
+    assert!(
+        table.contains("finance (not alice)") && table.contains("0 of 2"),
+        "{table}"
+    );
 
     let (ok, _, err) = holdpoint(&as_key("k-alice-0123456789", &["approve", &snapshot, &reference]));
     assert!(!ok && err.contains("403") && err.contains("large transfers"), "{err}");
@@ -368,7 +371,10 @@ async fn approvers_answer_through_a_server_with_their_own_keys() {
     assert!(ok, "{err}");
     assert!(out.contains("1 of 2 approvals recorded (olga)"), "{out}");
     let (_, out, _) = holdpoint(&olga(&["approve", &snapshot, &reference]));
-    assert!(out.contains("1 of 2 approvals recorded") && out.contains("counts once"), "{out}");
+    assert!(
+        out.contains("1 of 2 approvals recorded") && out.contains("counts once"),
+        "{out}"
+    );
     let (_, table, _) = holdpoint(&olga(&["pending"]));
     assert!(table.contains("1 of 2: olga"), "{table}");
 
@@ -389,6 +395,9 @@ async fn approvers_answer_through_a_server_with_their_own_keys() {
         .iter()
         .map(|r| (r["decision"].as_str().unwrap(), r["actor"].as_str().unwrap()))
         .collect();
-    assert!(rows.contains(&("approve", "olga")) && rows.contains(&("approve", "pete")), "{audit}");
+    assert!(
+        rows.contains(&("approve", "olga")) && rows.contains(&("approve", "pete")),
+        "{audit}"
+    );
     assert!(rows.contains(&("deny", "olga")), "{audit}");
 }

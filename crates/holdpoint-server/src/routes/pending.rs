@@ -66,10 +66,7 @@ fn limit(state: &AppState, query: &ListQuery) -> usize {
 /// 404 unless the caller may see `session_id` of `agent`.
 async fn check_session(agent: &Agent, caller: &Identity, session_id: &str) -> Result<(), ApiError> {
     let roles = roles(caller);
-    match agent
-        .latest_snapshot(session_id, access(caller, &roles))
-        .await?
-    {
+    match agent.latest_snapshot(session_id, access(caller, &roles)).await? {
         Some(s) if s.belongs_to(agent.name()) => Ok(()),
         _ => Err(ApiError::not_found(format!("session {session_id} not found"))),
     }
@@ -86,7 +83,10 @@ pub(crate) async fn pending(
     let agent = state.agent(&caller, &name)?;
     let roles = roles(&caller);
     let items = agent
-        .pending_for(caller_query(&state, agent, &caller, &query).await?, access(&caller, &roles))
+        .pending_for(
+            caller_query(&state, agent, &caller, &query).await?,
+            access(&caller, &roles),
+        )
         .await?;
     Ok(reply(items).into_response())
 }

@@ -46,10 +46,16 @@ struct Reply {
 
 impl ApprovalReply for Reply {
     fn approve(feedback: Option<String>) -> Self {
-        Reply { approved: true, feedback }
+        Reply {
+            approved: true,
+            feedback,
+        }
     }
     fn deny(feedback: Option<String>) -> Self {
-        Reply { approved: false, feedback }
+        Reply {
+            approved: false,
+            feedback,
+        }
     }
 }
 
@@ -62,7 +68,9 @@ fn agent(store: Arc<dyn SessionStore>, moved: &Arc<AtomicUsize>) -> Agent {
             let moved = Arc::clone(&moved);
             async move {
                 match reply {
-                    None => Err(ctx.interrupt(json!({"details": format!("Transfer ${} to {}", t.amount, t.to_account)}))),
+                    None => {
+                        Err(ctx.interrupt(json!({"details": format!("Transfer ${} to {}", t.amount, t.to_account)})))
+                    }
                     Some(r) if r.approved => {
                         moved.fetch_add(1, Ordering::SeqCst);
                         Ok(json!({"success": true, "transactionId": "txn-1"}))
@@ -106,7 +114,9 @@ async fn start(moved: &Arc<AtomicUsize>) -> (TestServer, Arc<holdpoint::session:
 }
 
 async fn transfer(s: &TestServer, who: &str, text: &str) -> Value {
-    let (code, body) = s.post("/agents/bankingAgent", json!({"data": user(text)}), Some(who)).await;
+    let (code, body) = s
+        .post("/agents/bankingAgent", json!({"data": user(text)}), Some(who))
+        .await;
     assert_eq!(code, 200, "{body:#}");
     body["result"].clone()
 }
@@ -133,7 +143,9 @@ async fn approvers_list_read_and_answer_by_role_and_a_quorum_of_two_runs_the_tra
     assert_eq!(items[0]["rule"]["quorum"], 2);
     // …and reads the held session.
     let read = json!({"data": {"snapshotId": id}});
-    let (code, snap) = s.post("/agents/bankingAgent/getSnapshot", read.clone(), Some("olga")).await;
+    let (code, snap) = s
+        .post("/agents/bankingAgent/getSnapshot", read.clone(), Some("olga"))
+        .await;
     assert_eq!(code, 200, "{snap:#}");
     // Another customer sees neither.
     let (_, listed) = s.get("/agents/bankingAgent/pending", Some("bob")).await;
@@ -142,7 +154,9 @@ async fn approvers_list_read_and_answer_by_role_and_a_quorum_of_two_runs_the_tra
     assert_eq!(items[0]["snapshotId"], bobs_small["snapshotId"]);
     let got = s.post("/agents/bankingAgent/getSnapshot", read, Some("bob")).await;
     assert_error(&got, 404, "NOT_FOUND", "not found");
-    let got = s.post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("bob")).await;
+    let got = s
+        .post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("bob"))
+        .await;
     assert_error(&got, 404, "NOT_FOUND", "not found");
     // An approver cannot touch sessions its roles do not cover.
     let small = json!({"data": {"snapshotId": bobs_small["snapshotId"]}});
@@ -151,33 +165,46 @@ async fn approvers_list_read_and_answer_by_role_and_a_quorum_of_two_runs_the_tra
 
     // The customer's own approval is refused, naming the rule; nothing changes.
     let before = dump(store.as_ref()).await;
-    let got = s.post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("alice")).await;
+    let got = s
+        .post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("alice"))
+        .await;
     assert_error(&got, 403, "PERMISSION_DENIED", "large transfers");
     assert_eq!(dump(store.as_ref()).await, before);
 
-    let (code, first) = s.post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("olga")).await;
+    let (code, first) = s
+        .post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("olga"))
+        .await;
     assert_eq!(code, 200, "{first:#}");
     assert_eq!(first["result"]["decided"], false);
     assert_eq!(first["result"]["quorum"], 2);
     assert_eq!(first["result"]["approvals"][0]["actor"], "olga");
-    let (_, again) = s.post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("olga")).await;
+    let (_, again) = s
+        .post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("olga"))
+        .await;
     assert_eq!(again["result"]["counted"], false);
     assert_eq!(again["result"]["approvals"].as_array().unwrap().len(), 1);
     let (_, listed) = s.get("/agents/bankingAgent/pending", Some("pete")).await;
     assert_eq!(listed["result"][0]["approvals"][0]["actor"], "olga");
     assert_eq!(moved.load(Ordering::SeqCst), 0);
 
-    let (code, done) = s.post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("pete")).await;
+    let (code, done) = s
+        .post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("pete"))
+        .await;
     assert_eq!(code, 200, "{done:#}");
     assert_eq!(done["result"]["decided"], true);
     assert_eq!(done["result"]["output"]["finishReason"], "stop");
     assert_eq!(moved.load(Ordering::SeqCst), 1);
-    let got = s.post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("quinn")).await;
+    let got = s
+        .post("/agents/bankingAgent/answer", answer(&id, "approve"), Some("quinn"))
+        .await;
     assert_eq!(got.0.as_u16(), 409, "{:#}", got.1);
     assert_eq!(moved.load(Ordering::SeqCst), 1);
 
     // The audit names both actors.
-    let path = format!("/agents/bankingAgent/audit?sessionId={}", big["sessionId"].as_str().unwrap());
+    let path = format!(
+        "/agents/bankingAgent/audit?sessionId={}",
+        big["sessionId"].as_str().unwrap()
+    );
     let (_, audit) = s.get(&path, Some("alice")).await;
     let mut actors: Vec<&str> = audit["result"]
         .as_array()
@@ -202,7 +229,10 @@ async fn a_denial_by_an_approver_is_recorded_deny_and_the_transfer_is_not_made()
     assert_eq!(code, 200, "{done:#}");
     assert_eq!(done["result"]["decided"], true);
     assert_eq!(moved.load(Ordering::SeqCst), 0);
-    let path = format!("/agents/bankingAgent/audit?sessionId={}", big["sessionId"].as_str().unwrap());
+    let path = format!(
+        "/agents/bankingAgent/audit?sessionId={}",
+        big["sessionId"].as_str().unwrap()
+    );
     let (_, audit) = s.get(&path, Some("alice")).await;
     assert_eq!(audit["result"][0]["decision"], "deny");
     assert_eq!(audit["result"][0]["actor"], "olga");
@@ -211,7 +241,11 @@ async fn a_denial_by_an_approver_is_recorded_deny_and_the_transfer_is_not_made()
     // A small transfer follows the default: its owner answers it.
     let small = transfer(&s, "alice", "Transfer $500 to x").await;
     let (code, done) = s
-        .post("/agents/bankingAgent/answer", answer(&small["snapshotId"], "approve"), Some("alice"))
+        .post(
+            "/agents/bankingAgent/answer",
+            answer(&small["snapshotId"], "approve"),
+            Some("alice"),
+        )
         .await;
     assert_eq!(code, 200, "{done:#}");
     assert_eq!(done["result"]["decided"], true);

@@ -103,15 +103,24 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
     let out = hold(&first).await;
     let id = out.snapshot_id.clone().expect("a stored snapshot");
 
-    assert_eq!(recorded(approve(&first, &id, "olga").await), (vec!["olga".into()], true));
-    assert_eq!(recorded(approve(&first, &id, "olga").await), (vec!["olga".into()], false));
+    assert_eq!(
+        recorded(approve(&first, &id, "olga").await),
+        (vec!["olga".into()], true)
+    );
+    assert_eq!(
+        recorded(approve(&first, &id, "olga").await),
+        (vec!["olga".into()], false)
+    );
 
     // A restart between the first and the second approval loses nothing.
     let restarted = agent(&name, Arc::clone(&store), 2, &moved);
     let row = store.get_snapshot(&id).await.expect("get").expect("the row");
     assert_eq!(row.approvals.len(), 1, "{:?}", row.approvals);
     assert_eq!(row.approvals[0].actor, "olga");
-    let listed = restarted.pending(SnapshotQuery::default()).await.expect("pending lists");
+    let listed = restarted
+        .pending(SnapshotQuery::default())
+        .await
+        .expect("pending lists");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].tally(), "1 of 2: olga");
 
@@ -128,7 +137,9 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
         actor: "quinn".into(),
         at: Utc::now(),
     };
-    let err = record_approval(store.as_ref(), &id, late, 3).await.expect_err("refused");
+    let err = record_approval(store.as_ref(), &id, late, 3)
+        .await
+        .expect_err("refused");
     assert!(matches!(err, Error::AlreadyResumed(_)), "{err}");
     let row = store.get_snapshot(&id).await.expect("get").expect("the row");
     assert_eq!(row.approvals.len(), 1);
@@ -143,12 +154,14 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
         })
         .await
         .expect("list_audit");
-    let mut rows: Vec<(Option<&str>, AuditDecision)> =
-        trail.iter().map(|r| (r.actor.as_deref(), r.decision)).collect();
+    let mut rows: Vec<(Option<&str>, AuditDecision)> = trail.iter().map(|r| (r.actor.as_deref(), r.decision)).collect();
     rows.sort_by_key(|r| r.0);
     assert_eq!(
         rows,
-        [(Some("olga"), AuditDecision::Approve), (Some("pete"), AuditDecision::Approve)],
+        [
+            (Some("olga"), AuditDecision::Approve),
+            (Some("pete"), AuditDecision::Approve)
+        ],
         "{trail:#?}"
     );
 }
@@ -173,7 +186,10 @@ pub async fn two_handles_complete_a_quorum_once(a: Arc<dyn SessionStore>, b: Arc
     assert_eq!(actors, ["olga", "pete"], "both partial approvals landed");
 
     let (x, y) = tokio::join!(approve(&on_a, &id, "quinn"), approve(&on_b, &id, "rita"));
-    let resumed = [&x, &y].iter().filter(|r| matches!(r, Ok(Answered::Resumed(_)))).count();
+    let resumed = [&x, &y]
+        .iter()
+        .filter(|r| matches!(r, Ok(Answered::Resumed(_))))
+        .count();
     assert_eq!(resumed, 1, "{x:?} {y:?}");
     let loser = if matches!(x, Ok(Answered::Resumed(_))) { y } else { x };
     assert_eq!(loser.expect_err("the other is refused").status(), Status::Aborted);

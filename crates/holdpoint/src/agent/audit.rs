@@ -9,7 +9,9 @@ use crate::approval::{HoldRule, ReplyShape};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
-use crate::session::{AuditDecision, AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery, hash_json};
+use crate::session::{
+    AuditDecision, AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery, hash_json,
+};
 
 pub use crate::message::metadata::TOOL_APPROVED;
 
@@ -70,11 +72,7 @@ fn matching<'a>(pending: &'a Message, name: &str, reference: Option<&str>) -> Op
 /// it replaced the input (neither input is approved by it: a gate holds
 /// the revised call again); `approve` / `deny` by the tool's declared
 /// [`ReplyShape`] or a gate's `toolApproved`; else `restart`.
-pub(crate) fn restart_decision(
-    target: &Part,
-    d: &Part,
-    now: DateTime<Utc>,
-) -> (AuditDecision, Option<String>) {
+pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (AuditDecision, Option<String>) {
     let data = metadata::marker(d.metadata.as_ref(), metadata::RESUMED)
         .ok()
         .flatten()
@@ -88,7 +86,11 @@ pub(crate) fn restart_decision(
         return (AuditDecision::Edit, reason);
     }
     if let Some((yes, why)) = ReplyShape::on(target).and_then(|shape| shape.read(&data)) {
-        let decision = if yes { AuditDecision::Approve } else { AuditDecision::Deny };
+        let decision = if yes {
+            AuditDecision::Approve
+        } else {
+            AuditDecision::Deny
+        };
         return (decision, why);
     }
     if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
@@ -346,7 +348,12 @@ impl PendingApproval {
             write!(f, ", owner {owner}")?;
         }
         if let Some(rule) = &self.rule {
-            write!(f, ", rule \"{}\": {} may answer", rule.rule, rule.approvers.join(" or "))?;
+            write!(
+                f,
+                ", rule \"{}\": {} may answer",
+                rule.rule,
+                rule.approvers.join(" or ")
+            )?;
             if !rule.self_approval {
                 f.write_str(" (not the owner)")?;
             }

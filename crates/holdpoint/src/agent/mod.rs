@@ -154,7 +154,12 @@ impl<'a> Access<'a> {
 /// Whether `snapshot` waits on a paused call whose rule `roles` approve.
 fn approves_a_hold_of(snapshot: &Snapshot, roles: &[String]) -> bool {
     let Some(state) = &snapshot.state else { return false };
-    let Some(last) = state.messages.iter().rev().find(|m| m.role == crate::message::Role::Model) else {
+    let Some(last) = state
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == crate::message::Role::Model)
+    else {
         return false;
     };
     last.interrupts()
@@ -474,11 +479,7 @@ impl Agent {
     pub async fn pending_for(&self, query: SnapshotQuery, access: Access<'_>) -> Result<Vec<PendingApproval>> {
         let query = match access {
             Access::Full => query,
-            Access::As(principal) => SnapshotQuery {
-                owner: principal.map(str::to_owned),
-                ..query
-            },
-            Access::Caller { principal, roles } if roles.is_empty() => SnapshotQuery {
+            Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
                 owner: principal.map(str::to_owned),
                 ..query
             },

@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 
 use super::rule::{CallFacts, Policy, Rule};
 use crate::error::{Error, Result};
-use crate::message::metadata::{self, TOOL_APPROVED};
 use crate::message::Part;
+use crate::message::metadata::{self, TOOL_APPROVED};
 use crate::middleware::{DENIED, Middleware, ToolHookCall, ToolNext};
 use crate::tool::ToolOutcome;
 
@@ -193,7 +193,11 @@ impl Middleware for RuleGate {
                 return next.run(call).await;
             }
             return Ok(ToolOutcome::Failed(
-                match resumed.get("reason").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
+                match resumed
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .filter(|r| !r.trim().is_empty())
+                {
                     Some(r) => format!("{DENIED}; reason: {r}"),
                     None => format!("{DENIED}; do not retry it unless the user asks again"),
                 },
@@ -216,7 +220,10 @@ impl Middleware for RuleGate {
         }
         let mut data = Map::new();
         let message = match &rule.error {
-            Some(e) => format!("approval rule \"{}\" holds {} (its condition failed: {e})", rule.rule, call.name),
+            Some(e) => format!(
+                "approval rule \"{}\" holds {} (its condition failed: {e})",
+                rule.rule, call.name
+            ),
             None => format!("approval rule \"{}\" holds {}", rule.rule, call.name),
         };
         data.insert("message".into(), Value::String(message));

@@ -50,8 +50,12 @@ const PROBE: &str = "holdpoint reason probe";
 fn object_of<T: Serialize>(value: &T) -> Result<Map<String, Value>> {
     match serde_json::to_value(value) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(Error::InvalidArgument("an approval reply must serialise to a JSON object".into())),
-        Err(e) => Err(Error::InvalidArgument(format!("an approval reply does not serialise: {e}"))),
+        Ok(_) => Err(Error::InvalidArgument(
+            "an approval reply must serialise to a JSON object".into(),
+        )),
+        Err(e) => Err(Error::InvalidArgument(format!(
+            "an approval reply does not serialise: {e}"
+        ))),
     }
 }
 
@@ -82,7 +86,11 @@ impl ReplyShape {
 
     /// The resume data of an approval (`true`) or a denial, with `reason`.
     pub fn answer(&self, approve: bool, reason: Option<&str>) -> Map<String, Value> {
-        let mut data = if approve { self.approve.clone() } else { self.deny.clone() };
+        let mut data = if approve {
+            self.approve.clone()
+        } else {
+            self.deny.clone()
+        };
         if let (Some(key), Some(reason)) = (&self.reason, reason) {
             data.insert(key.clone(), Value::String(reason.to_owned()));
         }

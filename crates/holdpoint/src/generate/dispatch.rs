@@ -195,7 +195,11 @@ pub(crate) fn mark_interrupt(part: &mut Part, data: &Map<String, Value>, held_by
     // The rule and reply of this hold only: a part paused again carries
     // no keys of its earlier hold.
     for (carried, key) in metadata::CARRIED_META {
-        match data.contains_key(carried).then(|| data.to_mut().remove(carried)).flatten() {
+        match data
+            .contains_key(carried)
+            .then(|| data.to_mut().remove(carried))
+            .flatten()
+        {
             Some(value) => part.set_meta(key, value),
             None => {
                 part.remove_meta(key);

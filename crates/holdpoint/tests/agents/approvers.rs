@@ -51,13 +51,18 @@ struct Setup {
 
 fn counting(name: &str, runs: &Arc<AtomicUsize>) -> Arc<dyn Tool> {
     let runs = Arc::clone(runs);
-    DynamicTool::new(name, "counts its runs", json!({"type": "object"}), move |_ctx: ToolContext, input| {
-        let runs = Arc::clone(&runs);
-        async move {
-            runs.fetch_add(1, Ordering::SeqCst);
-            Ok(json!({"ok": true, "input": input}))
-        }
-    })
+    DynamicTool::new(
+        name,
+        "counts its runs",
+        json!({"type": "object"}),
+        move |_ctx: ToolContext, input| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"ok": true, "input": input}))
+            }
+        },
+    )
     .into_tool()
 }
 
@@ -70,7 +75,9 @@ fn transfer(moved: &Arc<AtomicUsize>) -> ResumableTool<Transfer, Value, Reply> {
             let moved = Arc::clone(&moved);
             async move {
                 match reply {
-                    None => Err(ctx.interrupt(json!({"details": format!("Transfer ${} to {}", t.amount, t.to_account)}))),
+                    None => {
+                        Err(ctx.interrupt(json!({"details": format!("Transfer ${} to {}", t.amount, t.to_account)})))
+                    }
                     Some(r) if r.approved => {
                         moved.fetch_add(1, Ordering::SeqCst);
                         Ok(json!({"success": true}))
@@ -183,7 +190,13 @@ async fn a_rule_holds_a_call_the_allowlist_lets_through_and_records_its_rule() {
         json!({"rule": "getBalance-rule", "approvers": ["audit"], "quorum": 1, "selfApproval": true})
     );
     // The interrupt data keeps the Genkit shape: the rule is not in it.
-    assert!(!part.interrupt_data().unwrap().keys().any(|k| k.contains("approvalRule")));
+    assert!(
+        !part
+            .interrupt_data()
+            .unwrap()
+            .keys()
+            .any(|k| k.contains("approvalRule"))
+    );
 
     // No match: today's behaviour (the allowlist lets it run).
     let out = ask(&s, "alice", r#"getBalance {"account": "checking"}"#).await;
@@ -198,8 +211,14 @@ async fn a_rule_holds_calls_of_an_agent_without_tool_approval_and_its_approval_r
     assert_eq!(held_rule(&out).rule, "getBalance-rule");
     assert_eq!(s.runs.load(Ordering::SeqCst), 0);
     // Self-approval is on for this rule: the owner may answer.
-    let answered = s.agent.answer(Answer::approve(snapshot(&out)), who("alice", &[])).await.unwrap();
-    let Answered::Resumed(done) = answered else { panic!("quorum 1 resumes") };
+    let answered = s
+        .agent
+        .answer(Answer::approve(snapshot(&out)), who("alice", &[]))
+        .await
+        .unwrap();
+    let Answered::Resumed(done) = answered else {
+        panic!("quorum 1 resumes")
+    };
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(s.runs.load(Ordering::SeqCst), 1);
 }
@@ -212,9 +231,17 @@ async fn a_condition_that_fails_to_evaluate_holds_the_call_with_the_error() {
     assert_eq!(s.runs.load(Ordering::SeqCst), 0);
     let rule = held_rule(&out);
     assert_eq!(rule.rule, "closeAccount-rule");
-    assert!(rule.error.as_deref().is_some_and(|e| e.contains("could not be evaluated")), "{rule:?}");
+    assert!(
+        rule.error
+            .as_deref()
+            .is_some_and(|e| e.contains("could not be evaluated")),
+        "{rule:?}"
+    );
     let data = out.interrupts()[0].interrupt_data().unwrap();
-    assert!(data["message"].as_str().unwrap().contains("condition failed"), "{data:?}");
+    assert!(
+        data["message"].as_str().unwrap().contains("condition failed"),
+        "{data:?}"
+    );
 }
 
 #[tokio::test]
@@ -291,7 +318,11 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     assert_eq!(err.status(), Status::PermissionDenied);
     assert!(err.to_string().contains("transferMoney-rule"), "{err}");
     // Nor may someone without the role.
-    let err = s.agent.answer(Answer::approve(&id), who("sam", &["support"])).await.unwrap_err();
+    let err = s
+        .agent
+        .answer(Answer::approve(&id), who("sam", &["support"]))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), Status::NotFound, "the hold is invisible to them: {err}");
     // Nor may the owner bypass it with a hand-written resume.
     let part = out.interrupts()[0].restart(Some(json!({"approved": true}))).unwrap();
@@ -304,13 +335,21 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     assert_eq!(err.status(), Status::PermissionDenied, "{err}");
     assert_eq!(s.moved.load(Ordering::SeqCst), 0);
 
-    let Answered::Recorded { call, counted } = s.agent.answer(Answer::approve(&id), who("olga", &["finance"])).await.unwrap()
+    let Answered::Recorded { call, counted } = s
+        .agent
+        .answer(Answer::approve(&id), who("olga", &["finance"]))
+        .await
+        .unwrap()
     else {
         panic!("one approval of two is recorded")
     };
     assert!(counted);
     assert_eq!(call.tally(), "1 of 2: olga");
-    let Answered::Recorded { call, counted } = s.agent.answer(Answer::approve(&id), who("olga", &["finance"])).await.unwrap()
+    let Answered::Recorded { call, counted } = s
+        .agent
+        .answer(Answer::approve(&id), who("olga", &["finance"]))
+        .await
+        .unwrap()
     else {
         panic!("the same approver again does not complete it")
     };
@@ -321,14 +360,18 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     assert!(listed[0].to_string().contains("1 of 2: olga"), "{}", listed[0]);
     assert_eq!(s.moved.load(Ordering::SeqCst), 0);
 
-    let Answered::Resumed(done) = s.agent.answer(Answer::approve(&id), who("pete", &["finance"])).await.unwrap() else {
+    let Answered::Resumed(done) = s
+        .agent
+        .answer(Answer::approve(&id), who("pete", &["finance"]))
+        .await
+        .unwrap()
+    else {
         panic!("the second approver completes it")
     };
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(s.moved.load(Ordering::SeqCst), 1);
     let trail = s.agent.audit(AuditQuery::default()).await.unwrap();
-    let mut rows: Vec<(Option<String>, AuditDecision)> =
-        trail.iter().map(|r| (r.actor.clone(), r.decision)).collect();
+    let mut rows: Vec<(Option<String>, AuditDecision)> = trail.iter().map(|r| (r.actor.clone(), r.decision)).collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
         rows,
@@ -339,7 +382,11 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     );
     assert!(trail.iter().all(|r| r.principal.as_deref() == Some("alice")));
     // Decided: nothing more to answer.
-    let err = s.agent.answer(Answer::approve(&id), who("quinn", &["finance"])).await.unwrap_err();
+    let err = s
+        .agent
+        .answer(Answer::approve(&id), who("quinn", &["finance"]))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), Status::Aborted, "{err}");
     assert_eq!(s.moved.load(Ordering::SeqCst), 1);
 }
@@ -349,7 +396,12 @@ async fn any_authorised_denial_ends_the_hold_recorded_as_deny() {
     let s = setup();
     let out = ask(&s, "alice", r#"transferMoney {"amount": 50000, "toAccount": "x"}"#).await;
     let id = snapshot(&out);
-    let Answered::Recorded { .. } = s.agent.answer(Answer::approve(&id), who("olga", &["finance"])).await.unwrap() else {
+    let Answered::Recorded { .. } = s
+        .agent
+        .answer(Answer::approve(&id), who("olga", &["finance"]))
+        .await
+        .unwrap()
+    else {
         panic!("recorded")
     };
     let denial = Answer::deny(&id, Some("looks like fraud".into()));
@@ -359,7 +411,10 @@ async fn any_authorised_denial_ends_the_hold_recorded_as_deny() {
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(s.moved.load(Ordering::SeqCst), 0, "no transaction is made");
     let trail = s.agent.audit(AuditQuery::default()).await.unwrap();
-    let deny = trail.iter().find(|r| r.decision == AuditDecision::Deny).expect("a deny row");
+    let deny = trail
+        .iter()
+        .find(|r| r.decision == AuditDecision::Deny)
+        .expect("a deny row");
     assert_eq!(deny.actor.as_deref(), Some("pete"));
     assert_eq!(deny.reason.as_deref(), Some("looks like fraud"));
 }
@@ -389,12 +444,19 @@ async fn two_approvers_completing_a_quorum_at_once_run_the_call_once() {
     let s = setup();
     let out = ask(&s, "alice", r#"transferMoney {"amount": 50000, "toAccount": "x"}"#).await;
     let id = snapshot(&out);
-    let _ = s.agent.answer(Answer::approve(&id), who("olga", &["finance"])).await.unwrap();
+    let _ = s
+        .agent
+        .answer(Answer::approve(&id), who("olga", &["finance"]))
+        .await
+        .unwrap();
     let (a, b) = tokio::join!(
         s.agent.answer(Answer::approve(&id), who("pete", &["finance"])),
         s.agent.answer(Answer::approve(&id), who("quinn", &["finance"])),
     );
-    let resumed = [&a, &b].iter().filter(|r| matches!(r, Ok(Answered::Resumed(_)))).count();
+    let resumed = [&a, &b]
+        .iter()
+        .filter(|r| matches!(r, Ok(Answered::Resumed(_))))
+        .count();
     assert_eq!(resumed, 1, "{a:?} {b:?}");
     let loser = if a.is_ok() { b } else { a };
     assert_eq!(loser.unwrap_err().status(), Status::Aborted);
@@ -423,7 +485,10 @@ async fn an_expired_hold_cannot_be_approved() {
         .run_with(AgentInput::text(r#"closeAccount {"id": 1}"#), options)
         .await
         .unwrap();
-    let err = agent.answer(Answer::approve(snapshot(&out)), who("alice", &[])).await.unwrap_err();
+    let err = agent
+        .answer(Answer::approve(snapshot(&out)), who("alice", &[]))
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
     assert!(err.to_string().contains("expired"), "{err}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);

@@ -20,8 +20,8 @@ use std::collections::BTreeSet;
 
 use crate::approval::{HoldRule, roles_of};
 use crate::error::{Error, Result};
-use crate::session::AuditDecision;
 use crate::generate::{Resume, validate_resume};
+use crate::session::AuditDecision;
 use crate::session::{ResumeClaim, SessionStore};
 
 /// What a turn claimed before its tools run: `claimed` once the store
@@ -110,7 +110,10 @@ async fn claim_resume(
 
 /// The individual who acts: [`ACTOR`], else the principal.
 pub(crate) fn actor_of(context: &Map<String, Value>) -> Option<&str> {
-    context.get(ACTOR).and_then(Value::as_str).or_else(|| principal_of(context))
+    context
+        .get(ACTOR)
+        .and_then(Value::as_str)
+        .or_else(|| principal_of(context))
 }
 
 /// Refuses, before anything is claimed, a resume that answers a call held
