@@ -493,3 +493,23 @@ async fn an_expired_hold_cannot_be_approved() {
     assert!(err.to_string().contains("expired"), "{err}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn a_rules_approval_releases_the_call_through_tool_approval_inside_it() {
+    // closeAccount is outside ToolApproval's allowlist; the rule (held
+    // because its condition fails) is answered by support, and the call
+    // runs without ToolApproval asking again.
+    let s = setup();
+    let out = ask(&s, "alice", r#"closeAccount {"id": 1}"#).await;
+    assert_eq!(out.interrupts()[0].interrupted_by(), Some(RULE_GATE));
+    let answered = s
+        .agent
+        .answer(Answer::approve(snapshot(&out)), who("sam", &["support"]))
+        .await
+        .unwrap();
+    let Answered::Resumed(done) = answered else {
+        panic!("quorum 1 resumes")
+    };
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(s.runs.load(Ordering::SeqCst), 1);
+}
