@@ -339,7 +339,10 @@ async fn deny_with_a_reason_transcripts_audit_and_expired_holds() {
     browser.wait_text(&late_card, &["expired", "approval expired"]).await;
     browser.click(&format!("{late_card} button.approve")).await;
     browser
-        .wait_text(&format!("{late_card} .notice"), &["expired", "can no longer be approved"])
+        .wait_text(
+            &format!("{late_card} .notice"),
+            &["expired", "can no longer be approved"],
+        )
         .await;
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     browser.close().await;
