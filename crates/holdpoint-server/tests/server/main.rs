@@ -16,6 +16,7 @@ mod jwt;
 mod kill;
 mod load;
 mod observability;
+mod oidc;
 mod pg_restart;
 mod provider;
 mod rejections;
