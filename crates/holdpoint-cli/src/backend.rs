@@ -4,9 +4,12 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, PendingApproval, RunOptions};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, Answer, AnswerKind, PendingApproval, RunOptions};
+use holdpoint::approval::ReplyShape;
 use holdpoint::middleware::ToolApproval;
-use holdpoint::session::{AuditQuery, AuditRecord, OutboxEvent, OutboxQuery, SessionStore, Snapshot, SnapshotQuery};
+use holdpoint::session::{
+    AuditQuery, AuditRecord, HoldApproval, OutboxEvent, OutboxQuery, SessionStore, Snapshot, SnapshotQuery,
+};
 use holdpoint::{Part, Resume};
 use serde_json::{Value, json};
 
@@ -28,9 +31,30 @@ pub enum Decision {
     Restart(Value),
 }
 
+/// What deciding a paused call did.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The hold was decided and the session resumed: the turn's output.
+    Resumed(Box<AgentOutput>),
+    /// An approval was recorded; its rule's quorum is not met yet.
+    Recorded {
+        /// The approvals so far.
+        approvals: Vec<HoldApproval>,
+        /// How many the rule needs.
+        quorum: u32,
+        /// Whether this approval was new (the same approver counts once).
+        counted: bool,
+    },
+}
+
 impl Decision {
-    /// The resume directive for `part`.
+    /// The resume directive for `part`: a tool that declares how its
+    /// resume data means yes or no is answered in its own terms.
     pub fn directive(&self, part: &Part) -> holdpoint::Result<Part> {
+        if let (Some(shape), Decision::Approve(reason) | Decision::Deny(reason)) = (ReplyShape::on(part), self) {
+            let data = shape.answer(matches!(self, Decision::Approve(_)), reason.as_deref());
+            return part.restart(Some(Value::Object(data)));
+        }
         let hold = ToolApproval::interrupted(part);
         match (self, hold) {
             (Decision::Approve(reason), Some(h)) => h.approve(reason.as_deref()),
@@ -276,9 +300,46 @@ impl Backend {
         }
     }
 
-    /// Settles the paused call `reference` of `snapshot_id` and runs the
-    /// resumed turn (in-process with a registered agent, or on the server).
-    pub async fn decide(
+    /// Approves or denies the paused call `reference` of `snapshot_id`.
+    /// On a server, as the caller: the server checks the call's approval
+    /// rule, and an approval short of its quorum is only recorded. On a
+    /// store, as an operator acting for the session's owner.
+    pub async fn decide(&self, snapshot_id: &str, reference: &str, decision: &Decision) -> Result<Outcome, CliError> {
+        let (approve, reason) = match decision {
+            Decision::Approve(r) => (true, r.clone()),
+            Decision::Deny(r) => (false, r.clone()),
+            Decision::Respond(_) | Decision::Restart(_) => {
+                return self
+                    .answer_directly(snapshot_id, reference, decision)
+                    .await
+                    .map(|out| Outcome::Resumed(Box::new(out)));
+            }
+        };
+        match self {
+            Backend::Server(h) => {
+                let snapshot = self.snapshot(snapshot_id, None).await?;
+                let part = find_call(&snapshot, reference)?;
+                let name = snapshot.agent.clone().unwrap_or_default();
+                let answer = Answer {
+                    snapshot_id: snapshot_id.to_owned(),
+                    reference: part.as_tool_request().and_then(|r| r.reference.clone()),
+                    tool: part.as_tool_request().map(|r| r.name.clone()),
+                    decision: if approve { AnswerKind::Approve } else { AnswerKind::Deny },
+                    reason,
+                };
+                h.answer(&name, &answer).await
+            }
+            Backend::Store(_) => self
+                .answer_directly(snapshot_id, reference, decision)
+                .await
+                .map(|out| Outcome::Resumed(Box::new(out))),
+        }
+    }
+
+    /// Settles the paused call `reference` of `snapshot_id` with a resume
+    /// and runs the resumed turn (in-process with a registered agent, or on
+    /// the server).
+    pub async fn answer_directly(
         &self,
         snapshot_id: &str,
         reference: &str,

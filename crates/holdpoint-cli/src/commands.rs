@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::args::{Cli, Command, McpCommand, NotificationsCommand, ServeArgs, SessionsCommand};
-use crate::backend::{Backend, Decision, pending_of};
+use crate::backend::{Backend, Decision, Outcome, pending_of};
 use crate::error::CliError;
 use crate::output::{Table, count, cut, print, print_json, time, with_progress};
 
@@ -202,6 +202,8 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 "BY",
                 "INPUT",
                 "ASKS",
+                "MAY ANSWER",
+                "APPROVALS",
             ]);
             for p in &items {
                 let by = match p.interrupted_by.as_deref() {
@@ -218,6 +220,8 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                     by,
                     cut(&p.input.to_string(), 48),
                     cut(&Value::Object(p.interrupt.clone()).to_string(), 60),
+                    may_answer(p),
+                    p.rule.as_ref().map_or_else(|| "-".to_owned(), |_| p.tally()),
                 ]);
             }
             Ok(print(&t.render("no paused calls"))?)
@@ -273,14 +277,14 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             let what = if output.is_some() { "settled" } else { "re-run" };
             decided(cli.json, backend.settle(&a.snapshot, &a.reference, output).await?, what)
         }
-        Command::Approve(d) => decided(
+        Command::Approve(d) => outcome(
             cli.json,
             backend
                 .decide(&d.snapshot, &d.reference, &Decision::Approve(d.reason))
                 .await?,
             "approved",
         ),
-        Command::Deny(d) => decided(
+        Command::Deny(d) => outcome(
             cli.json,
             backend
                 .decide(&d.snapshot, &d.reference, &Decision::Deny(d.reason))
@@ -305,7 +309,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             decided(
                 cli.json,
                 backend
-                    .decide(&a.snapshot, &a.reference, &Decision::Restart(data))
+                    .answer_directly(&a.snapshot, &a.reference, &Decision::Restart(data))
                     .await?,
                 "answered",
             )
@@ -320,7 +324,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             decided(
                 cli.json,
                 backend
-                    .decide(&r.snapshot, &r.reference, &Decision::Respond(output))
+                    .answer_directly(&r.snapshot, &r.reference, &Decision::Respond(output))
                     .await?,
                 "answered",
             )
@@ -417,6 +421,46 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             ))?)
         }
         Command::Serve(s) => serve(s, cli.api_key, agents).await,
+    }
+}
+
+/// Who may answer a paused call: its rule's approver roles (and the owner
+/// when self-approval is on), else the session's owner.
+fn may_answer(p: &holdpoint::agent::PendingApproval) -> String {
+    let owner = p.owner.as_deref().unwrap_or("the owner");
+    match &p.rule {
+        Some(rule) if rule.self_approval => format!("{} or {owner}", rule.approvers.join(", ")),
+        Some(rule) => format!("{} (not {owner})", rule.approvers.join(", ")),
+        None => owner.to_owned(),
+    }
+}
+
+/// Prints what an approval or a denial did: the resumed turn, or `1 of 2
+/// approvals recorded` while the quorum is not met.
+fn outcome(json: bool, out: Outcome, what: &str) -> Result<(), CliError> {
+    match out {
+        Outcome::Resumed(out) => decided(json, *out, what),
+        Outcome::Recorded {
+            approvals,
+            quorum,
+            counted,
+        } => {
+            if json {
+                return Ok(print_json(&serde_json::json!({
+                    "decided": false,
+                    "counted": counted,
+                    "quorum": quorum,
+                    "approvals": approvals,
+                }))?);
+            }
+            let who: Vec<&str> = approvals.iter().map(|a| a.actor.as_str()).collect();
+            let mut text = format!("{} of {quorum} approvals recorded ({})", who.len(), who.join(", "));
+            if !counted {
+                text.push_str("; you had approved already, which counts once");
+            }
+            text.push_str("; the call runs once the quorum is met\n");
+            Ok(print(&text)?)
+        }
     }
 }
 

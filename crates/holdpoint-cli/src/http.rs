@@ -1,12 +1,13 @@
 //! A holdpoint server as a backend: the routes of `holdpoint-server`.
 
 use holdpoint::Resume;
-use holdpoint::agent::{AgentOutput, PendingApproval};
-use holdpoint::session::{AuditRecord, Snapshot};
+use holdpoint::agent::{AgentOutput, Answer, PendingApproval};
+use holdpoint::session::{AuditRecord, HoldApproval, Snapshot};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::backend::Outcome;
 use crate::error::CliError;
 
 /// A server at `base`, called with an optional API key.
@@ -19,6 +20,19 @@ pub struct HttpBackend {
 #[derive(Deserialize)]
 struct AgentInfo {
     name: String,
+}
+
+/// The result of `POST /agents/{name}/answer`.
+#[derive(Deserialize)]
+struct AnswerReply {
+    #[serde(default)]
+    counted: Option<bool>,
+    #[serde(default)]
+    quorum: Option<u32>,
+    #[serde(default)]
+    approvals: Option<Vec<HoldApproval>>,
+    #[serde(default)]
+    output: Option<AgentOutput>,
 }
 
 /// What a call came back with: a result, or a 404 (to try the next agent).
@@ -196,6 +210,30 @@ impl HttpBackend {
     }
 
     /// Resumes `snapshot` of `agent` with `resume`; the resumed turn's output.
+    /// Approves or denies one paused call as the caller
+    /// (`POST /agents/{name}/answer`): the server checks the call's
+    /// approval rule, records an approval short of the quorum, and
+    /// resumes the session once the hold is decided.
+    pub async fn answer(&self, agent: &str, answer: &Answer) -> Result<Outcome, CliError> {
+        let body = json!({ "data": answer });
+        match self
+            .post::<AnswerReply>(&format!("/agents/{agent}/answer"), body)
+            .await?
+        {
+            Reply::Found(AnswerReply { output: Some(out), .. }) => Ok(Outcome::Resumed(Box::new(out))),
+            Reply::Found(reply) => Ok(Outcome::Recorded {
+                approvals: reply.approvals.unwrap_or_default(),
+                quorum: reply.quorum.unwrap_or(1),
+                counted: reply.counted.unwrap_or(true),
+            }),
+            Reply::NotFound => Err(CliError::NotFound(format!(
+                "snapshot {} not found on agent {agent} (or not yours to answer)",
+                answer.snapshot_id
+            ))),
+        }
+    }
+
+    /// Resumes `snapshot` of `agent` with `resume`.
     pub async fn resume(&self, agent: &str, snapshot: &str, resume: Resume) -> Result<AgentOutput, CliError> {
         let body = json!({ "data": { "resume": resume }, "init": { "snapshotId": snapshot } });
         match self.post::<AgentOutput>(&format!("/agents/{agent}"), body).await? {

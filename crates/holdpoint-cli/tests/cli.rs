@@ -119,7 +119,7 @@ async fn a_binary_with_agents_approves_and_denies_against_the_store_in_process()
         .iter()
         .map(|r| (r["tool"].as_str().unwrap(), r["decision"].as_str().unwrap()))
         .collect();
-    assert!(decisions.contains(&("transferMoney", "restart")), "{audit}");
+    assert!(decisions.contains(&("transferMoney", "approve")), "{audit}");
     assert!(decisions.contains(&("closeAccount", "deny")), "{audit}");
     assert!(audit.to_string().contains("fraud suspected"));
     assert_eq!(json_of(&["--store", &url, "pending", "--json"]), json!([]));
@@ -295,6 +295,111 @@ async fn calls_in_doubt_are_settled_through_a_server() {
     assert_eq!(json_of(&["--server", &base, "in-doubt", "--json"]), json!([]));
     let (ok, _, err) = holdpoint(&["--server", &base, "settle", &snapshot, &reference, "--rerun"]);
     assert!(!ok && err.contains("not in doubt"), "{err}");
+}
+
+/// The approvers of issue 20 through the stock binary against a live
+/// server: who may answer, `1 of 2 approvals recorded`, the same approver
+/// twice counting once, the owner refused, a denial recorded `deny`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvers_answer_through_a_server_with_their_own_keys() {
+    let store = holdpoint_stores::open_store("memory:").await.unwrap();
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        name: Some("large transfers".into()),
+        agent: Some("bankingAgent".into()),
+        tool: Some("transferMoney".into()),
+        when: Some("input.amount > 10000".into()),
+        approvers: vec!["finance".into()],
+        quorum: 2,
+        self_approval: false,
+    }])
+    .unwrap();
+    let agent = banking::banking_agent_with_policy(Arc::new(banking::demo_model()), Some(store), Some(policy)).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let keys = holdpoint_server::auth::ApiKeys::new()
+        .key_with_roles("k-alice-0123456789", "alice", ["customer"])
+        .key_with_roles("k-olga-0123456789", "olga", ["finance"])
+        .key_with_roles("k-pete-0123456789", "pete", ["finance"]);
+    let server = holdpoint_server::Server::builder()
+        .agent(agent)
+        .api_keys(keys)
+        .data_dir(data.path())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+    let ask = |text: &'static str| {
+        let base = base.clone();
+        async move {
+            let turn: Value = reqwest::Client::new()
+                .post(format!("{base}/agents/bankingAgent"))
+                .header("X-API-Key", "k-alice-0123456789")
+                .json(&json!({"data": {"message": {"role": "user", "content": [{"text": text}]}}}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+            turn["result"]["snapshotId"].as_str().unwrap().to_owned()
+        }
+    };
+    let snapshot = ask("Transfer $50000 to savings").await;
+    let as_key = |key: &str, rest: &[&str]| -> Vec<String> {
+        ["--server", base.as_str(), "--api-key", key]
+            .iter()
+            .chain(rest)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let olga = |rest: &[&str]| as_key("k-olga-0123456789", rest);
+    let pending = json_of(&olga(&["pending", "--json"]));
+    assert_eq!(pending[0]["snapshotId"], snapshot.as_str(), "{pending}");
+    let reference = pending[0]["ref"].as_str().unwrap().to_owned();
+    let (ok, table, err) = holdpoint(&olga(&["pending"]));
+    assert!(ok, "{err}");
+    assert!(
+        table.contains("finance (not alice)") && table.contains("0 of 2"),
+        "{table}"
+    );
+
+    let (ok, _, err) = holdpoint(&as_key("k-alice-0123456789", &["approve", &snapshot, &reference]));
+    assert!(!ok && err.contains("403") && err.contains("large transfers"), "{err}");
+
+    let (ok, out, err) = holdpoint(&olga(&["approve", &snapshot, &reference]));
+    assert!(ok, "{err}");
+    assert!(out.contains("1 of 2 approvals recorded (olga)"), "{out}");
+    let (_, out, _) = holdpoint(&olga(&["approve", &snapshot, &reference]));
+    assert!(
+        out.contains("1 of 2 approvals recorded") && out.contains("counts once"),
+        "{out}"
+    );
+    let (_, table, _) = holdpoint(&olga(&["pending"]));
+    assert!(table.contains("1 of 2: olga"), "{table}");
+
+    let (ok, out, err) = holdpoint(&as_key("k-pete-0123456789", &["approve", &snapshot, &reference]));
+    assert!(ok, "{err}");
+    assert!(out.contains("ended: stop") && out.contains("Done: txn-123"), "{out}");
+
+    let denied = ask("Transfer $60000 to savings").await;
+    let pending = json_of(&olga(&["pending", "--json"]));
+    let reference = pending[0]["ref"].as_str().unwrap().to_owned();
+    let (ok, out, err) = holdpoint(&olga(&["deny", &denied, &reference, "--reason", "fraud suspected"]));
+    assert!(ok, "{err}");
+    assert!(out.contains("The transfer was not made"), "{out}");
+    let audit = json_of(&as_key("k-alice-0123456789", &["audit", "--json"]));
+    let rows: Vec<(&str, &str)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["decision"].as_str().unwrap(), r["actor"].as_str().unwrap()))
+        .collect();
+    assert!(
+        rows.contains(&("approve", "olga")) && rows.contains(&("approve", "pete")),
+        "{audit}"
+    );
+    assert!(rows.contains(&("deny", "olga")), "{audit}");
 }
 
 #[tokio::test]

@@ -184,15 +184,43 @@ function outputText(result) {
     .trim();
 }
 
-async function answer(card, agent, item, directive, label) {
+// Approves or denies through POST /agents/{name}/answer (docs/reference.md
+// §10.6): the server checks the call's approval rule; an approval short of
+// its quorum is only recorded.
+async function decideCall(card, agent, item, approved, reason, label) {
+  const data = { snapshotId: item.snapshotId, tool: item.tool, decision: approved ? "approve" : "deny" };
+  if (item.ref !== undefined) data.ref = item.ref;
+  if (reason) data.reason = reason;
+  return answer(card, agent, item, null, label, { path: "agents/" + encodeURIComponent(agent) + "/answer", body: { data } });
+}
+
+function tally(approvals, quorum) {
+  const who = (approvals || []).map((a) => a.actor);
+  return who.length + " of " + quorum + (who.length ? ": " + who.join(", ") : "");
+}
+
+async function answer(card, agent, item, directive, label, via) {
   const buttons = card.querySelectorAll("button.act");
   buttons.forEach((b) => (b.disabled = true));
   notice(card, "warn", "Sending…");
-  const resume = directive.toolResponse ? { respond: [directive] } : { restart: [directive] };
-  const got = await api("agents/" + encodeURIComponent(agent), {
-    body: { data: { resume }, init: { snapshotId: item.snapshotId } },
-  });
+  let got;
+  if (via) {
+    got = await api(via.path, { body: via.body });
+  } else {
+    const resume = directive.toolResponse ? { respond: [directive] } : { restart: [directive] };
+    got = await api("agents/" + encodeURIComponent(agent), {
+      body: { data: { resume }, init: { snapshotId: item.snapshotId } },
+    });
+  }
   const what = label + " " + item.tool + " (session " + short(item.sessionId) + ")";
+  if (got.ok && via && got.result.decided === false) {
+    const text = tally(got.result.approvals, got.result.quorum) + " approvals recorded; the call runs once the quorum is met.";
+    notice(card, "warn", text);
+    outcome("warn", what + ": " + text);
+    buttons.forEach((b) => (b.disabled = false));
+    return;
+  }
+  if (got.ok && via) got.result = got.result.output;
   if (!got.ok) {
     const text = explain(got);
     notice(card, "bad", text);
@@ -255,18 +283,23 @@ function buildCard(agent, item) {
     card.append(
       el("div", {
         class: "notice warn",
-        text: "This approval has expired: an answer now reaches the agent as a denial (\"approval expired\").",
+        text: "This approval has expired (approval expired): it can no longer be approved; a denial still reaches the agent.",
       }),
     );
   }
 
+  if (item.rule) {
+    const r = item.rule;
+    const who = r.approvers.join(" or ") + (r.selfApproval ? " (or the owner)" : " (not the owner)");
+    card.append(
+      el("p", { class: "muted rule", text: "Rule \"" + r.rule + "\": " + who + " may answer" + (r.quorum > 1 ? "; " + tally(item.approvals, r.quorum) : "") }),
+    );
+  }
   const actions = el("div", { class: "actions" });
-  if (gate) {
+  if (gate || item.reply || item.rule) {
     const reason = el("input", { class: "reason", type: "text", placeholder: "Reason (optional, recorded in the audit)", "aria-label": "Reason" });
     const decide = (approved) => () => {
-      const data = { toolApproved: approved };
-      if (reason.value.trim()) data.reason = reason.value.trim();
-      answer(card, agent, item, restartPart(item, data), approved ? "Approved" : "Denied");
+      decideCall(card, agent, item, approved, reason.value.trim(), approved ? "Approved" : "Denied");
     };
     actions.append(
       el(

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint::agent::{Agent, AgentBuilder};
+use holdpoint::approval::{ApprovalReply, Policy};
 use holdpoint::message::{Part, PartKind, Role};
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::SessionStore;
@@ -27,7 +28,7 @@ pub const SYSTEM_PROMPT: &str = "You are a helpful banking assistant. Use getBal
 and transferMoney to move money. Every transfer needs the account holder's approval.";
 
 /// The most one transfer may move, in dollars.
-pub const MAX_TRANSFER: f64 = 10_000.0;
+pub const MAX_TRANSFER: f64 = 100_000.0;
 
 /// The longest account id `transferMoney` accepts (an IBAN's length).
 pub const MAX_ACCOUNT_LEN: usize = 34;
@@ -46,7 +47,7 @@ pub const ACCOUNT_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_.-]*$";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Transfer {
-    /// Amount in dollars, in whole cents: at least 0.01, at most 10000.
+    /// Amount in dollars, in whole cents: at least 0.01, at most 100000.
     #[schemars(range(min = 0.01, max = MAX_TRANSFER))]
     pub amount: f64,
     /// The destination account id: 1 to 34 letters, digits, `-`, `_` or
@@ -139,6 +140,20 @@ pub struct Approval {
     pub reason: Option<String>,
 }
 
+/// `approved` means yes or no, `reason` is the reason: so `holdpoint
+/// approve` / `deny`, the page and `POST /agents/bankingAgent/answer`
+/// answer a paused transfer without hand-written JSON, and the audit
+/// records `approve` or `deny`.
+impl ApprovalReply for Approval {
+    fn approve(reason: Option<String>) -> Self {
+        Approval { approved: true, reason }
+    }
+
+    fn deny(reason: Option<String>) -> Self {
+        Approval::no(reason)
+    }
+}
+
 impl Approval {
     /// An approval.
     pub fn yes() -> Self {
@@ -200,7 +215,7 @@ pub struct BalanceQuery {
 pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferResult, Approval>> {
     ResumableTool::define(
         "transferMoney",
-        "Transfers money to another account: more than $0 and at most $10,000, in whole cents. Requires the account holder's approval.",
+        "Transfers money to another account: more than $0 and at most $100,000, in whole cents. Requires approval (the account holder's, or finance's for large amounts when an approval policy says so).",
         |ctx: ToolContext, t: Transfer, approval: Option<Approval>| async move {
             if let Err(why) = t.validate() {
                 return Err(ctx.fail(format!("the transfer was refused: {why}")));
@@ -219,7 +234,8 @@ pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferRes
                 })),
             }
         },
-    )
+    )?
+    .approval_reply()
 }
 
 /// `getBalance`: runs freely.
@@ -240,6 +256,25 @@ pub fn get_balance() -> TypedTool<BalanceQuery, Value> {
 /// The agent, on any model and (optionally) a store.
 pub fn banking_agent(model: Arc<dyn Model>, store: Option<Arc<dyn SessionStore>>) -> holdpoint::Result<Agent> {
     builder(model, store)?.build()
+}
+
+/// The agent on any model and store, its calls governed by `policy` (the
+/// `[[approval.rules]]` of a configuration file): e.g. transfers over
+/// $10,000 held for two of finance, never the account holder.
+pub fn banking_agent_with_policy(
+    model: Arc<dyn Model>,
+    store: Option<Arc<dyn SessionStore>>,
+    policy: Option<Policy>,
+) -> holdpoint::Result<Agent> {
+    with_policy(builder(model, store)?, policy).build()
+}
+
+/// Applies an approval `policy` (if any) to a banking agent's builder.
+pub fn with_policy(builder: AgentBuilder, policy: Option<Policy>) -> AgentBuilder {
+    match policy {
+        Some(policy) => builder.approval_policy(policy),
+        None => builder,
+    }
 }
 
 /// The agent's builder, for adding middleware or a state codec.

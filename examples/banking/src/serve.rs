@@ -55,14 +55,11 @@ pub async fn bind(addr: &str, authenticated: bool) -> Result<tokio::net::TcpList
     })
 }
 
-/// Hands the configuration file's approval policy to the agent being built.
-///
-/// This is where `bankingAgent` learns the `[[approval.rules]]` of
-/// `--config`: the agent-side method belongs to the approval engine, so the
-/// builder is returned as it came and the policy is passed through untouched.
+/// Hands the configuration file's approval policy to the agent being built
+/// (docs/reference.md §10.5): `bankingAgent` then holds the calls its
+/// `[[approval.rules]]` cover for their approvers.
 pub fn apply_policy(builder: AgentBuilder, policy: Option<Policy>) -> AgentBuilder {
-    let _ = policy;
-    builder
+    banking::with_policy(builder, policy)
 }
 
 /// Says where to go, and serves until Ctrl-C.

@@ -42,7 +42,7 @@ fn the_schema_states_the_rules_the_model_must_follow() {
     assert_eq!(account["minLength"], json!(1), "{schema:#}");
     assert_eq!(account["maxLength"], json!(MAX_ACCOUNT_LEN), "{schema:#}");
     assert_eq!(account["pattern"], json!(banking::ACCOUNT_PATTERN), "{schema:#}");
-    assert!(tool.definition().description.contains("$10,000"));
+    assert!(tool.definition().description.contains("$100,000"));
 }
 
 #[tokio::test]
@@ -103,8 +103,8 @@ fn validate_refuses_what_json_cannot_carry_and_names_the_rule() {
     assert_eq!(t(-0.0, "savings").validate(), Err(TransferRejected::NotPositive(-0.0)));
     assert_eq!(t(-1.0, "savings").validate(), Err(TransferRejected::NotPositive(-1.0)));
     assert_eq!(
-        t(10_000.01, "savings").validate(),
-        Err(TransferRejected::TooLarge(10_000.01))
+        t(100_000.01, "savings").validate(),
+        Err(TransferRejected::TooLarge(100_000.01))
     );
     assert_eq!(
         t(0.005, "savings").validate(),
@@ -126,8 +126,8 @@ fn validate_refuses_what_json_cannot_carry_and_names_the_rule() {
     assert_eq!(t(0.07, "savings").validate(), Ok(()));
     assert_eq!(t(9_999.99, "DE89370400440532013000").validate(), Ok(()));
     assert_eq!(
-        TransferRejected::TooLarge(20_000.0).to_string(),
-        "amount must be at most 10000 dollars per transfer, got 20000"
+        TransferRejected::TooLarge(200_000.0).to_string(),
+        "amount must be at most 100000 dollars per transfer, got 200000"
     );
 }
 

@@ -23,6 +23,7 @@
 //! the server's own origin.
 
 mod agents;
+mod answer;
 mod connect;
 mod meta;
 mod pending;
@@ -63,6 +64,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/agents/{name}/audit"),
     ("GET", "/agents/{name}/inDoubt"),
     ("POST", "/agents/{name}/settle"),
+    ("POST", "/agents/{name}/answer"),
     ("GET", "/agents/{name}/connect"),
 ];
 
@@ -98,6 +100,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/audit", get(pending::audit))
         .route("/agents/{name}/inDoubt", get(settle::in_doubt))
         .route("/agents/{name}/settle", post(settle::settle))
+        .route("/agents/{name}/answer", post(answer::answer))
         .route("/agents/{name}/connect", get(connect::connect))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

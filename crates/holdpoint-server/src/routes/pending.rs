@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use holdpoint::agent::{Agent, PendingApproval};
+use holdpoint::agent::{Access, Agent, PendingApproval};
 use holdpoint::session::{AuditQuery, SnapshotQuery};
 use serde::{Deserialize, Serialize};
 
@@ -69,10 +69,8 @@ fn limit(state: &AppState, query: &ListQuery) -> usize {
 
 /// 404 unless the caller may see `session_id` of `agent`.
 async fn check_session(agent: &Agent, caller: &Identity, session_id: &str) -> Result<(), ApiError> {
-    match agent
-        .latest_snapshot(session_id, holdpoint::agent::Access::As(caller.principal()))
-        .await?
-    {
+    let roles = roles(caller);
+    match agent.latest_snapshot(session_id, access(caller, &roles)).await? {
         Some(s) if s.belongs_to(agent.name()) => Ok(()),
         _ => Err(ApiError::not_found(format!("session {session_id} not found"))),
     }
@@ -87,10 +85,28 @@ pub(crate) async fn pending(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?;
+    let roles = roles(&caller);
     let items = agent
-        .pending(caller_query(&state, agent, &caller, &query).await?)
+        .pending_for(
+            caller_query(&state, agent, &caller, &query).await?,
+            access(&caller, &roles),
+        )
         .await?;
-    Ok(reply(visible(items, &caller)).into_response())
+    Ok(reply(items).into_response())
+}
+
+/// The caller's roles, as [`Access::Caller`] takes them.
+pub(crate) fn roles(caller: &Identity) -> Vec<String> {
+    caller.roles.iter().cloned().collect()
+}
+
+/// What `caller` (with `roles`) may see: its own sessions, and the holds
+/// its roles may answer (docs/reference.md §10.7).
+pub(crate) fn access<'a>(caller: &'a Identity, roles: &'a [String]) -> Access<'a> {
+    Access::Caller {
+        principal: caller.principal(),
+        roles,
+    }
 }
 
 /// The snapshot query of a listing for `caller`: their own sessions, or

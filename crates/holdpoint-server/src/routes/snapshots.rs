@@ -33,17 +33,15 @@ pub(crate) async fn get_snapshot(
     ApiJson(request): ApiJson<SnapshotRequest>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?;
-    let principal = caller.principal();
+    let roles = crate::routes::pending::roles(&caller);
+    let access = crate::routes::pending::access(&caller, &roles);
     let data = request.data;
     let snapshot_id = non_empty(data.snapshot_id);
     let session_id = non_empty(data.session_id);
     let mut snapshot = match (snapshot_id, session_id) {
         (Some(id), session) => {
-            let found = of_agent(
-                agent.snapshot(&id, holdpoint::agent::Access::As(principal)).await?,
-                &name,
-            )
-            .ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
+            let found = of_agent(agent.snapshot(&id, access).await?, &name)
+                .ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
             if let Some(session) = session
                 && found.session_id != session
             {
@@ -53,13 +51,8 @@ pub(crate) async fn get_snapshot(
             }
             found
         }
-        (None, Some(session)) => of_agent(
-            agent
-                .latest_snapshot(&session, holdpoint::agent::Access::As(principal))
-                .await?,
-            &name,
-        )
-        .ok_or_else(|| ApiError::not_found(format!("session {session} not found")))?,
+        (None, Some(session)) => of_agent(agent.latest_snapshot(&session, access).await?, &name)
+            .ok_or_else(|| ApiError::not_found(format!("session {session} not found")))?,
         (None, None) => {
             return Err(ApiError::invalid("getSnapshot needs data.snapshotId or data.sessionId"));
         }

@@ -497,7 +497,7 @@ async fn a_restart_with_replaced_input_audits_both_inputs_and_hashes() {
     let rows = audit["result"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{audit:#}");
     let row = &rows[0];
-    assert_eq!(row["decision"], "restart");
+    assert_eq!(row["decision"], "edit");
     assert_eq!(row["inputHash"], json!(hash_json(&ran)), "{row:#}");
     assert_eq!(row["input"], ran, "{row:#}");
     assert_eq!(row["originalInput"], held, "{row:#}");
@@ -537,7 +537,7 @@ async fn a_gate_hold_restarted_with_new_input_is_held_again_and_not_audited_as_a
         .await;
     let rows = audit["result"].as_array().unwrap();
     let decisions: Vec<&Value> = rows.iter().map(|r| &r["decision"]).collect();
-    assert_eq!(decisions, [&json!("restart")], "{audit:#}");
+    assert_eq!(decisions, [&json!("edit")], "{audit:#}");
     assert_eq!(rows[0]["inputHash"], json!(hash_json(&json!({"account": "acct-1"}))));
     assert_eq!(rows[0]["originalInput"], json!({"account": "acct-9"}));
     assert_eq!(

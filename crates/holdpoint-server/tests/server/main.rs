@@ -5,6 +5,7 @@
 
 mod adversarial;
 mod api;
+mod approvers;
 mod auth;
 mod bank;
 mod browser;

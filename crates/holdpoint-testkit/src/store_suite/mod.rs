@@ -14,6 +14,7 @@ mod basic;
 mod concurrency;
 mod listing;
 mod outbox;
+mod quorum;
 mod recency;
 mod watch;
 
@@ -52,6 +53,7 @@ pub use outbox::{
     outbox_events_are_written_with_the_hold, outbox_settles_need_the_claim, outbox_timers_fire_once,
     two_handles_claim_outbox_once,
 };
+pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
 };
@@ -138,6 +140,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("approval_decisions_are_audited_and_pending_is_listed", |s| {
         approval_decisions_are_audited_and_pending_is_listed(s).boxed()
     }),
+    ("partial_approvals_are_durable_and_written_only_while_waiting", |s| {
+        partial_approvals_are_durable_and_written_only_while_waiting(s).boxed()
+    }),
     ("outbox_events_are_written_with_the_hold", |s| {
         outbox_events_are_written_with_the_hold(s).boxed()
     }),
@@ -197,7 +202,12 @@ pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSt
     .await;
     run_case(
         "two_handles_claim_outbox_once",
-        two_handles_claim_outbox_once(a, b).boxed(),
+        two_handles_claim_outbox_once(a.clone(), b.clone()).boxed(),
+    )
+    .await;
+    run_case(
+        "two_handles_complete_a_quorum_once",
+        two_handles_complete_a_quorum_once(a, b).boxed(),
     )
     .await;
 }

@@ -5,10 +5,13 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::approval::{HoldRule, ReplyShape};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
-use crate::session::{AuditDecision, AuditQuery, AuditRecord, SessionStore, Snapshot, SnapshotQuery, hash_json};
+use crate::session::{
+    AuditDecision, AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery, hash_json,
+};
 
 pub use crate::message::metadata::TOOL_APPROVED;
 
@@ -64,6 +67,55 @@ fn matching<'a>(pending: &'a Message, name: &str, reference: Option<&str>) -> Op
     })
 }
 
+/// What the restart directive `d` decides about the paused `target`, and
+/// the reason it gives: `expired` past the hold's `expiresAt`; `edit` when
+/// it replaced the input (neither input is approved by it: a gate holds
+/// the revised call again); `approve` / `deny` by the tool's declared
+/// [`ReplyShape`] or a gate's `toolApproved`; else `restart`.
+pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (AuditDecision, Option<String>) {
+    let data = metadata::marker(d.metadata.as_ref(), metadata::RESUMED)
+        .ok()
+        .flatten()
+        .map(metadata::Marker::into_object)
+        .unwrap_or_default();
+    let reason = data.get("reason").and_then(Value::as_str).map(str::to_owned);
+    if target.expires_at().is_some_and(|t| t <= now) {
+        return (AuditDecision::Expired, reason);
+    }
+    if d.meta(metadata::REPLACED_INPUT).is_some() {
+        return (AuditDecision::Edit, reason);
+    }
+    if let Some((yes, why)) = ReplyShape::on(target).and_then(|shape| shape.read(&data)) {
+        let decision = if yes {
+            AuditDecision::Approve
+        } else {
+            AuditDecision::Deny
+        };
+        return (decision, why);
+    }
+    if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
+        let decision = if data.get(TOOL_APPROVED) == Some(&Value::Bool(true)) {
+            AuditDecision::Approve
+        } else {
+            AuditDecision::Deny
+        };
+        return (decision, reason);
+    }
+    (AuditDecision::Restart, reason)
+}
+
+/// The paused request of the last model message in `history` that the
+/// directive `d` (a restart or a respond) answers.
+pub(crate) fn target_of<'a>(history: &'a [Message], d: &Part) -> Option<&'a Part> {
+    let pending = history.iter().rev().find(|m| m.role == Role::Model)?;
+    let (name, reference) = match (d.as_tool_request(), d.as_tool_response()) {
+        (Some(r), _) => (&r.name, r.reference.as_deref()),
+        (None, Some(r)) => (&r.name, r.reference.as_deref()),
+        (None, None) => return None,
+    };
+    matching(pending, name, reference)
+}
+
 /// One record per directive of a validated resume.
 pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resume) -> Vec<AuditRecord> {
     let Some(pending) = history.iter().rev().find(|m| m.role == Role::Model) else {
@@ -76,32 +128,12 @@ pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resu
         let Some(target) = matching(pending, &req.name, req.reference.as_deref()) else {
             continue;
         };
-        let data = metadata::marker(d.metadata.as_ref(), metadata::RESUMED)
-            .ok()
-            .flatten()
-            .map(metadata::Marker::into_object)
-            .unwrap_or_default();
-        let reason = data.get("reason").and_then(Value::as_str).map(str::to_owned);
         // The input the restart runs with when it replaced the held one (a
         // request without input runs with `{}`, as the resume runs it).
         let replacement = d
             .meta(metadata::REPLACED_INPUT)
             .map(|_| req.input.clone().unwrap_or_else(|| Value::Object(Map::new())));
-        // Approve and deny are about the input a gate held: a restart that
-        // replaced it is neither (ToolApproval holds the revised call again).
-        let decision = if target.expires_at().is_some_and(|t| t <= now) {
-            AuditDecision::Expired
-        } else if replacement.is_some() {
-            AuditDecision::Restart
-        } else if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
-            if data.get(TOOL_APPROVED) == Some(&Value::Bool(true)) {
-                AuditDecision::Approve
-            } else {
-                AuditDecision::Deny
-            }
-        } else {
-            AuditDecision::Restart
-        };
+        let (decision, reason) = restart_decision(target, d, now);
         out.extend(record(ctx, target, decision, reason, replacement));
     }
     for d in &resume.respond {
@@ -124,7 +156,12 @@ pub(crate) fn records(ctx: &AuditContext<'_>, history: &[Message], resume: &Resu
     out
 }
 
-/// One `abandoned` record per paused call of the last model message in
+/// The `approve` record of an approval short of its rule's quorum.
+pub(crate) fn partial_approval(ctx: &AuditContext<'_>, part: &Part, reason: Option<String>) -> Option<AuditRecord> {
+    record(ctx, part, AuditDecision::Approve, reason, None)
+}
+
+/// One `abandon` record per paused call of the last model message in
 /// `history`: a new message continues the session instead of answering.
 pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<AuditRecord> {
     let Some(pending) = history.iter().rev().find(|m| m.role == Role::Model) else {
@@ -137,7 +174,7 @@ pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<Audi
 }
 
 /// When a new message abandoned the paused calls of `snapshot_id` (the
-/// time of its `abandoned` records), if it did. A store without an audit
+/// time of its `abandon` records), if it did. A store without an audit
 /// trail answers `None`.
 pub(crate) async fn abandoned_at(
     store: &dyn SessionStore,
@@ -231,6 +268,17 @@ pub struct PendingApproval {
     /// (docs/reference.md §16.2); empty for a call of this session's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<super::subagent::SubagentStep>,
+    /// The approval rule that governs the call: who may answer, how many
+    /// must approve (docs/reference.md §10.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<HoldRule>,
+    /// The approvals recorded so far toward the rule's quorum, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<HoldApproval>,
+    /// How a resumable tool's resume data says yes or no, when it declares
+    /// it: `approve` / `deny` answer it without hand-written JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<ReplyShape>,
 }
 
 impl PendingApproval {
@@ -304,6 +352,20 @@ impl PendingApproval {
         if let Some(owner) = &self.owner {
             write!(f, ", owner {owner}")?;
         }
+        if let Some(rule) = &self.rule {
+            write!(
+                f,
+                ", rule \"{}\": {} may answer",
+                rule.rule,
+                rule.approvers.join(" or ")
+            )?;
+            if !rule.self_approval {
+                f.write_str(" (not the owner)")?;
+            }
+            if rule.quorum > 1 {
+                write!(f, ", {}", self.tally())?;
+            }
+        }
         write!(f, ", waiting {}", age(now - self.held_since))?;
         if self.expired {
             f.write_str(", expired")?;
@@ -314,6 +376,19 @@ impl PendingApproval {
             f.write_str(", in doubt")?;
         }
         Ok(())
+    }
+}
+
+impl PendingApproval {
+    /// How far the quorum is: `1 of 2: olga` (`0 of 2` before any).
+    pub fn tally(&self) -> String {
+        let quorum = self.rule.as_ref().map_or(1, |r| r.quorum);
+        let who: Vec<&str> = self.approvals.iter().map(|a| a.actor.as_str()).collect();
+        if who.is_empty() {
+            format!("0 of {quorum}")
+        } else {
+            format!("{} of {quorum}: {}", who.len(), who.join(", "))
+        }
     }
 }
 
@@ -368,6 +443,14 @@ fn calls_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
                 in_doubt: false,
                 decided: Vec::new(),
                 path: Vec::new(),
+                rule: HoldRule::on(part),
+                approvals: snapshot
+                    .approvals
+                    .iter()
+                    .filter(|a| a.is_of(&req.name, req.reference.as_deref()))
+                    .cloned()
+                    .collect(),
+                reply: ReplyShape::on(part),
             })
         })
         // Sub-agents: a surfaced hold is listed as the child's holds.
@@ -425,6 +508,9 @@ mod tests {
             in_doubt: false,
             decided: Vec::new(),
             path: Vec::new(),
+            rule: None,
+            approvals: Vec::new(),
+            reply: None,
         }
     }
 

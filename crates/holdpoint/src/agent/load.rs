@@ -3,7 +3,7 @@
 use super::AgentDef;
 use super::io::{AgentInit, AgentInput};
 use crate::error::{Error, Result};
-use crate::session::{SessionState, Snapshot, SnapshotStatus, check_session_id};
+use crate::session::{HoldApproval, SessionState, Snapshot, SnapshotStatus, check_session_id};
 
 /// The session a connection works on: the committed state and the
 /// snapshot it was last saved as.
@@ -26,6 +26,9 @@ pub(crate) struct Session {
     /// Whether `snapshot_id` is known to be its session's latest snapshot
     /// (read by session id, or just written); `false` when unknown.
     pub latest: bool,
+    /// The partial approvals the loaded snapshot recorded for its paused
+    /// calls (docs/reference.md §10.7).
+    pub approvals: Vec<HoldApproval>,
 }
 
 /// The paused calls of the snapshot a session continues.
@@ -121,6 +124,7 @@ impl Session {
             state_claim: self.state_claim.clone(),
             holds: self.holds,
             latest: self.latest,
+            approvals: self.approvals.clone(),
         }
     }
 }
@@ -161,6 +165,7 @@ pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Sess
         state_claim: None,
         holds,
         latest: false,
+        approvals: snapshot.approvals,
     }
 }
 
@@ -220,6 +225,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             state_claim,
             holds: Holds::None,
             latest: true,
+            approvals: Vec::new(),
         });
     };
 
@@ -271,6 +277,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
                 state_claim: None,
                 holds: Holds::None,
                 latest: true,
+                approvals: Vec::new(),
             }),
         };
     }
@@ -282,5 +289,6 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         state_claim: None,
         holds: Holds::None,
         latest: true,
+        approvals: Vec::new(),
     })
 }

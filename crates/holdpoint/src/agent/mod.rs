@@ -23,6 +23,7 @@
 //! # }).unwrap();
 //! ```
 
+mod answer;
 mod audit;
 mod connection;
 mod detach;
@@ -45,11 +46,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+pub use answer::{Answer, AnswerKind, Answered};
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
 
+use crate::approval::Policy;
 use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::middleware::Middleware;
@@ -94,15 +97,76 @@ pub enum Access<'a> {
     /// What this principal may see (`None`: an anonymous caller, who sees
     /// only unowned sessions).
     As(Option<&'a str>),
+    /// What a caller with roles may see: its own sessions (as
+    /// [`Access::As`]), and a held snapshot of anyone's whose paused call
+    /// an approval rule lets these roles answer (docs/reference.md §10.7) —
+    /// that snapshot and its transcript, nothing else of the session.
+    Caller {
+        /// The caller's principal.
+        principal: Option<&'a str>,
+        /// The caller's roles.
+        roles: &'a [String],
+    },
 }
 
-impl Access<'_> {
-    fn sees(self, snapshot: &Snapshot) -> bool {
+impl<'a> Access<'a> {
+    /// The access of the caller a request context describes: its principal
+    /// and roles ([`crate::approval::ROLES`]).
+    pub fn of(context: &'a Map<String, Value>, roles: &'a [String]) -> Self {
+        Access::Caller {
+            principal: principal_of(context),
+            roles,
+        }
+    }
+
+    /// Whether this access may read `snapshot`.
+    pub fn sees(self, snapshot: &Snapshot) -> bool {
         match self {
             Access::Full => true,
             Access::As(principal) => snapshot.visible_to(principal),
+            Access::Caller { principal, roles } => {
+                snapshot.visible_to(principal) || (!roles.is_empty() && approves_a_hold_of(snapshot, roles))
+            }
         }
     }
+
+    /// Whether this access may see the paused call `call` in a listing.
+    pub fn sees_call(self, call: &PendingApproval) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) => call.owner.is_none() || call.owner.as_deref() == principal,
+            Access::Caller { principal, roles } => {
+                call.owner.is_none()
+                    || call.owner.as_deref() == principal
+                    || call.rule.as_ref().is_some_and(|r| r.is_approver(roles))
+            }
+        }
+    }
+
+    /// Whether this access acts for the owner of `snapshot` (or is
+    /// [`Access::Full`]): what an abort needs.
+    fn owns(self, snapshot: &Snapshot) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) | Access::Caller { principal, .. } => snapshot.visible_to(principal),
+        }
+    }
+}
+
+/// Whether `snapshot` waits on a paused call whose rule `roles` approve.
+fn approves_a_hold_of(snapshot: &Snapshot, roles: &[String]) -> bool {
+    let Some(state) = &snapshot.state else { return false };
+    let Some(last) = state
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == crate::message::Role::Model)
+    else {
+        return false;
+    };
+    last.interrupts()
+        .filter_map(crate::approval::HoldRule::on)
+        .any(|rule| rule.is_approver(roles))
 }
 
 /// Where a run or a connection starts and on whose behalf: the
@@ -409,6 +473,40 @@ impl Agent {
             .collect())
     }
 
+    /// The paused calls `access` may answer or watch, newest first: its own
+    /// sessions', and for a caller with roles also those of anyone's whose
+    /// approval rule names one of them (docs/reference.md §10.7). `query`
+    /// narrows it as for [`pending`](Self::pending); its `owner` is
+    /// ignored for a caller with roles.
+    pub async fn pending_for(&self, query: SnapshotQuery, access: Access<'_>) -> Result<Vec<PendingApproval>> {
+        let query = match access {
+            Access::Full => query,
+            Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
+                owner: principal.map(str::to_owned),
+                ..query
+            },
+            Access::Caller { .. } => SnapshotQuery { owner: None, ..query },
+        };
+        let mut calls = self.pending(query).await?;
+        calls.retain(|c| access.sees_call(c));
+        Ok(calls)
+    }
+
+    /// Answers one paused call on behalf of the caller `context` describes
+    /// (its principal, roles and actor): see [`Answer`] and
+    /// docs/reference.md §10.7. A call held under an approval rule is
+    /// answered only by an approver (or its owner, when self-approval is
+    /// on): `PERMISSION_DENIED` naming the rule otherwise, with nothing
+    /// changed; a snapshot the caller may not see is `NOT_FOUND`. An
+    /// approval short of the rule's quorum is recorded on the snapshot (one
+    /// audit row) and answered [`Answered::Recorded`]; the approval that
+    /// completes it, or any authorised denial, resumes the session as its
+    /// owner, with the approver as the actor ([`Answered::Resumed`]). An
+    /// expired hold cannot be approved (`FAILED_PRECONDITION`).
+    pub async fn answer(&self, answer: Answer, context: Map<String, Value>) -> Result<Answered> {
+        answer::answer(self, answer, context).await
+    }
+
     /// The paused calls of this agent's sessions that are *in doubt*
     /// (docs/reference.md §8): a resume claimed them, its process stopped renewing the
     /// claim (it died mid-resume), and nothing was written after — so the
@@ -464,7 +562,8 @@ impl Agent {
     /// [`snapshot`](Self::snapshot)). For a pending run it waits briefly
     /// for the worker to settle the row as `aborted`.
     pub async fn abort(&self, snapshot_id: &str, access: Access<'_>) -> Result<Option<SnapshotStatus>> {
-        if self.snapshot(snapshot_id, access).await?.is_none() {
+        let owned = self.snapshot(snapshot_id, access).await?.filter(|s| access.owns(s));
+        if owned.is_none() {
             return Ok(None);
         }
         self.abort_checked(snapshot_id).await
@@ -501,6 +600,7 @@ pub struct AgentBuilder {
     system: Option<String>,
     tools: Vec<Arc<dyn Tool>>,
     middleware: Vec<Arc<dyn Middleware>>,
+    policy: Option<Arc<Policy>>,
     max_turns: u32,
     config: Option<Value>,
     store: Option<Arc<dyn SessionStore>>,
@@ -520,6 +620,7 @@ impl AgentBuilder {
             system: None,
             tools: Vec::new(),
             middleware: Vec::new(),
+            policy: None,
             max_turns: crate::generate::DEFAULT_MAX_TURNS,
             config: None,
             store: None,
@@ -565,6 +666,24 @@ impl AgentBuilder {
     /// Adds a middleware (the first added is the outermost).
     pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
         self.middleware.push(middleware);
+        self
+    }
+
+    /// Governs tool calls with an approval policy (docs/reference.md §10.5):
+    /// before any middleware sees a call, the first rule that covers it
+    /// holds it (also when ToolApproval's allowlist would let it run, and
+    /// with no ToolApproval at all), recording the rule's name, approvers,
+    /// quorum and self-approval on the hold under `approvalRule`. A tool
+    /// that asks for approval itself (it declares an
+    /// [`ApprovalReply`](crate::approval::ApprovalReply)) runs and pauses
+    /// as before, its interrupt annotated with the rule. A condition that
+    /// fails to evaluate holds the call under its rule, with the error. No
+    /// match keeps the agent's behaviour without a policy. Answers to such
+    /// holds are checked when the resume claims them: the actor must be an
+    /// approver (or the owner, when self-approval is on), and an approval
+    /// needs the rule's quorum (see [`Agent::answer`]). Prompt agents only.
+    pub fn approval_policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(Arc::new(policy));
         self
     }
 
@@ -627,12 +746,23 @@ impl AgentBuilder {
                         self.name, w[0]
                     )));
                 }
+                let mut middleware = self.middleware;
+                if let Some(policy) = self.policy {
+                    let self_asking = self
+                        .tools
+                        .iter()
+                        .filter(|t| t.approval_reply().is_some())
+                        .map(|t| t.name().to_owned())
+                        .collect();
+                    let gate = crate::approval::RuleGate::new(self.name.clone(), policy, self_asking);
+                    middleware.insert(0, Arc::new(gate));
+                }
                 Arc::new(prompt::PromptHandler {
                     model,
                     system: self.system,
                     toolset: Arc::new(crate::generate::Toolset::new(&self.tools)),
                     tools: self.tools,
-                    middleware: self.middleware,
+                    middleware,
                     max_turns: self.max_turns,
                     config: self.config,
                 })

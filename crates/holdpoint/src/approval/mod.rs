@@ -5,15 +5,29 @@
 //! shape of a `[[approval.rules]]` table). The first rule whose agent, tool
 //! and condition match a call governs it; no match keeps ToolApproval's own
 //! behaviour. A condition that does not compile is a [`PolicyError`] when the
-//! policy is built, never a silent allow.
+//! policy is built, never a silent allow; one that fails to evaluate holds
+//! the call under its rule, with the error on the hold.
+//!
+//! An agent takes a policy with
+//! [`AgentBuilder::approval_policy`](crate::agent::AgentBuilder::approval_policy):
+//! a covered call is held (also when ToolApproval would let it run) with
+//! the rule recorded on the paused part under `approvalRule` ([`HoldRule`]);
+//! a resumable tool that asks for approval itself (it declares an
+//! [`ApprovalReply`]) runs and pauses as before, its interrupt annotated
+//! the same way.
 //!
 //! Principals carry roles: the request context holds them under [`ROLES`]
 //! (an array of strings) beside the principal.
 
 mod condition;
+mod gate;
+mod reply;
 mod rule;
 
 pub use condition::{Condition, ConditionError};
+pub(crate) use gate::RuleGate;
+pub use gate::{HoldRule, RULE_GATE, Refusal, roles_of};
+pub use reply::{ApprovalReply, ReplyShape};
 pub use rule::{CallFacts, NamePattern, Policy, PolicyError, PolicyField, Rule, RuleSpec};
 
 /// The request-context key for the caller's roles (an array of strings).

@@ -192,10 +192,25 @@ pub(crate) fn pending_value(outcome: &ToolOutcome) -> Option<Value> {
 
 /// Marks a request part as paused with `data`, held by `held_by`.
 pub(crate) fn mark_interrupt(part: &mut Part, data: &Map<String, Value>, held_by: Option<&HeldBy>) {
+    let mut data = std::borrow::Cow::Borrowed(data);
+    // The rule and reply of this hold only: a part paused again carries
+    // no keys of its earlier hold.
+    for (carried, key) in metadata::CARRIED_META {
+        match data
+            .contains_key(carried)
+            .then(|| data.to_mut().remove(carried))
+            .flatten()
+        {
+            Some(value) => part.set_meta(key, value),
+            None => {
+                part.remove_meta(key);
+            }
+        }
+    }
     let value = if data.is_empty() {
         Value::Bool(true)
     } else {
-        Value::Object(data.clone())
+        Value::Object(data.into_owned())
     };
     part.set_meta(metadata::INTERRUPT, value);
     match held_by {

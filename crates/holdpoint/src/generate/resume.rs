@@ -257,6 +257,7 @@ pub(crate) async fn apply(
                     input_replaced: replaced.is_some(),
                     original_input: replaced,
                     interrupt: part.interrupt_data(),
+                    released_by_rule: part.interrupted_by() == Some(crate::approval::RULE_GATE),
                 },
             });
             Action::Restart(calls.len() - 1)

@@ -28,6 +28,21 @@ pub const SOURCE: &str = "source";
 pub const PARTIAL: &str = "partial";
 /// `toolRequest`: when an interrupt stops being answerable (RFC 3339).
 pub const EXPIRES_AT: &str = "expiresAt";
+/// `toolRequest`: the approval rule that governs a paused call (its name,
+/// approver roles, quorum, whether the owner may answer; an evaluation
+/// error when the rule's condition failed), docs/reference.md §10.5.
+pub const APPROVAL_RULE: &str = "approvalRule";
+/// `toolRequest`: how a resumable tool's resume data says yes or no (the
+/// data that approves, the data that denies, the key of the reason).
+pub const APPROVAL_REPLY: &str = "approvalReply";
+/// The interrupt-data keys that carry [`APPROVAL_RULE`] and
+/// [`APPROVAL_REPLY`] from a tool or middleware to the paused part; the
+/// generate loop moves them out of the interrupt data into the part's
+/// metadata, so the interrupt data stays the tool's own.
+pub const CARRIED_META: [(&str, &str); 2] = [
+    ("holdpoint:approvalRule", APPROVAL_RULE),
+    ("holdpoint:approvalReply", APPROVAL_REPLY),
+];
 /// Resume data (under [`RESUMED`]): approves (`true`) or denies (`false`)
 /// an approval gate's hold.
 pub const TOOL_APPROVED: &str = "toolApproved";

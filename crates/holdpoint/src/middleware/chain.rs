@@ -32,6 +32,10 @@ pub(crate) struct RestartPlan {
     pub input_replaced: bool,
     /// The interrupt data of the hold being answered.
     pub interrupt: Option<Map<String, Value>>,
+    /// The hold answered was an approval rule's (outermost): its approval
+    /// releases the call through the stages inside it too, which never
+    /// saw it (the rule's approvers decided it).
+    pub released_by_rule: bool,
 }
 
 /// The middleware of one generation, with their labels (`name`, then
@@ -234,7 +238,8 @@ impl ToolNext<'_> {
                 let is_target = is_restart && self.plan.target_stage == Some(here);
                 call.resumed = if is_target { self.plan.resumed.clone() } else { None };
                 call.interrupt = if is_target { self.plan.interrupt.clone() } else { None };
-                call.released = is_restart && !self.plan.input_replaced && target_is_inner;
+                call.released =
+                    is_restart && !self.plan.input_replaced && (target_is_inner || self.plan.released_by_rule);
                 call.original_input = self.plan.original_input.clone();
                 let next = ToolNext {
                     rest,

@@ -20,15 +20,21 @@ pub enum AuditDecision {
     Deny,
     /// The call was answered with an output, without running the tool.
     Respond,
-    /// A tool's own interrupt was restarted with resume data; or a
-    /// middleware's hold was restarted with a replaced input, which is not
-    /// an approval of either input (ToolApproval holds the revised call
-    /// again).
+    /// A tool's own interrupt was restarted with resume data that the tool
+    /// declares no yes or no for.
     Restart,
-    /// The answer came after the interrupt's `expiresAt`.
+    /// The call was restarted with a replaced input: the new input and its
+    /// hash are recorded beside the original. Not an approval of either
+    /// input (a gate holds the revised call again).
+    Edit,
+    /// The answer came after the interrupt's `expiresAt` (wire name
+    /// `expire`; `expired`, as older records spell it, still reads).
+    #[serde(rename = "expire", alias = "expired")]
     Expired,
     /// A new user message continued the session instead of an answer: the
-    /// call was never run, and its snapshot can no longer be resumed.
+    /// call was never run, and its snapshot can no longer be resumed (wire
+    /// name `abandon`; `abandoned`, as older records spell it, still reads).
+    #[serde(rename = "abandon", alias = "abandoned")]
     Abandoned,
 }
 
@@ -40,8 +46,9 @@ impl AuditDecision {
             AuditDecision::Deny => "deny",
             AuditDecision::Respond => "respond",
             AuditDecision::Restart => "restart",
-            AuditDecision::Expired => "expired",
-            AuditDecision::Abandoned => "abandoned",
+            AuditDecision::Edit => "edit",
+            AuditDecision::Expired => "expire",
+            AuditDecision::Abandoned => "abandon",
         }
     }
 }
@@ -120,6 +127,31 @@ pub fn hash_json(value: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn decisions_say_what_they_were_and_old_spellings_still_read() {
+        for (d, wire) in [
+            (AuditDecision::Approve, "approve"),
+            (AuditDecision::Deny, "deny"),
+            (AuditDecision::Edit, "edit"),
+            (AuditDecision::Respond, "respond"),
+            (AuditDecision::Restart, "restart"),
+            (AuditDecision::Expired, "expire"),
+            (AuditDecision::Abandoned, "abandon"),
+        ] {
+            assert_eq!(serde_json::to_value(d).unwrap(), json!(wire));
+            assert_eq!(d.as_str(), wire);
+            assert_eq!(serde_json::from_value::<AuditDecision>(json!(wire)).unwrap(), d);
+        }
+        assert_eq!(
+            serde_json::from_value::<AuditDecision>(json!("expired")).unwrap(),
+            AuditDecision::Expired
+        );
+        assert_eq!(
+            serde_json::from_value::<AuditDecision>(json!("abandoned")).unwrap(),
+            AuditDecision::Abandoned
+        );
+    }
 
     #[test]
     fn canonical_form_sorts_keys_at_every_level() {

@@ -2,6 +2,7 @@
 //! share, the in-memory store, custom-state patches and the codec of
 //! client-held state (docs/reference.md §6).
 
+mod approvals;
 mod audit;
 mod claim;
 mod codec;
@@ -15,6 +16,7 @@ mod store;
 mod write;
 
 pub use crate::message::canonical_json;
+pub use approvals::{ApprovalTally, HoldApproval, record_approval};
 pub use audit::{AuditDecision, AuditRecord, hash_json};
 pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, lease_end, renew_claim_update, successor_id};
 pub use codec::{JsonStateCodec, StateCodec};

@@ -180,6 +180,10 @@ pub struct Snapshot {
     /// Application metadata (the server records the owning principal here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
+    /// The approvals recorded so far for its paused calls whose rule needs
+    /// more than one (docs/reference.md §10.7); written only while it waits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<super::HoldApproval>,
 }
 
 fn default_status() -> SnapshotStatus {
@@ -206,6 +210,7 @@ impl Snapshot {
             agent: None,
             owner: None,
             metadata: None,
+            approvals: Vec::new(),
         }
     }
 

@@ -75,6 +75,13 @@ pub trait Tool: Send + Sync {
         let _ = resumed;
         Ok(())
     }
+
+    /// How this tool's resume data says yes or no, when it asks for
+    /// approval itself (see
+    /// [`ResumableTool::approval_reply`]). The default: it does not.
+    fn approval_reply(&self) -> Option<&crate::approval::ReplyShape> {
+        None
+    }
 }
 
 /// Anything an agent or a generation takes as a tool: a typed tool

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::context::{ToolCall, ToolContext, ToolError};
 use super::schema::{SchemaValidator, schema_for};
 use super::{Tool, ToolOutcome};
+use crate::approval::{ApprovalReply, ReplyShape};
 use crate::error::{Error, Result};
 use crate::message::{InterruptAsError, Part};
 use crate::model::ToolDefinition;
@@ -54,6 +55,8 @@ type ToolFn<In, Out, Res> =
 /// ```
 pub struct ResumableTool<In, Out, Res> {
     inner: Arc<Inner<In, Out, Res>>,
+    /// How its resume type says yes or no, when it declares one.
+    reply: Option<Arc<ReplyShape>>,
 }
 
 /// A typed tool with no resume type of its own (resume data, if any, is
@@ -71,6 +74,7 @@ impl<In, Out, Res> Clone for ResumableTool<In, Out, Res> {
     fn clone(&self) -> Self {
         ResumableTool {
             inner: Arc::clone(&self.inner),
+            reply: self.reply.clone(),
         }
     }
 }
@@ -144,7 +148,23 @@ where
                 output: SchemaValidator::new(output_schema),
                 f: Box::new(move |ctx, input, res| Box::pin(f(ctx, input, res))),
             }),
+            reply: None,
         }
+    }
+
+    /// Declares that this tool asks for approval itself and how its resume
+    /// type means yes or no ([`ApprovalReply`]): its holds then carry the
+    /// [`ReplyShape`] under `approvalReply`, so `approve` / `deny` (CLI,
+    /// HTTP, the page) answer them without hand-written JSON, the audit
+    /// records them `approve` or `deny`, and an approval rule that covers
+    /// it annotates its own interrupt instead of holding it first.
+    /// Fails when approve and deny serialise alike or not to objects.
+    pub fn approval_reply(mut self) -> Result<Self>
+    where
+        Res: ApprovalReply,
+    {
+        self.reply = Some(Arc::new(ReplyShape::of::<Res>()?));
+        Ok(self)
     }
 
     /// Claims a paused call of this tool: `Some` only for this tool's own,
@@ -216,7 +236,14 @@ where
                     content: context.take_attached(),
                 })
             }
-            Err(ToolError::Interrupt(data)) => Ok(ToolOutcome::Interrupt(data)),
+            Err(ToolError::Interrupt(mut data)) => {
+                if let Some(reply) = &self.reply
+                    && let Ok(value) = serde_json::to_value(reply.as_ref())
+                {
+                    data.insert(crate::message::metadata::CARRIED_META[1].0.to_owned(), value);
+                }
+                Ok(ToolOutcome::Interrupt(data))
+            }
             Err(ToolError::Fail(msg)) => Ok(ToolOutcome::Failed(msg)),
             Err(ToolError::Error(msg)) => Err(Error::ToolFailed {
                 tool: name.clone(),
@@ -233,6 +260,10 @@ where
 
     fn check_resume(&self, resumed: &Map<String, Value>) -> Result<()> {
         self.decode_resume(Some(resumed)).map(drop)
+    }
+
+    fn approval_reply(&self) -> Option<&ReplyShape> {
+        self.reply.as_deref()
     }
 }
 

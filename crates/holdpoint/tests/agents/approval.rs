@@ -238,7 +238,7 @@ async fn a_restart_with_replaced_input_is_held_again() {
     // The gate held the revised call again: that is not an approval.
     let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1, "{audit:?}");
-    assert_eq!(audit[0].decision, AuditDecision::Restart);
+    assert_eq!(audit[0].decision, AuditDecision::Edit);
     assert_eq!(audit[0].input_hash, hash_json(&json!({"id": 8})));
     assert_eq!(audit[0].input, Some(json!({"id": 8})));
     assert_eq!(audit[0].original_input, Some(json!({"id": 7})));
@@ -270,7 +270,7 @@ async fn a_denial_with_replaced_input_is_held_again_and_not_recorded_as_a_denial
     assert_eq!(again.finish_reason, FinishReason::Interrupted, "{again:?}");
     let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
     let decisions: Vec<_> = audit.iter().map(|r| r.decision).collect();
-    assert_eq!(decisions, [AuditDecision::Restart]);
+    assert_eq!(decisions, [AuditDecision::Edit]);
 }
 
 /// A tool's own interrupt restarted with a new input runs that input when
@@ -316,7 +316,7 @@ async fn a_restart_with_replaced_input_records_the_input_that_ran_and_the_origin
     let audit = agent.audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1, "{audit:?}");
     let r = &audit[0];
-    assert_eq!(r.decision, AuditDecision::Restart);
+    assert_eq!(r.decision, AuditDecision::Edit);
     assert_eq!(r.input_hash, hash_json(&ran_input), "inputHash is the input that ran");
     assert_eq!(r.input.as_ref().map(hash_json), Some(hash_json(&ran_input)));
     assert_eq!(r.original_input, Some(held_input.clone()));

@@ -5,6 +5,7 @@
 mod abandon;
 mod approval;
 mod background;
+mod approvers;
 mod connection;
 mod detach;
 mod fail_loudly;

@@ -321,6 +321,7 @@ pub fn snapshot() -> impl Strategy<Value = Snapshot> {
             agent,
             owner,
             metadata,
+            approvals: Vec::new(),
         },
     )
 }

@@ -19,6 +19,8 @@ mod pipeline;
 mod sink;
 mod write;
 
+pub(crate) use claim::actor_of;
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 

@@ -1,0 +1,219 @@
+//! Answering one paused call as a person (docs/reference.md §10.7): who may
+//! answer it, the quorum its rule needs, and the resume the deciding
+//! answer makes.
+//!
+//! Invariants: nothing is written for an answer refused here; an approval
+//! short of the quorum is written only by the compare-and-set of
+//! [`record_approval`] (so only while the hold waits); the answer that
+//! decides the hold resumes it through the ordinary claim, so of two
+//! approvers completing a quorum at once exactly one resume runs.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::audit::{self, AuditContext, PendingApproval};
+use super::io::{AgentInput, AgentOutput};
+use super::worker::actor_of;
+use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of};
+use crate::approval::roles_of;
+use crate::error::{Error, Result};
+use crate::generate::Resume;
+use crate::message::metadata::TOOL_APPROVED;
+use crate::session::{HoldApproval, record_approval};
+
+/// Yes or no.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerKind {
+    /// Approve: the call runs once the rule's quorum is met.
+    Approve,
+    /// Deny: the call does not run; the model is told, with the reason.
+    Deny,
+}
+
+/// One person's answer to one paused call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// The held snapshot.
+    pub snapshot_id: String,
+    /// The paused call's ref (needed only to tell calls apart).
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The paused call's tool (needed only to tell calls apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Approve or deny.
+    pub decision: AnswerKind,
+    /// Why (the model sees a denial's reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Answer {
+    /// An approval of the paused call of `snapshot_id`.
+    pub fn approve(snapshot_id: impl Into<String>) -> Self {
+        Answer {
+            snapshot_id: snapshot_id.into(),
+            reference: None,
+            tool: None,
+            decision: AnswerKind::Approve,
+            reason: None,
+        }
+    }
+
+    /// A denial of the paused call of `snapshot_id`.
+    pub fn deny(snapshot_id: impl Into<String>, reason: Option<String>) -> Self {
+        Answer {
+            decision: AnswerKind::Deny,
+            reason,
+            ..Answer::approve(snapshot_id)
+        }
+    }
+
+    /// The same answer for the call with this ref.
+    pub fn reference(mut self, reference: impl Into<String>) -> Self {
+        self.reference = Some(reference.into());
+        self
+    }
+}
+
+/// What an answer did.
+#[derive(Debug, Clone)]
+pub enum Answered {
+    /// An approval was recorded and the quorum is not met yet: the call,
+    /// with the approvals so far (`counted` is false when this actor had
+    /// approved before, which counts once).
+    Recorded {
+        /// The paused call as listings now show it.
+        call: Box<PendingApproval>,
+        /// Whether this approval was new.
+        counted: bool,
+    },
+    /// The answer decided the hold and the session was resumed.
+    Resumed(Box<AgentOutput>),
+}
+
+pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, Value>) -> Result<Answered> {
+    let store = agent.require_store()?;
+    let roles = roles_of(&context);
+    let principal = principal_of(&context);
+    let access = Access::Caller {
+        principal,
+        roles: &roles,
+    };
+    let id = &answer.snapshot_id;
+    let snapshot = store
+        .get_snapshot(id)
+        .await?
+        .filter(|s| s.belongs_to(agent.name()) && access.sees(s))
+        .ok_or_else(|| Error::NotFound(format!("snapshot {id} not found")))?;
+    if !snapshot.is_waiting() {
+        return Err(match snapshot.resumed_at {
+            Some(_) => Error::AlreadyResumed(id.clone()),
+            None => Error::FailedPrecondition(format!("snapshot {id} has no paused call waiting for an answer")),
+        });
+    }
+    let calls = audit::pending_of(&snapshot);
+    let chosen: Vec<&PendingApproval> = calls
+        .iter()
+        .filter(|c| answer.reference.is_none() || c.reference == answer.reference)
+        .filter(|c| answer.tool.as_ref().is_none_or(|t| &c.tool == t))
+        .collect();
+    let call = match chosen.as_slice() {
+        [one] => *one,
+        [] => return Err(Error::NotFound(format!("snapshot {id} has no such paused call"))),
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot {id} holds {} paused calls: name one by ref",
+                chosen.len()
+            )));
+        }
+    };
+    if calls.len() > 1 {
+        return Err(Error::FailedPrecondition(format!(
+            "snapshot {id} holds {} paused calls; a resume must answer them all together (POST /agents/NAME with a resume)",
+            calls.len()
+        )));
+    }
+    let actor = actor_of(&context).map(str::to_owned);
+    let owner = snapshot.owner.clone();
+    match (&call.rule, &actor) {
+        (Some(rule), Some(actor)) => rule.may_answer(actor, owner.as_deref(), &roles)?,
+        (None, _) if !snapshot.visible_to(principal) => {
+            return Err(Error::PermissionDenied(format!(
+                "no approval rule governs {} of snapshot {id}: only the session's owner may answer it",
+                call.tool
+            )));
+        }
+        _ => {}
+    }
+    let approve = answer.decision == AnswerKind::Approve;
+    if approve && call.expired {
+        return Err(Error::FailedPrecondition(format!(
+            "the hold of {} in snapshot {id} expired; it can no longer be approved",
+            call.tool
+        )));
+    }
+    let mut recorded = None;
+    if let (true, Some(rule), Some(actor)) = (approve, &call.rule, &actor)
+        && rule.quorum > 1
+    {
+        let approval = HoldApproval {
+            tool: call.tool.clone(),
+            reference: call.reference.clone(),
+            actor: actor.clone(),
+            at: chrono::Utc::now(),
+        };
+        let tally = record_approval(store.as_ref(), id, approval, rule.quorum).await?;
+        if !tally.complete {
+            if tally.counted {
+                let ctx = AuditContext {
+                    principal: owner.as_deref(),
+                    actor: Some(actor),
+                    agent: agent.name(),
+                    session_id: &snapshot.session_id,
+                    snapshot_id: id,
+                };
+                let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone());
+                store.append_audit(row.into_iter().collect()).await?;
+            }
+            let mut now = call.clone();
+            now.approvals = tally.approvals;
+            return Ok(Answered::Recorded {
+                call: Box::new(now),
+                counted: tally.counted,
+            });
+        }
+        recorded = Some(tally.approvals);
+    }
+    let data = match &call.reply {
+        Some(shape) => shape.answer(approve, answer.reason.as_deref()),
+        None => {
+            let mut data = Map::new();
+            data.insert(TOOL_APPROVED.into(), Value::Bool(approve));
+            if let Some(r) = &answer.reason {
+                data.insert("reason".into(), json!(r));
+            }
+            data
+        }
+    };
+    let directive = call.part.restart(Some(Value::Object(data)))?;
+    let input = AgentInput::resume(Resume::from_parts(vec![directive]));
+    let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
+    if let Some(approvals) = recorded {
+        // The approvals the compare-and-set saw, which may be newer than
+        // the snapshot read above.
+        session.approvals = approvals;
+    }
+    let mut run_context = context;
+    match &owner {
+        Some(o) => run_context.insert(PRINCIPAL.to_owned(), Value::String(o.clone())),
+        None => run_context.remove(PRINCIPAL),
+    };
+    if let Some(actor) = actor {
+        run_context.insert(ACTOR.to_owned(), Value::String(actor));
+    }
+    let out = agent.drive(session, input, run_context).await?;
+    Ok(Answered::Resumed(Box::new(out)))
+}
