@@ -177,6 +177,24 @@ impl Reflection {
     }
 }
 
+/// Starts the reflection server over `server`'s agents when `GENKIT_ENV=dev`
+/// (as under `genkit start`), saying where on stderr; `None` otherwise, and
+/// when it cannot start (the reason is printed, the server goes on).
+/// Keep the handle for as long as the server runs.
+pub async fn start_if_dev(server: &crate::Server) -> Option<ReflectionHandle> {
+    let reflection = Reflection::from_env()?;
+    match reflection.start(server.state().agents().clone()).await {
+        Ok(handle) => {
+            eprintln!("Genkit reflection API: http://{} (GENKIT_ENV=dev)", handle.addr());
+            Some(handle)
+        }
+        Err(e) => {
+            eprintln!("Genkit reflection API not started: {e}");
+            None
+        }
+    }
+}
+
 /// A running reflection server. Dropping it stops the server and removes
 /// its runtime file.
 #[derive(Debug)]
