@@ -174,8 +174,12 @@ pub(crate) fn server_error(url: &str, http: u16, body: &[u8]) -> ClientError {
     struct Envelope {
         error: ErrorBody,
     }
-    match serde_json::from_slice::<Envelope>(body) {
-        Ok(Envelope { error }) => ClientError::Server {
+    // Genkit JS answers an error as the body itself (`getCallableJSON`).
+    let parsed = serde_json::from_slice::<Envelope>(body)
+        .map(|e| e.error)
+        .or_else(|_| serde_json::from_slice::<ErrorBody>(body));
+    match parsed {
+        Ok(error) => ClientError::Server {
             http,
             status: error.status,
             message: error.message,

@@ -10,8 +10,8 @@ use std::process::Stdio;
 
 use holdpoint::agent::{AgentInit, AgentInput};
 use holdpoint::session::SnapshotStatus;
-use holdpoint::{FinishReason, ResumableTool, Resume, ToolContext};
-use holdpoint_client::{Client, Layout};
+use holdpoint::{FinishReason, ResumableTool, Resume, Status, ToolContext};
+use holdpoint_client::{Client, ClientError, Layout};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -134,4 +134,33 @@ async fn pause_claim_and_resume_against_genkit_js() {
     assert_eq!(settled.status, SnapshotStatus::Completed);
     let aborted = agent.abort(&id).await.unwrap();
     assert_eq!(aborted.status, Some(SnapshotStatus::Completed));
+}
+
+#[tokio::test]
+async fn genkit_errors_are_typed() {
+    let Some(js) = genkit_server().await else { return };
+    let agent = Client::new(&js.base)
+        .layout(Layout::Genkit { prefix: String::new() })
+        .agent("bankingAgent");
+    // A plain error body (Genkit's `getCallableJSON`, `{status, message}`):
+    // Genkit JS 1.42 answers an unknown snapshot with a 500 INTERNAL.
+    let err = agent.snapshot("no-such-snapshot").await.unwrap_err();
+    match &err {
+        ClientError::Server { http, status, message } => {
+            assert_eq!((*http, *status), (500, Status::Internal), "{err}");
+            assert_eq!(message, "Internal Error", "the body's own message: {err}");
+        }
+        other => panic!("not a server error: {other}"),
+    }
+    // A streamed turn's error frame comes on an `error:` line: client state
+    // sent to a server-managed agent is refused before the turn.
+    let stream = agent
+        .stream(
+            AgentInput::text("hi"),
+            AgentInit::state(serde_json::json!({"messages": []})),
+        )
+        .await
+        .unwrap();
+    let err = stream.output().await.unwrap_err();
+    assert!(matches!(err, ClientError::Server { .. }), "{err}");
 }
