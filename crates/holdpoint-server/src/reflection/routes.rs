@@ -380,11 +380,9 @@ async fn run_turn(
         Some(v) => decode(v, "the init is not an AgentInit")?,
     };
     input.validate().map_err(|e| e.body())?;
-    if let Some(resume) = &input.resume {
-        if let Ok(Value::Object(r)) = serde_json::to_value(resume) {
-            for part in r.get("restart").and_then(Value::as_array).into_iter().flatten() {
-                trace.tool_call(part, "resumed");
-            }
+    if let Some(Ok(Value::Object(r))) = input.resume.as_ref().map(serde_json::to_value) {
+        for part in r.get("restart").and_then(Value::as_array).into_iter().flatten() {
+            trace.tool_call(part, "resumed");
         }
     }
     let conn = Arc::new(agent.connect_with(RunOptions::new(init)).await.map_err(|e| e.body())?);
@@ -400,10 +398,8 @@ async fn run_turn(
     }
     let mut chunks = conn.receive();
     while let Some(chunk) = chunks.next().await {
-        if stream {
-            if let Ok(line) = serde_json::to_string(&chunk) {
-                let _ = tx.send(Bytes::from(line + "\n"));
-            }
+        if stream && let Ok(line) = serde_json::to_string(&chunk) {
+            let _ = tx.send(Bytes::from(line + "\n"));
         }
     }
     let out = conn.output().await.or_else(holdpoint::Error::into_failed_output);
