@@ -592,6 +592,8 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
     if api_key.is_none() && !configured_auth {
         print("no --api-key: anonymous access is allowed because the server listens on loopback only\n")?;
     }
+    // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agents too.
+    let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use holdpoint::session::{Snapshot, SnapshotStatus};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::client::{Client, server_error};
+use crate::client::{Client, Layout, server_error};
 use crate::connection::RemoteConnection;
 use crate::error::{ClientError, Result};
 use crate::stream::TurnStream;
@@ -18,10 +18,14 @@ use crate::stream::TurnStream;
 pub struct Aborted {
     /// The snapshot the abort targeted.
     pub snapshot_id: String,
-    /// Its status after the abort.
-    pub status: SnapshotStatus,
-    /// Its status before.
-    pub previous_status: SnapshotStatus,
+    /// Its status after the abort (`holdpoint-server`); Genkit JS answers
+    /// the status *before* the abort here and no `previousStatus`, and no
+    /// status for an unknown snapshot.
+    #[serde(default)]
+    pub status: Option<SnapshotStatus>,
+    /// Its status before (`holdpoint-server` only).
+    #[serde(default)]
+    pub previous_status: Option<SnapshotStatus>,
 }
 
 /// An agent served over HTTP. Cheap to clone.
@@ -50,7 +54,10 @@ impl RemoteAgent {
     }
 
     fn path(&self, tail: &str) -> String {
-        format!("/agents/{}{tail}", self.name)
+        match &self.client.layout {
+            Layout::Holdpoint => format!("/agents/{}{tail}", self.name),
+            Layout::Genkit { prefix } => format!("{prefix}/{}{tail}", self.name),
+        }
     }
 
     /// Runs one turn from `init` and waits for its output. A failed turn
@@ -114,6 +121,9 @@ impl RemoteAgent {
     /// Waits (bounded by the server, and by `timeout_ms` when given) until
     /// `snapshot_id` leaves `pending`/`aborting`, and returns it.
     pub async fn wait_for_snapshot(&self, snapshot_id: &str, timeout_ms: Option<u64>) -> Result<Snapshot> {
+        if let Layout::Genkit { .. } = self.client.layout {
+            return self.poll_for_snapshot(snapshot_id, timeout_ms.unwrap_or(30_000)).await;
+        }
         let mut data = json!({"snapshotId": snapshot_id});
         if let Some(ms) = timeout_ms {
             data["timeoutMs"] = Value::from(ms);
@@ -121,6 +131,21 @@ impl RemoteAgent {
         self.client
             .call(&self.path("/waitForSnapshot"), &json!({ "data": data }))
             .await
+    }
+
+    /// Genkit JS serves no `waitForSnapshot`: read the snapshot every
+    /// 100 ms until it settles or `timeout_ms` passes (then it is returned
+    /// as it is).
+    async fn poll_for_snapshot(&self, snapshot_id: &str, timeout_ms: u64) -> Result<Snapshot> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        loop {
+            let snap = self.snapshot(snapshot_id).await?;
+            let busy = matches!(snap.status, SnapshotStatus::Pending | SnapshotStatus::Aborting);
+            if !busy || tokio::time::Instant::now() >= deadline {
+                return Ok(snap);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 
     /// The paused calls of this agent the caller may see, oldest first.

@@ -18,6 +18,26 @@ pub(crate) enum Credential {
     Bearer(String),
 }
 
+/// Where a server puts an agent's routes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Layout {
+    /// `holdpoint-server`: `/agents/{name}`, `/agents/{name}/getSnapshot`,
+    /// `/agents/{name}/abort`, `/agents/{name}/waitForSnapshot`,
+    /// `/agents/{name}/connect`, `/agents/{name}/pending`.
+    #[default]
+    Holdpoint,
+    /// Genkit JS (`expressHandler`, `startFlowServer`): `{prefix}/{name}`
+    /// for the agent and, as Genkit's `remoteAgent` expects,
+    /// `{prefix}/{name}/getSnapshot` and `{prefix}/{name}/abort` for its
+    /// `getSnapshotDataAction` and `abortAgentAction`. There is no
+    /// WebSocket, `waitForSnapshot` (the client polls) or pending list.
+    Genkit {
+        /// The path before the agent's name, e.g. `""` or `"/api"`.
+        prefix: String,
+    },
+}
+
 /// A server that serves agents (`holdpoint-server`, `holdpoint serve`,
 /// `banking serve`). Cheap to clone; clones share one connection pool.
 #[derive(Clone)]
@@ -25,6 +45,7 @@ pub struct Client {
     pub(crate) base: String,
     pub(crate) credential: Credential,
     pub(crate) http: reqwest::Client,
+    pub(crate) layout: Layout,
 }
 
 impl std::fmt::Debug for Client {
@@ -37,6 +58,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("base", &self.base)
             .field("credential", &credential)
+            .field("layout", &self.layout)
             .finish()
     }
 }
@@ -54,7 +76,14 @@ impl Client {
             base,
             credential: Credential::None,
             http,
+            layout: Layout::Holdpoint,
         }
+    }
+
+    /// Uses `layout` for the agents' routes (default [`Layout::Holdpoint`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
     }
 
     /// Sends `key` as `X-API-Key`.
@@ -145,8 +174,12 @@ pub(crate) fn server_error(url: &str, http: u16, body: &[u8]) -> ClientError {
     struct Envelope {
         error: ErrorBody,
     }
-    match serde_json::from_slice::<Envelope>(body) {
-        Ok(Envelope { error }) => ClientError::Server {
+    // Genkit JS answers an error as the body itself (`getCallableJSON`).
+    let parsed = serde_json::from_slice::<Envelope>(body)
+        .map(|e| e.error)
+        .or_else(|_| serde_json::from_slice::<ErrorBody>(body));
+    match parsed {
+        Ok(error) => ClientError::Server {
             http,
             status: error.status,
             message: error.message,

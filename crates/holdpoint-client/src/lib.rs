@@ -43,7 +43,7 @@ mod error;
 mod stream;
 
 pub use agent::RemoteAgent;
-pub use client::Client;
+pub use client::{Client, Layout};
 pub use connection::RemoteConnection;
 pub use error::{ClientError, Result};
 pub use stream::TurnStream;

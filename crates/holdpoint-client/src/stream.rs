@@ -1,10 +1,9 @@
 //! A streamed turn: server-sent events of `{"message": chunk}` frames, then
-//! one `{"result": output}` (or `{"error": …}`) frame.
+//! one `{"result": output}` (or `{"error": …}`) frame. Genkit JS writes its
+//! error frame on an `error:` line instead of `data:`; both are read.
 
-use eventsource_stream::{EventStream, Eventsource};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use holdpoint::ErrorBody;
 use holdpoint::agent::{AgentOutput, AgentStreamChunk};
 use serde::Deserialize;
 
@@ -20,7 +19,17 @@ struct Frame {
     #[serde(default)]
     result: Option<AgentOutput>,
     #[serde(default)]
-    error: Option<ErrorBody>,
+    error: Option<WireError>,
+}
+
+/// An error frame: `{status, message}` (holdpoint-server, Genkit's
+/// `getCallableJSON`), the status perhaps missing.
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(default)]
+    status: Option<holdpoint::Status>,
+    #[serde(default)]
+    message: String,
 }
 
 type Bytes = BoxStream<'static, reqwest::Result<bytes::Bytes>>;
@@ -30,8 +39,24 @@ type Bytes = BoxStream<'static, reqwest::Result<bytes::Bytes>>;
 /// [`output`](Self::output) (which also drains chunks not read).
 pub struct TurnStream {
     url: String,
-    events: EventStream<Bytes>,
+    bytes: Bytes,
+    /// Bytes read but not yet split into events.
+    buffer: Vec<u8>,
+    ended: bool,
     output: Option<Result<AgentOutput>>,
+}
+
+/// The payload of one event block: its `data:` and `error:` lines joined
+/// (comments and other fields dropped).
+fn payload(block: &str) -> String {
+    let mut out = Vec::new();
+    for line in block.lines() {
+        let value = line.strip_prefix("data:").or_else(|| line.strip_prefix("error:"));
+        if let Some(v) = value {
+            out.push(v.strip_prefix(' ').unwrap_or(v));
+        }
+    }
+    out.join("\n")
 }
 
 impl std::fmt::Debug for TurnStream {
@@ -47,8 +72,39 @@ impl TurnStream {
         let bytes: Bytes = response.bytes_stream().boxed();
         TurnStream {
             url,
-            events: bytes.eventsource(),
+            bytes,
+            buffer: Vec::new(),
+            ended: false,
             output: None,
+        }
+    }
+
+    /// The next event's payload; `None` at the end of the body.
+    async fn next_event(&mut self) -> Option<Result<String>> {
+        loop {
+            let text = String::from_utf8_lossy(&self.buffer);
+            let split = text
+                .find("\n\n")
+                .map(|i| (i, 2))
+                .or_else(|| text.find("\r\n\r\n").map(|i| (i, 4)));
+            if let Some((at, len)) = split {
+                let block = text[..at].to_owned();
+                self.buffer.drain(..at + len);
+                return Some(Ok(payload(&block)));
+            }
+            if self.ended {
+                if text.trim().is_empty() {
+                    return None;
+                }
+                let block = text.into_owned();
+                self.buffer.clear();
+                return Some(Ok(payload(&block)));
+            }
+            match self.bytes.next().await {
+                Some(Ok(b)) => self.buffer.extend_from_slice(&b),
+                Some(Err(e)) => return Some(Err(ClientError::transport(&self.url, e))),
+                None => self.ended = true,
+            }
         }
     }
 
@@ -58,8 +114,8 @@ impl TurnStream {
             return None;
         }
         loop {
-            let event = match self.events.next().await {
-                Some(Ok(event)) => event,
+            let data = match self.next_event().await {
+                Some(Ok(data)) => data,
                 Some(Err(e)) => return Some(Err(ClientError::transport(&self.url, e))),
                 None => {
                     self.output = Some(Err(ClientError::protocol(
@@ -69,10 +125,10 @@ impl TurnStream {
                     return None;
                 }
             };
-            if event.data.trim().is_empty() {
+            if data.trim().is_empty() {
                 continue;
             }
-            let frame: Frame = match serde_json::from_str(&event.data) {
+            let frame: Frame = match serde_json::from_str(&data) {
                 Ok(frame) => frame,
                 Err(e) => {
                     return Some(Err(ClientError::protocol(
@@ -88,7 +144,7 @@ impl TurnStream {
                 (Some(out), _) => fail_loudly(out),
                 (None, Some(error)) => Err(ClientError::Server {
                     http: 0,
-                    status: error.status,
+                    status: error.status.unwrap_or(holdpoint::Status::Internal),
                     message: error.message,
                 }),
                 (None, None) => Err(ClientError::protocol(

@@ -107,6 +107,7 @@ mod inflight;
 mod limits;
 mod listen;
 pub mod metrics;
+pub mod reflection;
 pub mod routes;
 mod server;
 mod shutdown;

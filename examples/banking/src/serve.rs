@@ -137,6 +137,8 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     } else {
         println!("no --api-key: anonymous access is allowed because the server listens on loopback only");
     }
+    // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agent too.
+    let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal())
         .await
         .map_err(|e| format!("server stopped: {e}"))
