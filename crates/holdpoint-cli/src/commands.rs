@@ -486,14 +486,24 @@ fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), CliError> {
     Ok(print(&text)?)
 }
 
-/// Hands the configuration file's approval policy to the served agents.
-///
-/// This is where the agents learn the `[[approval.rules]]` of `--config`:
-/// the agent-side method belongs to the approval engine, so the policy is
-/// passed through untouched here and the agents are returned as built.
-fn apply_policy(agents: Vec<Agent>, policy: &holdpoint::approval::Policy) -> Vec<Agent> {
-    let _ = policy;
-    agents
+/// Refuses a configuration whose approval rules or MCP servers cannot
+/// reach agents that were built already: a rule that is configured must be
+/// enforced, never silently dropped. Agents built with
+/// `.approval_policy(config.approval_policy())` (and the MCP tools of
+/// [`deploy::mcp_servers`](crate::deploy::mcp_servers)) serve as given.
+fn check_prebuilt(agents: &[Agent], config: &holdpoint_server::config::Config) -> Result<(), CliError> {
+    let path = config.file().display();
+    if !config.approval_rules().is_empty() && agents.iter().any(|a| !a.has_approval_policy()) {
+        return Err(CliError::Usage(format!(
+            "{path}: [[approval.rules]] cannot be added to agents built already: build them with `.approval_policy(Config::load(..)?.approval_policy())` before handing them to holdpoint_cli::run"
+        )));
+    }
+    if !config.mcp_servers().is_empty() {
+        return Err(CliError::Usage(format!(
+            "{path}: [[mcp.servers]] cannot add tools to agents built already: add `holdpoint_cli::deploy::mcp_tools(..)` to their builders (banking serve does)"
+        )));
+    }
+    Ok(())
 }
 
 async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
@@ -524,9 +534,15 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
     if file.store.is_some() {
         eprintln!("note: `[server] store` is not used by serve here: the agents use the stores they were built with");
     }
-    let agents = match &config {
-        Some(c) => apply_policy(agents, &c.approval_policy()),
-        None => agents,
+    if let Some(c) = &config {
+        check_prebuilt(&agents, c)?;
+    }
+    // Notifications run over the first agent's store (the agents of one
+    // deployment share it); expiry timers are answered by the agent that
+    // holds the call.
+    let notifications = match (&config, agents.iter().find_map(|a| a.store().cloned())) {
+        (Some(c), Some(store)) => crate::deploy::start_notifications(c, store, agents.clone())?,
+        _ => None,
     };
     let metrics_open = args.metrics_open || file.metrics_open.unwrap_or(false);
     let mut builder = Server::builder().agents(agents).metrics_open(metrics_open);
@@ -595,6 +611,9 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
     // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agents too.
     let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
+    if let Some(worker) = notifications {
+        worker.shutdown().await;
+    }
     Ok(())
 }
 

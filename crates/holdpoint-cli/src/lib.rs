@@ -70,6 +70,7 @@
 pub mod args;
 pub mod backend;
 mod commands;
+pub mod deploy;
 pub mod error;
 pub mod http;
 mod mcp;

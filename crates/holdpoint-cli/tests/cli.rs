@@ -311,6 +311,7 @@ async fn approvers_answer_through_a_server_with_their_own_keys() {
         approvers: vec!["finance".into()],
         quorum: 2,
         self_approval: false,
+        ..Default::default()
     }])
     .unwrap();
     let agent = banking::banking_agent_with_policy(Arc::new(banking::demo_model()), Some(store), Some(policy)).unwrap();

@@ -80,4 +80,11 @@ impl McpServers {
         }
         out
     }
+
+    /// Closes every server (stdio children end; open calls fail).
+    pub async fn close(&self) {
+        for s in &self.servers {
+            s.close().await;
+        }
+    }
 }

@@ -66,12 +66,28 @@ pub fn apply_policy(builder: AgentBuilder, policy: Option<Policy>) -> AgentBuild
 pub async fn run(config: ServeConfig) -> Result<(), String> {
     let file = config.config.as_ref();
     let support_model = banking::support_model_for(&config.model);
-    let builder = banking::builder(config.model, Some(Arc::clone(&config.store))).map_err(|e| e.to_string())?;
+    // The file's MCP servers stay connected while the server runs; their
+    // tools join bankingAgent's (`agents = [...]` chooses).
+    let mcp = match file {
+        Some(c) => holdpoint_cli::deploy::mcp_servers(c).await.map_err(|e| e.to_string())?,
+        None => None,
+    };
+    let builder = banking::builder(config.model, Some(Arc::clone(&config.store)))
+        .map_err(|e| e.to_string())?
+        .tools(holdpoint_cli::deploy::mcp_tools(mcp.as_ref(), banking::AGENT_NAME));
     let agent = apply_policy(builder, file.map(Config::approval_policy))
         .build()
         .map_err(|e| e.to_string())?;
     // The front desk hands account operations to bankingAgent (a sub-agent).
-    let support = banking::support_agent(support_model, agent.clone(), config.store).map_err(|e| e.to_string())?;
+    let support =
+        banking::support_agent(support_model, agent.clone(), Arc::clone(&config.store)).map_err(|e| e.to_string())?;
+    // The file's notifications: the outbox of the store, delivered until
+    // the server stops; expiry timers are answered by the agent holding the call.
+    let notifications = match file {
+        Some(c) => holdpoint_cli::deploy::start_notifications(c, config.store, vec![agent.clone(), support.clone()])
+            .map_err(|e| e.to_string())?,
+        None => None,
+    };
     let mut builder = Server::builder()
         .agent(agent)
         .agent(support)
@@ -139,7 +155,14 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     }
     // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agent too.
     let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
-    holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal())
+    let served = holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal())
         .await
-        .map_err(|e| format!("server stopped: {e}"))
+        .map_err(|e| format!("server stopped: {e}"));
+    if let Some(worker) = notifications {
+        worker.shutdown().await;
+    }
+    if let Some(servers) = mcp {
+        servers.close().await;
+    }
+    served
 }

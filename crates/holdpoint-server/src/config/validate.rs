@@ -463,8 +463,6 @@ impl Checker<'_, '_> {
                     }
                 }
             };
-            // Fields `RuleSpec` gains later keep their defaults here.
-            #[allow(clippy::needless_update)]
             let spec = RuleSpec {
                 name: r.name.as_ref().map(|n| n.get_ref().clone()),
                 agent: r.agent.as_ref().map(|n| n.get_ref().clone()),
@@ -475,7 +473,16 @@ impl Checker<'_, '_> {
                 // docs/reference.md §10.5: the owner may answer its own
                 // holds unless a rule says otherwise.
                 self_approval: r.self_approval.unwrap_or(true),
-                ..RuleSpec::default()
+                timers: holdpoint::session::HoldTimers {
+                    remind_after,
+                    escalate_after,
+                    escalate_to: escalate_to.clone(),
+                    expire_after,
+                    on_expire: match on_expire {
+                        OnExpire::Deny => holdpoint::session::OnExpire::Deny,
+                        OnExpire::Expire => holdpoint::session::OnExpire::Expire,
+                    },
+                },
             };
             out.push(ApprovalRuleConfig {
                 spec,

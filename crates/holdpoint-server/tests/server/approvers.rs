@@ -91,6 +91,7 @@ fn agent(store: Arc<dyn SessionStore>, moved: &Arc<AtomicUsize>) -> Agent {
         approvers: vec!["finance".into()],
         quorum: 2,
         self_approval: false,
+        ..Default::default()
     }])
     .unwrap();
     Agent::builder("bankingAgent")

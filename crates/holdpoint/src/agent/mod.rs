@@ -244,6 +244,8 @@ pub(crate) struct AgentDef {
     pub heartbeat: Duration,
     pub abort_wait: Duration,
     pub resume_lease: Duration,
+    /// Whether an approval policy governs its tool calls.
+    pub has_policy: bool,
 }
 
 /// An agent definition: immutable and cheap to clone.
@@ -332,6 +334,12 @@ impl Agent {
     /// Whether the agent keeps sessions in a store (server-managed state).
     pub fn is_server_managed(&self) -> bool {
         self.def.store.is_some()
+    }
+
+    /// Whether an approval policy governs its tool calls
+    /// ([`AgentBuilder::approval_policy`]).
+    pub fn has_approval_policy(&self) -> bool {
+        self.def.has_policy
     }
 
     /// The session store, for server-managed agents.
@@ -732,6 +740,8 @@ impl AgentBuilder {
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("an agent needs a name".into()));
         }
+        // Only prompt agents run their tool calls through the rule gate.
+        let has_policy = self.policy.is_some() && self.custom.is_none();
         let handler: Arc<dyn TurnHandler> = match self.custom {
             Some(h) => h,
             None => {
@@ -779,6 +789,7 @@ impl AgentBuilder {
                 heartbeat: self.heartbeat,
                 abort_wait: self.abort_wait,
                 resume_lease: self.resume_lease,
+                has_policy,
             }),
         })
     }

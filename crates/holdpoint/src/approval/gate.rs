@@ -161,9 +161,21 @@ impl RuleGate {
     }
 }
 
-fn carry(data: &mut Map<String, Value>, rule: &HoldRule) {
-    if let Ok(value) = serde_json::to_value(rule) {
-        data.insert(metadata::CARRIED_META[0].0.to_owned(), value);
+impl RuleGate {
+    /// Records `rule` on a hold's interrupt data: the rule itself, its
+    /// approvers where notification routing reads them, and its timers'
+    /// deadlines (docs/reference.md §11.3).
+    fn carry(&self, data: &mut Map<String, Value>, rule: &HoldRule) {
+        if let Ok(value) = serde_json::to_value(rule) {
+            data.insert(metadata::CARRIED_META[0].0.to_owned(), value);
+        }
+        data.insert(
+            crate::session::outbox::APPROVERS.to_owned(),
+            Value::Array(rule.approvers.iter().cloned().map(Value::String).collect()),
+        );
+        if let Some(governing) = self.policy.rules().iter().find(|r| r.name == rule.rule) {
+            governing.timers.stamp(data, chrono::Utc::now());
+        }
     }
 }
 
@@ -184,7 +196,7 @@ impl Middleware for RuleGate {
                         "message".into(),
                         Value::String(format!("approval rule \"{}\" holds the revised call", rule.rule)),
                     );
-                    carry(&mut data, &rule);
+                    self.carry(&mut data, &rule);
                     return Ok(ToolOutcome::Interrupt(data));
                 }
                 return next.run(call).await;
@@ -212,7 +224,7 @@ impl Middleware for RuleGate {
         if self.self_asking.contains(&call.name) && rule.error.is_none() {
             return Ok(match next.run(call).await? {
                 ToolOutcome::Interrupt(mut data) => {
-                    carry(&mut data, &rule);
+                    self.carry(&mut data, &rule);
                     ToolOutcome::Interrupt(data)
                 }
                 other => other,
@@ -227,7 +239,7 @@ impl Middleware for RuleGate {
             None => format!("approval rule \"{}\" holds {}", rule.rule, call.name),
         };
         data.insert("message".into(), Value::String(message));
-        carry(&mut data, &rule);
+        self.carry(&mut data, &rule);
         Ok(ToolOutcome::Interrupt(data))
     }
 }

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::condition::{Condition, ConditionError};
+use crate::session::HoldTimers;
 
 /// The shape of one approval rule as configured (a `[[approval.rules]]`
 /// table): plain data, checked by [`Policy::new`].
@@ -22,6 +23,9 @@ pub struct RuleSpec {
     pub quorum: u32,
     /// Whether the session's owner may answer its own holds.
     pub self_approval: bool,
+    /// Reminder, escalation and expiry of its holds, stamped on each hold
+    /// and fired from the store's outbox (docs/reference.md §11.3).
+    pub timers: HoldTimers,
 }
 
 /// Which field of a [`RuleSpec`] a [`PolicyError`] is about.
@@ -124,6 +128,8 @@ pub struct Rule {
     pub quorum: u32,
     /// Whether the owner may answer.
     pub self_approval: bool,
+    /// The timers stamped on its holds.
+    pub timers: HoldTimers,
 }
 
 /// What a rule's condition sees of a call.
@@ -211,6 +217,7 @@ impl Policy {
                 approvers: spec.approvers,
                 quorum: spec.quorum,
                 self_approval: spec.self_approval,
+                timers: spec.timers,
             });
         }
         Ok(Policy { rules })

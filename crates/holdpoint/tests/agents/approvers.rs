@@ -115,6 +115,7 @@ fn rule(tool: &str, when: &str, approvers: &[&str], quorum: u32, self_approval: 
         approvers: approvers.iter().map(|s| (*s).to_owned()).collect(),
         quorum,
         self_approval,
+        ..RuleSpec::default()
     }
 }
 

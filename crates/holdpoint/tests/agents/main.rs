@@ -4,8 +4,8 @@
 
 mod abandon;
 mod approval;
-mod background;
 mod approvers;
+mod background;
 mod connection;
 mod detach;
 mod fail_loudly;

@@ -51,6 +51,13 @@ fn expand_at(entry: PendingApproval, own: Option<String>) -> Vec<PendingApproval
             interrupted_by: inner.interrupted_by().map(str::to_owned),
             expires_at: inner.expires_at(),
             expired: inner.expires_at().is_some_and(|t| t <= chrono::Utc::now()),
+            // The nested call's own rule and reply shape: approvals,
+            // denials and quorum checks are about it, not the surfacing call.
+            // Its partial approvals live on the child's snapshot and are
+            // not listed here.
+            rule: crate::approval::HoldRule::on(inner),
+            approvals: Vec::new(),
+            reply: crate::approval::ReplyShape::on(inner),
             part,
             path,
             ..entry.clone()
