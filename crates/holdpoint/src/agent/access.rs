@@ -1,0 +1,143 @@
+//! On whose behalf an agent acts: the principal and actor keys of the
+//! request context, [`Access`] for reads and aborts, and the per-call
+//! [`RunOptions`] (docs/reference.md §5, §10.7).
+
+use serde_json::{Map, Value};
+
+use super::*;
+
+/// The request-context key holding the authenticated principal (a string).
+/// Sessions belong to the principal that starts them.
+pub const PRINCIPAL: &str = "principal";
+
+/// The request-context key naming the individual who acts (an approver's
+/// user name, say) when it differs from the owning principal; recorded in
+/// the audit trail.
+pub const ACTOR: &str = "actor";
+
+/// The principal in a request context.
+pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
+    context.get(PRINCIPAL).and_then(Value::as_str)
+}
+
+/// On whose behalf a read or an abort acts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Access<'a> {
+    /// Every snapshot this agent wrote (the agent's own process, operators).
+    #[default]
+    Full,
+    /// What this principal may see (`None`: an anonymous caller, who sees
+    /// only unowned sessions).
+    As(Option<&'a str>),
+    /// What a caller with roles may see: its own sessions (as
+    /// [`Access::As`]), and a held snapshot of anyone's whose paused call
+    /// an approval rule lets these roles answer (docs/reference.md §10.7) —
+    /// that snapshot and its transcript, nothing else of the session.
+    Caller {
+        /// The caller's principal.
+        principal: Option<&'a str>,
+        /// The caller's roles.
+        roles: &'a [String],
+    },
+}
+
+impl<'a> Access<'a> {
+    /// The access of the caller a request context describes: its principal
+    /// and roles ([`crate::approval::ROLES`]).
+    pub fn of(context: &'a Map<String, Value>, roles: &'a [String]) -> Self {
+        Access::Caller {
+            principal: principal_of(context),
+            roles,
+        }
+    }
+
+    /// Whether this access may read `snapshot`.
+    pub fn sees(self, snapshot: &Snapshot) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) => snapshot.visible_to(principal),
+            Access::Caller { principal, roles } => {
+                snapshot.visible_to(principal) || (!roles.is_empty() && approves_a_hold_of(snapshot, roles))
+            }
+        }
+    }
+
+    /// Whether this access may see the paused call `call` in a listing.
+    pub fn sees_call(self, call: &PendingApproval) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) => call.owner.is_none() || call.owner.as_deref() == principal,
+            Access::Caller { principal, roles } => {
+                call.owner.is_none()
+                    || call.owner.as_deref() == principal
+                    || call.rule.as_ref().is_some_and(|r| r.is_approver(roles))
+            }
+        }
+    }
+
+    /// Whether this access acts for the owner of `snapshot` (or is
+    /// [`Access::Full`]): what an abort needs.
+    pub(super) fn owns(self, snapshot: &Snapshot) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) | Access::Caller { principal, .. } => snapshot.visible_to(principal),
+        }
+    }
+}
+
+/// Whether `snapshot` waits on a paused call whose rule `roles` approve.
+fn approves_a_hold_of(snapshot: &Snapshot, roles: &[String]) -> bool {
+    let Some(state) = &snapshot.state else { return false };
+    let Some(last) = state
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == crate::message::Role::Model)
+    else {
+        return false;
+    };
+    last.interrupts()
+        .filter_map(crate::approval::HoldRule::on)
+        .any(|rule| rule.is_approver(roles))
+}
+
+/// Where a run or a connection starts and on whose behalf: the
+/// [`AgentInit`] and the request context that tools and middleware see
+/// (the principal under [`PRINCIPAL`], the acting person under [`ACTOR`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunOptions {
+    /// Where the run starts.
+    pub init: AgentInit,
+    /// The request context.
+    pub context: Map<String, Value>,
+}
+
+impl RunOptions {
+    /// Starts at `init` with an empty context.
+    pub fn new(init: AgentInit) -> Self {
+        RunOptions {
+            init,
+            context: Map::new(),
+        }
+    }
+
+    /// The same options with this request context (replacing the old one).
+    pub fn context(mut self, context: Map<String, Value>) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The same options acting for `principal` (sets [`PRINCIPAL`] in the
+    /// context): sessions it starts belong to it, others' read as unknown.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.context
+            .insert(PRINCIPAL.to_owned(), Value::String(principal.into()));
+        self
+    }
+}
+
+impl From<AgentInit> for RunOptions {
+    fn from(init: AgentInit) -> Self {
+        RunOptions::new(init)
+    }
+}

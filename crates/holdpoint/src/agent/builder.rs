@@ -1,0 +1,199 @@
+//! [`AgentBuilder`]: how an agent is put together (docs/reference.md §5).
+
+use super::*;
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    pub(super) name: String,
+    pub(super) description: Option<String>,
+    pub(super) custom: Option<Arc<dyn TurnHandler>>,
+    pub(super) model: Option<Arc<dyn Model>>,
+    pub(super) system: Option<String>,
+    pub(super) tools: Vec<Arc<dyn Tool>>,
+    pub(super) middleware: Vec<Arc<dyn Middleware>>,
+    pub(super) policy: Option<Arc<Policy>>,
+    pub(super) max_turns: u32,
+    pub(super) config: Option<Value>,
+    pub(super) store: Option<Arc<dyn SessionStore>>,
+    pub(super) codec: Arc<dyn StateCodec>,
+    pub(super) heartbeat: Duration,
+    pub(super) abort_wait: Duration,
+    pub(super) resume_lease: Duration,
+}
+
+impl AgentBuilder {
+    pub(super) fn new(name: String, custom: Option<Arc<dyn TurnHandler>>) -> Self {
+        AgentBuilder {
+            name,
+            description: None,
+            custom,
+            model: None,
+            system: None,
+            tools: Vec::new(),
+            middleware: Vec::new(),
+            policy: None,
+            max_turns: crate::generate::DEFAULT_MAX_TURNS,
+            config: None,
+            store: None,
+            codec: Arc::new(JsonStateCodec),
+            heartbeat: Duration::from_secs(30),
+            abort_wait: Duration::from_secs(5),
+            resume_lease: crate::session::HEARTBEAT_EXPIRY,
+        }
+    }
+
+    /// A description, for listings and the HTTP API.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The model (prompt agents).
+    pub fn model(mut self, model: Arc<dyn Model>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The system prompt (prompt agents).
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// Adds a tool: a typed tool, a [`DynamicTool`](crate::tool::DynamicTool),
+    /// or an `Arc<dyn Tool>` (anything [`IntoTool`]).
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_tool());
+        self
+    }
+
+    /// Adds tools of one type: `.tools([balance, transfer])` for typed
+    /// tools, or `Arc<dyn Tool>`s to mix types (see [`IntoTool`]).
+    pub fn tools<T: IntoTool>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
+        self.tools.extend(tools.into_iter().map(IntoTool::into_tool));
+        self
+    }
+
+    /// Adds a middleware (the first added is the outermost).
+    pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// Governs tool calls with an approval policy (docs/reference.md §10.5):
+    /// before any middleware sees a call, the first rule that covers it
+    /// holds it (also when ToolApproval's allowlist would let it run, and
+    /// with no ToolApproval at all), recording the rule's name, approvers,
+    /// quorum and self-approval on the hold under `approvalRule`. A tool
+    /// that asks for approval itself (it declares an
+    /// [`ApprovalReply`](crate::approval::ApprovalReply)) runs and pauses
+    /// as before, its interrupt annotated with the rule. A condition that
+    /// fails to evaluate holds the call under its rule, with the error. No
+    /// match keeps the agent's behaviour without a policy. Answers to such
+    /// holds are checked when the resume claims them: the actor must be an
+    /// approver (or the owner, when self-approval is on), and an approval
+    /// needs the rule's quorum (see [`Agent::answer`]). Prompt agents only.
+    pub fn approval_policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// The limit on tool-call rounds per turn (default 5).
+    pub fn max_turns(mut self, max_turns: u32) -> Self {
+        self.max_turns = max_turns;
+        self
+    }
+
+    /// Model config (temperature, …).
+    pub fn config(mut self, config: Value) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Keeps sessions in `store` (server-managed state). Without a store
+    /// the agent is client-managed: its state travels in `AgentOutput.state`.
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How client-held state is encoded and checked (the server signs it).
+    pub fn state_codec(mut self, codec: Arc<dyn StateCodec>) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// How long a resume's claim holds without renewal (default 60 s). The
+    /// resuming worker renews it every third of this while the resumed turn
+    /// runs; if the process dies, its calls read as in doubt once it lapses
+    /// (docs/reference.md §8, [`Agent::in_doubt`]).
+    pub fn resume_lease(mut self, lease: Duration) -> Self {
+        self.resume_lease = lease;
+        self
+    }
+
+    /// The heartbeat period of detached runs (default 30 s).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// Builds the agent. A prompt agent needs a model.
+    pub fn build(self) -> Result<Agent> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidArgument("an agent needs a name".into()));
+        }
+        // Only prompt agents run their tool calls through the rule gate.
+        let has_policy = self.policy.is_some() && self.custom.is_none();
+        let handler: Arc<dyn TurnHandler> = match self.custom {
+            Some(h) => h,
+            None => {
+                let Some(model) = self.model else {
+                    return Err(Error::InvalidArgument(format!("agent \"{}\" needs a model", self.name)));
+                };
+                let mut names: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+                names.sort_unstable();
+                if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(Error::InvalidArgument(format!(
+                        "agent \"{}\" has two tools named \"{}\"",
+                        self.name, w[0]
+                    )));
+                }
+                let mut middleware = self.middleware;
+                if let Some(policy) = self.policy {
+                    let self_asking = self
+                        .tools
+                        .iter()
+                        .filter(|t| t.approval_reply().is_some())
+                        .map(|t| t.name().to_owned())
+                        .collect();
+                    let gate = crate::approval::RuleGate::new(self.name.clone(), policy, self_asking);
+                    middleware.insert(0, Arc::new(gate));
+                }
+                Arc::new(prompt::PromptHandler {
+                    model,
+                    system: self.system,
+                    toolset: Arc::new(crate::generate::Toolset::new(&self.tools)),
+                    tools: self.tools,
+                    middleware,
+                    max_turns: self.max_turns,
+                    config: self.config,
+                })
+            }
+        };
+        Ok(Agent {
+            def: Arc::new(AgentDef {
+                name: self.name,
+                description: self.description,
+                handler,
+                store: self.store,
+                codec: self.codec,
+                claims: None,
+                heartbeat: self.heartbeat,
+                abort_wait: self.abort_wait,
+                resume_lease: self.resume_lease,
+                has_policy,
+            }),
+        })
+    }
+}
