@@ -1,5 +1,5 @@
 //! The routes about the server itself: `GET /healthz`, `GET /metrics`,
-//! `GET /openapi.json`, and the approval page (`/`, `/app.js`, `/app.css`),
+//! `GET /openapi.json`, and the approval page (`/`, `/app.js`, `/app.css`, `/web/{file}`),
 //! whose files are built into the binary.
 
 use axum::extract::{Request, State};
@@ -17,6 +17,17 @@ pub const OPENAPI: &str = include_str!("../openapi.json");
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
 const APP_CSS: &str = include_str!("../../web/app.css");
+
+/// The page's JavaScript modules, served under `/web/{file}`: a fixed
+/// table, so no path reaches the file system.
+const MODULES: &[(&str, &str)] = &[
+    ("api.js", include_str!("../../web/api.js")),
+    ("dom.js", include_str!("../../web/dom.js")),
+    ("forms.js", include_str!("../../web/forms.js")),
+    ("queue.js", include_str!("../../web/queue.js")),
+    ("detail.js", include_str!("../../web/detail.js")),
+    ("audit.js", include_str!("../../web/audit.js")),
+];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -42,6 +53,14 @@ pub(crate) async fn app_js() -> Response {
 
 pub(crate) async fn app_css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
+}
+
+/// `GET /web/{file}`: one of the page's modules; 404 for any other name.
+pub(crate) async fn module(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    match MODULES.iter().find(|(name, _)| *name == file) {
+        Some((_, body)) => asset("text/javascript; charset=utf-8", body),
+        None => ApiError::not_found(format!("no page module {file}")).into_response(),
+    }
 }
 
 /// 200 while serving; 503 once shutdown has begun, so balancers stop

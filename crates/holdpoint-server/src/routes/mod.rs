@@ -25,6 +25,7 @@
 mod agents;
 mod answer;
 mod connect;
+mod inbox;
 mod meta;
 mod pending;
 mod settle;
@@ -51,6 +52,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/app.js"),
     ("GET", "/app.css"),
+    ("GET", "/web/{file}"),
+    ("GET", "/inbox"),
+    ("GET", "/audit"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
     ("GET", "/metrics"),
@@ -86,6 +90,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/", get(meta::index))
         .route("/app.js", get(meta::app_js))
         .route("/app.css", get(meta::app_css))
+        .route("/web/{file}", get(meta::module))
+        .route("/inbox", get(inbox::inbox))
+        .route("/audit", get(inbox::audit))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
         .route("/metrics", get(meta::scrape))

@@ -242,6 +242,8 @@ pub(crate) struct AgentDef {
     pub heartbeat: Duration,
     pub abort_wait: Duration,
     pub resume_lease: Duration,
+    /// The definitions of the tools of a prompt agent (empty for a custom one).
+    pub tools: Vec<crate::model::ToolDefinition>,
 }
 
 /// An agent definition: immutable and cheap to clone.
@@ -298,6 +300,12 @@ impl Agent {
     /// The agent's description.
     pub fn description(&self) -> Option<&str> {
         self.def.description.as_deref()
+    }
+
+    /// The definitions of its tools (name, description, input and output
+    /// schemas), as the model sees them; empty for a custom agent.
+    pub fn tool_definitions(&self) -> &[crate::model::ToolDefinition] {
+        &self.def.tools
     }
 
     /// The same agent with another state codec (a server installs its
@@ -730,6 +738,7 @@ impl AgentBuilder {
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("an agent needs a name".into()));
         }
+        let definitions = self.tools.iter().map(|t| t.definition().clone()).collect();
         let handler: Arc<dyn TurnHandler> = match self.custom {
             Some(h) => h,
             None => {
@@ -777,6 +786,7 @@ impl AgentBuilder {
                 heartbeat: self.heartbeat,
                 abort_wait: self.abort_wait,
                 resume_lease: self.resume_lease,
+                tools: definitions,
             }),
         })
     }
