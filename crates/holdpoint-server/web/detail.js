@@ -186,6 +186,7 @@ export class Detail {
     audit.addEventListener("toggle", () => audit.open && this.loadAudit(audit.lastChild));
 
     this.root.replaceChildren(
+      ...[
       el("div", { class: "detail-head" }, el("h2", { id: "detail-title", text: item.tool + " · " + item.agent }), state),
       el("p", { class: "interrupt", text: interruptText(item) }),
       el("h3", { text: "What the user asked" }),
@@ -205,6 +206,7 @@ export class Detail {
       transcript,
       audit,
       el("p", {}, el("button", { type: "button", class: "link", text: "Open this session in the full audit", onclick: () => this.ctx.openAudit({ sessionId: item.sessionId, agent: item.agent }) })),
+      ].filter(Boolean),
     );
     this.parts = { state, tallyEl, expiry, request, result, reason, approve, deny, transcript };
     this.update();

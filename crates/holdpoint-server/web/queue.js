@@ -3,7 +3,7 @@
 // neighbour in the server's order), so focus and selection stay put; a hold
 // answered elsewhere stays, greyed, saying who answered and how.
 
-import { api, agentPath, refOf } from "./api.js";
+import { api, query, refOf } from "./api.js";
 import { age, countdown, el, short, summary } from "./dom.js";
 
 let ids = 0;
@@ -169,10 +169,11 @@ export class Queue {
     row.done = { kind: "elsewhere", text: "Answered elsewhere…" };
     this.finish(key, "elsewhere", "Answered elsewhere; looking up who…");
     const item = row.item;
-    const got = await api(agentPath(item.agent, "audit") + "?sessionId=" + encodeURIComponent(item.sessionId));
+    const got = await api("audit" + query({ agent: item.agent, snapshotId: item.snapshotId, limit: 20 }));
     let text = "Answered elsewhere (the session is no longer visible to you).";
     if (got.ok) {
-      const rec = got.result.find((r) => r.snapshotId === item.snapshotId && r.tool === item.tool);
+      // Newest first: the decision that ended the hold.
+      const rec = got.result.items.find((r) => r.tool === item.tool);
       if (rec) {
         const who = rec.actor || rec.principal || "someone";
         text = "Answered elsewhere: " + who + " — " + rec.decision + (rec.reason ? " (" + rec.reason + ")" : "") + ".";

@@ -365,6 +365,10 @@ pub(crate) struct AuditFilter {
     decision: Option<String>,
     #[serde(default)]
     session_id: Option<String>,
+    /// Only the decisions about this held snapshot; readable by whoever may
+    /// see the hold (an approver too, after it was answered), 404 otherwise.
+    #[serde(default)]
+    snapshot_id: Option<String>,
     /// Only records at or after this time (RFC 3339).
     #[serde(default)]
     since: Option<DateTime<Utc>>,
@@ -404,8 +408,10 @@ fn readable(record: &AuditRecord, caller: &Identity) -> bool {
     }
 }
 
-/// `GET /audit?agent=&tool=&actor=&decision=&sessionId=&since=&until=&cursor=&limit=`:
-/// the decisions the caller made or that were made on its behalf, newest first.
+/// `GET /audit?agent=&tool=&actor=&decision=&sessionId=&snapshotId=&since=&until=&cursor=&limit=`:
+/// the decisions the caller made or that were made on its behalf, newest
+/// first; with `snapshotId`, the decisions about that hold for anyone who
+/// may see it (404 for anyone else).
 pub(crate) async fn audit(
     State(state): State<AppState>,
     Caller(caller): Caller,
@@ -417,7 +423,19 @@ pub(crate) async fn audit(
     let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
     let nonempty = |o: &Option<String>| o.clone().filter(|s| !s.is_empty());
     let (tool, actor, decision) = (nonempty(&query.tool), nonempty(&query.actor), nonempty(&query.decision));
+    let snapshot_id = nonempty(&query.snapshot_id);
+    let caller_roles = roles(&caller);
+    let mut seen_hold = false;
     for agent in agents_of(&state, &caller, query.agent.as_deref())? {
+        // The hold's own decisions are readable by whoever may see the hold.
+        let hold_visible = match &snapshot_id {
+            Some(id) => agent.snapshot(id, access(&caller, &caller_roles)).await?.is_some(),
+            None => false,
+        };
+        if snapshot_id.is_some() && !hold_visible {
+            continue;
+        }
+        seen_hold |= hold_visible;
         let records = agent
             .audit(AuditQuery {
                 session_id: nonempty(&query.session_id),
@@ -428,7 +446,8 @@ pub(crate) async fn audit(
         truncated |= records.len() >= SCAN_LIMIT;
         for r in records {
             let who = r.actor.as_deref().or(r.principal.as_deref());
-            let keep = readable(&r, &caller)
+            let keep = (hold_visible || readable(&r, &caller))
+                && snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
                 && tool.as_deref().is_none_or(|t| t == r.tool)
                 && actor.as_deref().is_none_or(|a| who == Some(a))
                 && decision.as_deref().is_none_or(|d| d == decision_name(&r))
@@ -440,6 +459,12 @@ pub(crate) async fn audit(
                 rows.push(((0, -at, format!("{}\u{1f}{}", agent.name(), r.id)), r));
             }
         }
+    }
+    if let Some(id) = &snapshot_id
+        && rows.is_empty()
+        && !seen_hold
+    {
+        return Err(ApiError::not_found(format!("snapshot {id} not found")));
     }
     let total = rows.len();
     rows.sort_by(|a, b| a.0.cmp(&b.0));

@@ -151,6 +151,11 @@ async fn the_audit_is_filtered_and_paged_newest_first() {
     assert_eq!(body["result"]["total"], 3);
     let (_, body) = server.get("/audit?since=2999-01-01T00:00:00Z", None).await;
     assert_eq!(body["result"]["total"], 0);
+    // One hold's decisions, by its snapshot; an unknown one is 404.
+    let (_, body) = server.get(&format!("/audit?snapshotId={}", held[0].as_str().unwrap()), None).await;
+    assert_eq!(body["result"]["total"], 1);
+    assert_eq!(body["result"]["items"][0]["reason"], "r0");
+    assert_error(&server.get("/audit?snapshotId=nope", None).await, 404, "NOT_FOUND", "nope");
     let sessions: BTreeSet<&str> = all.iter().map(|r| r["sessionId"].as_str().unwrap()).collect();
     assert_eq!(sessions.len(), 7);
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3, "only the approved ran");
