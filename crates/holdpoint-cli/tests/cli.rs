@@ -119,7 +119,7 @@ async fn a_binary_with_agents_approves_and_denies_against_the_store_in_process()
         .iter()
         .map(|r| (r["tool"].as_str().unwrap(), r["decision"].as_str().unwrap()))
         .collect();
-    assert!(decisions.contains(&("transferMoney", "restart")), "{audit}");
+    assert!(decisions.contains(&("transferMoney", "approve")), "{audit}");
     assert!(decisions.contains(&("closeAccount", "deny")), "{audit}");
     assert!(audit.to_string().contains("fraud suspected"));
     assert_eq!(json_of(&["--store", &url, "pending", "--json"]), json!([]));

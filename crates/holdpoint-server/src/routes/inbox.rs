@@ -392,11 +392,14 @@ struct AuditPage {
     truncated: bool,
 }
 
-fn decision_name(record: &AuditRecord) -> String {
-    match serde_json::to_value(&record.decision) {
-        Ok(Value::String(s)) => s,
-        _ => String::new(),
-    }
+/// Whether `record` is the decision `wanted` names: its wire name, an older
+/// spelling of it (`expired`, `abandoned`), or `settle` for any decision of
+/// a settlement.
+fn is_decision(record: &AuditRecord, wanted: &str) -> bool {
+    let name = record.decision.as_str();
+    name == wanted
+        || (wanted == "settle" && record.settles)
+        || matches!((name, wanted), ("expire", "expired") | ("abandon", "abandoned"))
 }
 
 /// Whether `caller` may read `record` in the whole-trail listing: a
@@ -450,7 +453,7 @@ pub(crate) async fn audit(
                 && snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
                 && tool.as_deref().is_none_or(|t| t == r.tool)
                 && actor.as_deref().is_none_or(|a| who == Some(a))
-                && decision.as_deref().is_none_or(|d| d == decision_name(&r))
+                && decision.as_deref().is_none_or(|d| is_decision(&r, d))
                 && query.since.is_none_or(|t| r.at >= t)
                 && query.until.is_none_or(|t| r.at < t);
             if keep {

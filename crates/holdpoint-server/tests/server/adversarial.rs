@@ -647,7 +647,7 @@ async fn a_late_approval_of_an_abandoned_hold_is_409() {
         .get(&format!("/agents/opsAgent/audit?sessionId={session}"), None)
         .await;
     assert_eq!(code, 200, "{body:#}");
-    assert_eq!(body["result"][0]["decision"], "abandoned", "{body:#}");
+    assert_eq!(body["result"][0]["decision"], "abandon", "{body:#}");
     assert_eq!(body["result"][0]["snapshotId"], json!(snap), "{body:#}");
 
     let before = dump(store.as_ref()).await;

@@ -161,7 +161,7 @@ pub(crate) fn partial_approval(ctx: &AuditContext<'_>, part: &Part, reason: Opti
     record(ctx, part, AuditDecision::Approve, reason, None)
 }
 
-/// One `abandoned` record per paused call of the last model message in
+/// One `abandon` record per paused call of the last model message in
 /// `history`: a new message continues the session instead of answering.
 pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<AuditRecord> {
     let Some(pending) = history.iter().rev().find(|m| m.role == Role::Model) else {
@@ -174,7 +174,7 @@ pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<Audi
 }
 
 /// When a new message abandoned the paused calls of `snapshot_id` (the
-/// time of its `abandoned` records), if it did. A store without an audit
+/// time of its `abandon` records), if it did. A store without an audit
 /// trail answers `None`.
 pub(crate) async fn abandoned_at(
     store: &dyn SessionStore,

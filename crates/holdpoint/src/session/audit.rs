@@ -27,10 +27,14 @@ pub enum AuditDecision {
     /// hash are recorded beside the original. Not an approval of either
     /// input (a gate holds the revised call again).
     Edit,
-    /// The answer came after the interrupt's `expiresAt`.
+    /// The answer came after the interrupt's `expiresAt` (wire name
+    /// `expire`; `expired`, as older records spell it, still reads).
+    #[serde(rename = "expire", alias = "expired")]
     Expired,
     /// A new user message continued the session instead of an answer: the
-    /// call was never run, and its snapshot can no longer be resumed.
+    /// call was never run, and its snapshot can no longer be resumed (wire
+    /// name `abandon`; `abandoned`, as older records spell it, still reads).
+    #[serde(rename = "abandon", alias = "abandoned")]
     Abandoned,
 }
 
@@ -43,8 +47,8 @@ impl AuditDecision {
             AuditDecision::Respond => "respond",
             AuditDecision::Restart => "restart",
             AuditDecision::Edit => "edit",
-            AuditDecision::Expired => "expired",
-            AuditDecision::Abandoned => "abandoned",
+            AuditDecision::Expired => "expire",
+            AuditDecision::Abandoned => "abandon",
         }
     }
 }
@@ -123,6 +127,31 @@ pub fn hash_json(value: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn decisions_say_what_they_were_and_old_spellings_still_read() {
+        for (d, wire) in [
+            (AuditDecision::Approve, "approve"),
+            (AuditDecision::Deny, "deny"),
+            (AuditDecision::Edit, "edit"),
+            (AuditDecision::Respond, "respond"),
+            (AuditDecision::Restart, "restart"),
+            (AuditDecision::Expired, "expire"),
+            (AuditDecision::Abandoned, "abandon"),
+        ] {
+            assert_eq!(serde_json::to_value(d).unwrap(), json!(wire));
+            assert_eq!(d.as_str(), wire);
+            assert_eq!(serde_json::from_value::<AuditDecision>(json!(wire)).unwrap(), d);
+        }
+        assert_eq!(
+            serde_json::from_value::<AuditDecision>(json!("expired")).unwrap(),
+            AuditDecision::Expired
+        );
+        assert_eq!(
+            serde_json::from_value::<AuditDecision>(json!("abandoned")).unwrap(),
+            AuditDecision::Abandoned
+        );
+    }
 
     #[test]
     fn canonical_form_sorts_keys_at_every_level() {

@@ -245,7 +245,7 @@ async fn check_not_left_behind(store: &dyn SessionStore, session: &Session, id: 
 /// A new message on a session whose stored snapshot ends interrupted
 /// *abandons* the paused calls. It claims the snapshot as a resume would
 /// (so of a new message and a concurrent approval exactly one wins; the
-/// other is refused with `ABORTED`) and records an `abandoned` audit
+/// other is refused with `ABORTED`) and records an `abandon` audit
 /// decision per paused call; a later resume of that snapshot is refused.
 /// A snapshot whose calls were closed before it was read (answered, or
 /// abandoned) may be branched from once the claim's outcome is written;
