@@ -156,10 +156,31 @@ async function loadMore() {
   announce("Loaded " + got.result.items.length + " more; showing " + state.loaded + " of " + state.total + ".");
 }
 
+/** The server-managed agents the caller may use (where calls can be in doubt). */
+async function servedAgents() {
+  const got = await api("agents");
+  if (!got.ok) {
+    setBanner(explain(got));
+    return state.agents;
+  }
+  return got.result.filter((a) => a.stateManagement === "server").map((a) => a.name);
+}
+
+async function doubts() {
+  await loadInDoubt(await servedAgents(), log);
+}
+
 async function poll() {
   try {
-    if (state.view === "inbox") await refresh();
-    else if (state.view === "doubt") await loadInDoubt(state.agents, log);
+    if (state.view === "inbox") {
+      await refresh();
+      // The in-doubt count stays current too, less often.
+      if (!(Date.now() - (state.doubtsAt || 0) < 10000)) {
+        state.doubtsAt = Date.now();
+        await doubts();
+      }
+    }
+    else if (state.view === "doubt") await doubts();
     else await refreshCountOnly();
   } finally {
     state.polling = setTimeout(poll, POLL_MS);
@@ -179,7 +200,7 @@ function showView(view) {
   for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-pressed", String(tab.dataset.view === view));
   for (const name of ["inbox", "doubt", "audit"]) $("view-" + name).hidden = name !== view;
   if (view === "audit" && !$("audit-table").children.length) audit.load(true);
-  if (view === "doubt") loadInDoubt(state.agents, log);
+  if (view === "doubt") doubts();
 }
 
 function typing(target) {

@@ -12,9 +12,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use holdpoint::agent::{Agent, PendingApproval};
 use holdpoint::session::{AuditQuery, AuditRecord, SnapshotQuery};
@@ -185,10 +185,7 @@ fn matches_text(call: &PendingApproval, needle: &str) -> bool {
 fn key_of(item: &InboxItem) -> (i64, i64, String) {
     let c = &item.call;
     let held = c.held_since.timestamp_nanos_opt().unwrap_or(0);
-    let expires = c
-        .expires_at
-        .and_then(|t| t.timestamp_nanos_opt())
-        .unwrap_or(i64::MAX);
+    let expires = c.expires_at.and_then(|t| t.timestamp_nanos_opt()).unwrap_or(i64::MAX);
     let id = format!(
         "{}\u{1f}{}\u{1f}{}\u{1f}{}",
         c.agent.as_deref().unwrap_or(""),
@@ -245,10 +242,20 @@ pub(crate) async fn inbox(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<Response, ApiError> {
-    let after = query.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
+    let after = query
+        .cursor
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()?;
     let limit = page_size(&state, query.limit);
     let roles = roles(&caller);
-    let needle = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty()).map(str::to_lowercase);
+    let needle = query
+        .q
+        .as_deref()
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(str::to_lowercase);
     let mut truncated = false;
     let mut counts = Counts::default();
     let mut agents_seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -296,10 +303,13 @@ pub(crate) async fn inbox(
                 }
             }
             let keep = query.tool.as_deref().is_none_or(|t| t.is_empty() || t == call.tool)
-                && query
-                    .role
-                    .as_deref()
-                    .is_none_or(|r| r.is_empty() || call.rule.as_ref().is_some_and(|rule| rule.approvers.iter().any(|a| a == r)))
+                && query.role.as_deref().is_none_or(|r| {
+                    r.is_empty()
+                        || call
+                            .rule
+                            .as_ref()
+                            .is_some_and(|rule| rule.approvers.iter().any(|a| a == r))
+                })
                 && query.expired.is_none_or(|e| e == call.expired)
                 && query.mine.is_none_or(|m| m == for_me)
                 && query.partial.is_none_or(|p| p == partial)
@@ -325,12 +335,17 @@ pub(crate) async fn inbox(
     });
     let rest = keyed.len() - start;
     let page: Vec<((i64, i64, String), InboxItem)> = keyed.into_iter().skip(start).take(limit).collect();
-    let next_cursor = (rest > page.len()).then(|| page.last().map(|(k, _)| encode_cursor(k))).flatten();
+    let next_cursor = (rest > page.len())
+        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
+        .flatten();
     let mut tools: BTreeMap<String, BTreeMap<String, ToolInfo>> = BTreeMap::new();
     for (_, item) in &page {
         let agent = item.call.agent.clone().unwrap_or_default();
         if let Some(info) = definitions.get(&(agent.clone(), item.call.tool.clone())) {
-            tools.entry(agent).or_default().insert(item.call.tool.clone(), info.clone());
+            tools
+                .entry(agent)
+                .or_default()
+                .insert(item.call.tool.clone(), info.clone());
         }
     }
     Ok(reply(InboxPage {
@@ -420,7 +435,12 @@ pub(crate) async fn audit(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<AuditFilter>,
 ) -> Result<Response, ApiError> {
-    let after = query.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
+    let after = query
+        .cursor
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()?;
     let limit = page_size(&state, query.limit);
     let mut truncated = false;
     let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
@@ -474,7 +494,9 @@ pub(crate) async fn audit(
     let start = after.map_or(0, |after| rows.partition_point(|(k, _)| *k <= after));
     let rest = rows.len() - start;
     let page: Vec<_> = rows.into_iter().skip(start).take(limit).collect();
-    let next_cursor = (rest > page.len()).then(|| page.last().map(|(k, _)| encode_cursor(k))).flatten();
+    let next_cursor = (rest > page.len())
+        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
+        .flatten();
     Ok(reply(AuditPage {
         items: page.into_iter().map(|(_, r)| r).collect(),
         total,

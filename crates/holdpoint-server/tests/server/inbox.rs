@@ -36,7 +36,10 @@ async fn walk(s: &TestServer, path: &str) -> (Vec<Value>, usize) {
 }
 
 fn ids(items: &[Value]) -> Vec<String> {
-    items.iter().map(|i| i["snapshotId"].as_str().unwrap().to_owned()).collect()
+    items
+        .iter()
+        .map(|i| i["snapshotId"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,9 +65,16 @@ async fn ten_thousand_holds_page_to_the_oldest_with_the_true_total_and_filters()
     assert_eq!(first["counts"]["waiting"], 10_000);
     assert_eq!(first["truncated"], false);
     assert_eq!(first["items"].as_array().unwrap().len(), 25);
-    assert_eq!(first["items"][0]["snapshotId"], json!(order[0]), "oldest first by default");
+    assert_eq!(
+        first["items"][0]["snapshotId"],
+        json!(order[0]),
+        "oldest first by default"
+    );
     assert_eq!(first["items"][0]["agent"], "opsAgent");
-    assert_eq!(first["tools"]["opsAgent"]["closeAccount"]["description"], "Closes an account");
+    assert_eq!(
+        first["tools"]["opsAgent"]["closeAccount"]["description"],
+        "Closes an account"
+    );
     assert!(first["tools"]["opsAgent"]["closeAccount"]["inputSchema"].is_object());
     assert_eq!(first["agents"], json!({"opsAgent": ["closeAccount"]}));
 
@@ -86,7 +96,10 @@ async fn ten_thousand_holds_page_to_the_oldest_with_the_true_total_and_filters()
     let (_, body) = server.get("/inbox?expired=true", None).await;
     assert_eq!(body["result"]["total"], 0);
     let (_, body) = server.get("/inbox?expired=false&mine=true&limit=1", None).await;
-    assert_eq!(body["result"]["total"], 10_000, "an anonymous caller answers unowned holds");
+    assert_eq!(
+        body["result"]["total"], 10_000,
+        "an anonymous caller answers unowned holds"
+    );
     let (_, body) = server.get("/inbox?partial=true", None).await;
     assert_eq!(body["result"]["total"], 0);
 
@@ -109,8 +122,18 @@ async fn ten_thousand_holds_page_to_the_oldest_with_the_true_total_and_filters()
         "INVALID_ARGUMENT",
         "cursor",
     );
-    assert_error(&server.get("/inbox?order=sideways", None).await, 400, "INVALID_ARGUMENT", "order");
-    assert_error(&server.get("/inbox?agent=nobody", None).await, 404, "NOT_FOUND", "nobody");
+    assert_error(
+        &server.get("/inbox?order=sideways", None).await,
+        400,
+        "INVALID_ARGUMENT",
+        "order",
+    );
+    assert_error(
+        &server.get("/inbox?agent=nobody", None).await,
+        404,
+        "NOT_FOUND",
+        "nobody",
+    );
 }
 
 #[tokio::test]
@@ -122,7 +145,11 @@ async fn the_audit_is_filtered_and_paged_newest_first() {
     let mut held = Vec::new();
     for n in 0..7 {
         let (code, body) = server
-            .post("/agents/opsAgent", json!({"data": user(&format!("close acct-{n}"))}), None)
+            .post(
+                "/agents/opsAgent",
+                json!({"data": user(&format!("close acct-{n}"))}),
+                None,
+            )
             .await;
         assert_eq!(code, 200, "{body:#}");
         held.push(body["result"]["snapshotId"].clone());
@@ -141,7 +168,11 @@ async fn the_audit_is_filtered_and_paged_newest_first() {
     let (all, _) = walk(&server, "/audit?limit=3").await;
     assert_eq!(all.len(), 7);
     let reasons: Vec<&str> = all.iter().map(|r| r["reason"].as_str().unwrap()).collect();
-    assert_eq!(reasons, ["r6", "r5", "r4", "r3", "r2", "r1", "r0"], "newest first, each once");
+    assert_eq!(
+        reasons,
+        ["r6", "r5", "r4", "r3", "r2", "r1", "r0"],
+        "newest first, each once"
+    );
     let (code, body) = server.get("/audit?decision=deny&limit=2", None).await;
     assert_eq!(code, 200);
     assert_eq!(body["result"]["total"], 4);
@@ -152,11 +183,22 @@ async fn the_audit_is_filtered_and_paged_newest_first() {
     let (_, body) = server.get("/audit?since=2999-01-01T00:00:00Z", None).await;
     assert_eq!(body["result"]["total"], 0);
     // One hold's decisions, by its snapshot; an unknown one is 404.
-    let (_, body) = server.get(&format!("/audit?snapshotId={}", held[0].as_str().unwrap()), None).await;
+    let (_, body) = server
+        .get(&format!("/audit?snapshotId={}", held[0].as_str().unwrap()), None)
+        .await;
     assert_eq!(body["result"]["total"], 1);
     assert_eq!(body["result"]["items"][0]["reason"], "r0");
-    assert_error(&server.get("/audit?snapshotId=nope", None).await, 404, "NOT_FOUND", "nope");
+    assert_error(
+        &server.get("/audit?snapshotId=nope", None).await,
+        404,
+        "NOT_FOUND",
+        "nope",
+    );
     let sessions: BTreeSet<&str> = all.iter().map(|r| r["sessionId"].as_str().unwrap()).collect();
     assert_eq!(sessions.len(), 7);
-    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3, "only the approved ran");
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "only the approved ran"
+    );
 }
