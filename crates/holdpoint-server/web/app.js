@@ -8,6 +8,7 @@ import { $, announce, el } from "./web/dom.js";
 import { Queue } from "./web/queue.js";
 import { Detail } from "./web/detail.js";
 import { AuditView, loadInDoubt } from "./web/audit.js";
+import { beginLogin, finishLogin, loginConfig } from "./web/login.js";
 
 const params = new URLSearchParams(location.search);
 const POLL_MS = Math.max(250, Number(params.get("poll")) || 2000);
@@ -242,7 +243,26 @@ function restart() {
   poll();
 }
 
-function start() {
+async function signIn() {
+  try {
+    const token = await finishLogin();
+    if (token) {
+      session.set(token);
+      $("token").value = token;
+      announce("Signed in.");
+    }
+  } catch (e) {
+    setBanner(e.message);
+  }
+  const config = await loginConfig();
+  if (config) {
+    $("sign-in").hidden = false;
+    $("sign-in").addEventListener("click", () => beginLogin(config).catch((e) => setBanner(e.message)));
+  }
+}
+
+async function start() {
+  await signIn();
   $("token").value = session.credential;
   $("credentials").addEventListener("submit", (event) => {
     event.preventDefault();

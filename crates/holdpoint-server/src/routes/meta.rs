@@ -27,24 +27,42 @@ const MODULES: &[(&str, &str)] = &[
     ("queue.js", include_str!("../../web/queue.js")),
     ("detail.js", include_str!("../../web/detail.js")),
     ("audit.js", include_str!("../../web/audit.js")),
+    ("login.js", include_str!("../../web/login.js")),
 ];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
+    asset_with(content_type, body, HeaderValue::from_static(CSP))
+}
+
+fn asset_with(content_type: &'static str, body: &'static str, csp: HeaderValue) -> Response {
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
-pub(crate) async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML)
+/// The page; with a sign-in issuer configured, its origin may also be
+/// fetched (discovery and the token endpoint), and nothing else is added.
+pub(crate) async fn index(State(state): State<AppState>) -> Response {
+    let csp = state
+        .page_login()
+        .map(|login| {
+            CSP.replacen(
+                "connect-src 'self'",
+                &format!("connect-src 'self' {}", login.origin()),
+                1,
+            )
+        })
+        .and_then(|csp| HeaderValue::from_str(&csp).ok())
+        .unwrap_or(HeaderValue::from_static(CSP));
+    asset_with("text/html; charset=utf-8", INDEX_HTML, csp)
 }
 
 pub(crate) async fn app_js() -> Response {

@@ -26,6 +26,7 @@ mod agents;
 mod answer;
 mod connect;
 mod inbox;
+pub(crate) mod login;
 mod meta;
 mod pending;
 mod settle;
@@ -55,6 +56,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/web/{file}"),
     ("GET", "/inbox"),
     ("GET", "/audit"),
+    ("GET", "/auth/login"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
     ("GET", "/metrics"),
@@ -93,6 +95,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/web/{file}", get(meta::module))
         .route("/inbox", get(inbox::inbox))
         .route("/audit", get(inbox::audit))
+        .route("/auth/login", get(login::login))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
         .route("/metrics", get(meta::scrape))

@@ -941,3 +941,141 @@ async fn sign_in_a_double_answer_calls_in_doubt_settled_and_aa_contrast() {
     assert_eq!(f.runs.load(Ordering::SeqCst), 1, "settling with a result runs nothing");
     browser.close().await;
 }
+
+/// Verifies RS256 bearer tokens against one JWKS (fetched once): the
+/// principal is `sub`, the roles the `roles` claim.
+struct Jwks {
+    keys: jsonwebtoken::jwk::JwkSet,
+    issuer: String,
+}
+
+#[async_trait::async_trait]
+impl holdpoint_server::auth::ContextProvider for Jwks {
+    async fn authenticate(
+        &self,
+        request: &axum::http::request::Parts,
+    ) -> Result<Option<holdpoint_server::auth::Identity>, holdpoint_server::auth::AuthError> {
+        let Some(token) = request
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return Ok(None);
+        };
+        let Ok(header) = jsonwebtoken::decode_header(token) else {
+            return Ok(None);
+        };
+        let key = header
+            .kid
+            .and_then(|kid| self.keys.find(&kid).cloned())
+            .expect("a key of the provider");
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&["holdpoint-page"]);
+        let claims =
+            jsonwebtoken::decode::<Value>(token, &jsonwebtoken::DecodingKey::from_jwk(&key).unwrap(), &validation)
+                .expect("a valid token from the provider")
+                .claims;
+        let roles: Vec<String> = serde_json::from_value(claims["roles"].clone()).unwrap_or_default();
+        Ok(Some(
+            holdpoint_server::auth::Identity::new(claims["sub"].as_str().unwrap()).with_roles(roles),
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_signs_in_with_openid_connect_and_pkce() {
+    let Some(browser) = Browser::start_or_skip("an_approver_signs_in_with_openid_connect_and_pkce").await else {
+        return;
+    };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/oidc");
+    let (Some(node), true) = (
+        which("node"),
+        dir.join("node_modules/oauth2-mock-server/package.json").is_file(),
+    ) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "node and oauth2-mock-server are required in CI"
+        );
+        eprintln!(
+            "SKIPPED an_approver_signs_in_with_openid_connect_and_pkce: npm ci --prefix crates/holdpoint-server/tests/oidc"
+        );
+        return;
+    };
+    let mut provider = tokio::process::Command::new(node)
+        .arg("login.mjs")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let _stdin = provider.stdin.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(provider.stdout.take().unwrap()));
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the provider started")
+        .unwrap()
+        .unwrap();
+    let issuer = serde_json::from_str::<Value>(&first).unwrap()["issuer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let keys: jsonwebtoken::jwk::JwkSet = reqwest::get(format!("{issuer}/jwks"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+
+    let store = memory();
+    let made = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        Server::builder()
+            .agent(bank_with_rule(store.clone(), &made))
+            .provider(Arc::new(Jwks {
+                keys,
+                issuer: issuer.clone(),
+            }))
+            .provider(Arc::new(Names))
+            .page_login(holdpoint_server::PageLogin::new(&issuer, "holdpoint-page").unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    // The page may talk to the issuer, and nothing else beyond itself.
+    let page = server.client.get(server.url("/")).send().await.unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains(&format!("connect-src 'self' {issuer};")), "{csp}");
+    let held = raise(&server, "bankingAgent", "Transfer $50,000 to mallory", Some("alice")).await;
+
+    // Sign in: to the provider and back, the code exchanged with PKCE.
+    browser.open(&server.url("/?poll=400"), None).await;
+    browser
+        .button("//header", "Sign in with SSO")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_text("#whoami", &["Signed in as olga", "finance"]).await;
+    let url = browser.client.current_url().await.unwrap();
+    assert!(
+        url.query().is_none_or(|q| !q.contains("code=")),
+        "the code is not left in the address: {url}"
+    );
+    // As olga (finance) the held transfer is hers to answer.
+    browser
+        .wait_text(&item(&held["sessionId"]), &["$50,000.00", "waiting for you"])
+        .await;
+    browser
+        .button("//section[@id='detail']", "Approve")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_text("#detail-result", &["1 of 2: olga"]).await;
+    assert_eq!(made.load(Ordering::SeqCst), 0);
+    browser.close().await;
+}
