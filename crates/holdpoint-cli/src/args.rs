@@ -44,6 +44,12 @@ pub enum Command {
     /// Answer a paused call with an output, without running the tool (a call
     /// in doubt is settled with `settle`).
     Respond(RespondArgs),
+    /// Answer a tool's own question (an MCP server's elicitation): the call
+    /// restarts with the answer and the turn goes on.
+    Answer(AnswerArgs),
+    /// MCP servers of a configuration file: status and tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Calls left in doubt: a resume claimed them and its process died,
     /// so they may or may not have run (never re-run on their own).
     InDoubt(ListArgs),
@@ -52,8 +58,32 @@ pub enum Command {
     Settle(SettleArgs),
     /// Decisions about paused calls, newest first.
     Audit(AuditArgs),
+    /// The notifications outbox: events and timers, delivered / retrying /
+    /// dead, with attempts and the last error (needs --store).
+    #[command(subcommand)]
+    Notifications(NotificationsCommand),
     /// Serve the registered agents over HTTP with the approval page.
     Serve(ServeArgs),
+}
+
+/// `notifications …`.
+#[derive(Subcommand, Debug)]
+pub enum NotificationsCommand {
+    /// Outbox rows, oldest due first.
+    List {
+        /// Only rows in this state: pending, delivered, dead or cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many rows.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Makes a row pending again, due now, its attempts reset (a dead
+    /// event's second chance).
+    Retry {
+        /// The event id (see `notifications list`).
+        id: String,
+    },
 }
 
 /// `sessions …`.
@@ -119,6 +149,35 @@ pub struct RespondArgs {
     pub output: String,
 }
 
+/// `answer` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct AnswerArgs {
+    /// The snapshot holding the paused call.
+    pub snapshot: String,
+    /// The call's ref.
+    #[arg(name = "REF")]
+    pub reference: String,
+    /// accept, decline or cancel.
+    #[arg(long, value_parser = ["accept", "decline", "cancel"])]
+    pub action: String,
+    /// With accept: the answer as a JSON object, checked against the
+    /// question's schema, e.g. '{"name": "Ada"}'.
+    #[arg(long)]
+    pub content: Option<String>,
+}
+
+/// `mcp …`.
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Connect to each `[[mcp.servers]]` entry of the file and list its
+    /// status and tools.
+    List {
+        /// The TOML file with `[[mcp.servers]]`.
+        #[arg(long, env = "HOLDPOINT_CONFIG")]
+        config: PathBuf,
+    },
+}
+
 /// `settle` arguments.
 #[derive(Args, Debug, Clone)]
 #[command(group = clap::ArgGroup::new("answer").required(true).args(["output", "rerun"]))]
@@ -140,9 +199,17 @@ pub struct SettleArgs {
 /// `serve` options.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
-    /// Where to listen (a non-loopback address needs --api-key).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub addr: String,
+    /// Where to listen (default: the file's `[server] listen`, else
+    /// 127.0.0.1:8080; a non-loopback address needs --api-key or
+    /// credentials in --config).
+    #[arg(long)]
+    pub addr: Option<String>,
+    /// A TOML configuration file: API keys with roles, JWT/OIDC, approval
+    /// rules, notification channels, MCP servers (docs/reference.md,
+    /// "Configuration"). A flag given as well wins over the file's setting;
+    /// --api-key adds an `operator` key beside the file's keys.
+    #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Where the state-signing keys are kept.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,

@@ -7,7 +7,9 @@ use chrono::Utc;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, Answer, AnswerKind, PendingApproval, RunOptions};
 use holdpoint::approval::ReplyShape;
 use holdpoint::middleware::ToolApproval;
-use holdpoint::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
+use holdpoint::session::{
+    AuditQuery, AuditRecord, HoldApproval, OutboxEvent, OutboxQuery, SessionStore, Snapshot, SnapshotQuery,
+};
 use holdpoint::{Part, Resume};
 use serde_json::{Value, json};
 
@@ -24,6 +26,9 @@ pub enum Decision {
     Deny(Option<String>),
     /// Answer with this output without running the tool.
     Respond(Value),
+    /// Restart the tool's own interrupt with this resume data (an answer to
+    /// the tool's question).
+    Restart(Value),
 }
 
 /// What deciding a paused call did.
@@ -57,6 +62,7 @@ impl Decision {
             (Decision::Approve(reason), None) => part.restart(Some(approval(true, reason))),
             (Decision::Deny(reason), None) => part.restart(Some(approval(false, reason))),
             (Decision::Respond(output), _) => part.respond(output.clone()),
+            (Decision::Restart(data), _) => part.restart(Some(data.clone())),
         }
     }
 }
@@ -67,6 +73,11 @@ fn approval(approved: bool, reason: &Option<String>) -> Value {
         v["reason"] = Value::String(r.clone());
     }
     v
+}
+
+/// The refusal of a notifications command against a server.
+fn notifications_need_a_store() -> CliError {
+    CliError::Usage("notifications: open the store with --store (the server has no outbox listing yet)".into())
 }
 
 /// The paused calls of a waiting snapshot (as the server lists them).
@@ -197,6 +208,26 @@ impl Backend {
         }
     }
 
+    /// Outbox rows matching `query`, oldest due first.
+    pub async fn notifications(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>, CliError> {
+        match self {
+            Backend::Store(b) => Ok(b.store.list_outbox(query).await?),
+            Backend::Server(_) => Err(notifications_need_a_store()),
+        }
+    }
+
+    /// An operator's retry of outbox row `id`.
+    pub async fn retry_notification(&self, id: &str) -> Result<OutboxEvent, CliError> {
+        match self {
+            Backend::Store(b) => b
+                .store
+                .retry_outbox(id)
+                .await?
+                .ok_or_else(|| CliError::NotFound(format!("notification {id} not found"))),
+            Backend::Server(_) => Err(notifications_need_a_store()),
+        }
+    }
+
     /// Decisions, newest first.
     pub async fn audit(
         &self,
@@ -277,7 +308,7 @@ impl Backend {
         let (approve, reason) = match decision {
             Decision::Approve(r) => (true, r.clone()),
             Decision::Deny(r) => (false, r.clone()),
-            Decision::Respond(_) => {
+            Decision::Respond(_) | Decision::Restart(_) => {
                 return self
                     .answer_directly(snapshot_id, reference, decision)
                     .await

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use holdpoint::agent::{Agent, AgentOutput};
-use holdpoint::session::{AuditRecord, Snapshot};
+use holdpoint::session::{AuditRecord, OutboxQuery, OutboxState, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::args::{Cli, Command, ServeArgs, SessionsCommand};
+use crate::args::{Cli, Command, McpCommand, NotificationsCommand, ServeArgs, SessionsCommand};
 use crate::backend::{Backend, Decision, Outcome, pending_of};
 use crate::error::CliError;
 use crate::output::{Table, count, cut, print, print_json, time, with_progress};
@@ -291,6 +291,30 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 .await?,
             "denied",
         ),
+        Command::Answer(a) => {
+            let mut data = serde_json::json!({"action": a.action});
+            if let Some(content) = &a.content {
+                let content: Value = serde_json::from_str(content).map_err(|e| {
+                    CliError::Usage(format!(
+                        "--content is not valid JSON ({e}): quote it, e.g. --content '{{\"name\": \"Ada\"}}'"
+                    ))
+                })?;
+                if !content.is_object() || a.action != "accept" {
+                    return Err(CliError::Usage(
+                        "--content takes a JSON object, and only with --action accept".into(),
+                    ));
+                }
+                data["content"] = content;
+            }
+            decided(
+                cli.json,
+                backend
+                    .answer_directly(&a.snapshot, &a.reference, &Decision::Restart(data))
+                    .await?,
+                "answered",
+            )
+        }
+        Command::Mcp(McpCommand::List { config }) => crate::mcp::list(&config, cli.json).await,
         Command::Respond(r) => {
             let output: Value = serde_json::from_str(&r.output).map_err(|e| {
                 CliError::Usage(format!(
@@ -339,6 +363,62 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 ]);
             }
             Ok(print(&t.render("no decisions recorded"))?)
+        }
+        Command::Notifications(NotificationsCommand::List { state, limit }) => {
+            let state = state
+                .as_deref()
+                .map(|s| {
+                    OutboxState::parse(s).ok_or_else(|| {
+                        CliError::Usage(format!("--state {s}: expected pending, delivered, dead or cancelled"))
+                    })
+                })
+                .transpose()?;
+            let query = OutboxQuery {
+                state,
+                limit: Some(limit),
+                ..OutboxQuery::default()
+            };
+            let rows = with_progress("reading the outbox…", backend.notifications(&query)).await?;
+            if cli.json {
+                return Ok(print_json(&rows)?);
+            }
+            let mut t = Table::new(vec![
+                "ID",
+                "TYPE",
+                "STATE",
+                "ATTEMPTS",
+                "DUE",
+                "SNAPSHOT",
+                "DONE",
+                "LAST ERROR",
+            ]);
+            for e in &rows {
+                t.row(vec![
+                    e.id.clone(),
+                    e.kind.clone(),
+                    e.state.as_str().to_owned(),
+                    e.attempts.to_string(),
+                    time(e.due_at),
+                    e.snapshot_id.clone(),
+                    if e.done.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        e.done.join(",")
+                    },
+                    or_dash(e.last_error.as_deref()),
+                ]);
+            }
+            Ok(print(&t.render("no notifications"))?)
+        }
+        Command::Notifications(NotificationsCommand::Retry { id }) => {
+            let row = backend.retry_notification(&id).await?;
+            if cli.json {
+                return Ok(print_json(&row)?);
+            }
+            Ok(print(&format!(
+                "notification {} is pending again ({})",
+                row.id, row.kind
+            ))?)
         }
         Command::Serve(s) => serve(s, cli.api_key, agents).await,
     }
@@ -406,34 +486,84 @@ fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), CliError> {
     Ok(print(&text)?)
 }
 
+/// Hands the configuration file's approval policy to the served agents.
+///
+/// This is where the agents learn the `[[approval.rules]]` of `--config`:
+/// the agent-side method belongs to the approval engine, so the policy is
+/// passed through untouched here and the agents are returned as built.
+fn apply_policy(agents: Vec<Agent>, policy: &holdpoint::approval::Policy) -> Vec<Agent> {
+    let _ = policy;
+    agents
+}
+
 async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
-    use holdpoint_server::{Server, auth::ApiKeys};
+    use holdpoint_server::Server;
+    use holdpoint_server::config::Config;
     if agents.is_empty() {
         return Err(CliError::Usage(
             "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
         ));
     }
-    let addr: std::net::SocketAddr = args
-        .addr
-        .parse()
-        .map_err(|_| CliError::Usage(format!("--addr {:?} is not IP:PORT, e.g. 127.0.0.1:8080", args.addr)))?;
+    let config = args.config.as_deref().map(Config::load).transpose()?;
+    let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
+    // A flag wins over the file; the file over the defaults.
+    let addr: std::net::SocketAddr = match (&args.addr, file.listen) {
+        (Some(a), _) => a
+            .parse()
+            .map_err(|_| CliError::Usage(format!("--addr {a:?} is not IP:PORT, e.g. 127.0.0.1:8080")))?,
+        (None, Some(listen)) => listen,
+        (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 8080)),
+    };
     let api_key = api_key.filter(|k| !k.is_empty());
-    if api_key.is_none() && !addr.ip().is_loopback() {
+    let configured_auth = config.as_ref().is_some_and(Config::has_auth);
+    if api_key.is_none() && !configured_auth && !addr.ip().is_loopback() {
         return Err(CliError::Usage(format!(
-            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY, or listen on 127.0.0.1"
+            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY (or API keys in --config), or listen on 127.0.0.1"
         )));
     }
-    let mut builder = Server::builder().agents(agents).metrics_open(args.metrics_open);
-    if !args.allowed_hosts.is_empty() {
-        builder = builder.allowed_hosts(args.allowed_hosts);
+    if file.store.is_some() {
+        eprintln!("note: `[server] store` is not used by serve here: the agents use the stores they were built with");
     }
-    if let Some(dir) = args.data_dir {
+    let agents = match &config {
+        Some(c) => apply_policy(agents, &c.approval_policy()),
+        None => agents,
+    };
+    let metrics_open = args.metrics_open || file.metrics_open.unwrap_or(false);
+    let mut builder = Server::builder().agents(agents).metrics_open(metrics_open);
+    let allowed_hosts = if args.allowed_hosts.is_empty() {
+        file.allowed_hosts
+    } else {
+        args.allowed_hosts
+    };
+    if !allowed_hosts.is_empty() {
+        builder = builder.allowed_hosts(allowed_hosts);
+    }
+    if let Some(dir) = args.data_dir.or(file.data_dir) {
         builder = builder.data_dir(dir);
     }
-    builder = match &api_key {
-        Some(k) => builder.api_keys(ApiKeys::new().key(k, "operator")),
-        None => builder.allow_anonymous(true),
+    let mut keys = config.as_ref().map(Config::api_keys).unwrap_or_default();
+    if let Some(k) = &api_key
+        && !keys.contains(k)
+    {
+        keys = keys.key(k, "operator");
+    }
+    if !keys.is_empty() {
+        builder = builder.api_keys(keys);
+    }
+    let jwt = match &config {
+        Some(c) => c.jwt_verifier().map_err(|e| CliError::Usage(e.to_string()))?,
+        None => None,
     };
+    if let Some(jwt) = jwt {
+        let keys = jwt.refresh_keys().await;
+        if keys == 0 {
+            eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
+        }
+        builder = builder.jwt(jwt);
+    }
+    if api_key.is_none() && !configured_auth {
+        builder = builder.allow_anonymous(true);
+    }
     let server = builder.build().map_err(|e| CliError::Usage(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -446,7 +576,20 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
     })?;
     let bound = listener.local_addr()?;
     print(&format!("approval page: http://{bound}/\n"))?;
-    if api_key.is_none() {
+    if let Some(c) = &config {
+        print(&format!(
+            "configuration {}: {} API keys, {}, {} approval rules\n",
+            c.file().display(),
+            c.api_key_entries().len(),
+            if c.jwt().is_some() {
+                "bearer tokens (JWT)"
+            } else {
+                "no JWT"
+            },
+            c.approval_rules().len()
+        ))?;
+    }
+    if api_key.is_none() && !configured_auth {
         print("no --api-key: anonymous access is allowed because the server listens on loopback only\n")?;
     }
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;

@@ -17,6 +17,10 @@ pub enum CliError {
     /// The server could not be reached or answered with an error.
     #[error("server: {0}")]
     Server(String),
+    /// The configuration file (`serve --config`) cannot be used; the
+    /// message names the file, the line and the key.
+    #[error("{0}")]
+    Config(#[from] holdpoint_server::config::ConfigError),
     /// Writing output failed.
     #[error("output: {0}")]
     Io(#[from] std::io::Error),
@@ -26,7 +30,7 @@ impl CliError {
     /// The process exit code: 2 for usage, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) => 2,
+            CliError::Usage(_) | CliError::Config(_) => 2,
             _ => 1,
         }
     }

@@ -72,6 +72,7 @@ pub mod backend;
 mod commands;
 pub mod error;
 pub mod http;
+mod mcp;
 pub mod output;
 
 use std::process::ExitCode;
@@ -107,6 +108,10 @@ where
 }
 
 async fn run_cli(cli: args::Cli, agents: Vec<Agent>) -> Result<(), CliError> {
+    // `mcp list` reads a configuration file and needs no store or server.
+    if let args::Command::Mcp(args::McpCommand::List { config }) = &cli.command {
+        return mcp::list(config, cli.json).await;
+    }
     let backend = match (&cli.server, &cli.store) {
         (Some(url), _) => Backend::Server(http::HttpBackend::new(url, cli.api_key.clone())),
         (None, Some(url)) => {

@@ -401,3 +401,86 @@ async fn approvers_answer_through_a_server_with_their_own_keys() {
     );
     assert!(rows.contains(&("deny", "olga")), "{audit}");
 }
+
+#[tokio::test]
+async fn serve_with_a_bad_config_file_names_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    std::fs::write(
+        &path,
+        "[[auth.api_keys]]\nprincipal = \"ops\"\nkey = \"k-ops-0123456789\"\nrole = [\"finance\"]\n",
+    )
+    .unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), None).unwrap();
+    let args = ["holdpoint", "serve", "--config", path.to_str().unwrap()];
+    let err = holdpoint_cli::run_from(args, vec![agent]).await.unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("{}:4:1: `auth.api_keys[0].role`: unknown key", path.display())),
+        "{text}"
+    );
+    assert!(!text.contains("k-ops-0123456789"), "{text}");
+}
+
+#[tokio::test]
+async fn notifications_are_listed_and_a_dead_one_is_retried_against_the_store() {
+    use holdpoint::session::OutboxOutcome;
+    let (_dir, url, agent) = seeded().await;
+    let out = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snapshot = out.snapshot_id.clone().unwrap();
+
+    let listed = json_of(&["--store", &url, "notifications", "list", "--json"]);
+    let created: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "hold.created")
+        .collect();
+    assert_eq!(created.len(), 1, "{listed}");
+    assert_eq!(created[0]["snapshotId"], snapshot.as_str());
+    assert_eq!(created[0]["state"], "pending");
+    let id = created[0]["id"].as_str().unwrap().to_owned();
+
+    // A worker gave up on it.
+    let store = holdpoint_stores::open_store(&url).await.unwrap();
+    let claimed = store
+        .claim_outbox(chrono::Utc::now(), 100, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let lease = claimed.iter().find(|l| l.event.id == id).unwrap();
+    store
+        .settle_outbox(
+            &id,
+            &lease.token,
+            OutboxOutcome::Dead {
+                error: "webhook:0: HTTP 500".into(),
+                done: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let (ok, table, err) = holdpoint(&["--store", &url, "notifications", "list", "--state", "dead"]);
+    assert!(ok, "{err}");
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains(&id) && table.contains("dead") && table.contains("HTTP 500"),
+        "{table}"
+    );
+
+    let (ok, said, err) = holdpoint(&["--store", &url, "notifications", "retry", &id]);
+    assert!(ok, "{err}");
+    assert!(said.contains("pending again"), "{said}");
+    let pending = json_of(&["--store", &url, "notifications", "list", "--state", "pending", "--json"]);
+    assert!(
+        pending.as_array().unwrap().iter().any(|e| e["id"] == id.as_str()),
+        "{pending}"
+    );
+
+    let (ok, _, err) = holdpoint(&["--store", &url, "notifications", "retry", "no-such-id"]);
+    assert!(!ok);
+    assert!(err.contains("not found"), "{err}");
+    let (ok, _, err) = holdpoint(&["--store", &url, "notifications", "list", "--state", "lost"]);
+    assert!(!ok);
+    assert!(err.contains("expected pending"), "{err}");
+}

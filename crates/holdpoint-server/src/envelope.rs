@@ -53,6 +53,27 @@ pub struct SnapshotRequest {
     pub data: SnapshotRef,
 }
 
+/// The `data` of `POST /agents/{name}/waitForSnapshot`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitRef {
+    /// The snapshot to wait for.
+    pub snapshot_id: String,
+    /// The longest wait in milliseconds (default and cap:
+    /// [`WAIT_DEFAULT`](crate::routes::WAIT_DEFAULT),
+    /// [`WAIT_MAX`](crate::routes::WAIT_MAX)).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `POST /agents/{name}/waitForSnapshot`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRequest {
+    /// Which snapshot, and for how long.
+    pub data: WaitRef,
+}
+
 /// The `data` of `POST /agents/{name}/abort`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -26,6 +26,7 @@
 //! unknown.
 
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::outbox::OutboxColumns;
 use holdpoint_store_sql::row::{AuditColumns, Columns};
 use sqlx::PgPool;
 use tokio::sync::oneshot;
@@ -47,12 +48,22 @@ pub(crate) struct Claim {
     pub members: String,
     /// The audit rows written only when the claim takes.
     pub audit: Vec<AuditColumns>,
+    /// The outbox rows written only when the claim takes.
+    pub events: Vec<OutboxColumns>,
+}
+
+/// A row to insert and the outbox rows written only when it is.
+pub(crate) struct Insert {
+    /// The row.
+    pub cols: Columns,
+    /// Its outbox rows (those of a new hold).
+    pub events: Vec<OutboxColumns>,
 }
 
 /// One queued write.
 pub(crate) enum Op {
     /// Insert the row with these columns, if no row has its id.
-    Insert(Box<Columns>),
+    Insert(Box<Insert>),
     /// Claim a row that was never claimed.
     Claim(Box<Claim>),
 }
@@ -60,7 +71,7 @@ pub(crate) enum Op {
 impl Op {
     fn what(&self) -> String {
         match self {
-            Op::Insert(cols) => format!("save snapshot {}", cols.snapshot_id),
+            Op::Insert(insert) => format!("save snapshot {}", insert.cols.snapshot_id),
             Op::Claim(claim) => format!("claim snapshot {}", claim.id),
         }
     }
@@ -157,8 +168,10 @@ async fn flush(pool: &PgPool, batch: Vec<Job>) {
 /// are the inserted rows' columns, `$13`–`$16` the claims (with their
 /// index in the batch; `holdpoint_claim`, see migration 2, claims them one
 /// by one), `$17`–`$24` the claims' audit rows (with the index of their
-/// claim). Returns one row per write that took: a claim's batch index, or
-/// an inserted row's id.
+/// claim), `$25`–`$31` the outbox rows of inserts and claims (with the
+/// index of their write, and whether it is a claim), written only with a
+/// write that took. Returns one row per write that took: a claim's batch
+/// index, or an inserted row's id.
 const WRITE: &str = "WITH inserted AS ( \
        INSERT INTO holdpoint_snapshots \
               (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
@@ -182,6 +195,15 @@ const WRITE: &str = "WITH inserted AS ( \
               AS a(claim, record_id, at_ns, principal, agent, session_id, snapshot_id, data, k) \
         WHERE a.claim IN (SELECT n FROM claimed) \
         ORDER BY a.k \
+   ), outbox AS ( \
+       INSERT INTO holdpoint_outbox (event_id, snapshot_id, state, due_at_ns, lease_until_ns, data) \
+       SELECT o.event_id, o.snapshot_id, o.state, o.due_at_ns, NULL::int8, o.data::json \
+         FROM unnest($25::int4[], $26::bool[], $27::text[], $28::text[], $29::text[], $30::int8[], \
+                     $31::text[]) WITH ORDINALITY \
+              AS o(op, is_claim, event_id, snapshot_id, state, due_at_ns, data, k) \
+        WHERE (o.is_claim AND o.op IN (SELECT n FROM claimed)) \
+           OR (NOT o.is_claim AND o.snapshot_id IN (SELECT snapshot_id FROM inserted)) \
+        ORDER BY o.k \
    ) \
    SELECT n, NULL::text AS inserted FROM claimed \
    UNION ALL SELECT NULL::int4, snapshot_id FROM inserted";
@@ -192,10 +214,17 @@ const WRITE: &str = "WITH inserted AS ( \
 async fn write(pool: &PgPool, ops: &[Op]) -> std::result::Result<Vec<usize>, sqlx::Error> {
     let mut rows = RowArrays::default();
     let mut claims = ClaimArrays::default();
+    let mut events = OutboxArrays::default();
     for (n, op) in ops.iter().enumerate() {
         match op {
-            Op::Insert(cols) => rows.push(cols),
-            Op::Claim(claim) => claims.push(index(n), claim),
+            Op::Insert(insert) => {
+                rows.push(&insert.cols);
+                events.push(index(n), false, &insert.events);
+            }
+            Op::Claim(claim) => {
+                claims.push(index(n), claim);
+                events.push(index(n), true, &claim.events);
+            }
         }
     }
     let taken: Vec<(Option<i32>, Option<String>)> = sqlx::query_as(WRITE)
@@ -223,13 +252,20 @@ async fn write(pool: &PgPool, ops: &[Op]) -> std::result::Result<Vec<usize>, sql
         .bind(claims.audit_session_id)
         .bind(claims.audit_snapshot_id)
         .bind(claims.audit_data)
+        .bind(events.op)
+        .bind(events.is_claim)
+        .bind(events.event_id)
+        .bind(events.snapshot_id)
+        .bind(events.state)
+        .bind(events.due_at_ns)
+        .bind(events.data)
         .fetch_all(pool)
         .await?;
     // Two inserts of one id in a batch: the rows go in in batch order, so
     // the one that took is the first.
     let inserted_at = |id: &str| {
         ops.iter()
-            .position(|op| matches!(op, Op::Insert(cols) if cols.snapshot_id == id))
+            .position(|op| matches!(op, Op::Insert(insert) if insert.cols.snapshot_id == id))
     };
     Ok(taken
         .into_iter()
@@ -313,6 +349,32 @@ impl<'a> ClaimArrays<'a> {
             self.audit_session_id.push(&record.session_id);
             self.audit_snapshot_id.push(&record.snapshot_id);
             self.audit_data.push(&record.data);
+        }
+    }
+}
+
+/// The outbox rows of a batch's writes, column by column.
+#[derive(Default)]
+struct OutboxArrays<'a> {
+    op: Vec<i32>,
+    is_claim: Vec<bool>,
+    event_id: Vec<&'a str>,
+    snapshot_id: Vec<&'a str>,
+    state: Vec<&'static str>,
+    due_at_ns: Vec<i64>,
+    data: Vec<&'a str>,
+}
+
+impl<'a> OutboxArrays<'a> {
+    fn push(&mut self, n: i32, is_claim: bool, events: &'a [OutboxColumns]) {
+        for event in events {
+            self.op.push(n);
+            self.is_claim.push(is_claim);
+            self.event_id.push(&event.event_id);
+            self.snapshot_id.push(&event.snapshot_id);
+            self.state.push(event.state);
+            self.due_at_ns.push(event.due_at_ns);
+            self.data.push(&event.data);
         }
     }
 }

@@ -34,6 +34,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "claim_guard",
         sql: include_str!("../migrations/0003_claim_guard.sql"),
     },
+    Migration {
+        version: 5,
+        name: "outbox",
+        sql: include_str!("../migrations/0005_outbox.sql"),
+    },
 ];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two

@@ -16,11 +16,13 @@ use sqlx::postgres::PgPoolOptions;
 use tokio::sync::OnceCell;
 
 use crate::error::store_error;
-use crate::group::{Committer, Op};
+use crate::group::{Committer, Insert, Op};
 use crate::latest::LatestReader;
 use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
-use crate::{read, schema, write};
+use crate::{outbox, read, schema, write};
+use holdpoint::session::outbox::hold_events;
+use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
 
 const TARGET: &str = "holdpoint::store::postgres";
 
@@ -163,7 +165,13 @@ impl SessionStore for PostgresStore {
             let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            if !self.inner.committer.write(Op::Insert(Box::new(cols))).await? {
+            let events = outbox::columns(&hold_events(false, &row))?;
+            if !self
+                .inner
+                .committer
+                .write(Op::Insert(Box::new(Insert { cols, events })))
+                .await?
+            {
                 // A minted id that is taken: never write over that row.
                 return Err(insert_refused(&row.snapshot_id));
             }
@@ -187,7 +195,13 @@ impl SessionStore for PostgresStore {
         // the statement writes it only if the id is free.
         let row = prepare_row(snapshot_id, None, row)?;
         let cols = Columns::of(&row)?;
-        if !self.inner.committer.write(Op::Insert(Box::new(cols))).await? {
+        let events = outbox::columns(&hold_events(false, &row))?;
+        if !self
+            .inner
+            .committer
+            .write(Op::Insert(Box::new(Insert { cols, events })))
+            .await?
+        {
             return Err(insert_refused(snapshot_id));
         }
         tracing::debug!(target: TARGET, snapshot_id, status = row.status.as_str(), "inserted");
@@ -270,5 +284,48 @@ impl SessionStore for PostgresStore {
             .await;
         }
         write::claim_whole(&self.inner.pool, claim, &audit).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "claim_outbox", store = "postgres", limit),
+        err(Display)
+    )]
+    async fn claim_outbox(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+        lease: std::time::Duration,
+    ) -> Result<Vec<OutboxLease>> {
+        outbox::claim(&self.inner.pool, now, limit, lease).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "settle_outbox", store = "postgres", event_id = id), err(Display))]
+    async fn settle_outbox(&self, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
+        outbox::settle(&self.inner.pool, id, token, outcome).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "enqueue_outbox", store = "postgres", events = events.len()), err(Display))]
+    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        outbox::enqueue(&self.inner.pool, &events).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_outbox", store = "postgres"),
+        err(Display)
+    )]
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
+        outbox::list(&self.inner.pool, query).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "postgres", event_id = id), err(Display))]
+    async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
+        outbox::retry(&self.inner.pool, id).await
     }
 }

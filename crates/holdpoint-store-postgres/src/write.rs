@@ -8,7 +8,9 @@ use sqlx::PgConnection;
 
 use crate::error::store_error;
 use crate::group::{Claim, Committer, Op};
+use crate::outbox;
 use crate::schema::LOCK_SPACE_ROWS;
+use holdpoint::session::outbox::{decided_events, hold_events};
 use holdpoint_store_sql::claim;
 use holdpoint_store_sql::row::{self, AuditColumns, Columns};
 
@@ -59,12 +61,15 @@ pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotU
             .map_err(err)?;
     }
     let existing = data.map(|d| row::decode(id, &d)).transpose()?;
+    let was_waiting = existing.as_ref().is_some_and(Snapshot::is_waiting);
     let Some(next) = update(existing.as_ref())? else {
         return Ok(None);
     };
     let row = prepare_row(id, existing.as_ref(), next)?;
     let cols = Columns::of(&row)?;
+    let events = outbox::columns(&hold_events(was_waiting, &row))?;
     upsert(&mut *conn, &cols).await.map_err(err)?;
+    outbox::insert(&mut *conn, &events).await?;
     Ok(Some(row))
 }
 
@@ -135,11 +140,13 @@ pub(crate) async fn claim(
         .ok_or_else(|| holdpoint::Error::Internal(format!("the time {now} is outside the range a store can keep")))?;
     let members = claim::claim_members(now, lease_until)?;
     let audit = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
+    let events = outbox::columns(&decided_events(id, lease_until, records))?;
     let op = Op::Claim(Box::new(Claim {
         id: id.to_owned(),
         at_ns,
         members,
         audit,
+        events,
     }));
     if committer.write(op).await? {
         return Ok(());
@@ -169,8 +176,10 @@ pub(crate) async fn claim(
 pub(crate) async fn claim_whole(pool: &sqlx::PgPool, claim: ResumeClaim, records: &[AuditRecord]) -> Result<()> {
     let what = format!("claim snapshot {}", claim.snapshot_id);
     let snapshot_id = claim.snapshot_id.clone();
+    let events = outbox::columns(&decided_events(&snapshot_id, claim.lease_until, records))?;
     let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
     save_in(&mut tx, &snapshot_id, claim_update(claim)).await?;
     insert_audit(&mut tx, records).await?;
+    outbox::insert(&mut tx, &events).await?;
     tx.commit().await.map_err(|e| store_error(&what, e))
 }

@@ -6,4 +6,5 @@
 //! text with theirs, and the core (`holdpoint`) stays free of SQL.
 
 pub mod claim;
+pub mod outbox;
 pub mod row;

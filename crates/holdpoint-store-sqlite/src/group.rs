@@ -22,14 +22,20 @@
 //! another handle or process (a wait of up to the busy timeout), the rest
 //! runs on tokio's blocking pool instead, so no runtime thread waits for
 //! another process.
+//!
+//! One job, kept in one file (a little over 400 lines): the queue, the
+//! leader hand-off and the batch transaction uphold one lock's invariants
+//! together.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
+use holdpoint::session::outbox::decided_events;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, insert_refused};
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::claim;
+use holdpoint_store_sql::outbox::OutboxColumns;
 use holdpoint_store_sql::row::Columns;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -37,7 +43,7 @@ use tokio::sync::oneshot;
 use crate::error::{Kind, classify, closed, store_error};
 use crate::options::SqliteStoreOptions;
 use crate::watch::Watchers;
-use crate::{conn, schema, write};
+use crate::{conn, outbox, schema, write};
 
 const TARGET: &str = "holdpoint::store::sqlite";
 
@@ -52,8 +58,13 @@ pub(crate) enum Op {
     /// there is no row to read, so the caller built and encoded the row
     /// already; only the write is left for the batch, and it writes only if
     /// no row has the id (else the caller hears `FAILED_PRECONDITION`).
-    /// `row` is what the caller hears once written.
-    Insert { row: Box<Snapshot>, cols: Box<Columns> },
+    /// `row` is what the caller hears once written; `events` are its
+    /// outbox rows, written only with it.
+    Insert {
+        row: Box<Snapshot>,
+        cols: Box<Columns>,
+        events: Vec<OutboxColumns>,
+    },
     /// `claim_resume`: claim row `id` and append `audit`, both or neither.
     Claim {
         claim: ResumeClaim,
@@ -61,7 +72,14 @@ pub(crate) enum Op {
     },
     /// `append_audit`.
     Audit { records: Vec<AuditRecord> },
+    /// An outbox operation, run inside a savepoint (a failure undoes what
+    /// it wrote and fails only its caller). It answers its caller itself;
+    /// the batch's reply carries only a failure of the batch.
+    Outbox(OutboxRun),
 }
+
+/// An outbox operation of [`Op::Outbox`].
+pub(crate) type OutboxRun = Box<dyn FnOnce(&Connection) -> Result<()> + Send>;
 
 /// What one write's caller hears.
 type Reply = oneshot::Sender<Result<Option<Snapshot>>>;
@@ -390,20 +408,34 @@ fn rollback(conn: &Connection) {
 /// Runs one write inside the batch's transaction.
 fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fail> {
     match op {
-        Op::Save { id, update } => save(conn, &id, update, &[]),
-        Op::Insert { row, cols } => {
+        Op::Save { id, update } => save(conn, &id, update, &[], &[]),
+        Op::Insert { row, cols, events } => {
             let what = || format!("save snapshot {}", cols.snapshot_id);
             if !write::insert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
                 return Err(Fail::Caller(insert_refused(&cols.snapshot_id)));
             }
+            outbox::insert(conn, &events).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
             Ok(Some(*row))
         }
         Op::Claim { claim, audit } => {
-            if !claim.takeover && claim_in_place(conn, &claim, &audit)? {
+            let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, &audit))
+                .map_err(Fail::Caller)?;
+            if !claim.takeover && claim_in_place(conn, &claim, &audit, &events)? {
                 return Ok(None);
             }
             let id = claim.snapshot_id.clone();
-            save(conn, &id, claim_update(claim), &audit)
+            save(conn, &id, claim_update(claim), &audit, &events)
+        }
+        Op::Outbox(run) => {
+            let savepoint =
+                |sql: &str| control(conn, sql).map_err(|e| Fail::Batch(store_error("run an outbox write", e)));
+            savepoint("SAVEPOINT holdpoint_outbox")?;
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(conn)));
+            if !matches!(ran, Ok(Ok(()))) {
+                savepoint("ROLLBACK TO holdpoint_outbox")?;
+            }
+            savepoint("RELEASE holdpoint_outbox")?;
+            Ok(None)
         }
         Op::Audit { records } => {
             let cols = write::audit_columns(&records).map_err(Fail::Caller)?;
@@ -420,7 +452,12 @@ fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fai
 /// document that cannot take it as it is: the caller claims the row whole.
 /// Saves the decode and re-encode of the paused row that the general path
 /// pays on every resume.
-fn claim_in_place(conn: &Connection, claim: &ResumeClaim, audit: &[AuditRecord]) -> std::result::Result<bool, Fail> {
+fn claim_in_place(
+    conn: &Connection,
+    claim: &ResumeClaim,
+    audit: &[AuditRecord],
+    events: &[OutboxColumns],
+) -> std::result::Result<bool, Fail> {
     let id = &claim.snapshot_id;
     let what = || format!("claim snapshot {id}");
     let Some(stored) = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))? else {
@@ -444,21 +481,33 @@ fn claim_in_place(conn: &Connection, claim: &ResumeClaim, audit: &[AuditRecord])
         return Err(Fail::Caller(Error::AlreadyResumed(id.clone())));
     }
     write::audit(conn, &audit).map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
+    outbox::insert(conn, events).map_err(|e| Fail::Batch(store_error(&format!("append outbox events of {id}"), e)))?;
     Ok(true)
 }
 
 /// Reads row `id`, runs `update` and checks the result together with the
-/// `audit` records; only then writes the row and the records.
+/// `audit` records; only then writes the row, the records, the claim's
+/// outbox `events` and those of a new hold.
 fn save(
     conn: &Connection,
     id: &str,
     update: SnapshotUpdate,
     audit: &[AuditRecord],
+    events: &[OutboxColumns],
 ) -> std::result::Result<Option<Snapshot>, Fail> {
     let what = || format!("save snapshot {id}");
     let stored = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    let was_waiting = stored.as_ref().is_some_and(write::Stored::is_waiting);
     let prepared = write::prepare(id, stored.as_ref(), update).map_err(Fail::Caller)?;
     let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
+    let held = match &prepared {
+        Some((row, _)) => {
+            outbox::columns(&holdpoint::session::outbox::hold_events(was_waiting, row)).map_err(Fail::Caller)?
+        }
+        None => Vec::new(),
+    };
+    outbox::insert(conn, events).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    outbox::insert(conn, &held).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     let row = match prepared {
         Some((row, cols)) => {
             let written = match &stored {
@@ -475,40 +524,4 @@ fn save(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use holdpoint::session::SessionState;
-
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_write_queued_while_a_read_holds_the_connection_still_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = SqliteStoreOptions::new(dir.path().join("held.db"));
-        let writer = Arc::new(Writer::start(&options, Arc::default()).await.unwrap());
-        let runtime = tokio::runtime::Handle::current();
-        let writing = writer
-            .try_read(|_conn| {
-                let queued = Arc::clone(&writer);
-                let task = runtime.spawn(async move {
-                    let update: SnapshotUpdate = Box::new(|_| Ok(Some(Snapshot::new(SessionState::new("s")))));
-                    queued.write(Op::Save { id: "w".into(), update }).await
-                });
-                // The write finds the connection taken and leaves itself
-                // in the queue for whoever holds it: this read.
-                while writer.shared.queue().is_empty() {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                task
-            })
-            .expect("the connection is free");
-        let written = tokio::time::timeout(Duration::from_secs(10), writing)
-            .await
-            .expect("the queued write should run once the read lets go")
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert_eq!(written.snapshot_id, "w");
-    }
-}
+mod tests;

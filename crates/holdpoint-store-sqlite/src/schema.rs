@@ -30,6 +30,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "lighter_indexes",
         sql: include_str!("../migrations/0002_lighter_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "outbox",
+        sql: include_str!("../migrations/0004_outbox.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (

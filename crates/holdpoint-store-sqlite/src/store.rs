@@ -6,9 +6,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use holdpoint::session::outbox::hold_events;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-    WaitingCount, prepare_row,
+    AuditQuery, AuditRecord, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, ResumeClaim, SessionStore, Snapshot,
+    SnapshotQuery, SnapshotStatus, SnapshotUpdate, WaitingCount, prepare_row,
 };
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::row;
@@ -137,6 +138,25 @@ impl SqliteStore {
         }
     }
 
+    /// Runs an outbox write on the writer's connection, inside a batch's
+    /// transaction; its result once the batch committed.
+    async fn outbox_write<T: Send + 'static>(
+        &self,
+        run: impl FnOnce(&rusqlite::Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let slot: Arc<std::sync::Mutex<Option<Result<T>>>> = Arc::default();
+        let filled = Arc::clone(&slot);
+        let op = Op::Outbox(Box::new(move |conn| {
+            let result = run(conn);
+            let failed = result.as_ref().err().cloned();
+            *filled.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            failed.map_or(Ok(()), Err)
+        }));
+        self.inner.writer.write(op).await?;
+        let result = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        result.unwrap_or_else(|| Err(Error::Internal("sqlite store: an outbox write did not run".into())))
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.options.path
@@ -183,9 +203,11 @@ impl SessionStore for SqliteStore {
             let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
+            let events = crate::outbox::columns(&hold_events(false, &row))?;
             let op = Op::Insert {
                 row: Box::new(row),
                 cols: Box::new(cols),
+                events,
             };
             return self.inner.writer.write(op).await;
         };
@@ -199,9 +221,11 @@ impl SessionStore for SqliteStore {
         // writes it only if the id is free.
         let row = prepare_row(snapshot_id, None, row)?;
         let cols = row::Columns::of(&row)?;
+        let events = crate::outbox::columns(&hold_events(false, &row))?;
         let op = Op::Insert {
             row: Box::new(row),
             cols: Box::new(cols),
+            events,
         };
         self.inner
             .writer
@@ -279,6 +303,56 @@ impl SessionStore for SqliteStore {
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let op = Op::Claim { claim, audit };
         self.inner.writer.write(op).await.map(|_| ())
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "claim_outbox", store = "sqlite", limit),
+        err(Display)
+    )]
+    async fn claim_outbox(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+        lease: std::time::Duration,
+    ) -> Result<Vec<OutboxLease>> {
+        self.outbox_write(move |conn| crate::outbox::claim(conn, now, limit, lease))
+            .await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "settle_outbox", store = "sqlite", event_id = id), err(Display))]
+    async fn settle_outbox(&self, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
+        let (id, token) = (id.to_owned(), token.to_owned());
+        self.outbox_write(move |conn| crate::outbox::settle(conn, &id, &token, outcome))
+            .await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "enqueue_outbox", store = "sqlite", events = events.len()), err(Display))]
+    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let cols = crate::outbox::columns(&events)?;
+        self.outbox_write(move |conn| {
+            crate::outbox::insert(conn, &cols).map_err(|e| crate::error::store_error("append outbox events", e))
+        })
+        .await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "list_outbox", store = "sqlite"), err(Display))]
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
+        let query = query.clone();
+        self.inner
+            .readers
+            .run_blocking("list outbox events", move |conn| crate::outbox::list(conn, &query))
+            .await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "sqlite", event_id = id), err(Display))]
+    async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
+        let id = id.to_owned();
+        self.outbox_write(move |conn| crate::outbox::retry(conn, &id)).await
     }
 }
 

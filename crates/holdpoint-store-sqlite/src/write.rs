@@ -25,6 +25,16 @@ pub(crate) struct Stored {
     owner: Option<String>,
 }
 
+impl Stored {
+    /// Whether the stored row waits for an answer (completed, ended
+    /// interrupted, never claimed).
+    pub fn is_waiting(&self) -> bool {
+        self.status == "completed"
+            && self.finish_reason.as_deref() == Some("interrupted")
+            && self.resumed_at_ns.is_none()
+    }
+}
+
 /// Row `id` as stored, or `None` when absent.
 pub(crate) fn stored(conn: &Connection, id: &str) -> rusqlite::Result<Option<Stored>> {
     conn.prepare_cached(

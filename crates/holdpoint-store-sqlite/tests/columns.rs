@@ -142,7 +142,8 @@ async fn a_file_at_schema_1_is_migrated_and_keeps_its_rows() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions[..2], [1, 2], "{versions:?}");
+    assert!(versions.contains(&4), "the outbox migration ran: {versions:?}");
     let indexes: Vec<String> = conn
         .prepare(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'holdpoint_snapshots_%' ORDER BY name",

@@ -2,9 +2,11 @@
 //!
 //! - `banking chat [--message TEXT] [--model M] [--store URL]`: a terminal
 //!   chat; transfers and account closings pause for approval at the prompt.
-//! - `banking serve [--addr 127.0.0.1:8080] [--api-key K] [--metrics-open]
-//!   [--allowed-host HOST]…`: the agent over HTTP as `bankingAgent`, with
-//!   the approval page at `/`.
+//! - `banking serve [--config FILE] [--addr 127.0.0.1:8080] [--api-key K]
+//!   [--metrics-open] [--allowed-host HOST]…`: the agent over HTTP as
+//!   `bankingAgent`, with the approval page at `/`; `--config` reads API
+//!   keys with roles, JWT/OIDC and approval rules from a TOML file (a flag
+//!   given as well wins over the file).
 //! - `banking demo`: the three ways to resume, on the scripted model.
 
 mod chat;
@@ -63,15 +65,25 @@ impl Default for ChatArgs {
 
 #[derive(clap::Args, Debug)]
 struct ServeArgs {
-    /// Where to listen (a non-loopback address needs --api-key).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    addr: String,
+    /// A TOML configuration file: API keys with roles, JWT/OIDC, approval
+    /// rules, `[server]` settings (docs/reference.md, "Configuration"). A
+    /// flag given as well wins over the file; --api-key adds an `operator`
+    /// key beside the file's keys.
+    #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Where to listen (default: the file's `[server] listen`, else
+    /// 127.0.0.1:8080; a non-loopback address needs --api-key or API keys
+    /// in --config).
+    #[arg(long)]
+    addr: Option<String>,
     /// `provider/model` (default: the first provider whose key is set, else
     /// the scripted demo model).
     #[arg(long, env = "HOLDPOINT_MODEL")]
     model: Option<String>,
-    #[arg(long, env = "HOLDPOINT_STORE", default_value = wiring::DEFAULT_STORE, help = STORE_HELP)]
-    store: String,
+    /// Session store URL: memory:, sqlite:PATH or postgres://… (default:
+    /// the file's `[server] store`, else sqlite: $XDG_DATA_HOME/holdpoint/banking.db).
+    #[arg(long, env = "HOLDPOINT_STORE")]
+    store: Option<String>,
     /// The API key callers must send (without one, only loopback is served,
     /// anonymously).
     #[arg(long, env = "HOLDPOINT_API_KEY")]
@@ -101,23 +113,45 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| format!("{e} ({})", e.status()))
         }
         Command::Serve(args) => {
+            let config = match &args.config {
+                Some(path) => Some(holdpoint_server::config::Config::load(path).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
             let api_key = args.api_key.filter(|k| !k.is_empty());
-            let listener = serve::bind(&args.addr, api_key.as_deref()).await?;
-            let store = wiring::open_store(&args.store).await?;
+            // A flag wins over the file; the file over the defaults.
+            let addr = match (args.addr, file.listen) {
+                (Some(a), _) => a,
+                (None, Some(listen)) => listen.to_string(),
+                (None, None) => "127.0.0.1:8080".to_owned(),
+            };
+            let authenticated = api_key.is_some() || config.as_ref().is_some_and(|c| c.has_auth());
+            let listener = serve::bind(&addr, authenticated).await?;
+            let store_url = match (args.store, &file.store) {
+                (Some(s), _) => s,
+                (None, Some(s)) => s.expose().to_owned(),
+                (None, None) => wiring::DEFAULT_STORE.to_owned(),
+            };
+            let store = wiring::open_store(&store_url).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
-            let data_dir = match args.data_dir {
+            let data_dir = match args.data_dir.or(file.data_dir) {
                 Some(d) => d,
                 None => wiring::data_dir()?,
+            };
+            let allowed_hosts = if args.allowed_hosts.is_empty() {
+                file.allowed_hosts
+            } else {
+                args.allowed_hosts
             };
             serve::run(serve::ServeConfig {
                 listener,
                 model,
                 store,
                 api_key,
+                config,
                 data_dir,
-                metrics_open: args.metrics_open,
-                allowed_hosts: args.allowed_hosts,
-                policy: None,
+                metrics_open: args.metrics_open || file.metrics_open.unwrap_or(false),
+                allowed_hosts,
             })
             .await
         }

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use holdpoint::Model;
+use holdpoint::agent::AgentBuilder;
+use holdpoint::approval::Policy;
 use holdpoint::session::SessionStore;
 use holdpoint_server::Server;
-use holdpoint_server::auth::ApiKeys;
+use holdpoint_server::config::Config;
 
 /// What `serve` needs, validated.
 pub struct ServeConfig {
@@ -18,28 +20,28 @@ pub struct ServeConfig {
     pub model: Arc<dyn Model>,
     /// The store.
     pub store: Arc<dyn SessionStore>,
-    /// The API key, if any.
+    /// The API key of `--api-key`, if any (principal `operator`, no roles).
     pub api_key: Option<String>,
+    /// The `--config` file, if any.
+    pub config: Option<Config>,
     /// Where the state-signing keys live.
     pub data_dir: PathBuf,
     /// Serve `GET /metrics` without credentials.
     pub metrics_open: bool,
     /// Host names an anonymous server answers besides the loopback ones.
     pub allowed_hosts: Vec<String>,
-    /// The approval rules that govern the agent's calls (a configuration
-    /// file's `[[approval.rules]]`), if any.
-    pub policy: Option<holdpoint::approval::Policy>,
 }
 
-/// Checks `addr` against the key policy and binds it, before anything
-/// else is set up (so a busy port is the only line printed).
-pub async fn bind(addr: &str, api_key: Option<&str>) -> Result<tokio::net::TcpListener, String> {
+/// Checks `addr` against the key policy (no credentials: loopback only)
+/// and binds it, before anything else is set up (so a busy port is the
+/// only line printed).
+pub async fn bind(addr: &str, authenticated: bool) -> Result<tokio::net::TcpListener, String> {
     let addr: SocketAddr = addr
         .parse()
         .map_err(|_| format!("--addr {addr:?} is not IP:PORT, e.g. 127.0.0.1:8080"))?;
-    if api_key.is_none() && !addr.ip().is_loopback() {
+    if !authenticated && !addr.ip().is_loopback() {
         return Err(format!(
-            "listening on {addr} without --api-key would let anyone on the network approve transfers: pass --api-key KEY (or HOLDPOINT_API_KEY), or listen on 127.0.0.1"
+            "listening on {addr} without --api-key would let anyone on the network approve transfers: pass --api-key KEY (or HOLDPOINT_API_KEY, or API keys in --config), or listen on 127.0.0.1"
         ));
     }
     tokio::net::TcpListener::bind(addr).await.map_err(|e| match e.kind() {
@@ -53,9 +55,19 @@ pub async fn bind(addr: &str, api_key: Option<&str>) -> Result<tokio::net::TcpLi
     })
 }
 
+/// Hands the configuration file's approval policy to the agent being built
+/// (docs/reference.md §10.5): `bankingAgent` then holds the calls its
+/// `[[approval.rules]]` cover for their approvers.
+pub fn apply_policy(builder: AgentBuilder, policy: Option<Policy>) -> AgentBuilder {
+    banking::with_policy(builder, policy)
+}
+
 /// Says where to go, and serves until Ctrl-C.
 pub async fn run(config: ServeConfig) -> Result<(), String> {
-    let agent = banking::banking_agent_with_policy(config.model, Some(config.store), config.policy)
+    let file = config.config.as_ref();
+    let builder = banking::builder(config.model, Some(config.store)).map_err(|e| e.to_string())?;
+    let agent = apply_policy(builder, file.map(Config::approval_policy))
+        .build()
         .map_err(|e| e.to_string())?;
     let mut builder = Server::builder()
         .agent(agent)
@@ -64,10 +76,30 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     if !config.allowed_hosts.is_empty() {
         builder = builder.allowed_hosts(config.allowed_hosts.iter().cloned());
     }
-    builder = match &config.api_key {
-        Some(key) => builder.api_keys(ApiKeys::new().key(key, "operator")),
-        None => builder.allow_anonymous(true),
-    };
+    let mut keys = file.map(Config::api_keys).unwrap_or_default();
+    if let Some(key) = &config.api_key
+        && !keys.contains(key)
+    {
+        keys = keys.key(key, "operator");
+    }
+    let authenticated = !keys.is_empty() || file.is_some_and(|c| c.jwt().is_some());
+    if !keys.is_empty() {
+        builder = builder.api_keys(keys);
+    }
+    if let Some(jwt) = file
+        .map(Config::jwt_verifier)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .flatten()
+    {
+        if jwt.refresh_keys().await == 0 {
+            eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
+        }
+        builder = builder.jwt(jwt);
+    }
+    if !authenticated {
+        builder = builder.allow_anonymous(true);
+    }
     let server = builder.build().map_err(|e| e.to_string())?;
     let listener = config.listener;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
@@ -77,9 +109,23 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         banking::AGENT_NAME
     );
     println!("approval page: http://{bound}/");
-    match &config.api_key {
-        Some(_) => println!("requests need the API key (X-API-Key header, or enter it on the page)"),
-        None => println!("no --api-key: anonymous access is allowed because the server listens on loopback only"),
+    if let Some(c) = file {
+        println!(
+            "configuration {}: {} API keys, {}, {} approval rules",
+            c.file().display(),
+            c.api_key_entries().len(),
+            if c.jwt().is_some() {
+                "bearer tokens (JWT)"
+            } else {
+                "no JWT"
+            },
+            c.approval_rules().len()
+        );
+    }
+    if authenticated {
+        println!("requests need an API key (X-API-Key header, or enter it on the page) or a bearer token");
+    } else {
+        println!("no --api-key: anonymous access is allowed because the server listens on loopback only");
     }
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal())
         .await

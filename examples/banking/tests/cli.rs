@@ -231,3 +231,125 @@ async fn serve_guards_metrics_behind_the_key_unless_metrics_open() {
     let url = format!("{}/metrics", open.base);
     assert_eq!(status(http.get(&url).send().await.unwrap()), 200);
 }
+
+/// Two customers and three approvers, a rule for large transfers, and a
+/// `listen` the `--addr` flag overrides.
+const CONFIG: &str = r#"
+[server]
+listen = "127.0.0.1:1"
+store = "memory:"
+
+[[auth.api_keys]]
+principal = "alice"
+key = "k-alice-0123456789"
+roles = ["customer"]
+
+[[auth.api_keys]]
+principal = "bob"
+key = "k-bob-0123456789"
+roles = ["customer"]
+
+[[auth.api_keys]]
+principal = "fiona"
+key = "k-fiona-0123456789"
+roles = ["finance"]
+
+[[auth.api_keys]]
+principal = "frank"
+key = "k-frank-0123456789"
+roles = ["finance"]
+
+[[auth.api_keys]]
+principal = "carol"
+key = "k-carol-0123456789"
+roles = ["finance", "cfo"]
+
+[[approval.rules]]
+agent = "bankingAgent"
+tool = "transferMoney"
+when = "input.amount > 10000"
+approvers = ["finance"]
+quorum = 2
+self_approval = false
+"#;
+
+const KEYS: [&str; 5] = [
+    "k-alice-0123456789",
+    "k-bob-0123456789",
+    "k-fiona-0123456789",
+    "k-frank-0123456789",
+    "k-carol-0123456789",
+];
+
+#[tokio::test]
+async fn serve_with_a_config_file_authenticates_each_key_and_keeps_customers_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    std::fs::write(&path, CONFIG).unwrap();
+    let s = serve(&["--config", path.to_str().unwrap()]);
+    assert!(!s.base.ends_with(":1"), "--addr wins over [server] listen: {}", s.base);
+    let http = reqwest::Client::new();
+    let get = |path: String, key: Option<&'static str>| {
+        let mut r = http.get(format!("{}{path}", s.base));
+        if let Some(k) = key {
+            r = r.header("x-api-key", k);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    for key in KEYS {
+        let (status, body) = get("/agents".into(), Some(key)).await;
+        assert_eq!(status, 200, "{key}: {body}");
+        assert!(body.to_string().contains("bankingAgent"), "{body}");
+    }
+    assert_eq!(get("/agents".into(), Some("k-mallory-0123456789")).await.0, 401);
+    assert_eq!(
+        get("/agents".into(), None).await.0,
+        401,
+        "no anonymous access with configured keys"
+    );
+
+    let agent = format!("{}/agents/bankingAgent", s.base);
+    let turn: serde_json::Value = http
+        .post(&agent)
+        .header("x-api-key", KEYS[0])
+        .json(&serde_json::json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+    let (_, mine) = get("/agents/bankingAgent/pending".into(), Some(KEYS[0])).await;
+    assert_eq!(mine["result"].as_array().unwrap().len(), 1, "{mine}");
+    let (_, theirs) = get("/agents/bankingAgent/pending".into(), Some(KEYS[1])).await;
+    assert_eq!(
+        theirs["result"].as_array().unwrap().len(),
+        0,
+        "bob sees alice's hold: {theirs}"
+    );
+}
+
+#[test]
+fn serve_with_a_bad_config_file_names_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    let bad = CONFIG.replace("approvers = [\"finance\"]", "approvers = [\"finanse\"]");
+    std::fs::write(&path, &bad).unwrap();
+    let line = bad.lines().position(|l| l.contains("finanse")).unwrap() + 1;
+    let (ok, _, err) = banking(&["serve", "--config", path.to_str().unwrap()], "");
+    assert!(!ok);
+    let at = format!("{}:{line}:", path.display());
+    assert!(err.contains(&at), "{err}");
+    assert!(
+        err.contains("`approval.rules[0].approvers[0]`: role \"finanse\" is not declared"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for key in KEYS {
+        assert!(!err.contains(key), "{err}");
+    }
+}

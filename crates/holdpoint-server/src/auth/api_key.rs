@@ -1,6 +1,6 @@
 //! [`ApiKeys`]: static API keys from configuration, each naming a principal.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use axum::http::request::Parts;
@@ -14,7 +14,7 @@ use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
 struct Entry {
     principal: String,
     scope: AgentScope,
-    roles: Vec<String>,
+    roles: BTreeSet<String>,
 }
 
 /// API keys from configuration. A request presents one in `X-API-Key`, or
@@ -25,6 +25,9 @@ struct Entry {
 /// with `jwt:` belong to [`JwtVerifier`](super::JwtVerifier) principals: a
 /// key configured with one is refused (401) when presented, so an API key
 /// can never act as a token's principal.
+///
+/// A key may carry roles ([`key_with_roles`](Self::key_with_roles)): the
+/// identity it authenticates has them (for approval rules).
 ///
 /// Keys are held only as SHA-256 digests, so the map lookup reveals nothing
 /// about a key's bytes through timing.
@@ -63,34 +66,47 @@ impl ApiKeys {
     }
 
     /// Adds a key for `principal`, allowed the agents in `scope`.
-    pub fn scoped_key(mut self, key: impl AsRef<str>, principal: impl Into<String>, scope: AgentScope) -> Self {
+    pub fn scoped_key(self, key: impl AsRef<str>, principal: impl Into<String>, scope: AgentScope) -> Self {
+        self.entry(key, principal, scope, BTreeSet::new())
+    }
+
+    /// Adds a key for `principal` with `roles`, allowed every agent.
+    pub fn key_with_roles<I, S>(self, key: impl AsRef<str>, principal: impl Into<String>, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.entry(
+            key,
+            principal,
+            AgentScope::All,
+            roles.into_iter().map(Into::into).collect(),
+        )
+    }
+
+    /// Adds a key for `principal`, allowed the agents in `scope`, with
+    /// `roles`. A key added twice keeps the last entry.
+    pub fn entry(
+        mut self,
+        key: impl AsRef<str>,
+        principal: impl Into<String>,
+        scope: AgentScope,
+        roles: BTreeSet<String>,
+    ) -> Self {
         self.keys.insert(
             digest(key.as_ref()),
             Entry {
                 principal: principal.into(),
                 scope,
-                roles: Vec::new(),
+                roles,
             },
         );
         self
     }
 
-    /// Adds a key for `principal` with `roles` (the approver roles that
-    /// approval rules name, docs/reference.md §10.6), allowed every agent.
-    pub fn key_with_roles<I, S>(mut self, key: impl AsRef<str>, principal: impl Into<String>, roles: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.keys.insert(
-            digest(key.as_ref()),
-            Entry {
-                principal: principal.into(),
-                scope: AgentScope::All,
-                roles: roles.into_iter().map(Into::into).collect(),
-            },
-        );
-        self
+    /// Whether `key` is one of these keys.
+    pub fn contains(&self, key: &str) -> bool {
+        self.keys.contains_key(&digest(key))
     }
 
     /// How many keys there are.
@@ -171,6 +187,29 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn a_key_carries_its_roles_into_the_identity() {
+        let keys = ApiKeys::new()
+            .key_with_roles("secret-f", "fiona", ["finance", "auditor"])
+            .key("secret-a", "alice");
+        let id = keys
+            .authenticate(&parts(("x-api-key", "secret-f")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            id.roles.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["auditor", "finance"]
+        );
+        let id = keys
+            .authenticate(&parts(("x-api-key", "secret-a")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(id.roles.is_empty());
+        assert!(keys.contains("secret-f") && !keys.contains("secret-x"));
     }
 
     #[tokio::test]

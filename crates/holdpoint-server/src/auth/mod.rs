@@ -43,8 +43,9 @@ use serde_json::{Map, Value};
 
 pub use api_key::ApiKeys;
 pub use jwt::{
-    JWT_PRINCIPAL_PREFIX, JwtAlgorithm, JwtHs256, JwtKey, JwtKeyError, JwtVerifier, MAX_ISSUER_BYTES,
-    MAX_SUBJECT_BYTES, MAX_TIME_SECS, MAX_TOKEN_BYTES, PrincipalNaming,
+    JWT_PRINCIPAL_PREFIX, JwksError, JwksSource, JwtAlgorithm, JwtHs256, JwtKey, JwtKeyError, JwtVerifier,
+    MAX_ISSUER_BYTES, MAX_JWKS_BYTES, MAX_JWKS_KEYS, MAX_ROLE_BYTES, MAX_ROLES, MAX_SUBJECT_BYTES, MAX_TIME_SECS,
+    MAX_TOKEN_BYTES, PrincipalNaming,
 };
 
 use crate::error::ApiError;

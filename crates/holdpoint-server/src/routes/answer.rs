@@ -1,5 +1,5 @@
 //! `POST /agents/{name}/answer`: one person's approval or denial of one
-//! paused call (docs/reference.md §10.6), checked against the approval rule
+//! paused call (docs/reference.md §10.7), checked against the approval rule
 //! that governs it.
 
 use axum::extract::State;

@@ -44,6 +44,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 pub use meta::OPENAPI;
+pub use snapshots::{WAIT_DEFAULT, WAIT_MAX};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -63,6 +64,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/agents"),
     ("POST", "/agents/{name}"),
     ("POST", "/agents/{name}/getSnapshot"),
+    ("POST", "/agents/{name}/waitForSnapshot"),
     ("POST", "/agents/{name}/abort"),
     ("GET", "/agents/{name}/pending"),
     ("GET", "/agents/{name}/audit"),
@@ -102,6 +104,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents", get(pending::list_agents))
         .route("/agents/{name}", post(agents::run))
         .route("/agents/{name}/getSnapshot", post(snapshots::get_snapshot))
+        .route("/agents/{name}/waitForSnapshot", post(snapshots::wait_for_snapshot))
         .route("/agents/{name}/abort", post(snapshots::abort))
         .route("/agents/{name}/pending", get(pending::pending))
         .route("/agents/{name}/audit", get(pending::audit))

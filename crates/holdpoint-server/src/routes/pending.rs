@@ -21,6 +21,9 @@ struct AgentInfo {
     description: Option<String>,
     /// `server` (sessions in a store) or `client` (state travels with the caller).
     state_management: &'static str,
+    /// Whether its detached runs can be aborted (Genkit's `abortable`):
+    /// every server-managed agent's, custom ones included.
+    abortable: bool,
 }
 
 /// `GET /agents`: the agents the caller may use.
@@ -33,6 +36,7 @@ pub(crate) async fn list_agents(State(state): State<AppState>, Caller(caller): C
             name: a.name().to_owned(),
             description: a.description().map(str::to_owned),
             state_management: if a.is_server_managed() { "server" } else { "client" },
+            abortable: a.is_server_managed(),
         })
         .collect();
     reply(agents).into_response()
@@ -97,7 +101,7 @@ pub(crate) fn roles(caller: &Identity) -> Vec<String> {
 }
 
 /// What `caller` (with `roles`) may see: its own sessions, and the holds
-/// its roles may answer (docs/reference.md §10.6).
+/// its roles may answer (docs/reference.md §10.7).
 pub(crate) fn access<'a>(caller: &'a Identity, roles: &'a [String]) -> Access<'a> {
     Access::Caller {
         principal: caller.principal(),

@@ -1,11 +1,14 @@
-//! `POST /agents/{name}/getSnapshot` and `POST /agents/{name}/abort`.
+//! `POST /agents/{name}/getSnapshot`, `POST /agents/{name}/waitForSnapshot`
+//! and `POST /agents/{name}/abort`.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use holdpoint::session::Snapshot;
 
 use crate::auth::Caller;
-use crate::envelope::{AbortRequest, AbortResult, ApiJson, ApiPath, SnapshotRequest, reply};
+use std::time::Duration;
+
+use crate::envelope::{AbortRequest, AbortResult, ApiJson, ApiPath, SnapshotRequest, WaitRequest, reply};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -57,6 +60,39 @@ pub(crate) async fn get_snapshot(
     if data.metadata_only {
         snapshot.state = None;
     }
+    Ok(reply(snapshot).into_response())
+}
+
+/// How long `waitForSnapshot` waits when the request names no bound.
+pub const WAIT_DEFAULT: Duration = Duration::from_secs(30);
+/// The longest `waitForSnapshot` waits, whatever the request asks.
+pub const WAIT_MAX: Duration = Duration::from_secs(120);
+
+/// `{"data": {"snapshotId", "timeoutMs"?}}` → `{"result": Snapshot}` once
+/// the snapshot leaves `pending`/`aborting`, or as it stands when the wait
+/// (at most [`WAIT_MAX`]) runs out; 404 for unknown ids and for another
+/// principal's (docs/reference.md §6.5).
+pub(crate) async fn wait_for_snapshot(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<WaitRequest>,
+) -> Result<Response, ApiError> {
+    let agent = state.agent(&caller, &name)?;
+    let principal = caller.principal();
+    let id = request.data.snapshot_id;
+    if id.is_empty() {
+        return Err(ApiError::invalid("waitForSnapshot needs data.snapshotId"));
+    }
+    let wait = request
+        .data
+        .timeout_ms
+        .map_or(WAIT_DEFAULT, Duration::from_millis)
+        .min(WAIT_MAX);
+    let snapshot = agent
+        .wait_for_snapshot(&id, holdpoint::agent::Access::As(principal), wait)
+        .await?;
+    let snapshot = of_agent(snapshot, &name).ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
     Ok(reply(snapshot).into_response())
 }
 

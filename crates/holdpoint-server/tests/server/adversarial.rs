@@ -536,6 +536,10 @@ async fn another_agents_paused_call_cannot_be_resumed_through_this_agent() {
             not_found(&s.post(path, resume, key).await, &unknown_snapshot(id));
             let message = json!({"data": user("close acct-1"), "init": {"snapshotId": id}});
             not_found(&s.post(path, message, key).await, &unknown_snapshot(id));
+            // Named with its own session, an unseen snapshot is still
+            // unknown (not "does not belong").
+            let paired = json!({"data": user("close acct-1"), "init": {"snapshotId": id, "sessionId": "elsewhere"}});
+            not_found(&s.post(path, paired, key).await, &unknown_snapshot(id));
         }
         let resume = json!({"data": {"resume": approval}, "init": {"sessionId": session}});
         not_found(&s.post(path, resume, key).await, &unknown_session);
@@ -550,6 +554,11 @@ async fn another_agents_paused_call_cannot_be_resumed_through_this_agent() {
         );
         let abort = json!({"data": {"snapshotId": id}});
         not_found(&s.post("/agents/teller/abort", abort, key).await, &unknown_snapshot(id));
+        let wait = json!({"data": {"snapshotId": id, "timeoutMs": 10}});
+        not_found(
+            &s.post("/agents/teller/waitForSnapshot", wait, key).await,
+            &unknown_snapshot(id),
+        );
         let settle = json!({"data": {"snapshotId": id, "resume": approval}});
         not_found(
             &s.post("/agents/teller/settle", settle, key).await,

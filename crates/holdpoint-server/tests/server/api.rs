@@ -234,6 +234,140 @@ async fn abort_a_detached_run() {
 }
 
 #[tokio::test]
+async fn wait_for_snapshot_follows_a_detached_run() {
+    let store = memory();
+    let server = TestServer::start(
+        Server::builder()
+            .agent(slow(store.clone(), Duration::from_millis(200)))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let mut input = user("work");
+    input["detach"] = json!(true);
+    let (code, body) = server.post("/agents/slowAgent", json!({"data": input}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    let id = body["result"]["snapshotId"].as_str().unwrap().to_owned();
+
+    // One request for the whole wait; it answers the settled row.
+    let (code, body) = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": id, "timeoutMs": 20_000}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["status"], "completed", "{body:#}");
+    assert_eq!(body["result"]["state"]["messages"][1]["content"][0]["text"], "finally");
+    // A settled row answers at once, the same.
+    let (_, again) = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": id}}),
+            None,
+        )
+        .await;
+    assert_eq!(again["result"]["status"], "completed");
+
+    let unknown = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": "nope"}}),
+            None,
+        )
+        .await;
+    assert_error(&unknown, 404, "NOT_FOUND", "nope");
+    let empty = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": ""}}),
+            None,
+        )
+        .await;
+    assert_error(&empty, 400, "INVALID_ARGUMENT", "snapshotId");
+    let extra = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": id, "forever": true}}),
+            None,
+        )
+        .await;
+    assert_error(&extra, 400, "INVALID_ARGUMENT", "forever");
+}
+
+#[tokio::test]
+async fn wait_for_snapshot_is_bounded() {
+    let store = memory();
+    let server = TestServer::start(
+        Server::builder()
+            .agent(slow(store.clone(), Duration::from_secs(60)))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let mut input = user("work");
+    input["detach"] = json!(true);
+    let (_, body) = server.post("/agents/slowAgent", json!({"data": input}), None).await;
+    let id = body["result"]["snapshotId"].as_str().unwrap().to_owned();
+    // The run needs a minute; the wait gives up first and says where it
+    // stands.
+    let (code, body) = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": id, "timeoutMs": 20}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["status"], "pending");
+    let (_, body) = server
+        .post("/agents/slowAgent/abort", json!({"data": {"snapshotId": id}}), None)
+        .await;
+    assert_eq!(body["result"]["previousStatus"], "pending");
+    let (_, body) = server
+        .post(
+            "/agents/slowAgent/waitForSnapshot",
+            json!({"data": {"snapshotId": id, "timeoutMs": 20_000}}),
+            None,
+        )
+        .await;
+    assert_eq!(body["result"]["status"], "aborted", "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "aborted");
+}
+
+#[tokio::test]
+async fn an_init_pairing_a_snapshot_with_another_session_is_invalid() {
+    let store = memory();
+    let s = TestServer::start(
+        Server::builder()
+            .agent(slow(store.clone(), Duration::ZERO))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (code, body) = s
+        .post(
+            "/agents/slowAgent",
+            json!({"data": user("hello"), "init": {"sessionId": "mine"}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    let id = body["result"]["snapshotId"].as_str().unwrap().to_owned();
+    let before = dump(store.as_ref()).await;
+    let got = s
+        .post(
+            "/agents/slowAgent",
+            json!({"data": user("again"), "init": {"snapshotId": id, "sessionId": "theirs"}}),
+            None,
+        )
+        .await;
+    assert_error(&got, 400, "INVALID_ARGUMENT", "does not belong to session theirs");
+    assert_eq!(dump(store.as_ref()).await, before, "a refused init changes nothing");
+}
+
+#[tokio::test]
 async fn pending_and_audit_listings() {
     let f = fixture(false).await;
     let s = &f.server;
@@ -427,6 +561,8 @@ async fn agents_health_and_openapi() {
     assert_eq!(names, ["bankingAgent", "clientBank", "opsAgent"]);
     assert_eq!(agents["result"][0]["stateManagement"], "server");
     assert_eq!(agents["result"][1]["stateManagement"], "client");
+    assert_eq!(agents["result"][0]["abortable"], true);
+    assert_eq!(agents["result"][1]["abortable"], false);
 
     let (code, health) = s.get("/healthz", None).await;
     assert_eq!(code, 200);

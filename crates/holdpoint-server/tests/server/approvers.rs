@@ -1,4 +1,4 @@
-//! Approvers over HTTP (docs/reference.md §10.6): listing, reading and
+//! Approvers over HTTP (docs/reference.md §10.7): listing, reading and
 //! answering holds by role, 403 naming the rule, 404 for what the caller
 //! may not see, quorum across approvers.
 

@@ -17,6 +17,7 @@ mod jwt;
 mod kill;
 mod load;
 mod observability;
+mod oidc;
 mod pg_restart;
 mod provider;
 mod rejections;

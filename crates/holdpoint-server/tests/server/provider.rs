@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use holdpoint::ToolContext;
 use holdpoint::agent::Agent;
+use holdpoint::session::{SessionStore, SnapshotStatus};
 use holdpoint::tool::tool;
 use holdpoint_models::{HttpOptions, OpenAiConfig, OpenAiModel};
 use holdpoint_server::Server;
@@ -161,7 +162,7 @@ async fn a_provider_that_drops_or_hangs_mid_tool_call_fails_the_turn_and_keeps_t
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
     let session = body["result"]["sessionId"].clone();
-    let before = dump(store.as_ref()).await;
+    let mut before = dump(store.as_ref()).await;
 
     // Dropped mid-tool-call, then hanging mid-tool-call (bounded by the read timeout).
     for what in ["dropped", "hung"] {
@@ -198,11 +199,21 @@ async fn a_provider_that_drops_or_hangs_mid_tool_call_fails_the_turn_and_keeps_t
             0,
             "{what}: a half-streamed call never runs"
         );
-        assert_eq!(
-            dump(store.as_ref()).await,
-            before,
-            "{what}: the failed turn wrote nothing"
-        );
+        // The failed turn keeps its seam: a failed snapshot after the
+        // session's latest, holding the conversation through the new
+        // message and nothing of the half-streamed call.
+        let (rows, _) = dump(store.as_ref()).await;
+        assert_eq!(rows.len(), before.0.len() + 1, "{what}: one failed snapshot");
+        let failed = store
+            .get_latest_snapshot(session.as_str().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(failed.status, SnapshotStatus::Failed, "{what}");
+        assert_eq!(out["snapshotId"], failed.snapshot_id.as_str(), "{what}");
+        let kept = failed.state.unwrap().messages;
+        assert_eq!(kept.last().unwrap().text(), "close a-1", "{what}: {kept:?}");
+        before = dump(store.as_ref()).await;
     }
 
     // The session goes on from where it was.

@@ -56,7 +56,7 @@ async fn malformed_bodies_are_400s_that_name_the_problem() {
             b"{\"data\": {\"message\": {\"role\": \"model\", \"content\": [{\"text\": \"hi\"}]}}}",
             "role user",
         ),
-        (b"{\"data\": {}}", "needs a message"),
+        (b"{\"data\": {\"resume\": {}}}", "at least one directive"),
         (b"{\"data\": {\"resume\": {\"restart\": 5}}}", "data.resume.restart"),
         (b"\xff\xfe{}", "not valid JSON"),
     ];
@@ -83,6 +83,12 @@ async fn malformed_bodies_are_400s_that_name_the_problem() {
     assert_error(&form, 415, "INVALID_ARGUMENT", "application/json");
     let empty = s.post_raw(path, "application/json", Vec::new()).await;
     assert_error(&empty, 400, "INVALID_ARGUMENT", "empty");
+    // An empty input is well formed (it continues the conversation); a new
+    // one has nothing to continue: a failed turn that wrote nothing.
+    let (code, body) = s.post(path, json!({"data": {}}), None).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "failed", "{body:#}");
+    assert_eq!(body["result"]["error"]["status"], "INVALID_ARGUMENT", "{body:#}");
     assert_eq!(dump(f.store.as_ref()).await, before, "rejected requests change nothing");
 }
 

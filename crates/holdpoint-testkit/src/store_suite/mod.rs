@@ -13,6 +13,7 @@ mod approvals;
 mod basic;
 mod concurrency;
 mod listing;
+mod outbox;
 mod quorum;
 mod recency;
 mod watch;
@@ -47,6 +48,10 @@ pub use listing::{
     audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
     count_waiting_matches_the_listing, in_doubt_looks_past_a_died_detached_row,
     lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
+};
+pub use outbox::{
+    outbox_events_are_written_with_the_hold, outbox_settles_need_the_claim, outbox_timers_fire_once,
+    two_handles_claim_outbox_once,
 };
 pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
@@ -138,6 +143,13 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("partial_approvals_are_durable_and_written_only_while_waiting", |s| {
         partial_approvals_are_durable_and_written_only_while_waiting(s).boxed()
     }),
+    ("outbox_events_are_written_with_the_hold", |s| {
+        outbox_events_are_written_with_the_hold(s).boxed()
+    }),
+    ("outbox_settles_need_the_claim", |s| {
+        outbox_settles_need_the_claim(s).boxed()
+    }),
+    ("outbox_timers_fire_once", |s| outbox_timers_fire_once(s).boxed()),
 ];
 
 /// How long one case may take before it counts as hung.
@@ -186,6 +198,11 @@ pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSt
     run_case(
         "two_handles_insert_once",
         two_handles_insert_once(a.clone(), b.clone()).boxed(),
+    )
+    .await;
+    run_case(
+        "two_handles_claim_outbox_once",
+        two_handles_claim_outbox_once(a.clone(), b.clone()).boxed(),
     )
     .await;
     run_case(

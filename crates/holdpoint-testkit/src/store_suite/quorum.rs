@@ -1,4 +1,4 @@
-//! Approval rules with a quorum through a store (docs/reference.md §10.6):
+//! Approval rules with a quorum through a store (docs/reference.md §10.7):
 //! partial approvals are kept on the paused snapshot, durably, written
 //! only while it waits, listed and audited one row per decision; the
 //! approval that completes a quorum claims the hold once, also when two

@@ -1,4 +1,4 @@
-//! Answering one paused call as a person (docs/reference.md §10.6): who may
+//! Answering one paused call as a person (docs/reference.md §10.7): who may
 //! answer it, the quorum its rule needs, and the resume the deciding
 //! answer makes.
 //!

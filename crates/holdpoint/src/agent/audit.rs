@@ -264,7 +264,7 @@ pub struct PendingApproval {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decided: Vec<AuditRecord>,
     /// The approval rule that governs the call: who may answer, how many
-    /// must approve (docs/reference.md §10.6).
+    /// must approve (docs/reference.md §10.7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<HoldRule>,
     /// The approvals recorded so far toward the rule's quorum, oldest first.

@@ -124,6 +124,20 @@ impl AgentInput {
         self.message.is_some() || self.resume.as_ref().is_some_and(|r| !r.is_empty())
     }
 
+    /// An empty input (`{}`): no message, no resume, no detach. It runs a
+    /// turn on the conversation as it stands, with no new user message:
+    /// after a failed turn, a re-attempt from its last seam (tools that
+    /// completed do not run again); otherwise a fresh model call
+    /// (docs/reference.md §5.3).
+    pub fn continues(&self) -> bool {
+        self.message.is_none() && self.resume.is_none() && !self.is_detach()
+    }
+
+    /// Whether a turn runs for it: a payload, or an empty input.
+    pub fn runs_turn(&self) -> bool {
+        self.has_payload() || self.continues()
+    }
+
     /// Checks the input rules: a user message without tool parts, and a
     /// message, a resume or a detach.
     pub fn validate(&self) -> Result<()> {
@@ -148,9 +162,9 @@ impl AgentInput {
                 "an input carries a message or a resume, not both: answer the paused calls first".into(),
             ));
         }
-        if !self.has_payload() && !self.is_detach() {
+        if !self.has_payload() && !self.is_detach() && !self.continues() {
             return Err(Error::InvalidArgument(
-                "an input needs a message, a resume with at least one directive, or detach".into(),
+                "a resume needs at least one directive (send {} to continue the conversation as it stands)".into(),
             ));
         }
         Ok(())
@@ -168,10 +182,21 @@ pub struct TurnEnd {
     pub snapshot_id: Option<String>,
 }
 
+/// The start of one turn, streamed before anything else of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStart {
+    /// The turn's index on its connection, from 0.
+    pub turn_index: u32,
+}
+
 /// One streamed event of an agent run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentStreamChunk {
+    /// A turn starts; every turn's chunks, `turnEnd` last, follow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_start: Option<TurnStart>,
     /// A model chunk (role `model`) or tool results (role `tool`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_chunk: Option<GenerateChunk>,
@@ -314,7 +339,11 @@ mod tests {
     fn input_rules() {
         assert!(AgentInput::text("hi").validate().is_ok());
         assert!(AgentInput::detach().validate().is_ok());
-        assert!(AgentInput::default().validate().is_err());
+        assert!(AgentInput::default().validate().is_ok(), "{{}} continues");
+        assert!(AgentInput::default().continues());
+        assert!(!AgentInput::detach().continues());
+        let empty_resume = AgentInput::resume(Resume::default());
+        assert!(empty_resume.validate().is_err());
         let err = AgentInput::message(Message::model_text("x")).validate().unwrap_err();
         assert!(err.to_string().contains("role user"), "{err}");
         let with_tool = Message::new(Role::User, vec![Part::tool_request("t", None, None)]);

@@ -27,7 +27,7 @@ pub(crate) struct Session {
     /// (read by session id, or just written); `false` when unknown.
     pub latest: bool,
     /// The partial approvals the loaded snapshot recorded for its paused
-    /// calls (docs/reference.md §10.6).
+    /// calls (docs/reference.md §10.7).
     pub approvals: Vec<HoldApproval>,
 }
 
@@ -247,9 +247,11 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         if let Some(session_id) = &init.session_id
             && *session_id != snapshot.session_id
         {
-            // Same answer as a missing snapshot, so ids cannot be probed.
-            return Err(Error::NotFound(format!(
-                "snapshot {snapshot_id} not found in session {session_id}"
+            // The caller may see this snapshot (checked above), so naming
+            // the mismatch reveals nothing; a snapshot it may not see was
+            // already NOT_FOUND (docs/reference.md §5.2).
+            return Err(Error::InvalidArgument(format!(
+                "snapshot {snapshot_id} does not belong to session {session_id}"
             )));
         }
         return loaded(def, snapshot, principal);

@@ -34,6 +34,7 @@ mod prompt;
 mod settle;
 mod state_claim;
 mod turn;
+mod wait;
 mod worker;
 
 use std::future::Future;
@@ -47,7 +48,7 @@ use serde_json::{Map, Value};
 pub use answer::{Answer, AnswerKind, Answered};
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use connection::Connection;
-pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd};
+pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
 
 use crate::approval::Policy;
@@ -97,7 +98,7 @@ pub enum Access<'a> {
     As(Option<&'a str>),
     /// What a caller with roles may see: its own sessions (as
     /// [`Access::As`]), and a held snapshot of anyone's whose paused call
-    /// an approval rule lets these roles answer (docs/reference.md §10.6) —
+    /// an approval rule lets these roles answer (docs/reference.md §10.7) —
     /// that snapshot and its transcript, nothing else of the session.
     Caller {
         /// The caller's principal.
@@ -481,7 +482,7 @@ impl Agent {
 
     /// The paused calls `access` may answer or watch, newest first: its own
     /// sessions', and for a caller with roles also those of anyone's whose
-    /// approval rule names one of them (docs/reference.md §10.6). `query`
+    /// approval rule names one of them (docs/reference.md §10.7). `query`
     /// narrows it as for [`pending`](Self::pending); its `owner` is
     /// ignored for a caller with roles.
     pub async fn pending_for(&self, query: SnapshotQuery, access: Access<'_>) -> Result<Vec<PendingApproval>> {
@@ -500,7 +501,7 @@ impl Agent {
 
     /// Answers one paused call on behalf of the caller `context` describes
     /// (its principal, roles and actor): see [`Answer`] and
-    /// docs/reference.md §10.6. A call held under an approval rule is
+    /// docs/reference.md §10.7. A call held under an approval rule is
     /// answered only by an approver (or its owner, when self-approval is
     /// on): `PERMISSION_DENIED` naming the rule otherwise, with nothing
     /// changed; a snapshot the caller may not see is `NOT_FOUND`. An

@@ -1,6 +1,6 @@
 //! The rule gate: the middleware an agent with an approval policy runs
 //! outermost, and what a paused call records of the rule that governs it
-//! (docs/reference.md §10.5, §10.6).
+//! (docs/reference.md §10.5, §10.7).
 
 use std::collections::HashSet;
 use std::sync::Arc;

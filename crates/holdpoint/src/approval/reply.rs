@@ -1,6 +1,6 @@
 //! How a resumable tool's resume data says yes or no, so a person can
 //! answer its hold with "approve" or "deny" and a reason, without writing
-//! the tool's JSON by hand (docs/reference.md §10.7).
+//! the tool's JSON by hand (docs/reference.md §10.8).
 
 use serde::Serialize;
 use serde::{Deserialize, Serialize as SerializeDerive};

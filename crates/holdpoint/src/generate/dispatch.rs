@@ -102,6 +102,7 @@ impl Dispatcher {
             reference: call.reference.clone(),
             resumed: None,
             original_input: None,
+            answered: None,
             chunks: self.sink.clone(),
             index,
             request: Arc::clone(&self.context),

@@ -63,10 +63,13 @@ pub struct GenerateOptions {
     pub chunks: ChunkSink,
     /// Request context visible to tools and middleware (principal, …).
     pub context: Arc<Map<String, Value>>,
-    /// Called once when the loop fails after a completed tool round (a
-    /// "seam"), with the history as it stood at the last seam, so a caller
-    /// can keep what already ran. Not called when the loop succeeds or
-    /// fails before any tool round completed.
+    /// Called once when the loop fails, with the history as it stood at
+    /// the last seam, so a caller can keep what already ran. Seams are the
+    /// start of a loop without a resume (the history as given) and the
+    /// end of every completed tool round (the resume's own round
+    /// included); a hard tool failure thus drops the round it opened. Not
+    /// called when the loop succeeds, nor when a resume fails before its
+    /// round completed.
     pub on_seam: Option<SeamHook>,
 }
 
@@ -303,8 +306,13 @@ async fn run_loop(
     resume: Option<&Resume>,
     max_turns: u32,
 ) -> Result<Generation> {
+    match resume {
+        // The history as given is where a failed loop without a resume
+        // goes back to: nothing of this loop ran yet.
+        None => lp.seam(history),
+        Some(resume) => resume::validate(history, resume)?,
+    }
     if let Some(resume) = resume {
-        resume::validate(history, resume)?;
         match resume::apply(history, resume, &lp.dispatcher, lp.index).await? {
             resume::Applied::Interrupted => return Ok(lp.interrupted(std::mem::take(history))),
             resume::Applied::Continue(tool_message) => {

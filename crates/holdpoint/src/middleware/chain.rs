@@ -204,15 +204,19 @@ impl ToolNext<'_> {
         let is_restart = self.plan.resumed.is_some();
         match self.rest.split_first() {
             None => {
-                let resumed = if is_restart && self.plan.target_stage.is_none() {
-                    self.plan.resumed.clone()
+                // The tool sees resume data and the interrupt it answers
+                // only for its own hold.
+                let own = is_restart && self.plan.target_stage.is_none();
+                let (resumed, answered) = if own {
+                    (self.plan.resumed.clone(), self.plan.interrupt.clone())
                 } else {
-                    None
+                    (None, None)
                 };
                 let ctx = self
                     .context
                     .clone()
-                    .with_resumed(resumed, self.plan.original_input.clone());
+                    .with_resumed(resumed, self.plan.original_input.clone())
+                    .with_answered_interrupt(answered);
                 let outcome = self
                     .tool
                     .call(ToolCall {

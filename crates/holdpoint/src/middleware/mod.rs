@@ -14,6 +14,7 @@
 //! input was replaced.
 
 mod approval;
+mod budget;
 mod chain;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 pub use approval::{ApprovalHold, DENIED, TOOL_APPROVAL, ToolApproval, Verdict};
+pub use budget::{BUDGET, BUDGET_STOPPED, Budget, Measure, Scope, Spend, USAGE};
 pub(crate) use chain::IterationFn;
 pub(crate) use chain::{Chain, HeldBy, RestartPlan};
 pub use chain::{IterationNext, ModelNext, ToolNext};

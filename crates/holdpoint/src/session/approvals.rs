@@ -1,4 +1,4 @@
-//! Partial approvals of a held call (docs/reference.md §10.6): who approved
+//! Partial approvals of a held call (docs/reference.md §10.7): who approved
 //! a hold whose rule needs more than one approval, kept on the paused
 //! snapshot itself so every store keeps them durably, and written by a
 //! compare-and-set that succeeds only while the hold still waits.

@@ -14,6 +14,10 @@ use chrono::{DateTime, Utc};
 use super::audit::AuditRecord;
 use super::claim::{ResumeClaim, apply_claim_to};
 use super::listing::filter_snapshots;
+use super::outbox::{
+    OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, apply_outcome, apply_retry, decided_events, hold_events,
+    lease_lost,
+};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::store::{SessionStore, SnapshotUpdate, WaitingCount};
@@ -165,6 +169,9 @@ struct Rows {
     /// then, read rarely).
     hot: VecDeque<Arc<str>>,
     audit: Vec<AuditRecord>,
+    /// The outbox, in the order written; each row with the token of its
+    /// current claim.
+    outbox: Vec<(OutboxEvent, Option<String>)>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>, Hasher>,
 }
 
@@ -292,10 +299,14 @@ impl SessionStore for InMemoryStore {
                 Some(&decoded)
             }
         };
+        let was_waiting = existing.is_some_and(Snapshot::is_waiting);
         let Some(next) = update(existing)? else {
             return Ok(None);
         };
         let row = prepare_row(&id, existing, next)?;
+        // The events of a new hold, under the same lock as the row.
+        let events = hold_events(was_waiting, &row);
+        rows.outbox.extend(events.into_iter().map(|e| (e, None)));
         let status = row.as_read_status();
         let stored = Stored::Live(Box::new(row.clone()));
         let key = match rows.rows.get_key_value(id.as_str()).map(|(key, _)| Arc::clone(key)) {
@@ -368,8 +379,80 @@ impl SessionStore for InMemoryStore {
             return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
         };
         stored.claim(&claim)?;
+        let events = decided_events(&claim.snapshot_id, claim.lease_until, &audit);
+        rows.outbox.extend(events.into_iter().map(|e| (e, None)));
         rows.audit.extend(audit);
         Ok(())
+    }
+
+    async fn claim_outbox(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+        lease: std::time::Duration,
+    ) -> Result<Vec<OutboxLease>> {
+        let mut rows = self.lock();
+        let mut due: Vec<usize> = (0..rows.outbox.len())
+            .filter(|&i| rows.outbox[i].0.claimable(now))
+            .collect();
+        due.sort_by_key(|&i| rows.outbox[i].0.due_at);
+        due.truncate(limit);
+        let until = super::claim::lease_end(now, lease);
+        let mut out = Vec::with_capacity(due.len());
+        for i in due {
+            let token = mint_id();
+            let (event, held) = &mut rows.outbox[i];
+            event.lease_until = Some(until);
+            event.attempts = event.attempts.saturating_add(1);
+            *held = Some(token.clone());
+            out.push(OutboxLease {
+                event: event.clone(),
+                token,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn settle_outbox(&self, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
+        let mut rows = self.lock();
+        let Some((event, held)) = rows.outbox.iter_mut().find(|(e, _)| e.id == id) else {
+            return Err(Error::NotFound(format!("outbox event {id} not found")));
+        };
+        if held.as_deref() != Some(token) {
+            return Err(lease_lost(id));
+        }
+        *held = None;
+        apply_outcome(event, outcome);
+        Ok(())
+    }
+
+    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
+        self.lock().outbox.extend(events.into_iter().map(|e| (e, None)));
+        Ok(())
+    }
+
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
+        let rows = self.lock();
+        let mut out: Vec<OutboxEvent> = rows
+            .outbox
+            .iter()
+            .map(|(e, _)| e)
+            .filter(|e| query.matches(e))
+            .cloned()
+            .collect();
+        out.sort_by_key(|e| e.due_at);
+        out.truncate(query.limit());
+        Ok(out)
+    }
+
+    async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
+        let mut rows = self.lock();
+        let Some((event, held)) = rows.outbox.iter_mut().find(|(e, _)| e.id == id) else {
+            return Ok(None);
+        };
+        *held = None;
+        apply_retry(event, Utc::now());
+        Ok(Some(event.clone()))
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]

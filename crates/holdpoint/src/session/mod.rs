@@ -8,6 +8,7 @@ mod claim;
 mod codec;
 mod listing;
 mod memory;
+pub mod outbox;
 pub mod patch;
 mod query;
 mod snapshot;
@@ -21,6 +22,7 @@ pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, lease_en
 pub use codec::{JsonStateCodec, StateCodec};
 pub use listing::filter_snapshots;
 pub use memory::InMemoryStore;
+pub use outbox::{HoldTimers, OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxState};
 pub use query::{AuditQuery, SnapshotQuery};
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,

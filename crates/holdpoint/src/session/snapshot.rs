@@ -181,7 +181,7 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
     /// The approvals recorded so far for its paused calls whose rule needs
-    /// more than one (docs/reference.md §10.6); written only while it waits.
+    /// more than one (docs/reference.md §10.7); written only while it waits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<super::HoldApproval>,
 }

@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 
 use super::audit::AuditRecord;
 use super::claim::{ResumeClaim, claim_update};
+use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::write::insert_update;
@@ -142,6 +143,54 @@ pub trait SessionStore: Send + Sync {
         };
         let rows = self.list_snapshots(&query).await?;
         Ok(WaitingCount::of(rows.iter()))
+    }
+
+    /// Claims up to `limit` outbox rows due at `now` (pending, `dueAt` not
+    /// after `now`, not leased), oldest due first, leasing each until
+    /// `now + lease` and counting an attempt (docs/reference.md §11.3). A row is
+    /// claimed by one caller at a time, across handles and processes;
+    /// a lease that lapsed (its worker died) lets the row be claimed again.
+    async fn claim_outbox(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+        lease: std::time::Duration,
+    ) -> Result<Vec<OutboxLease>> {
+        let _ = (now, limit, lease);
+        Err(unsupported("keep an outbox"))
+    }
+
+    /// Ends the attempt of a claimed row: delivered, retry later (the
+    /// backoff), dead, or cancelled. `FAILED_PRECONDITION` (nothing
+    /// changed) when `token` is not the row's current claim (its lease
+    /// lapsed and another worker claimed it); `NOT_FOUND` for no such row.
+    async fn settle_outbox(&self, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
+        let _ = (id, token, outcome);
+        Err(unsupported("keep an outbox"))
+    }
+
+    /// Writes outbox rows on their own (not with a snapshot change): the
+    /// events a worker derives when a timer fires, and what an operator
+    /// queues by hand.
+    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        Err(unsupported("keep an outbox"))
+    }
+
+    /// Outbox rows matching `query`, oldest due first (for operators).
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
+        let _ = query;
+        Err(unsupported("keep an outbox"))
+    }
+
+    /// Makes row `id` pending again, due now, its attempts reset (an
+    /// operator's retry of a dead row); returns it, or `None` when there
+    /// is no such row.
+    async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
+        let _ = id;
+        Err(unsupported("keep an outbox"))
     }
 }
 

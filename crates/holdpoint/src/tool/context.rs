@@ -25,6 +25,7 @@ pub struct ToolContext {
     pub(crate) reference: Option<String>,
     pub(crate) resumed: Option<Map<String, Value>>,
     pub(crate) original_input: Option<Value>,
+    pub(crate) answered: Option<Map<String, Value>>,
     pub(crate) chunks: ChunkSink,
     pub(crate) index: u32,
     pub(crate) request: Arc<Map<String, Value>>,
@@ -69,6 +70,23 @@ impl ToolContext {
     /// caller attached to the generation.
     pub fn request_context(&self) -> &Map<String, Value> {
         &self.request
+    }
+
+    /// On a restart of this tool's own interrupt: the interrupt data the
+    /// call paused with, as the history records it (`None` on a first call,
+    /// and when a middleware raised the hold). A tool that keeps work open
+    /// across a hold (a live call, a server's request state) finds it again
+    /// through what it put there.
+    pub fn answered_interrupt(&self) -> Option<&Map<String, Value>> {
+        self.answered.as_ref()
+    }
+
+    /// Sets the interrupt data a restart answers (see
+    /// [`answered_interrupt`](Self::answered_interrupt)); for calling a tool
+    /// directly.
+    pub fn with_answered_interrupt(mut self, data: Option<Map<String, Value>>) -> Self {
+        self.answered = data;
+        self
     }
 
     /// Marks this context as a restart with the given resume data.

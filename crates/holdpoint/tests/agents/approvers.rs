@@ -1,4 +1,4 @@
-//! Approval rules (docs/reference.md §10.5, §10.6): rules hold calls with
+//! Approval rules (docs/reference.md §10.5, §10.7): rules hold calls with
 //! their approvers and quorum on the hold, approvers see and answer only
 //! the holds their roles cover, quorums count distinct approvers, and
 //! decisions say what they were.

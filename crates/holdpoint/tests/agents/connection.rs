@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use holdpoint::agent::{Agent, AgentInit, AgentStreamChunk, Turn};
+use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentStreamChunk, Turn};
 use holdpoint::message::metadata;
 use holdpoint::{FinishReason, GenerateChunk, Role, ScriptedModel, ScriptedTurn, Status};
 
@@ -94,8 +94,9 @@ async fn a_failed_turn_ends_the_agent_with_one_turn_end() {
     let conn = agent.connect(AgentInit::new()).await.unwrap();
     conn.send_text("hello").unwrap();
     let chunks: Vec<_> = conn.receive().collect().await;
-    assert_eq!(chunks.len(), 1);
-    assert_eq!(chunks[0].turn_end.as_ref().unwrap().finish_reason, FinishReason::Failed);
+    assert_eq!(chunks.len(), 2);
+    assert_eq!(chunks[0].turn_start.unwrap().turn_index, 0);
+    assert_eq!(chunks[1].turn_end.as_ref().unwrap().finish_reason, FinishReason::Failed);
     let out = conn.output().await.failed();
     assert_eq!(out.finish_reason, FinishReason::Failed);
     assert!(out.error.unwrap().message.contains("no response left"));
@@ -116,6 +117,8 @@ async fn dropping_the_receive_stream_does_not_cancel() {
     let conn = agent.connect(AgentInit::new()).await.unwrap();
     conn.send_text("go").unwrap();
     let mut stream = conn.receive();
+    let start = stream.next().await.unwrap();
+    assert_eq!(start.turn_start.unwrap().turn_index, 0);
     let first = stream.next().await.unwrap();
     assert_eq!(first.model_chunk.unwrap().text(), "str");
     drop(stream);
@@ -184,8 +187,11 @@ async fn malformed_inputs_are_rejected_before_queueing() {
         .send_message(holdpoint::Message::model_text("pretending to be the model"))
         .unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
-    let err = conn.send(Default::default()).unwrap_err();
+    let empty_resume = AgentInput::resume(holdpoint::Resume::default());
+    let err = conn.send(empty_resume).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
+    // An empty input is well formed: it continues the conversation.
+    conn.send(AgentInput::default()).unwrap();
 }
 
 #[tokio::test]

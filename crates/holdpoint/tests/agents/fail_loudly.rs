@@ -15,7 +15,8 @@ fn resume(parts: Vec<Part>) -> AgentInput {
 }
 
 /// The failed output of `err`, checked against the error itself; it names
-/// the snapshot `from` the failed turn started from.
+/// the snapshot `from` the failed turn started from (a turn that keeps a
+/// seam names its own failed snapshot instead: see [`failed_output_of`]).
 fn failed_output(err: &Error, from: Option<&str>) -> AgentOutput {
     let Error::TurnFailed(out) = err else {
         panic!("expected TurnFailed, got {err:?}");
@@ -54,10 +55,29 @@ async fn a_hard_tool_error_is_an_err_with_the_failed_output() {
         )
         .await
         .unwrap_err();
-    let out = failed_output(&err, hello.snapshot_id.as_deref());
+    let out = failed_output_of(&err);
     assert_eq!(out.failure, Some(FailureReason::ToolFailed));
     assert_eq!(err.status(), Status::Internal);
     assert!(err.to_string().contains("the bank is down"), "{err}");
+    // The hard tool failure dropped the round it opened: the failed
+    // snapshot, a child of the last good one, ends at the user message.
+    let failed = agent
+        .snapshot(out.snapshot_id.as_deref().unwrap(), Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed.parent_id, hello.snapshot_id);
+    let messages = failed.state.unwrap().messages;
+    assert_eq!(messages.last().unwrap().text(), "Transfer $500");
+}
+
+/// [`failed_output`] of a turn that wrote a failed snapshot of its own.
+fn failed_output_of(err: &Error) -> AgentOutput {
+    let Error::TurnFailed(out) = err else {
+        panic!("expected TurnFailed, got {err:?}");
+    };
+    assert!(out.snapshot_id.is_some(), "the failed snapshot is named");
+    (**out).clone()
 }
 
 #[tokio::test]

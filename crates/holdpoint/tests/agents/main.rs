@@ -10,6 +10,7 @@ mod detach;
 mod fail_loudly;
 mod in_doubt;
 mod isolation;
+mod resumable;
 mod resume;
 mod state;
 

@@ -108,7 +108,7 @@ async fn session_ids_come_from_the_snapshot_then_the_caller_then_a_fresh_uuid() 
         .unwrap()
         .unwrap();
     assert_eq!(snap.parent_id, named.snapshot_id, "snapshots chain to their parent");
-    // a snapshot of another session is not found through this session id
+    // a snapshot named with another session's id does not belong to it
     let err = agent
         .connect(AgentInit {
             session_id: Some(fresh.session_id.clone()),
@@ -117,7 +117,8 @@ async fn session_ids_come_from_the_snapshot_then_the_caller_then_a_fresh_uuid() 
         })
         .await
         .unwrap_err();
-    assert_eq!(err.status(), Status::NotFound);
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.to_string().contains("does not belong to session"), "{err}");
 }
 
 fn uuid_like(s: &str) -> bool {

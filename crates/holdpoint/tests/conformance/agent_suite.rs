@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk};
+use holdpoint::error::ErrorBody;
 use holdpoint::session::{Snapshot, SnapshotStatus};
 use holdpoint::{GenerateChunk, GenerateResponse, ScriptedModel, ScriptedTurn};
 use serde_json::Value;
@@ -14,8 +15,10 @@ use crate::harness::{self, StoreFactory};
 use crate::matcher::{contains, resolve, short};
 use crate::report::Report;
 
-/// Capabilities this harness implements (tests requiring others are skipped).
-const CAPABILITIES: &[&str] = &[];
+/// Capabilities this harness implements (tests requiring others are
+/// skipped): failed turns keep their last seam and an empty input goes on
+/// from there; aborted runs keep their finished turns and resume.
+pub const CAPABILITIES: &[&str] = &["resumable-failures", "resumable-aborts"];
 
 struct Scenario {
     agents: HashMap<String, Agent>,
@@ -33,6 +36,15 @@ fn program(model: &ScriptedModel, step: &Value) -> Result<(), String> {
             None => Vec::new(),
         };
         let Some(r) = responses.get(i) else { break };
+        // `error: {status, message}` fails that model call.
+        if let Some(error) = r.get("error") {
+            let body: ErrorBody =
+                serde_json::from_value(error.clone()).map_err(|e| format!("modelResponses[{i}].error: {e}"))?;
+            let mut turn = ScriptedTurn::text("").with_chunks(chunk_list);
+            turn.response = Err(body);
+            turns.push(turn);
+            continue;
+        }
         let response: GenerateResponse =
             serde_json::from_value(r.clone()).map_err(|e| format!("modelResponses[{i}]: {e}"))?;
         turns.push(ScriptedTurn::response(response).with_chunks(chunk_list));
@@ -81,8 +93,12 @@ fn non_empty_str(v: &Value) -> bool {
 }
 
 fn check_chunks(chunks: &[AgentStreamChunk], expected: &[Value]) -> Result<(), String> {
+    // `turnStart` chunks are matched only by scenarios that name one: a
+    // scenario written without them lists the rest of the stream.
+    let names_turn_start = expected.iter().any(|e| e.get("turnStart").is_some());
     let actual: Vec<Value> = chunks
         .iter()
+        .filter(|c| names_turn_start || c.turn_start.is_none())
         .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
         .collect();
     if actual.len() != expected.len() {
@@ -298,30 +314,21 @@ impl Scenario {
             .as_str()
             .ok_or("waitUntilCompleted needs snapshotId")?;
         let timeout = Duration::from_millis(step["timeoutMs"].as_u64().unwrap_or(5000));
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let snap = agent
-                .snapshot(id, Access::Full)
-                .await
-                .map_err(|e| format!("poll failed: {e}"))?;
-            if let Some(s) = &snap {
-                let settled =
-                    s.status.is_terminal() && (s.status != SnapshotStatus::Aborted || s.finish_reason.is_some());
-                if settled {
-                    return match step.get("expectSnapshot").filter(|v| !v.is_null()) {
-                        Some(exp) => check_snapshot(s, exp),
-                        None => Ok(()),
-                    };
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "snapshot {id} did not settle within {} ms (now {})",
-                    timeout.as_millis(),
-                    snap.map(|s| s.status.as_str()).unwrap_or("missing")
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let snap = agent
+            .wait_for_snapshot(id, Access::Full, timeout)
+            .await
+            .map_err(|e| format!("waitForSnapshot failed: {e}"))?
+            .ok_or_else(|| format!("snapshot {id} not found"))?;
+        if matches!(snap.status, SnapshotStatus::Pending | SnapshotStatus::Aborting) {
+            return Err(format!(
+                "snapshot {id} did not settle within {} ms (now {})",
+                timeout.as_millis(),
+                snap.status.as_str()
+            ));
+        }
+        match step.get("expectSnapshot").filter(|v| !v.is_null()) {
+            Some(exp) => check_snapshot(&snap, exp),
+            None => Ok(()),
         }
     }
 }

@@ -113,6 +113,18 @@ pub fn agents(model: &ScriptedModel, store: Arc<dyn SessionStore>) -> holdpoint:
     })
     .store(stores())
     .build()?);
+    // Records each turn with an "ack" reply; the turn whose message is
+    // "block" waits until it is cancelled (an abort drops it).
+    add(Agent::custom("customAgentAbortable", |turn: Turn| async move {
+        let blocks = turn.input().message.as_ref().is_some_and(|m| m.text() == "block");
+        if blocks {
+            futures::future::pending::<()>().await;
+        }
+        turn.reply_text("ack");
+        Ok(())
+    })
+    .store(stores())
+    .build()?);
     add(Agent::custom("customAgentFailing", |_turn: Turn| async move {
         Err(Error::Internal("intentional failure".into()))
     })

@@ -3,6 +3,7 @@
 //! loop with `ScriptedModel`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod budget;
 mod generate;
 mod middleware;
 mod parts;

@@ -640,3 +640,60 @@ async fn an_iteration_hook_that_skips_next_is_a_clear_error() {
     assert!(err.to_string().contains("next.run()"), "{err}");
     assert!(s.model.requests().is_empty());
 }
+
+/// The interrupt data each restart of `ticket` said it answers.
+type Answered = Arc<Mutex<Vec<Option<Map<String, Value>>>>>;
+
+/// A tool that pauses with `{"ticket": "t-1"}` until restarted, recording
+/// the interrupt data each restart says it answers.
+fn ticket_tool(seen: &Answered) -> holdpoint::tool::DynamicTool {
+    let seen = Arc::clone(seen);
+    holdpoint::tool::DynamicTool::new(
+        "ticket",
+        "pauses once",
+        json!({"type": "object"}),
+        move |ctx, _input| {
+            let seen = Arc::clone(&seen);
+            async move {
+                if !ctx.is_resumed() {
+                    return Err(ctx.interrupt(json!({"ticket": "t-1"})));
+                }
+                seen.lock().unwrap().push(ctx.answered_interrupt().cloned());
+                Ok(json!("done"))
+            }
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_restart_of_the_tools_own_hold_shows_the_interrupt_it_answers() {
+    let seen = Answered::default();
+    let s = Scenario::new([calls(&[("ticket", json!({}))]), ScriptedTurn::text("ok")]).tool(ticket_tool(&seen));
+    let paused = s.pause().await;
+    paused.restart_with(0, json!({"answer": 1})).resume().await;
+    let expected = json!({"ticket": "t-1"}).as_object().cloned();
+    assert_eq!(*seen.lock().unwrap(), vec![expected]);
+}
+
+#[tokio::test]
+async fn a_middleware_hold_shows_the_tool_no_interrupt() {
+    let (v, seen) = (
+        Visits::default(),
+        Arc::<Mutex<Vec<Option<Map<String, Value>>>>>::default(),
+    );
+    let s = Scenario::new([calls(&[("ticket", json!({}))]), ScriptedTurn::text("ok")])
+        .tool(ticket_tool(&seen))
+        .middleware(Gate::holding("approval", &v));
+    let paused = s.pause().await;
+    // Released by the gate, the tool runs as a first call (no resume data,
+    // no interrupt of its own to answer) and pauses itself.
+    let again = paused.restart_with(0, json!({"ok": 1})).pause().await;
+    assert_eq!(
+        again.hold(0).interrupt_data(),
+        json!({"ticket": "t-1"}).as_object().cloned()
+    );
+    // Answering the tool's own hold shows it that hold.
+    again.restart_with(0, json!({"answer": 2})).resume().await;
+    let expected = json!({"ticket": "t-1"}).as_object().cloned();
+    assert_eq!(*seen.lock().unwrap(), vec![expected]);
+}

@@ -92,7 +92,7 @@ impl std::fmt::Debug for JwtKey {
 
 /// Checks that a crypto provider exists and that it accepts `key` for
 /// `alg`, so a key that can never verify is refused when configured.
-fn probe(alg: JwtAlgorithm, key: &DecodingKey) -> Result<(), JwtKeyError> {
+pub(super) fn probe(alg: JwtAlgorithm, key: &DecodingKey) -> Result<(), JwtKeyError> {
     if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
         return Err(JwtKeyError::NoCryptoProvider);
     }

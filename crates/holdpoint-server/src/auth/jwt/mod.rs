@@ -5,6 +5,9 @@
 //! and how a token names its principal); `jsonwebtoken` does the signature
 //! arithmetic and the registered-claim checks (`exp`, `nbf`, `iss`, `aud`).
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use axum::http::request::Parts;
 use base64::Engine;
@@ -14,11 +17,15 @@ use jsonwebtoken::{Algorithm, Header, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+mod jwks;
 mod key;
 mod names;
+mod roles;
 
+pub use jwks::{JwksError, JwksSource, MAX_JWKS_BYTES, MAX_JWKS_KEYS};
 pub use key::{JwtAlgorithm, JwtKey, JwtKeyError};
 use names::check_name;
+pub use roles::{MAX_ROLE_BYTES, MAX_ROLES};
 
 use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
 
@@ -89,6 +96,15 @@ pub enum PrincipalNaming {
 /// The claims reach tools and middleware as `context.auth.claims`.
 /// `Debug` output never shows key material.
 ///
+/// Keys may also come from a JWKS URL or an OIDC issuer's discovery
+/// document ([`jwks`](Self::jwks), [`JwksSource`]): they are cached for the
+/// refresh interval and refetched when a token names a key id the cache
+/// does not hold (at most once per minimum refetch interval), so the
+/// provider rotates keys without a restart. With
+/// [`roles_claim`](Self::roles_claim) the token's roles (an array of
+/// strings under that claim, or a dotted path to one) become the
+/// identity's roles; a claim of any other shape refuses the token.
+///
 /// ```
 /// use holdpoint_server::auth::{JwtKey, JwtVerifier};
 /// use serde_json::json;
@@ -103,9 +119,11 @@ pub enum PrincipalNaming {
 #[derive(Clone)]
 pub struct JwtVerifier {
     keys: Vec<JwtKey>,
+    remote: Option<Arc<jwks::RemoteKeys>>,
     issuer: Option<String>,
     audience: Option<String>,
     naming: PrincipalNaming,
+    roles_claim: Option<String>,
 }
 
 /// The name this provider had when it verified HS256 only; the same type.
@@ -115,9 +133,11 @@ impl std::fmt::Debug for JwtVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JwtVerifier")
             .field("keys", &self.keys)
+            .field("remote", &self.remote.as_ref().map(|r| r.source()))
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
             .field("naming", &self.naming)
+            .field("roles_claim", &self.roles_claim)
             .finish()
     }
 }
@@ -158,6 +178,22 @@ struct Verified {
     claims: Map<String, Value>,
     principal: String,
     scope: AgentScope,
+    roles: BTreeSet<String>,
+}
+
+/// Why a token was refused: no key could check it (worth a refetch of a
+/// remote key set), or a key did and said no.
+enum Refused {
+    NoKey(AuthError),
+    Checked(AuthError),
+}
+
+impl Refused {
+    fn into_error(self) -> AuthError {
+        match self {
+            Refused::NoKey(e) | Refused::Checked(e) => e,
+        }
+    }
 }
 
 impl JwtVerifier {
@@ -165,10 +201,45 @@ impl JwtVerifier {
     pub fn with_keys(keys: impl IntoIterator<Item = JwtKey>) -> Self {
         JwtVerifier {
             keys: keys.into_iter().collect(),
+            remote: None,
             issuer: None,
             audience: None,
             naming: PrincipalNaming::default(),
+            roles_claim: None,
         }
+    }
+
+    /// Verifies tokens with the keys of a remote key set (a JWKS URL, or an
+    /// OIDC issuer's discovery document), fetched on first use and then as
+    /// [`JwksSource`] says. Keys added with [`key`](Self::key) are tried as
+    /// well.
+    pub fn jwks(source: JwksSource) -> Result<Self, JwksError> {
+        let mut verifier = Self::with_keys([]);
+        verifier.remote = Some(Arc::new(jwks::RemoteKeys::new(source)?));
+        Ok(verifier)
+    }
+
+    /// Fetches the remote key set now (unless a fetch started within the
+    /// minimum refetch interval) and returns how many keys it holds; a
+    /// verifier without one returns its static key count. For a start-up
+    /// check: tokens work without it.
+    pub async fn refresh_keys(&self) -> usize {
+        match &self.remote {
+            Some(remote) => {
+                remote.refetch().await;
+                remote.keys().await.len()
+            }
+            None => self.keys.len(),
+        }
+    }
+
+    /// Takes the identity's roles from `claim`: an array of strings under
+    /// that name, or, when no claim has that exact name, under the dotted
+    /// path (`realm_access.roles`). An absent claim gives no roles; any
+    /// other shape refuses the token.
+    pub fn roles_claim(mut self, claim: impl Into<String>) -> Self {
+        self.roles_claim = Some(claim.into());
+        self
     }
 
     /// Verifies HS256 tokens signed with `secret` (at least 32 random
@@ -229,8 +300,53 @@ impl JwtVerifier {
 
     /// Checks a compact token and returns its claims (see the type docs
     /// for every check).
+    /// Only the static keys are used here; [`identify`](Self::identify)
+    /// also uses (and refreshes) a remote key set.
     pub fn verify(&self, token: &str) -> Result<Map<String, Value>, AuthError> {
-        self.check(token).map(|v| v.claims)
+        let keys: Vec<&JwtKey> = self.keys.iter().collect();
+        self.check(token, &keys).map(|v| v.claims).map_err(Refused::into_error)
+    }
+
+    /// Checks a compact token with every key (static and remote; a token
+    /// naming an unknown key id triggers a rate-limited refetch of the
+    /// remote set) and returns the identity it stands for.
+    pub async fn identify(&self, token: &str) -> Result<Identity, AuthError> {
+        let verified = match &self.remote {
+            None => self.verify_with(token, &[]),
+            Some(remote) => {
+                let fetched = remote.keys().await;
+                match self.verify_with(token, &fetched) {
+                    Err(Refused::NoKey(_)) => {
+                        // Rate-limited: a fetch may be refused here, yet a
+                        // concurrent one may just have brought the key.
+                        remote.refetch().await;
+                        self.verify_with(token, &remote.current().await)
+                    }
+                    other => other,
+                }
+            }
+        };
+        let Verified {
+            claims,
+            principal,
+            scope,
+            roles,
+        } = verified.map_err(Refused::into_error)?;
+        Ok(Identity::new(principal)
+            .with_scope(scope)
+            .with_roles(roles)
+            .with_context("auth", json!({"method": "jwt", "claims": Value::Object(claims)})))
+    }
+
+    #[cfg(test)]
+    fn check_static(&self, token: &str) -> Result<Verified, AuthError> {
+        let keys: Vec<&JwtKey> = self.keys.iter().collect();
+        self.check(token, &keys).map_err(Refused::into_error)
+    }
+
+    fn verify_with(&self, token: &str, remote: &[JwtKey]) -> Result<Verified, Refused> {
+        let keys: Vec<&JwtKey> = self.keys.iter().chain(remote).collect();
+        self.check(token, &keys)
     }
 
     /// The principal a verified token's `claims` name.
@@ -263,39 +379,51 @@ impl JwtVerifier {
         })
     }
 
-    fn check(&self, token: &str) -> Result<Verified, AuthError> {
+    fn check(&self, token: &str, keys: &[&JwtKey]) -> Result<Verified, Refused> {
         if token.len() > MAX_TOKEN_BYTES {
-            return Err(unauthenticated(format!(
+            return Err(Refused::Checked(unauthenticated(format!(
                 "bearer token is larger than {MAX_TOKEN_BYTES} bytes"
-            )));
+            ))));
         }
         let header = token.split('.').next().unwrap_or("");
         let peek: Peek = URL_SAFE_NO_PAD
             .decode(header)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(|| unauthenticated("malformed bearer token: its header is not a JSON object"))?;
+            .ok_or_else(|| {
+                Refused::Checked(unauthenticated(
+                    "malformed bearer token: its header is not a JSON object",
+                ))
+            })?;
         if peek.crit.is_some() {
-            return Err(unauthenticated(
+            return Err(Refused::Checked(unauthenticated(
                 "bearer token header lists critical extensions (`crit`); none is understood",
-            ));
-        }
-        let alg = [JwtAlgorithm::Hs256, JwtAlgorithm::Rs256, JwtAlgorithm::Es256]
-            .into_iter()
-            .find(|a| a.name() == peek.alg && self.keys.iter().any(|k| k.alg == *a));
-        let Some(alg) = alg else {
-            return Err(unauthenticated(format!(
-                "bearer token algorithm is not accepted; accepted: {}",
-                self.accepted()
             )));
+        }
+        let known = [JwtAlgorithm::Hs256, JwtAlgorithm::Rs256, JwtAlgorithm::Es256]
+            .into_iter()
+            .find(|a| a.name() == peek.alg);
+        let Some(alg) = known.filter(|a| keys.iter().any(|k| k.alg == *a)) else {
+            let refusal = unauthenticated(format!(
+                "bearer token algorithm is not accepted; accepted: {}",
+                accepted(keys)
+            ));
+            // An algorithm none of our keys has yet may arrive with the
+            // next key set (RS256 or ES256 from a remote set only).
+            return Err(match known {
+                Some(JwtAlgorithm::Rs256 | JwtAlgorithm::Es256) => Refused::NoKey(refusal),
+                _ => Refused::Checked(refusal),
+            });
         };
-        let candidates: Vec<&JwtKey> = self
-            .keys
+        let candidates: Vec<&JwtKey> = keys
             .iter()
+            .copied()
             .filter(|k| k.answers(alg, peek.kid.as_deref()))
             .collect();
         if candidates.is_empty() {
-            return Err(unauthenticated("bearer token names an unknown key (kid)"));
+            return Err(Refused::NoKey(unauthenticated(
+                "bearer token names an unknown key (kid)",
+            )));
         }
         let mut validation = Validation::new(alg.of());
         validation.leeway = LEEWAY_SECS;
@@ -315,7 +443,7 @@ impl JwtVerifier {
         let mut refused = None;
         for key in candidates {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &validation) {
-                Ok(data) => return self.accept(data.claims),
+                Ok(data) => return self.accept(data.claims).map_err(Refused::Checked),
                 Err(e) => {
                     let signature_failed = matches!(e.kind(), ErrorKind::InvalidSignature);
                     if refused.is_none() || !signature_failed {
@@ -327,7 +455,9 @@ impl JwtVerifier {
                 }
             }
         }
-        Err(refused.unwrap_or_else(|| unauthenticated("bearer token signature does not verify")))
+        Err(Refused::Checked(refused.unwrap_or_else(|| {
+            unauthenticated("bearer token signature does not verify")
+        })))
     }
 
     fn accept(&self, claims: Map<String, Value>) -> Result<Verified, AuthError> {
@@ -360,22 +490,28 @@ impl JwtVerifier {
                 ));
             }
         };
+        let roles = match &self.roles_claim {
+            Some(claim) => roles::roles_of(&claims, claim)?,
+            None => BTreeSet::new(),
+        };
         Ok(Verified {
             claims,
             principal,
             scope,
+            roles,
         })
     }
+}
 
-    fn accepted(&self) -> String {
-        let mut names: Vec<&str> = self.keys.iter().map(|k| k.alg.name()).collect();
-        names.sort_unstable();
-        names.dedup();
-        if names.is_empty() {
-            return "none configured".to_owned();
-        }
-        names.join(", ")
+/// The algorithms of `keys`, for an error message.
+fn accepted(keys: &[&JwtKey]) -> String {
+    let mut names: Vec<&str> = keys.iter().map(|k| k.alg.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        return "none configured".to_owned();
     }
+    names.join(", ")
 }
 
 #[async_trait]
@@ -389,15 +525,7 @@ impl ContextProvider for JwtVerifier {
         if token.bytes().filter(|&b| b == b'.').count() != 2 {
             return Ok(None);
         }
-        let Verified {
-            claims,
-            principal,
-            scope,
-        } = self.check(token)?;
-        Ok(Some(Identity::new(principal).with_scope(scope).with_context(
-            "auth",
-            json!({"method": "jwt", "claims": Value::Object(claims)}),
-        )))
+        self.identify(token).await.map(Some)
     }
 }
 

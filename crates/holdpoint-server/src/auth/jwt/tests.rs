@@ -191,7 +191,7 @@ fn agents_claim_must_be_an_array_of_names() {
     let j = jwt();
     let scope = |agents: Value| {
         let token = j.issue(&json!({"sub": "a", "exp": far(), "agents": agents})).unwrap();
-        j.check(&token).map(|v| v.scope)
+        j.check_static(&token).map(|v| v.scope)
     };
     assert_eq!(scope(json!(["x", "y"])).unwrap(), AgentScope::only(["x", "y"]));
     assert_eq!(scope(json!([])).unwrap(), AgentScope::only(Vec::<String>::new()));
@@ -209,7 +209,7 @@ fn agents_claim_must_be_an_array_of_names() {
         assert!(e.to_string().contains("`agents`"), "{bad}: {e}");
     }
     let none = j.issue(&json!({"sub": "a", "exp": far()})).unwrap();
-    assert_eq!(j.check(&none).unwrap().scope, AgentScope::All);
+    assert_eq!(j.check_static(&none).unwrap().scope, AgentScope::All);
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn subjects_must_be_plain_visible_text() {
     let j = jwt().principal_as_subject();
     let principal = |sub: Value| {
         let token = j.issue(&json!({"sub": sub, "exp": far()})).unwrap();
-        j.check(&token).map(|v| v.principal)
+        j.check_static(&token).map(|v| v.principal)
     };
     assert_eq!(principal(json!("alice@example.com")).unwrap(), "alice@example.com");
     assert_eq!(principal(json!("Zoë 李")).unwrap(), "Zoë 李");
@@ -256,7 +256,7 @@ fn subjects_must_be_plain_visible_text() {
 #[test]
 fn principals_carry_their_issuer_unless_told_otherwise() {
     let j = jwt();
-    let principal = |j: &JwtVerifier, claims: Value| j.check(&j.issue(&claims).unwrap()).map(|v| v.principal);
+    let principal = |j: &JwtVerifier, claims: Value| j.check_static(&j.issue(&claims).unwrap()).map(|v| v.principal);
     assert_eq!(
         principal(&j, json!({"sub": "alice", "exp": far()})).unwrap(),
         "jwt:#alice"

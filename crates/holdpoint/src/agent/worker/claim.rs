@@ -117,7 +117,7 @@ pub(crate) fn actor_of(context: &Map<String, Value>) -> Option<&str> {
 }
 
 /// Refuses, before anything is claimed, a resume that answers a call held
-/// under an approval rule (docs/reference.md §10.6) when the acting person
+/// under an approval rule (docs/reference.md §10.7) when the acting person
 /// may not answer it (`PERMISSION_DENIED`, naming the rule), or approves
 /// it short of the rule's quorum counting the approvals recorded on the
 /// snapshot (`FAILED_PRECONDITION`). A context with neither actor nor

@@ -83,6 +83,9 @@ struct Worker {
     /// The last settled turn's message and finish (the run's output).
     last_message: Option<Message>,
     last_finish: FinishReason,
+    /// How many turns started on this connection (the next `turnStart`'s
+    /// index).
+    turns: u32,
 }
 
 /// A worker's whole run, as a future to drive or spawn.
@@ -130,6 +133,7 @@ pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<S
         abort_rx,
         last_message: None,
         last_finish: FinishReason::Stop,
+        turns: 0,
     };
     worker.run().instrument(span).await;
 }

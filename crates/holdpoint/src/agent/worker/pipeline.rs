@@ -23,18 +23,57 @@ use super::write;
 use super::{Outcome, Worker};
 use crate::error::Result;
 
-use super::super::io::AgentInput;
+use super::super::io::{AgentInput, AgentStreamChunk, TurnStart};
+use crate::error::Error;
+use crate::message::Role;
+use crate::session::SessionState;
+
+/// `INVALID_ARGUMENT` unless an empty input has a conversation to go on
+/// with: some messages, and no tool calls left open at its tip (those are
+/// answered with a resume). Checked before anything is claimed or run, so
+/// a refused empty input changes nothing.
+fn continuable(state: &SessionState) -> Result<()> {
+    let Some(last) = state.messages.last() else {
+        return Err(Error::InvalidArgument(
+            "nothing to continue: the conversation has no messages yet; send a message".into(),
+        ));
+    };
+    if last.role == Role::Model && last.content.iter().any(|p| p.as_tool_request().is_some()) {
+        return Err(Error::InvalidArgument(
+            "the conversation is paused on tool calls: answer them with a resume, or send a message".into(),
+        ));
+    }
+    Ok(())
+}
 
 impl Worker {
     /// Handles one input: its claim (and the detach it asks for), its
     /// turn, and the turn's outcome.
     pub(super) async fn handle(&mut self, mut input: AgentInput) -> Outcome {
         let span = tracing::info_span!("turn");
-        let claimed = match self.claim(&mut input, &span).await {
+        let runs_turn = input.runs_turn();
+        // An input that detaches announces its turn only if the detach
+        // did not happen (refused, or the claim failed first): a detached
+        // turn streams nothing, its turnStart included.
+        let announce_later = runs_turn && input.is_detach();
+        if runs_turn && !announce_later {
+            self.start_turn();
+        }
+        if input.continues()
+            && let Err(error) = continuable(&self.session.state)
+        {
+            return Outcome::Failed(error);
+        }
+        let claimed = self.claim(&mut input, &span).await;
+        if announce_later {
+            // Dropped by the responder once detached.
+            self.start_turn();
+        }
+        let claimed = match claimed {
             Ok(claimed) => claimed,
             Err(outcome) => return outcome,
         };
-        if !input.has_payload() {
+        if !runs_turn {
             return Outcome::Next;
         }
         // The last turn of a run with a store lends the state instead of
@@ -49,6 +88,16 @@ impl Worker {
             Ok(done) => self.settle_done(done).await,
             Err(failure) => self.settle_failure(failure, lent).await,
         }
+    }
+
+    /// Announces the turn about to run: a `turnStart` chunk with its
+    /// index, before anything else of it (dropped once detached).
+    fn start_turn(&mut self) {
+        self.responder.send(AgentStreamChunk {
+            turn_start: Some(TurnStart { turn_index: self.turns }),
+            ..AgentStreamChunk::default()
+        });
+        self.turns = self.turns.saturating_add(1);
     }
 
     /// The claim step, with the detach points around it: a detach without

@@ -1,0 +1,66 @@
+//! What a call to a remote agent can fail with.
+
+use holdpoint::Status;
+
+/// A failed call to a remote agent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server could not be reached, or the connection broke.
+    #[error("cannot reach {url}: {message}")]
+    Transport {
+        /// The URL called.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The server answered with an error (`{"error": {"status", "message"}}`).
+    #[error("{status:?} (HTTP {http}): {message}")]
+    Server {
+        /// The HTTP status code (0 for an error frame of a stream).
+        http: u16,
+        /// The wire status (`NOT_FOUND`, `ABORTED`, …).
+        status: Status,
+        /// The server's message.
+        message: String,
+    },
+    /// The answer was not what the protocol says.
+    #[error("unexpected answer from {url}: {message}")]
+    Protocol {
+        /// The URL called.
+        url: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// The turn failed: the output carries its snapshot id, state and error.
+    #[error("the turn failed: {}", .0.error.as_ref().map_or("no error given", |e| e.message.as_str()))]
+    TurnFailed(Box<holdpoint::agent::AgentOutput>),
+}
+
+impl ClientError {
+    /// The wire status of a server error, if this is one.
+    pub fn status(&self) -> Option<Status> {
+        match self {
+            ClientError::Server { status, .. } => Some(*status),
+            ClientError::TurnFailed(out) => out.error.as_ref().map(|e| e.status),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn protocol(url: &str, message: impl Into<String>) -> Self {
+        ClientError::Protocol {
+            url: url.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn transport(url: &str, err: impl std::fmt::Display) -> Self {
+        ClientError::Transport {
+            url: url.to_owned(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// A result of this crate.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

@@ -1,0 +1,243 @@
+//! The deployment configuration file: one TOML file that configures
+//! authentication, approval rules, notification channels and MCP servers
+//! (docs/reference.md §15).
+//!
+//! [`Config::load`] reads and checks the whole file before anything starts.
+//! Every mistake is a [`ConfigError`] naming the file, the line, the key and
+//! what is wrong: an unknown key, a key given twice (TOML's own check, and
+//! an API key or principal listed twice), a CEL condition that does not
+//! compile, a role nobody declares, a URL that is not http(s), a webhook
+//! secret that does not decode, a bad duration.
+//!
+//! **Declared roles.** A role named in a rule's `approvers` or
+//! `escalate_to`, or in a notification channel's `roles`, must be declared:
+//! held by some `[[auth.api_keys]]` entry, or listed in `[auth] roles = […]`
+//! (for roles that only tokens carry). A typo in a role would otherwise
+//! make a rule nobody can ever answer.
+//!
+//! The `notify` and `mcp` sections are checked here and handed out as plain
+//! data ([`NotifyConfig`], [`McpServerConfig`]) for the code that delivers
+//! notifications and runs MCP servers.
+//!
+//! Secrets (API keys, webhook secrets, SMTP passwords, Slack webhook URLs,
+//! MCP header and environment values, the store URL) are held as
+//! [`Secret`]s: never in `Debug` output, never in an error.
+//!
+//! ```
+//! use holdpoint_server::config::Config;
+//! let config = Config::parse(
+//!     r#"
+//!     [[auth.api_keys]]
+//!     principal = "alice"
+//!     key = "k-alice-0123456789"
+//!     roles = ["customer"]
+//!
+//!     [[auth.api_keys]]
+//!     principal = "fiona"
+//!     key = "k-fiona-0123456789"
+//!     roles = ["finance"]
+//!
+//!     [[approval.rules]]
+//!     tool = "transferMoney"
+//!     when = "input.amount > 10000"
+//!     approvers = ["finance"]
+//!     quorum = 2
+//!     self_approval = false
+//!     "#,
+//!     "holdpoint.toml",
+//! )?;
+//! assert_eq!(config.approval_policy().rules()[0].quorum, 2);
+//! assert_eq!(config.api_keys().len(), 2);
+//! let err = Config::parse("[auth]\nrolez = []\n", "holdpoint.toml").unwrap_err();
+//! assert_eq!(err.to_string(), "holdpoint.toml:2:1: `auth.rolez`: unknown key `rolez` (known: roles, api_keys, jwt)");
+//! # Ok::<(), holdpoint_server::config::ConfigError>(())
+//! ```
+
+mod duration;
+mod error;
+mod raw;
+mod types;
+mod validate;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use holdpoint::approval::{Policy, RuleSpec};
+
+use crate::auth::{ApiKeys, JwksError, JwksSource, JwtVerifier};
+
+pub use duration::{MAX_DURATION, parse_duration};
+pub use error::{ConfigError, ConfigErrorKind};
+pub use types::{
+    ApiKeyConfig, EVENTS, EmailConfig, JwtConfig, JwtKeys, JwtPrincipal, McpServerConfig, McpTransport, NotifyConfig,
+    OnExpire, Routing, RuleTimers, Secret, ServerSettings, SlackConfig, SmtpConfig, SmtpTls, WebhookConfig,
+    WebhookSecret,
+};
+
+/// The largest configuration file read, in bytes.
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// One approval rule as configured: what [`Policy`] checks, and the timers
+/// the notification machinery runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRuleConfig {
+    /// The rule (`name`, `agent`, `tool`, `when`, `approvers`, `quorum`,
+    /// `self_approval`).
+    pub spec: RuleSpec,
+    /// `remind_after`, `escalate_after`, `escalate_to`, `expire_after`,
+    /// `on_expire`.
+    pub timers: RuleTimers,
+}
+
+/// A checked configuration file. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    file: PathBuf,
+    public_url: Option<String>,
+    server: ServerSettings,
+    roles: BTreeSet<String>,
+    api_keys: Vec<ApiKeyConfig>,
+    jwt: Option<JwtConfig>,
+    rules: Vec<ApprovalRuleConfig>,
+    policy: Policy,
+    notify: NotifyConfig,
+    mcp: Vec<McpServerConfig>,
+}
+
+impl Config {
+    /// Reads and checks the file at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        use std::io::Read;
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|e| ConfigError::io(path, &e))?;
+        let mut text = String::new();
+        file.take(MAX_CONFIG_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| ConfigError::io(path, &e))?;
+        if text.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(ConfigError::io(
+                path,
+                &std::io::Error::other(format!("larger than {MAX_CONFIG_BYTES} bytes")),
+            ));
+        }
+        Self::parse(&text, path)
+    }
+
+    /// Checks `text`; errors name `file`.
+    pub fn parse(text: &str, file: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        validate::build(&error::Source {
+            file: file.as_ref(),
+            text,
+        })
+    }
+
+    /// The file it was read from.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// The approval policy of `[[approval.rules]]`, in order (already
+    /// checked: building it again cannot fail).
+    pub fn approval_policy(&self) -> Policy {
+        self.policy.clone()
+    }
+
+    /// The rules with their timers, in order.
+    pub fn approval_rules(&self) -> &[ApprovalRuleConfig] {
+        &self.rules
+    }
+
+    /// `[[auth.api_keys]]`, in order.
+    pub fn api_key_entries(&self) -> &[ApiKeyConfig] {
+        &self.api_keys
+    }
+
+    /// The API keys as a provider, each carrying its roles and scope.
+    pub fn api_keys(&self) -> ApiKeys {
+        self.api_keys.iter().fold(ApiKeys::new(), |keys, k| {
+            keys.entry(k.key.expose(), k.principal.clone(), k.scope.clone(), k.roles.clone())
+        })
+    }
+
+    /// `[auth.jwt]`, when present.
+    pub fn jwt(&self) -> Option<&JwtConfig> {
+        self.jwt.as_ref()
+    }
+
+    /// The verifier `[auth.jwt]` describes (keys fetched on first use).
+    pub fn jwt_verifier(&self) -> Result<Option<JwtVerifier>, JwksError> {
+        let Some(jwt) = &self.jwt else { return Ok(None) };
+        let mut source = match &jwt.keys {
+            JwtKeys::JwksUrl(url) => JwksSource::url(url),
+            JwtKeys::Discovery(issuer) => JwksSource::issuer(issuer),
+        };
+        if let Some(d) = jwt.refresh_interval {
+            source = source.refresh_interval(d);
+        }
+        if let Some(d) = jwt.min_refetch_interval {
+            source = source.min_refetch_interval(d);
+        }
+        if let Some(d) = jwt.timeout {
+            source = source.timeout(d);
+        }
+        let mut verifier = JwtVerifier::jwks(source)?;
+        if let Some(issuer) = &jwt.issuer {
+            verifier = verifier.issuer(issuer);
+        }
+        if let Some(audience) = &jwt.audience {
+            verifier = verifier.audience(audience);
+        }
+        if let Some(claim) = &jwt.roles_claim {
+            verifier = verifier.roles_claim(claim);
+        }
+        if jwt.principal == JwtPrincipal::Subject {
+            verifier = verifier.principal_as_subject();
+        }
+        Ok(Some(verifier))
+    }
+
+    /// Every declared role: those of the API keys and `[auth] roles`.
+    pub fn declared_roles(&self) -> &BTreeSet<String> {
+        &self.roles
+    }
+
+    /// `public_url`: where links in notifications point.
+    pub fn public_url(&self) -> Option<&str> {
+        self.public_url.as_deref()
+    }
+
+    /// `[server]`.
+    pub fn server(&self) -> &ServerSettings {
+        &self.server
+    }
+
+    /// `[notify]`.
+    pub fn notify(&self) -> &NotifyConfig {
+        &self.notify
+    }
+
+    /// `[[mcp.servers]]`, in order.
+    pub fn mcp_servers(&self) -> &[McpServerConfig] {
+        &self.mcp
+    }
+
+    /// Whether any authentication is configured (API keys or JWT).
+    pub fn has_auth(&self) -> bool {
+        !self.api_keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// `builder` with this file's API keys (if any) and JWT verifier (if
+    /// any) added as context providers, API keys first.
+    pub fn apply_auth(&self, mut builder: crate::ServerBuilder) -> Result<crate::ServerBuilder, JwksError> {
+        if !self.api_keys.is_empty() {
+            builder = builder.api_keys(self.api_keys());
+        }
+        if let Some(jwt) = self.jwt_verifier()? {
+            builder = builder.jwt(jwt);
+        }
+        Ok(builder)
+    }
+}
+
+#[cfg(test)]
+mod tests;
