@@ -942,48 +942,6 @@ async fn sign_in_a_double_answer_calls_in_doubt_settled_and_aa_contrast() {
     browser.close().await;
 }
 
-/// Verifies RS256 bearer tokens against one JWKS (fetched once): the
-/// principal is `sub`, the roles the `roles` claim.
-struct Jwks {
-    keys: jsonwebtoken::jwk::JwkSet,
-    issuer: String,
-}
-
-#[async_trait::async_trait]
-impl holdpoint_server::auth::ContextProvider for Jwks {
-    async fn authenticate(
-        &self,
-        request: &axum::http::request::Parts,
-    ) -> Result<Option<holdpoint_server::auth::Identity>, holdpoint_server::auth::AuthError> {
-        let Some(token) = request
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-        else {
-            return Ok(None);
-        };
-        let Ok(header) = jsonwebtoken::decode_header(token) else {
-            return Ok(None);
-        };
-        let key = header
-            .kid
-            .and_then(|kid| self.keys.find(&kid).cloned())
-            .expect("a key of the provider");
-        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&["holdpoint-page"]);
-        let claims =
-            jsonwebtoken::decode::<Value>(token, &jsonwebtoken::DecodingKey::from_jwk(&key).unwrap(), &validation)
-                .expect("a valid token from the provider")
-                .claims;
-        let roles: Vec<String> = serde_json::from_value(claims["roles"].clone()).unwrap_or_default();
-        Ok(Some(
-            holdpoint_server::auth::Identity::new(claims["sub"].as_str().unwrap()).with_roles(roles),
-        ))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approver_signs_in_with_openid_connect_and_pkce() {
     let Some(browser) = Browser::start_or_skip("an_approver_signs_in_with_openid_connect_and_pkce").await else {
@@ -1023,22 +981,20 @@ async fn an_approver_signs_in_with_openid_connect_and_pkce() {
         .as_str()
         .unwrap()
         .to_owned();
-    let keys: jsonwebtoken::jwk::JwkSet = reqwest::get(format!("{issuer}/jwks"))
-        .await
+    // The server verifies the page's token with its own JWT verifier, by
+    // OIDC discovery on the same issuer.
+    let jwt = holdpoint_server::auth::JwtVerifier::jwks(holdpoint_server::auth::JwksSource::issuer(&issuer))
         .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .issuer(&issuer)
+        .audience("holdpoint-page")
+        .roles_claim("roles");
 
     let store = memory();
     let made = Arc::new(AtomicUsize::new(0));
     let server = TestServer::start(
         Server::builder()
             .agent(bank_with_rule(store.clone(), &made))
-            .provider(Arc::new(Jwks {
-                keys,
-                issuer: issuer.clone(),
-            }))
+            .jwt(jwt)
             .provider(Arc::new(Names))
             .page_login(holdpoint_server::PageLogin::new(&issuer, "holdpoint-page").unwrap())
             .build()
@@ -1059,13 +1015,17 @@ async fn an_approver_signs_in_with_openid_connect_and_pkce() {
         .click()
         .await
         .unwrap();
-    browser.wait_text("#whoami", &["Signed in as olga", "finance"]).await;
+    // The verifier names a token's principal by its issuer and subject.
+    browser
+        .wait_text("#whoami", &["Signed in as jwt:", "#olga", "roles: finance"])
+        .await;
     let url = browser.client.current_url().await.unwrap();
     assert!(
         url.query().is_none_or(|q| !q.contains("code=")),
         "the code is not left in the address: {url}"
     );
-    // As olga (finance) the held transfer is hers to answer.
+    // As olga (finance) the held transfer is hers to answer; API keys and
+    // other bearer tokens keep working beside the sign-in.
     browser
         .wait_text(&item(&held["sessionId"]), &["$50,000.00", "waiting for you"])
         .await;
@@ -1075,7 +1035,7 @@ async fn an_approver_signs_in_with_openid_connect_and_pkce() {
         .click()
         .await
         .unwrap();
-    browser.wait_text("#detail-result", &["1 of 2: olga"]).await;
+    browser.wait_text("#detail-result", &["1 of 2: jwt:", "#olga"]).await;
     assert_eq!(made.load(Ordering::SeqCst), 0);
     browser.close().await;
 }
