@@ -147,6 +147,52 @@ pub fn setup(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, Transfer
     Ok((agent, tool))
 }
 
+/// The workload through one sub-agent level: `supportAgent` hands the
+/// request to `bankingAgent` (as [`setup`] builds it) and relays its answer;
+/// the transfer's hold surfaces on `supportAgent` and is answered there.
+pub fn setup_subagent(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, TransferTool)> {
+    let (banking, tool) = setup(Arc::clone(&store))?;
+    let front = ScriptedModel::from_fn("scripted/bench-front", |request, _| {
+        let last = request.messages.last()?;
+        Some(if last.role == Role::Tool {
+            let output = last.content.first()?.as_tool_response()?.output.clone()?;
+            ScriptedTurn::text(output.as_str().unwrap_or("failed").to_owned())
+        } else {
+            ScriptedTurn::tool_call("bankingAgent", json!({"input": last.text()}))
+        })
+    })
+    .without_recording();
+    let agent = Agent::builder("supportAgent")
+        .model(Arc::new(front))
+        .subagent(banking)
+        .store(store)
+        .build()?;
+    Ok((agent, tool))
+}
+
+/// The call to answer for a paused call: itself, or for a hold a
+/// sub-agent surfaced, the child's first paused call under its compound
+/// ref (as listings show it).
+fn answerable(part: Part) -> Part {
+    let Some(hold) = holdpoint::agent::subagent::SurfacedHold::of(&part) else {
+        return part;
+    };
+    let outer = part
+        .as_tool_request()
+        .and_then(|r| r.reference.clone())
+        .unwrap_or_default();
+    match hold.interrupts.into_iter().next() {
+        Some(mut inner) => {
+            if let Some(r) = inner.as_tool_request_mut() {
+                let own = r.reference.clone().unwrap_or_else(|| r.name.clone());
+                r.reference = Some(format!("{outer}{}{own}", holdpoint::agent::subagent::REF_SEPARATOR));
+            }
+            answerable(inner)
+        }
+        None => part,
+    }
+}
+
 fn check(ok: bool, what: &str) -> holdpoint::Result<()> {
     if ok {
         Ok(())
@@ -259,7 +305,7 @@ impl Driver {
             .ok_or_else(|| Error::Internal("no interrupt".into()))?;
         Ok(Paused {
             session_id: out.session_id,
-            part,
+            part: answerable(part),
         })
     }
 
@@ -280,7 +326,10 @@ impl Driver {
             .and_then(|s| s.messages.iter().rev().find(|m| m.role == Role::Model))
             .and_then(|m| m.interrupts().next().cloned())
             .ok_or_else(|| Error::Internal(format!("session {session_id} is not waiting")))?;
-        Ok(Some(Paused { session_id, part }))
+        Ok(Some(Paused {
+            session_id,
+            part: answerable(part),
+        }))
     }
 
     /// Claims and approves a paused session by its id; returns the resume

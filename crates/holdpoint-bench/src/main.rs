@@ -56,6 +56,10 @@ struct Args {
     /// Drive the cycle through the HTTP server on loopback (keep-alive).
     #[arg(long)]
     http: bool,
+    /// Run the cycle through one sub-agent level: `supportAgent` delegates
+    /// to `bankingAgent`, whose hold surfaces and is answered at the root.
+    #[arg(long)]
+    subagent: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -260,6 +264,7 @@ fn print(args: &Args, r: &Report) {
         let out = json!({
             "store": args.store,
             "http": args.http,
+            "subagent": args.subagent,
             "cycles": r.cycles,
             "concurrency": args.concurrency,
             "paused": args.paused,
@@ -372,7 +377,13 @@ async fn main_async(args: Args) -> Result<(), String> {
         .map(|dir| probe_fsync(&dir, sys::Probe::Append))
         .transpose()?;
     let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
-    let (agent, tool) = cycle::setup(Arc::clone(&counting) as Arc<dyn SessionStore>).map_err(|e| e.to_string())?;
+    let store = Arc::clone(&counting) as Arc<dyn SessionStore>;
+    let built = if args.subagent {
+        cycle::setup_subagent(store)
+    } else {
+        cycle::setup(store)
+    };
+    let (agent, tool) = built.map_err(|e| e.to_string())?;
     let (agent, _server) = if args.http {
         let (driver, stop) = start_http(agent, args.concurrency).await?;
         (driver, Some(stop))

@@ -2,6 +2,8 @@
 //! person's approval, `getBalance` runs freely, and an offline scripted
 //! model plays the bank's assistant when no provider key is set.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +17,8 @@ use holdpoint::{GenerateRequest, Model, ScriptedModel, ScriptedTurn, ToolContext
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+pub use support::{SUPPORT_AGENT_NAME, SUPPORT_PROMPT, support_agent, support_demo_model, support_model_for};
 
 /// The agent's name, as served over HTTP.
 pub const AGENT_NAME: &str = "bankingAgent";
@@ -304,7 +308,12 @@ fn parse_transfer(text: &str) -> Option<Transfer> {
     let to_account = lower
         .split(" to ")
         .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
+        // "to my savings account": the account is the first word that is
+        // not a possessive or an article.
+        .and_then(|rest| {
+            rest.split_whitespace()
+                .find(|w| !matches!(*w, "my" | "our" | "your" | "the" | "a"))
+        })
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned())
         .filter(|w| !w.is_empty())
         .unwrap_or_else(|| "savings".to_owned());
@@ -437,6 +446,12 @@ mod tests {
         );
         assert_eq!(parse_transfer("send $1,250.50 to bob please").unwrap().amount, 1250.5);
         assert_eq!(parse_transfer("what is my balance"), None);
+        assert_eq!(
+            parse_transfer("Transfer $500 to my savings account.")
+                .unwrap()
+                .to_account,
+            "savings"
+        );
     }
 }
 

@@ -65,12 +65,16 @@ pub fn apply_policy(builder: AgentBuilder, policy: Option<Policy>) -> AgentBuild
 /// Says where to go, and serves until Ctrl-C.
 pub async fn run(config: ServeConfig) -> Result<(), String> {
     let file = config.config.as_ref();
-    let builder = banking::builder(config.model, Some(config.store)).map_err(|e| e.to_string())?;
+    let support_model = banking::support_model_for(&config.model);
+    let builder = banking::builder(config.model, Some(Arc::clone(&config.store))).map_err(|e| e.to_string())?;
     let agent = apply_policy(builder, file.map(Config::approval_policy))
         .build()
         .map_err(|e| e.to_string())?;
+    // The front desk hands account operations to bankingAgent (a sub-agent).
+    let support = banking::support_agent(support_model, agent.clone(), config.store).map_err(|e| e.to_string())?;
     let mut builder = Server::builder()
         .agent(agent)
+        .agent(support)
         .data_dir(&config.data_dir)
         .metrics_open(config.metrics_open);
     if !config.allowed_hosts.is_empty() {
@@ -110,6 +114,12 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     println!(
         "serving {} at http://{bound}/agents/{}",
         banking::AGENT_NAME,
+        banking::AGENT_NAME
+    );
+    println!(
+        "serving {} at http://{bound}/agents/{} (it hands account operations to {})",
+        banking::SUPPORT_AGENT_NAME,
+        banking::SUPPORT_AGENT_NAME,
         banking::AGENT_NAME
     );
     println!("approval page: http://{bound}/");

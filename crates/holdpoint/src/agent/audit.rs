@@ -263,6 +263,11 @@ pub struct PendingApproval {
     /// (who approved it, when), newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decided: Vec<AuditRecord>,
+    /// For a hold a sub-agent surfaced: the levels from this session down
+    /// to the child session it paused in, outermost first
+    /// (docs/reference.md §16.2); empty for a call of this session's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<super::subagent::SubagentStep>,
     /// The approval rule that governs the call: who may answer, how many
     /// must approve (docs/reference.md §10.7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -400,6 +405,16 @@ fn age(d: chrono::TimeDelta) -> String {
 
 /// The paused calls of a waiting snapshot.
 pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
+    // Sub-agents: a child's holds are listed on the root that surfaced them.
+    let linked = snapshot
+        .state
+        .as_ref()
+        .is_some_and(|s| super::subagent::parent_link(&s.messages).is_some());
+    if linked { Vec::new() } else { calls_of(snapshot) }
+}
+
+/// The paused calls of `snapshot`, whoever answers them.
+fn calls_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
     let Some(state) = &snapshot.state else {
         return Vec::new();
     };
@@ -427,6 +442,7 @@ pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
                 part: part.clone(),
                 in_doubt: false,
                 decided: Vec::new(),
+                path: Vec::new(),
                 rule: HoldRule::on(part),
                 approvals: snapshot
                     .approvals
@@ -437,13 +453,15 @@ pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
                 reply: ReplyShape::on(part),
             })
         })
+        // Sub-agents: a surfaced hold is listed as the child's holds.
+        .flat_map(super::subagent::expand)
         .collect()
 }
 
 /// The paused calls of a snapshot whose resume claim lapsed, each with the
 /// decisions `trail` (the session's audit records) holds for it.
 pub(crate) fn in_doubt_of(snapshot: &Snapshot, trail: &[AuditRecord]) -> Vec<PendingApproval> {
-    let mut calls = pending_of(snapshot);
+    let mut calls = calls_of(snapshot);
     for call in &mut calls {
         call.in_doubt = true;
         call.decided = trail
@@ -489,6 +507,7 @@ mod tests {
             part,
             in_doubt: false,
             decided: Vec::new(),
+            path: Vec::new(),
             rule: None,
             approvals: Vec::new(),
             reply: None,

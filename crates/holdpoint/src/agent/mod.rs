@@ -33,6 +33,7 @@ mod load;
 mod prompt;
 mod settle;
 mod state_claim;
+pub mod subagent;
 mod turn;
 mod wait;
 mod worker;

@@ -43,7 +43,8 @@ impl TurnHandler for PromptHandler {
         options.max_turns = self.max_turns;
         options.config = self.config.clone();
         options.chunks = turn.chunk_sink();
-        options.context = turn.request_context();
+        // Sub-agents: tools that run a child learn the calling session.
+        options.context = super::subagent::with_caller(turn.request_context(), || turn.session_id(), &self.tools);
         let seam_turn = turn.clone();
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
         // The resume is lent from the turn's input, not copied.

@@ -73,8 +73,10 @@ impl ToolContext {
     }
 
     /// On a restart of this tool's own interrupt: the interrupt data the
-    /// call paused with, as the history records it (`None` on a first call,
-    /// and when a middleware raised the hold). A tool that keeps work open
+    /// call paused with, as the history records it — the stored (or signed)
+    /// paused snapshot, never the client's resume data (`None` on a first
+    /// call, and when a middleware raised the hold). Sub-agents find their
+    /// child's snapshot here. A tool that keeps work open
     /// across a hold (a live call, a server's request state) finds it again
     /// through what it put there.
     pub fn answered_interrupt(&self) -> Option<&Map<String, Value>> {

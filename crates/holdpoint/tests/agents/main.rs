@@ -4,6 +4,7 @@
 
 mod abandon;
 mod approval;
+mod background;
 mod approvers;
 mod connection;
 mod detach;
@@ -13,6 +14,7 @@ mod isolation;
 mod resumable;
 mod resume;
 mod state;
+mod subagents;
 
 mod bank;
 

@@ -95,8 +95,13 @@ async fn claim_resume(
     context: &Map<String, Value>,
 ) -> Result<Claimed> {
     validate_resume(&session.state.messages, resume)?;
+    // Sub-agents: a child's holds are answered through its parent.
+    super::super::subagent::check_direct(&session.state.messages, kind == TurnKind::Settle, context)?;
     check_rules(session, resume, context)?;
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
+        // Sub-agents: nested answers are checked against the children's
+        // paused snapshots before this level claims anything.
+        super::super::subagent::check_nested(store.as_ref(), &session.state.messages, resume).await?;
         return claim_snapshot(def, store, session, id, resume, kind, context).await;
     }
     if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
@@ -289,6 +294,9 @@ async fn abandon_open(
         let sid = &session.state.session_id;
         return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
     }
+    // Sub-agents: the children whose holds these calls surfaced go too.
+    let history = &session.state.messages;
+    super::super::subagent::abandon_children(store.as_ref(), history, context, def.resume_lease).await;
     Ok(Claimed::held(hold))
 }
 

@@ -109,6 +109,11 @@ impl Worker {
         if asks_detach && self.def.store.is_none() {
             self.detach(None).await.map_err(Outcome::Refused)?;
         }
+        // Sub-agents: answers to nested holds become restarts of the calls
+        // that surfaced them, before anything checks or claims them.
+        if let Some(resume) = input.resume.as_mut() {
+            super::super::subagent::nest(&self.session.state.messages, resume).map_err(Outcome::Failed)?;
+        }
         let claimed = if input.has_payload() {
             let claiming = claim::claim(&self.def, &self.session, input, &self.context);
             claiming.instrument(span.clone()).await.map_err(Outcome::Failed)?

@@ -1,0 +1,208 @@
+//! Sub-agents (docs/reference.md §16): an agent as a tool of another.
+//!
+//! The parent's model calls the child like any tool; the child runs its
+//! own turn in its own session (in the parent's store) and its final
+//! answer is the call's output. When the child pauses, the parent's call
+//! pauses with the child's holds inside its interrupt data (a
+//! [`SurfacedHold`]); answering them at the root resumes the child from
+//! its paused snapshot, then the parent goes on with the child's answer.
+//!
+//! Invariants:
+//! - The child's snapshot a resume continues is read from the parent's
+//!   paused snapshot (trusted), never from the client's answer.
+//! - Nested answers are checked against the child's paused snapshot
+//!   before the parent's claim: a bad one is refused with nothing claimed
+//!   or written at any level (`nest.rs`).
+//! - Each level claims its own paused snapshot exactly once; a child runs
+//!   inside its parent's call (no task of its own), so a parent that dies
+//!   mid-resume leaves both levels in doubt, never re-run.
+
+mod abandon;
+mod background;
+mod nest;
+mod pending;
+mod tool;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Agent, AgentBuilder};
+use crate::message::Part;
+use crate::model::ToolDefinition;
+use crate::tool::Tool;
+
+pub(crate) use abandon::abandon_children;
+
+pub use background::BACKGROUND_MAX_WAIT;
+pub(crate) use nest::{check_nested, nest};
+pub(crate) use pending::expand;
+pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
+
+/// The key of a surfaced hold in a paused call's interrupt data, of the
+/// nested answers in a restart's resume data, and of the sub-agent marker
+/// in a tool definition's metadata.
+pub const SUBAGENT: &str = "subagent";
+
+/// The metadata key, on the first user message of a child's session, of
+/// its link to the parent: `{"agent", "sessionId", "tool", "ref"}`.
+pub const SUBAGENT_OF: &str = "subagentOf";
+
+/// The request-context key under which a parent's turn tells its
+/// sub-agent tools its session (`{"sessionId": …}`); never passed on to
+/// the child.
+pub const CALLER: &str = "holdpoint.caller";
+
+/// The separator of a nested call's compound ref in listings: the refs of
+/// the sub-agent calls it is nested in, outermost first, then its own
+/// (a call without a ref is named by its tool).
+pub const REF_SEPARATOR: char = '/';
+
+/// A child's hold as its parent's paused call carries it (the interrupt
+/// data under [`SUBAGENT`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SurfacedHold {
+    /// The child agent.
+    pub agent: String,
+    /// The child's session.
+    pub session_id: String,
+    /// The child's paused snapshot (the one a nested answer resumes).
+    pub snapshot_id: String,
+    /// The child's paused tool-request parts, as in its snapshot (each may
+    /// carry a surfaced hold of its own, for deeper levels).
+    pub interrupts: Vec<Part>,
+}
+
+impl SurfacedHold {
+    /// The surfaced hold a paused request part carries, if it is one.
+    pub fn of(part: &Part) -> Option<SurfacedHold> {
+        if !part.is_interrupt() {
+            return None;
+        }
+        let data = part.interrupt_data()?;
+        serde_json::from_value(data.get(SUBAGENT)?.clone()).ok()
+    }
+
+    /// The interrupt data that carries this hold.
+    pub(crate) fn into_data(self) -> Map<String, Value> {
+        let mut data = Map::new();
+        if let Ok(v) = serde_json::to_value(self) {
+            data.insert(SUBAGENT.to_owned(), v);
+        }
+        data
+    }
+}
+
+/// One level of the way from a root session to a nested hold: the call
+/// of the parent that surfaced it and the child session it paused in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubagentStep {
+    /// The parent's tool (the child agent's name).
+    pub tool: String,
+    /// The parent's call ref.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The child agent.
+    pub agent: String,
+    /// The child's session.
+    pub session_id: String,
+    /// The child's paused snapshot.
+    pub snapshot_id: String,
+}
+
+/// The request-context key by which a sub-agent tool tells its child's
+/// turn that it runs as that child (its value is this process's
+/// [`parent_token`], so no caller can forge it).
+pub(crate) const PARENT_CALL: &str = "holdpoint.parentCall";
+
+/// A random token of this process, the value of [`PARENT_CALL`].
+pub(crate) fn parent_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// The link of a session started as a (foreground) sub-agent call: its
+/// first message's `subagentOf`, unless that says `background`.
+pub(crate) fn parent_link(messages: &[crate::message::Message]) -> Option<&Value> {
+    let link = messages.first()?.metadata.as_ref()?.get(SUBAGENT_OF)?;
+    (link.get("background") != Some(&Value::Bool(true))).then_some(link)
+}
+
+/// Refuses a resume of a foreground child's paused calls that does not
+/// come from its parent's call: its holds are answered at the root (§16.3),
+/// where an answer here would leave the parent waiting on a stale hold.
+/// Settlements of calls in doubt (§16.4) are the operator's and allowed.
+pub(crate) fn check_direct(
+    messages: &[crate::message::Message],
+    settles: bool,
+    context: &Map<String, Value>,
+) -> crate::error::Result<()> {
+    let Some(link) = parent_link(messages) else {
+        return Ok(());
+    };
+    if settles || context.get(PARENT_CALL).and_then(Value::as_str) == Some(parent_token()) {
+        return Ok(());
+    }
+    Err(crate::error::Error::FailedPrecondition(format!(
+        "this session runs as a sub-agent call of agent {} (session {}): answer its paused calls there, where they are listed",
+        link.get("agent").unwrap_or(&Value::Null),
+        link.get("sessionId").unwrap_or(&Value::Null)
+    )))
+}
+
+/// Whether `definition` is a sub-agent tool's.
+pub(crate) fn is_subagent(definition: &ToolDefinition) -> bool {
+    definition.metadata.as_ref().is_some_and(|m| m.contains_key(SUBAGENT))
+}
+
+/// The request context a turn of an agent with sub-agent tools hands its
+/// tools: `context` with [`CALLER`] naming the session (others get
+/// `context` itself, uncopied).
+pub(crate) fn with_caller(
+    context: Arc<Map<String, Value>>,
+    session_id: impl FnOnce() -> String,
+    tools: &[Arc<dyn Tool>],
+) -> Arc<Map<String, Value>> {
+    if !tools.iter().any(|t| is_subagent(t.definition())) {
+        return context;
+    }
+    let mut map = (*context).clone();
+    let mut caller = Map::new();
+    caller.insert("sessionId".to_owned(), Value::String(session_id()));
+    map.insert(CALLER.to_owned(), Value::Object(caller));
+    Arc::new(map)
+}
+
+impl AgentBuilder {
+    /// Adds `agent` as a tool (named after it): the model calls it with
+    /// `{"input": "…"}`, the child runs a turn in its own session and its
+    /// final text is the call's output; its holds surface on this agent's
+    /// turn (docs/reference.md §16). The child must keep its sessions in
+    /// this agent's store.
+    pub fn subagent(self, agent: Agent) -> Self {
+        self.subagent_with(agent, SubagentOptions::default())
+    }
+
+    /// Adds `agent` as a background sub-agent: four tools,
+    /// `NAME_start` (`{"input"}` → `{"taskId"}`: the child runs detached
+    /// in its own session), `NAME_check`, `NAME_wait` (`{"taskId",
+    /// "timeoutMs"}`, bounded by `max_wait` and [`BACKGROUND_MAX_WAIT`]) and
+    /// `NAME_abort` (docs/reference.md §16.7). A background child's holds
+    /// are its own: listed and answered on `agent`.
+    pub fn background_subagent(mut self, agent: Agent, max_wait: std::time::Duration) -> Self {
+        let tools = background::tools(&self.name, &agent, max_wait);
+        self.tools.extend(tools);
+        self
+    }
+
+    /// [`subagent`](Self::subagent) with options (what a child's failure
+    /// does to this agent's turn).
+    pub fn subagent_with(mut self, agent: Agent, options: SubagentOptions) -> Self {
+        let tool = SubagentTool::new(&self.name, agent, options);
+        self.tools.push(Arc::new(tool));
+        self
+    }
+}
