@@ -577,6 +577,10 @@ async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> 
         }
         builder = builder.jwt(jwt);
     }
+    // `[auth.jwt] page_client_id`: the approval page signs people in.
+    if let Some(login) = config.as_ref().and_then(|c| c.page_login()) {
+        builder = builder.page_login(login);
+    }
     if api_key.is_none() && !configured_auth {
         builder = builder.allow_anonymous(true);
     }

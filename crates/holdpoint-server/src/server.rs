@@ -77,6 +77,7 @@ pub struct ServerBuilder {
     request_timeout: Option<Duration>,
     connections: ConnectionLimits,
     state_claims: Option<Arc<dyn SessionStore>>,
+    page_login: Option<crate::PageLogin>,
 }
 
 impl Default for ServerBuilder {
@@ -96,6 +97,7 @@ impl Default for ServerBuilder {
             request_timeout: Some(Duration::from_secs(30)),
             connections: ConnectionLimits::default(),
             state_claims: None,
+            page_login: None,
         }
     }
 }
@@ -199,6 +201,16 @@ impl ServerBuilder {
     /// [`allowed_hosts`](Self::allowed_hosts)).
     pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
         self.metrics_token = Some(token.into());
+        self
+    }
+
+    /// Lets the approval page sign people in with OpenID Connect
+    /// (authorization code + PKCE, run by the page against `login`'s
+    /// issuer; docs/reference.md §12.9). The token the page gets is sent as
+    /// a bearer token: configure a provider that verifies it (a JWT
+    /// verifier for the same issuer). API keys keep working.
+    pub fn page_login(mut self, login: crate::PageLogin) -> Self {
+        self.page_login = Some(login);
         self
     }
 
@@ -328,6 +340,7 @@ impl ServerBuilder {
             metrics_open: self.metrics_open,
             hosts: Arc::new(hosts),
             request_timeout: self.request_timeout,
+            page_login: self.page_login,
         });
         Ok(Server {
             state,

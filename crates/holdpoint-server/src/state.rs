@@ -27,6 +27,8 @@ pub(crate) struct StateInner {
     pub metrics_open: bool,
     pub hosts: Arc<HostPolicy>,
     pub request_timeout: Option<Duration>,
+    /// How the approval page signs people in, if it does.
+    pub page_login: Option<crate::routes::login::PageLogin>,
 }
 
 /// The state shared by the server's handlers (cheap to clone).
@@ -92,6 +94,10 @@ impl AppState {
 
     pub(crate) fn metrics_token(&self) -> Option<&str> {
         self.inner.metrics_token.as_deref()
+    }
+
+    pub(crate) fn page_login(&self) -> Option<&crate::routes::login::PageLogin> {
+        self.inner.page_login.as_ref()
     }
 
     pub(crate) fn metrics_open(&self) -> bool {

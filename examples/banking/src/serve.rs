@@ -117,6 +117,10 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         }
         builder = builder.jwt(jwt);
     }
+    // `[auth.jwt] page_client_id`: the approval page signs people in.
+    if let Some(login) = file.and_then(Config::page_login) {
+        builder = builder.page_login(login);
+    }
     if !authenticated {
         builder = builder.allow_anonymous(true);
     }

@@ -221,6 +221,13 @@ impl Config {
         &self.mcp
     }
 
+    /// The approval page's OpenID sign-in `[auth.jwt] page_client_id`
+    /// describes (at the `issuer`), if any.
+    pub fn page_login(&self) -> Option<crate::PageLogin> {
+        let jwt = self.jwt.as_ref()?;
+        crate::PageLogin::new(jwt.issuer.as_deref()?, jwt.page_client_id.as_deref()?).ok()
+    }
+
     /// Whether any authentication is configured (API keys or JWT).
     pub fn has_auth(&self) -> bool {
         !self.api_keys.is_empty() || self.jwt.is_some()
@@ -234,6 +241,10 @@ impl Config {
         }
         if let Some(jwt) = self.jwt_verifier()? {
             builder = builder.jwt(jwt);
+        }
+        // Checked when the file was read (an http(s) issuer is required).
+        if let Some(login) = self.page_login() {
+            builder = builder.page_login(login);
         }
         Ok(builder)
     }

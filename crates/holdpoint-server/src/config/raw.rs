@@ -65,6 +65,7 @@ pub(super) struct RawJwt {
     pub refresh_interval: Option<S<String>>,
     pub min_refetch_interval: Option<S<String>>,
     pub timeout: Option<S<String>>,
+    pub page_client_id: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

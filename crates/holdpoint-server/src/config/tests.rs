@@ -351,3 +351,26 @@ async fn each_key_of_the_file_authenticates_with_its_roles_and_scope() {
     assert_eq!(fiona.request_context()["roles"], serde_json::json!(["finance"]));
     assert!(fiona.check_agent("bankingAgent").is_ok() && fiona.check_agent("opsAgent").is_err());
 }
+
+#[test]
+fn page_client_id_signs_the_page_in_at_the_issuer() {
+    let c = Config::parse(
+        "[auth.jwt]\nissuer = \"https://login.example/realm\"\npage_client_id = \"holdpoint-page\"\n",
+        FILE,
+    )
+    .unwrap();
+    let login = c.page_login().expect("a page sign-in");
+    assert_eq!(
+        serde_json::to_value(&login).unwrap(),
+        serde_json::json!({"issuer": "https://login.example/realm", "clientId": "holdpoint-page", "scope": "openid profile"})
+    );
+    // The page signs in at the issuer, so it must be an http(s) URL.
+    let e = err("[auth.jwt]\njwks_url = \"http://h/jwks\"\nissuer = \"holdpoint-tests\"\npage_client_id = \"p\"\n");
+    assert_at(&e, ConfigErrorKind::Invalid, 4, "auth.jwt.page_client_id");
+    let e = err("[auth.jwt]\njwks_url = \"http://h/jwks\"\npage_client_id = \"p\"\n");
+    assert_at(&e, ConfigErrorKind::Invalid, 3, "auth.jwt.page_client_id");
+    let e = err("[auth.jwt]\nissuer = \"https://x\"\npage_client_id = \" \"\n");
+    assert_at(&e, ConfigErrorKind::Invalid, 3, "auth.jwt.page_client_id");
+    let none = Config::parse("[auth.jwt]\nissuer = \"https://x\"\n", FILE).unwrap();
+    assert!(none.page_login().is_none());
+}

@@ -99,6 +99,9 @@ pub struct JwtConfig {
     pub min_refetch_interval: Option<Duration>,
     /// `timeout`: how long one fetch may take (default 5 s).
     pub timeout: Option<Duration>,
+    /// `page_client_id`: the approval page signs people in at `issuer`
+    /// with OpenID Connect as this public client (docs/reference.md §12.9).
+    pub page_client_id: Option<String>,
 }
 
 /// What `on_expire` does to a hold nobody answered in time.

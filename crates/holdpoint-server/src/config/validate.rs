@@ -354,7 +354,24 @@ impl Checker<'_, '_> {
                 }
             },
         };
+        let page_client_id = nonempty(&j.page_client_id, "auth.jwt.page_client_id")?;
+        if let Some(id) = &j.page_client_id {
+            // The page signs in at the issuer: it must be an http(s) URL
+            // whose origin a Content-Security-Policy can name.
+            let usable = issuer
+                .as_deref()
+                .is_some_and(|i| crate::PageLogin::new(i, id.get_ref().clone()).is_ok());
+            if !usable {
+                return Err(self.err(
+                    id,
+                    "auth.jwt.page_client_id",
+                    K::Invalid,
+                    "needs `issuer` set to the provider's http(s) URL (the page signs in there)",
+                ));
+            }
+        }
         Ok(JwtConfig {
+            page_client_id,
             keys,
             issuer,
             audience: nonempty(&j.audience, "auth.jwt.audience")?,

@@ -1,5 +1,5 @@
 //! The routes about the server itself: `GET /healthz`, `GET /metrics`,
-//! `GET /openapi.json`, and the approval page (`/`, `/app.js`, `/app.css`),
+//! `GET /openapi.json`, and the approval page (`/`, `/app.js`, `/app.css`, `/web/{file}`),
 //! whose files are built into the binary.
 
 use axum::extract::{Request, State};
@@ -18,22 +18,51 @@ const INDEX_HTML: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
 const APP_CSS: &str = include_str!("../../web/app.css");
 
+/// The page's JavaScript modules, served under `/web/{file}`: a fixed
+/// table, so no path reaches the file system.
+const MODULES: &[(&str, &str)] = &[
+    ("api.js", include_str!("../../web/api.js")),
+    ("dom.js", include_str!("../../web/dom.js")),
+    ("forms.js", include_str!("../../web/forms.js")),
+    ("queue.js", include_str!("../../web/queue.js")),
+    ("detail.js", include_str!("../../web/detail.js")),
+    ("audit.js", include_str!("../../web/audit.js")),
+    ("login.js", include_str!("../../web/login.js")),
+];
+
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
+    asset_with(content_type, body, HeaderValue::from_static(CSP))
+}
+
+fn asset_with(content_type: &'static str, body: &'static str, csp: HeaderValue) -> Response {
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
-pub(crate) async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML)
+/// The page; with a sign-in issuer configured, its origin may also be
+/// fetched (discovery and the token endpoint), and nothing else is added.
+pub(crate) async fn index(State(state): State<AppState>) -> Response {
+    let csp = state
+        .page_login()
+        .map(|login| {
+            CSP.replacen(
+                "connect-src 'self'",
+                &format!("connect-src 'self' {}", login.origin()),
+                1,
+            )
+        })
+        .and_then(|csp| HeaderValue::from_str(&csp).ok())
+        .unwrap_or(HeaderValue::from_static(CSP));
+    asset_with("text/html; charset=utf-8", INDEX_HTML, csp)
 }
 
 pub(crate) async fn app_js() -> Response {
@@ -42,6 +71,14 @@ pub(crate) async fn app_js() -> Response {
 
 pub(crate) async fn app_css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
+}
+
+/// `GET /web/{file}`: one of the page's modules; 404 for any other name.
+pub(crate) async fn module(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    match MODULES.iter().find(|(name, _)| *name == file) {
+        Some((_, body)) => asset("text/javascript; charset=utf-8", body),
+        None => ApiError::not_found(format!("no page module {file}")).into_response(),
+    }
 }
 
 /// 200 while serving; 503 once shutdown has begun, so balancers stop

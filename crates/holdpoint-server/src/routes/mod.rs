@@ -25,6 +25,8 @@
 mod agents;
 mod answer;
 mod connect;
+mod inbox;
+pub(crate) mod login;
 mod meta;
 mod pending;
 mod settle;
@@ -52,6 +54,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/app.js"),
     ("GET", "/app.css"),
+    ("GET", "/web/{file}"),
+    ("GET", "/inbox"),
+    ("GET", "/audit"),
+    ("GET", "/auth/login"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
     ("GET", "/metrics"),
@@ -88,6 +94,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/", get(meta::index))
         .route("/app.js", get(meta::app_js))
         .route("/app.css", get(meta::app_css))
+        .route("/web/{file}", get(meta::module))
+        .route("/inbox", get(inbox::inbox))
+        .route("/audit", get(inbox::audit))
+        .route("/auth/login", get(login::login))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
         .route("/metrics", get(meta::scrape))

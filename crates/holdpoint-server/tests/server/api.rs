@@ -625,6 +625,12 @@ async fn the_page_is_served_with_a_strict_policy() {
         ("/", "text/html"),
         ("/app.js", "text/javascript"),
         ("/app.css", "text/css"),
+        ("/web/api.js", "text/javascript"),
+        ("/web/dom.js", "text/javascript"),
+        ("/web/forms.js", "text/javascript"),
+        ("/web/queue.js", "text/javascript"),
+        ("/web/detail.js", "text/javascript"),
+        ("/web/audit.js", "text/javascript"),
     ] {
         let r = f.server.client.get(f.server.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
@@ -633,6 +639,11 @@ async fn the_page_is_served_with_a_strict_policy() {
         let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
         assert!(csp.contains("default-src 'none'"), "{csp}");
         assert!(!r.text().await.unwrap().is_empty(), "{path}");
+    }
+    // Only the page's own modules are served; nothing reaches the file system.
+    for path in ["/web/nope.js", "/web/..%2Fsrc%2Flib.rs", "/web/app.css"] {
+        let got = f.server.get(path, None).await;
+        assert_error(&got, 404, "NOT_FOUND", "");
     }
 }
 

@@ -2,7 +2,8 @@
 //! (chromedriver + fantoccini). Skipped with a loud note when chromedriver
 //! is missing, unless `CI=true`.
 //!
-//! Set `HOLDPOINT_UPDATE_SCREENSHOT=1` to refresh `docs/approval-page.png`.
+//! Set `HOLDPOINT_UPDATE_SCREENSHOT=1` to refresh the screenshots in `docs/`
+//! (`inbox-desktop.png`, `inbox-phone.png`).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -150,17 +151,6 @@ impl Browser {
         e.click().await.unwrap();
     }
 
-    async fn type_into(&self, css: &str, text: &str) {
-        let e = self
-            .client
-            .wait()
-            .at_most(WAIT)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap();
-        e.send_keys(text).await.unwrap();
-    }
-
     async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.unwrap();
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -179,109 +169,434 @@ impl Browser {
     }
 }
 
-async fn raise(s: &TestServer, agent: &str, text: &str, key: Option<&str>) -> Value {
-    let (code, body) = s
-        .post(&format!("/agents/{agent}"), json!({"data": user(text)}), key)
-        .await;
+impl Browser {
+    /// Runs `script` (a function body) in the page and returns its value.
+    async fn js(&self, script: &str) -> Value {
+        self.client.execute(script, vec![]).await.unwrap()
+    }
+
+    /// Waits until `script` returns `true`.
+    async fn wait_js(&self, script: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if self.js(script).await == json!(true) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not true within {WAIT:?}: {script}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The button whose accessible name is exactly `name` (its text, with
+    /// no aria-label to override it), inside `scope`.
+    async fn button(&self, scope: &str, name: &str) -> fantoccini::elements::Element {
+        let xpath =
+            format!("{scope}//button[normalize-space(.)='{name}' and not(@aria-label) and not(@aria-labelledby)]");
+        self.client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::XPath(&xpath))
+            .await
+            .unwrap_or_else(|e| panic!("no button named {name:?}: {e}"))
+    }
+
+    /// Asserts nothing on the page is wider than the viewport.
+    async fn assert_no_sideways_scroll(&self, what: &str) {
+        let got = self
+            .js("return [document.documentElement.scrollWidth, document.body.scrollWidth, window.innerWidth];")
+            .await;
+        let (doc, body, inner) = (
+            got[0].as_f64().unwrap(),
+            got[1].as_f64().unwrap(),
+            got[2].as_f64().unwrap(),
+        );
+        assert!(inner <= 400.0, "the viewport is a phone's: {inner}");
+        let wide = self
+            .js("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5).slice(0, 8).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));")
+            .await;
+        assert!(
+            doc <= inner && body <= inner,
+            "{what}: {doc}/{body} px wide in a {inner} px viewport; too wide: {wide}"
+        );
+    }
+}
+
+/// A bearer token is the principal's name: olga and pete are in finance.
+struct Names;
+
+#[async_trait::async_trait]
+impl holdpoint_server::auth::ContextProvider for Names {
+    async fn authenticate(
+        &self,
+        request: &axum::http::request::Parts,
+    ) -> Result<Option<holdpoint_server::auth::Identity>, holdpoint_server::auth::AuthError> {
+        let Some(name) = request
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return Ok(None);
+        };
+        let identity = holdpoint_server::auth::Identity::new(name);
+        Ok(Some(match name {
+            "olga" | "pete" => identity.with_roles(["finance"]),
+            _ => identity.with_roles(["customer"]),
+        }))
+    }
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct Reply {
+    approved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feedback: Option<String>,
+}
+
+impl holdpoint::approval::ApprovalReply for Reply {
+    fn approve(feedback: Option<String>) -> Self {
+        Reply {
+            approved: true,
+            feedback,
+        }
+    }
+    fn deny(feedback: Option<String>) -> Self {
+        Reply {
+            approved: false,
+            feedback,
+        }
+    }
+}
+
+/// The bank: `transferMoney` declares its yes/no reply and counts the
+/// transactions it makes; transfers over 10 000 need two of finance.
+fn bank_with_rule(store: Arc<dyn SessionStore>, made: &Arc<AtomicUsize>) -> holdpoint::agent::Agent {
+    use holdpoint::tool::{ResumableTool, ToolContext};
+    let made = Arc::clone(made);
+    let transfer = ResumableTool::define(
+        "transferMoney",
+        "Moves money between accounts once approved",
+        move |ctx: ToolContext, t: crate::bank::Transfer, reply: Option<Reply>| {
+            let made = Arc::clone(&made);
+            async move {
+                match reply {
+                    None => {
+                        Err(ctx.interrupt(json!({"details": format!("Transfer ${:.2} to {}", t.amount, t.to_account)})))
+                    }
+                    Some(r) if r.approved => {
+                        made.fetch_add(1, Ordering::SeqCst);
+                        Ok(json!({"success": true, "transactionId": "txn-123"}))
+                    }
+                    Some(r) => Err(ctx.fail(format!("declined: {}", r.feedback.unwrap_or_default()))),
+                }
+            }
+        },
+    )
+    .unwrap()
+    .approval_reply()
+    .unwrap();
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        name: Some("large transfers".into()),
+        agent: Some("bankingAgent".into()),
+        tool: Some("transferMoney".into()),
+        when: Some("input.amount > 10000".into()),
+        approvers: vec!["finance".into()],
+        quorum: 2,
+        self_approval: false,
+        ..Default::default()
+    }])
+    .unwrap();
+    holdpoint::agent::Agent::builder("bankingAgent")
+        .description("Moves money after approval")
+        .model(Arc::new(crate::bank::model()))
+        .tool(transfer)
+        .approval_policy(policy)
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+async fn raise(s: &TestServer, agent: &str, text: &str, bearer: Option<&str>) -> Value {
+    let mut req = s
+        .client
+        .post(s.url(&format!("/agents/{agent}")))
+        .json(&json!({"data": user(text)}));
+    if let Some(b) = bearer {
+        req = req.bearer_auth(b);
+    }
+    let (code, body) = read(req.send().await.unwrap()).await;
     assert_eq!(code, 200, "{body:#}");
     assert_eq!(body["result"]["finishReason"], "interrupted", "{body:#}");
     body["result"].clone()
 }
 
+async fn answer_as(s: &TestServer, who: &str, snapshot: &Value, decision: &str) -> Value {
+    let (code, body) = read(
+        s.client
+            .post(s.url("/agents/bankingAgent/answer"))
+            .bearer_auth(who)
+            .json(&json!({"data": {"snapshotId": snapshot, "decision": decision}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, 200, "{body:#}");
+    body
+}
+
+fn item(session: &Value) -> String {
+    format!("li.item[data-session='{}']", session.as_str().unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_held_transfer_appears_and_approving_it_completes_the_turn() {
-    let Some(browser) = Browser::start_or_skip("a_held_transfer_appears_and_approving_it_completes_the_turn").await
+async fn three_hundred_holds_are_all_counted_reachable_and_fit_a_phone() {
+    let Some(browser) = Browser::start_or_skip("three_hundred_holds_are_all_counted_reachable_and_fit_a_phone").await
     else {
         return;
     };
-    let f = fixture(true).await;
-    let s = &f.server;
-    // Without a credential the page says what to do.
-    browser.open(&s.url("/?poll=400"), None).await;
-    browser.wait_text("#banner", &["Sign in"]).await;
-    browser.open(&s.url("/?poll=400"), Some(ALICE_APPROVER_KEY)).await;
-    browser.wait_text("#empty", &["Nothing is waiting"]).await;
-
-    // The program (alice's API key) starts a transfer; the page shows it without a reload.
-    let held = raise(s, "bankingAgent", "Transfer $500 to savings", Some(ALICE_KEY)).await;
-    let session = held["sessionId"].as_str().unwrap().to_owned();
-    let card = "li.card[data-tool='transferMoney']";
-    let text = browser
-        .wait_text(
-            card,
-            &[
-                "transferMoney",
-                "Transfer $500.00 to savings",
-                "bankingAgent",
-                "\"toAccount\": \"savings\"",
-                "waiting",
-            ],
-        )
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = ops(store.clone(), runs.clone());
+    let server = TestServer::start(Server::builder().agent(agent.clone()).build().unwrap()).await;
+    let mut order = Vec::new();
+    for n in 0..300 {
+        let out = agent
+            .run(
+                holdpoint::agent::AgentInput::text(format!("close acct-{n}")),
+                holdpoint::agent::AgentInit::new(),
+            )
+            .await
+            .unwrap();
+        order.push(out.snapshot_id.unwrap());
+    }
+    browser.open(&server.url("/?poll=500"), None).await;
+    browser.wait_text("#pending-count", &["300"]).await;
+    browser
+        .wait_text("#queue-status", &["300 waiting", "showing 50 of 300"])
         .await;
-    assert!(text.contains(&session[..8]), "{text}");
-    let ops = raise(s, "opsAgent", "close acct-42", Some(ALICE_KEY)).await;
+    // Oldest first: the one that waited longest is at the top and selected.
+    let first = format!("li.item[data-snapshot='{}']", order[0]);
+    browser
+        .wait_text(&format!("{first}.selected"), &["closeAccount", "acct-0"])
+        .await;
     browser
         .wait_text(
-            "li.card[data-tool='closeAccount']",
-            &["Tool not in approved list: closeAccount", "approval gate"],
+            "#detail",
+            &["closeAccount", "Closes an account", "close acct-0", "Account", "acct-0"],
         )
         .await;
-    browser.wait_text("#pending-count", &["2"]).await;
-    browser.screenshot("approval-page").await;
 
-    // Approve the transfer (its restart data is prefilled {"approved": true}).
-    let prefilled = browser
+    // Newest first, then "load more" down to the oldest: all 300, none missing.
+    browser
         .client
-        .find(Locator::Css(&format!("{card} textarea.resume-data")))
+        .find(Locator::Css("#f-order"))
         .await
         .unwrap()
-        .prop("value")
+        .select_by_value("newest")
         .await
-        .unwrap()
-        .unwrap_or_default();
-    assert_eq!(
-        serde_json::from_str::<Value>(&prefilled).unwrap(),
-        json!({"approved": true})
-    );
-    browser.click(&format!("{card} button.approve")).await;
+        .unwrap();
     browser
-        .wait_text(&format!("{card} .notice"), &["Done", "Done: txn-123"])
+        .wait_text(&format!("li.item[data-snapshot='{}']", order[299]), &["acct-299"])
         .await;
+    for _ in 0..10 {
+        let shown = browser.js("return document.querySelectorAll('li.item').length;").await;
+        if shown == json!(300) {
+            break;
+        }
+        browser.click("#load-more").await;
+        browser
+            .wait_js(&format!(
+                "return document.querySelectorAll('li.item').length > {shown};"
+            ))
+            .await;
+    }
     browser
-        .wait_text("#outcomes li.ok", &["transferMoney", "txn-123"])
+        .wait_text("#queue-status", &["300 waiting", "showing 300 of 300"])
         .await;
-    // The audit row shows the approver.
-    browser
-        .wait_text("#decisions tbody tr[data-tool='transferMoney']", &["restart", "alice"])
+    let last = browser
+        .js("const l = document.querySelectorAll('li.item'); return l[l.length - 1].dataset.snapshot;")
         .await;
-    let latest = f.store.get_latest_snapshot(&session).await.unwrap().unwrap();
-    assert_eq!(latest.finish_reason, Some(holdpoint::FinishReason::Stop));
-    assert_eq!(latest.state.unwrap().messages.last().unwrap().text(), "Done: txn-123");
+    assert_eq!(last, json!(order[0]), "the oldest is reachable at the end");
+    let unique = browser
+        .js("return new Set([...document.querySelectorAll('li.item')].map(e => e.dataset.snapshot)).size;")
+        .await;
+    assert_eq!(unique, json!(300), "no hold repeated or missing");
+    assert!(browser.js("return document.getElementById('load-more').hidden;").await == json!(true));
 
-    // Someone else answers the ops hold first; this page then says so plainly.
-    browser.open(&s.url("/?poll=600000"), None).await;
-    let ops_card = "li.card[data-tool='closeAccount']";
-    browser.wait_text(ops_card, &["acct-42"]).await;
-    let approve = restart(&paused_part(&ops), json!({"toolApproved": true}));
-    let (code, _) = s
+    // A phone: nothing wider than the viewport, in the inbox and the audit.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.open(&server.url("/?poll=500"), None).await;
+    browser.wait_text("#queue-status", &["300 waiting"]).await;
+    browser.wait_text("#detail", &["acct-0"]).await;
+    browser.assert_no_sideways_scroll("the inbox").await;
+    browser.screenshot("inbox-phone").await;
+    let held = &order[0];
+    let (code, _) = server
         .post(
-            "/agents/opsAgent",
-            json!({"data": {"resume": {"restart": [approve]}}, "init": {"snapshotId": ops["snapshotId"]}}),
-            Some(ALICE_KEY),
+            "/agents/opsAgent/answer",
+            json!({"data": {"snapshotId": held, "decision": "deny", "reason": "a reason long enough to need wrapping on a phone screen"}}),
+            None,
         )
         .await;
     assert_eq!(code, 200);
-    browser.click(&format!("{ops_card} button.approve")).await;
+    browser.click(".tab[data-view='audit']").await;
     browser
-        .wait_text(&format!("{ops_card} .notice"), &["Already resumed elsewhere"])
+        .wait_text("#audit-table", &["deny", "a reason long enough"])
         .await;
-    assert_eq!(f.runs.load(Ordering::SeqCst), 1, "the tool ran once");
+    browser.assert_no_sideways_scroll("the audit").await;
+    let stacked = browser
+        .js("return getComputedStyle(document.querySelector('#audit-table td')).display;")
+        .await;
+    assert_eq!(stacked, json!("grid"), "table cells stack as rows on a phone");
     browser.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deny_with_a_reason_transcripts_audit_and_expired_holds() {
-    let Some(browser) = Browser::start_or_skip("deny_with_a_reason_transcripts_audit_and_expired_holds").await else {
+async fn an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival() {
+    let Some(browser) =
+        Browser::start_or_skip("an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival").await
+    else {
+        return;
+    };
+    let store = memory();
+    let made = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        Server::builder()
+            .agent(bank_with_rule(store.clone(), &made))
+            .provider(Arc::new(Names))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let held = raise(&server, "bankingAgent", "Transfer $50,000 to mallory", Some("alice")).await;
+    browser.open(&server.url("/?poll=300"), Some("olga")).await;
+    browser.wait_text("#whoami", &["olga", "finance"]).await;
+    let row = item(&held["sessionId"]);
+    browser
+        .wait_text(
+            &row,
+            &[
+                "transferMoney",
+                "bankingAgent",
+                "$50,000.00",
+                "for alice",
+                "waiting for you",
+            ],
+        )
+        .await;
+    // The context to decide: the request, the tool, the input as fields
+    // with the large amount flagged, the rule and who may approve.
+    browser
+        .wait_text(
+            "#detail",
+            &[
+                "Transfer $50,000 to mallory",
+                "Moves money between accounts once approved",
+                "Amount",
+                "$50,000.00",
+                "large amount",
+                "To account",
+                "mallory",
+                "Rule \"large transfers\": finance may approve (not the owner); 2 approvals needed",
+                "Approvals: 0 of 2",
+            ],
+        )
+        .await;
+    // Each hold is a labelled region with a heading.
+    let labelled = browser
+        .js("const s = document.querySelector('li.item section'); const h = document.getElementById(s.getAttribute('aria-labelledby')); return [s.tagName, h.tagName, h.textContent];")
+        .await;
+    assert_eq!(labelled, json!(["SECTION", "H3", "transferMoney · bankingAgent"]));
+
+    // Start typing a reason; a new hold arrives; the words and the focus stay.
+    browser.button("//section[@id='detail']", "Deny").await;
+    let reason = browser.client.find(Locator::Css("#reason")).await.unwrap();
+    reason.click().await.unwrap();
+    reason.send_keys("not to an account ").await.unwrap();
+    let second = raise(&server, "bankingAgent", "Transfer $20,000 to savings", Some("bob")).await;
+    browser.wait_text(&item(&second["sessionId"]), &["$20,000.00"]).await;
+    browser.wait_text("#queue-status", &["2 waiting"]).await;
+    reason.send_keys("we know").await.unwrap();
+    let focused = browser
+        .js("return [document.activeElement.id, document.activeElement.value];")
+        .await;
+    assert_eq!(focused, json!(["reason", "not to an account we know"]));
+    assert!(
+        browser
+            .js(&format!(
+                "return document.querySelector(\"{row}\").classList.contains('selected');"
+            ))
+            .await
+            == json!(true)
+    );
+
+    browser.screenshot("inbox-desktop").await;
+
+    // Deny, found by its accessible name: a `deny` in the audit, no transaction.
+    browser
+        .button("//section[@id='detail']", "Deny")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_text(
+            "#detail-result",
+            &["Denied with reason \"not to an account we know\"", "did not run"],
+        )
+        .await;
+    browser.wait_text("#live", &["Denied"]).await;
+    let class = browser
+        .js(&format!("return document.querySelector(\"{row}\").className;"))
+        .await;
+    assert!(class.as_str().unwrap().contains("outcome-denied"), "{class}");
+    let color = browser
+        .js("return getComputedStyle(document.getElementById('detail-result')).color;")
+        .await;
+    assert_eq!(color, json!("rgb(163, 34, 27)"), "a denial is red, not a green Done");
+    let trail = store
+        .list_audit(&holdpoint::session::AuditQuery::default())
+        .await
+        .unwrap();
+    let rows: Vec<_> = trail
+        .iter()
+        .filter(|r| r.session_id == held["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].decision.as_str(), "deny");
+    assert_eq!(rows[0].reason.as_deref(), Some("not to an account we know"));
+    assert_eq!(rows[0].actor.as_deref(), Some("olga"));
+    assert_eq!(made.load(Ordering::SeqCst), 0, "no transaction was made");
+
+    // The second transfer: olga's approval is 1 of 2; pete completes it
+    // elsewhere and the page says who did what, keeping the item visible.
+    let second_row = item(&second["sessionId"]);
+    browser.click(&second_row).await;
+    browser.wait_text("#detail", &["$20,000.00", "Approvals: 0 of 2"]).await;
+    browser
+        .button("//section[@id='detail']", "Approve")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_text("#detail-result", &["1 of 2: olga approvals recorded"])
+        .await;
+    browser.wait_text(&second_row, &["1 of 2: olga"]).await;
+    answer_as(&server, "pete", &second["snapshotId"], "approve").await;
+    browser
+        .wait_text(&second_row, &["Answered elsewhere: pete — approve"])
+        .await;
+    assert_eq!(made.load(Ordering::SeqCst), 1, "the approved transfer ran once");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds() {
+    let Some(browser) =
+        Browser::start_or_skip("the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds").await
+    else {
         return;
     };
     let store = memory();
@@ -299,51 +614,429 @@ async fn deny_with_a_reason_transcripts_audit_and_expired_holds() {
             .unwrap(),
     )
     .await;
+    let mut held = Vec::new();
+    for n in 1..=4 {
+        held.push(raise(&server, "opsAgent", &format!("close acct-{n}"), None).await);
+    }
     browser.open(&server.url("/?poll=400"), None).await;
-    let first = raise(&server, "opsAgent", "close acct-1", None).await;
-    let card = format!("li.card[data-session='{}']", first["sessionId"].as_str().unwrap());
+    browser.wait_text("#queue-status", &["4 waiting"]).await;
     browser
-        .wait_text(&card, &["closeAccount", "acct-1", "Tool not in approved list"])
+        .wait_text(&format!("{}.selected", item(&held[0]["sessionId"])), &["acct-1"])
         .await;
+    let body = browser.client.find(Locator::Css("body")).await.unwrap();
+    // j moves down, k up; a focuses Approve and Enter presses it.
+    body.send_keys("j").await.unwrap();
+    browser
+        .wait_text(&format!("{}.selected", item(&held[1]["sessionId"])), &["acct-2"])
+        .await;
+    body.send_keys("jk").await.unwrap();
+    browser
+        .wait_text(&format!("{}.selected", item(&held[1]["sessionId"])), &["acct-2"])
+        .await;
+    browser.wait_text("#detail", &["acct-2"]).await;
+    let active = browser.client.active_element().await.unwrap();
+    active.send_keys("a").await.unwrap();
+    browser.wait_js("return document.activeElement.id === 'approve';").await;
+    browser
+        .client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("\u{E007}")
+        .await
+        .unwrap();
+    browser
+        .wait_text("#detail-result", &["Approved: the call ran", "ops result"])
+        .await;
+    browser.wait_text("#live", &["Approved"]).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 
-    // Transcript and audit are one click away.
-    browser.click(&format!("{card} button.transcript")).await;
+    // d focuses the reason; Enter denies with it.
+    browser.click(&item(&held[2]["sessionId"])).await;
+    browser.wait_text("#detail", &["acct-3"]).await;
     browser
-        .wait_text("#detail", &["Transcript", "close acct-1", "closeAccount", "paused"])
+        .client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("d")
+        .await
+        .unwrap();
+    browser.wait_js("return document.activeElement.id === 'reason';").await;
+    browser
+        .client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys("wrong account\u{E007}")
+        .await
+        .unwrap();
+    browser
+        .wait_text("#detail-result", &["Denied with reason \"wrong account\""])
         .await;
-    browser.click("#detail-close").await;
-    browser.click(&format!("{card} button.audit")).await;
-    browser.wait_text("#detail", &["Audit", "No decisions recorded"]).await;
-    browser.click("#detail-close").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    browser.wait_text("#outcomes", &["Approved", "Denied"]).await;
 
-    // Deny with a reason: the model hears it, the tool never runs, the audit keeps the reason.
+    // Advanced: edit the input, then approve (recorded as an edit; the gate
+    // holds the revised call again).
+    browser.click(&item(&held[3]["sessionId"])).await;
+    browser.wait_text("#detail", &["acct-4"]).await;
+    browser.click("#detail details.advanced summary").await;
+    let field = browser
+        .client
+        .find(Locator::Css("#detail [data-field='account'] input"))
+        .await
+        .unwrap();
+    field.clear().await.unwrap();
+    field.send_keys("acct-44").await.unwrap();
     browser
-        .type_into(&format!("{card} input.reason"), "too risky today")
-        .await;
-    browser.click(&format!("{card} button.deny")).await;
-    browser.wait_text(&format!("{card} .notice"), &["Done", "denied"]).await;
+        .button("//section[@id='detail']", "Approve edited input")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_text("#detail-result", &["Edited", "paused again"]).await;
+    browser.wait_text("li.item:not(.done)", &["acct-44"]).await;
     browser
-        .wait_text(
-            "#decisions tbody tr[data-decision='deny']",
-            &["closeAccount", "too risky today", "anonymous"],
-        )
+        .js("[...document.querySelectorAll('li.item:not(.done)')].find(e => e.textContent.includes('acct-44')).click(); return true;")
         .await;
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    browser.wait_text("#detail", &["acct-44"]).await;
+    // Respond instead: the tool does not run.
+    browser.click("#detail details.advanced summary").await;
+    let output = browser
+        .client
+        .find(Locator::Css("#detail fieldset:nth-of-type(2) textarea"))
+        .await
+        .unwrap();
+    output.send_keys("{\"closed\": \"by hand\"}").await.unwrap();
+    browser
+        .button("//section[@id='detail']", "Respond without running")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_text("#detail-result", &["Responded", "did not run", "by hand"])
+        .await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "neither the edit nor the response ran the tool"
+    );
+    let decisions: Vec<Value> = store
+        .list_audit(&holdpoint::session::AuditQuery::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| json!(r.decision.as_str()))
+        .collect();
+    for d in ["approve", "deny", "edit", "respond"] {
+        assert!(decisions.contains(&json!(d)), "{d} in {decisions:?}");
+    }
 
-    // An expired hold says so, and approving it is refused (nothing runs,
-    // nothing is recorded).
-    let late = raise(&server, "expiringOps", "close acct-2", None).await;
-    let late_card = format!("li.card[data-session='{}']", late["sessionId"].as_str().unwrap());
-    browser.wait_text(&late_card, &["acct-2"]).await;
+    // An expired hold says so and cannot be approved; amber, not green.
+    let late = raise(&server, "expiringOps", "close acct-9", None).await;
+    let late_row = item(&late["sessionId"]);
+    browser.wait_text(&late_row, &["acct-9"]).await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    browser.wait_text(&late_card, &["expired", "approval expired"]).await;
-    browser.click(&format!("{late_card} button.approve")).await;
+    browser.wait_text(&late_row, &["expired"]).await;
+    browser.click(&late_row).await;
     browser
-        .wait_text(
-            &format!("{late_card} .notice"),
-            &["expired", "can no longer be approved"],
+        .wait_text("#detail", &["Expired: it can no longer be approved"])
+        .await;
+    browser
+        .button("//section[@id='detail']", "Approve")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_text("#detail-result", &["Expired", "can no longer be approved"])
+        .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // The session's audit inline, the transcript, and the full audit view.
+    browser.click("#detail details.inline-transcript summary").await;
+    browser
+        .wait_text("#detail .inline-transcript", &["close acct-9", "closeAccount"])
+        .await;
+    browser.click(".tab[data-view='audit']").await;
+    browser.wait_text("#audit-status", &["Showing 4 of 4 decisions"]).await;
+    browser
+        .client
+        .find(Locator::Css("#audit-decision"))
+        .await
+        .unwrap()
+        .select_by_value("deny")
+        .await
+        .unwrap();
+    browser.click("#audit-apply").await;
+    browser.wait_text("#audit-status", &["Showing 1 of 1"]).await;
+    browser.wait_text("#audit-table", &["deny", "wrong account"]).await;
+    browser.close().await;
+}
+
+/// The WCAG contrast ratios of every visible element matching `css`:
+/// its text colour (or, with `border`, its border colour) against the
+/// first opaque background behind it. Returns `[[ratio, description]]`.
+const CONTRAST_JS: &str = r#"
+const [css, border] = arguments;
+const rgb = (s) => (s.match(/[\d.]+/g) || []).map(Number);
+const lum = ([r, g, b]) => {
+  const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+  return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+};
+const backOf = (e) => {
+  for (let n = e; n; n = n.parentElement) {
+    const c = rgb(getComputedStyle(n).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0.99)) return c.slice(0, 3);
+  }
+  return [255, 255, 255];
+};
+return [...document.querySelectorAll(css)].filter((e) => e.offsetParent !== null).map((e) => {
+  const s = getComputedStyle(e);
+  const fg = rgb(border ? s.borderTopColor : s.color).slice(0, 3);
+  const bg = border ? backOf(e.parentElement) : backOf(e);
+  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+  return [(a + 0.05) / (b + 0.05), e.tagName + "." + e.className + " " + (e.textContent || "").slice(0, 30)];
+});
+"#;
+
+impl Browser {
+    async fn assert_contrast(&self, css: &str, border: bool, min: f64) {
+        let got = self
+            .client
+            .execute(CONTRAST_JS, vec![json!(css), json!(border)])
+            .await
+            .unwrap();
+        let all = got.as_array().unwrap();
+        assert!(!all.is_empty(), "nothing visible matches {css}");
+        for pair in all {
+            let ratio = pair[0].as_f64().unwrap();
+            assert!(ratio >= min, "{css}: contrast {ratio:.2} < {min} for {}", pair[1]);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_a_double_answer_calls_in_doubt_settled_and_aa_contrast() {
+    let Some(browser) = Browser::start_or_skip("sign_in_a_double_answer_calls_in_doubt_settled_and_aa_contrast").await
+    else {
+        return;
+    };
+    let f = fixture(true).await;
+    let s = &f.server;
+    // Without a credential the page says what to do; an API key signs in.
+    browser.open(&s.url("/?poll=400"), None).await;
+    browser.wait_text("#banner", &["Sign in"]).await;
+    browser.open(&s.url("/?poll=400"), Some(ALICE_APPROVER_KEY)).await;
+    browser.wait_text("#whoami", &["Signed in as alice"]).await;
+    let first = s
+        .post(
+            "/agents/opsAgent",
+            json!({"data": user("close acct-1")}),
+            Some(ALICE_KEY),
+        )
+        .await
+        .1["result"]
+        .clone();
+    let doubt = s
+        .post(
+            "/agents/opsAgent",
+            json!({"data": user("close acct-2")}),
+            Some(ALICE_KEY),
+        )
+        .await
+        .1["result"]
+        .clone();
+    browser.wait_text("#queue-status", &["2 waiting"]).await;
+    browser.wait_text(&item(&first["sessionId"]), &["acct-1"]).await;
+
+    // Text, controls and borders meet WCAG AA, answered rows included.
+    browser
+        .assert_contrast(
+            ".muted, .badge, .item-title, .item-summary, label, .rule, .keys",
+            false,
+            4.5,
         )
         .await;
-    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    browser.assert_contrast("button", false, 4.5).await;
+    browser.assert_contrast("input, select", true, 3.0).await;
+
+    // Another tab answers first; this page, not refreshing, is told so
+    // plainly and nothing runs twice.
+    browser.open(&s.url("/?poll=600000"), None).await;
+    browser
+        .wait_text(&format!("{}.selected", item(&first["sessionId"])), &["acct-1"])
+        .await;
+    let (code, _) = s
+        .post(
+            "/agents/opsAgent/answer",
+            json!({"data": {"snapshotId": first["snapshotId"], "decision": "approve"}}),
+            Some(ALICE_KEY),
+        )
+        .await;
+    assert_eq!(code, 200);
+    browser
+        .button("//section[@id='detail']", "Approve")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_text("#detail-result", &["Already answered elsewhere"])
+        .await;
+    browser
+        .wait_text(&item(&first["sessionId"]), &["Answered elsewhere: alice — approve"])
+        .await;
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1, "the tool ran once");
+    browser
+        .assert_contrast("li.item.done .item-outcome, li.item.done .item-title", false, 4.5)
+        .await;
+
+    // A resume claimed the second call and its process died: in doubt.
+    f.store
+        .claim_resume(
+            holdpoint::session::ResumeClaim {
+                snapshot_id: doubt["snapshotId"].as_str().unwrap().to_owned(),
+                lease_until: chrono::Utc::now() - chrono::Duration::seconds(1),
+                takeover: false,
+            },
+            vec![],
+        )
+        .await
+        .unwrap();
+    browser.open(&s.url("/?poll=400"), None).await;
+    browser.click(".tab[data-view='doubt']").await;
+    browser.wait_text("#doubt-count", &["1"]).await;
+    let card = "#doubt-list li.doubt[data-tool='closeAccount']";
+    browser
+        .wait_text(card, &["closeAccount", "may or may not have run", "acct-2"])
+        .await;
+    // Re-running asks for a confirmation first.
+    browser
+        .button("//li[contains(@class,'doubt')]", "Re-run it…")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .button("//li[contains(@class,'doubt')]", "Yes, run it again")
+        .await;
+    // The operator checked: it ran. Settle with what happened.
+    browser
+        .client
+        .find(Locator::Css(&format!("{card} textarea")))
+        .await
+        .unwrap()
+        .send_keys("{\"closed\": \"acct-2\"}")
+        .await
+        .unwrap();
+    browser
+        .button("//li[contains(@class,'doubt')]", "Settle with this result")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_text(card, &["Settled with what happened"]).await;
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1, "settling with a result runs nothing");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_signs_in_with_openid_connect_and_pkce() {
+    let Some(browser) = Browser::start_or_skip("an_approver_signs_in_with_openid_connect_and_pkce").await else {
+        return;
+    };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/oidc");
+    let (Some(node), true) = (
+        which("node"),
+        dir.join("node_modules/oauth2-mock-server/package.json").is_file(),
+    ) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "node and oauth2-mock-server are required in CI"
+        );
+        eprintln!(
+            "SKIPPED an_approver_signs_in_with_openid_connect_and_pkce: npm ci --prefix crates/holdpoint-server/tests/oidc"
+        );
+        return;
+    };
+    let mut provider = tokio::process::Command::new(node)
+        .arg("login.mjs")
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let _stdin = provider.stdin.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(provider.stdout.take().unwrap()));
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the provider started")
+        .unwrap()
+        .unwrap();
+    let issuer = serde_json::from_str::<Value>(&first).unwrap()["issuer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The server verifies the page's token with its own JWT verifier, by
+    // OIDC discovery on the same issuer.
+    let jwt = holdpoint_server::auth::JwtVerifier::jwks(holdpoint_server::auth::JwksSource::issuer(&issuer))
+        .unwrap()
+        .issuer(&issuer)
+        .audience("holdpoint-page")
+        .roles_claim("roles");
+
+    let store = memory();
+    let made = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        Server::builder()
+            .agent(bank_with_rule(store.clone(), &made))
+            .jwt(jwt)
+            .provider(Arc::new(Names))
+            .page_login(holdpoint_server::PageLogin::new(&issuer, "holdpoint-page").unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await;
+    // The page may talk to the issuer, and nothing else beyond itself.
+    let page = server.client.get(server.url("/")).send().await.unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains(&format!("connect-src 'self' {issuer};")), "{csp}");
+    let held = raise(&server, "bankingAgent", "Transfer $50,000 to mallory", Some("alice")).await;
+
+    // Sign in: to the provider and back, the code exchanged with PKCE.
+    browser.open(&server.url("/?poll=400"), None).await;
+    browser
+        .button("//header", "Sign in with SSO")
+        .await
+        .click()
+        .await
+        .unwrap();
+    // The verifier names a token's principal by its issuer and subject.
+    browser
+        .wait_text("#whoami", &["Signed in as jwt:", "#olga", "roles: finance"])
+        .await;
+    let url = browser.client.current_url().await.unwrap();
+    assert!(
+        url.query().is_none_or(|q| !q.contains("code=")),
+        "the code is not left in the address: {url}"
+    );
+    // As olga (finance) the held transfer is hers to answer; API keys and
+    // other bearer tokens keep working beside the sign-in.
+    browser
+        .wait_text(&item(&held["sessionId"]), &["$50,000.00", "waiting for you"])
+        .await;
+    browser
+        .button("//section[@id='detail']", "Approve")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_text("#detail-result", &["1 of 2: jwt:", "#olga"]).await;
+    assert_eq!(made.load(Ordering::SeqCst), 0);
     browser.close().await;
 }

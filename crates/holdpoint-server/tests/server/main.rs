@@ -12,6 +12,7 @@ mod browser;
 mod child;
 mod disk;
 mod hardening;
+mod inbox;
 mod jwt;
 mod kill;
 mod load;

@@ -145,6 +145,7 @@ impl AgentBuilder {
         }
         // Only prompt agents run their tool calls through the rule gate.
         let has_policy = self.policy.is_some() && self.custom.is_none();
+        let definitions = self.tools.iter().map(|t| t.definition().clone()).collect();
         let handler: Arc<dyn TurnHandler> = match self.custom {
             Some(h) => h,
             None => {
@@ -193,6 +194,7 @@ impl AgentBuilder {
                 abort_wait: self.abort_wait,
                 resume_lease: self.resume_lease,
                 has_policy,
+                tools: definitions,
             }),
         })
     }

@@ -115,6 +115,8 @@ pub(crate) struct AgentDef {
     pub resume_lease: Duration,
     /// Whether an approval policy governs its tool calls.
     pub has_policy: bool,
+    /// The definitions of the tools of a prompt agent (empty for a custom one).
+    pub tools: Vec<crate::model::ToolDefinition>,
 }
 
 /// An agent definition: immutable and cheap to clone.
@@ -171,6 +173,12 @@ impl Agent {
     /// The agent's description.
     pub fn description(&self) -> Option<&str> {
         self.def.description.as_deref()
+    }
+
+    /// The definitions of its tools (name, description, input and output
+    /// schemas), as the model sees them; empty for a custom agent.
+    pub fn tool_definitions(&self) -> &[crate::model::ToolDefinition] {
+        &self.def.tools
     }
 
     /// The same agent with another state codec (a server installs its

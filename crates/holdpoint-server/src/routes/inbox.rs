@@ -1,0 +1,507 @@
+//! `GET /inbox` and `GET /audit`: the approver's queue and the audit trail
+//! across every agent the caller may use, filtered, sorted and paged on a
+//! cursor, with the true total (docs/reference.md §12.8).
+//!
+//! Both walk every row the caller may see (up to [`SCAN_LIMIT`] per agent;
+//! beyond it the answer says `truncated`, never a silent cap), filter and
+//! sort them, and return one page. The cursor is the sort key of the last
+//! item of a page: the next page starts strictly after it, so holds that
+//! arrive or go between two pages neither repeat nor push others out.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use holdpoint::agent::{Agent, PendingApproval};
+use holdpoint::session::{AuditQuery, AuditRecord, SnapshotQuery};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::auth::{Caller, Identity};
+use crate::envelope::{ApiQuery, reply};
+use crate::error::ApiError;
+use crate::routes::pending::{access, roles};
+use crate::state::AppState;
+
+/// How many rows of one agent a listing reads at most before it answers
+/// `truncated: true`.
+pub(crate) const SCAN_LIMIT: usize = 100_000;
+
+/// A page size when none is asked for.
+const DEFAULT_PAGE: usize = 50;
+
+/// The order of the queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Order {
+    /// Longest waiting first.
+    #[default]
+    Oldest,
+    /// Most recent first.
+    Newest,
+    /// Soonest to expire first (holds without an expiry last, oldest first).
+    Expiry,
+}
+
+/// `GET /inbox` query parameters; every filter is optional and they combine.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct InboxQuery {
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    tool: Option<String>,
+    /// Only holds whose rule names this approver role.
+    #[serde(default)]
+    role: Option<String>,
+    /// `true`: only expired holds; `false`: only live ones.
+    #[serde(default)]
+    expired: Option<bool>,
+    /// Only holds the caller may answer and has not approved yet.
+    #[serde(default)]
+    mine: Option<bool>,
+    /// Only holds with some approvals recorded short of the quorum.
+    #[serde(default)]
+    partial: Option<bool>,
+    /// Text that must occur (case-insensitively) in the tool, agent, owner,
+    /// session or snapshot id, the interrupt, or the input.
+    #[serde(default)]
+    q: Option<String>,
+    #[serde(default)]
+    order: Order,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// A tool as the page describes it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolInfo {
+    description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<Value>,
+}
+
+/// Counts over everything the caller may see, before the filters.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Counts {
+    waiting: usize,
+    expired: usize,
+    partial: usize,
+    mine: usize,
+}
+
+/// One page of the queue.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InboxPage {
+    items: Vec<InboxItem>,
+    /// How many holds pass the filters (all pages).
+    total: usize,
+    /// The cursor of the next page; absent on the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+    counts: Counts,
+    /// Whether some agent had more waiting rows than one listing reads.
+    truncated: bool,
+    /// The agents and tools present (for the filters).
+    agents: BTreeMap<String, Vec<String>>,
+    /// The roles named by the rules of the holds present.
+    roles: Vec<String>,
+    /// The definitions of the tools on this page, by agent and tool.
+    tools: BTreeMap<String, BTreeMap<String, ToolInfo>>,
+    /// Who is asking: the principal (absent when anonymous) and its roles.
+    caller: CallerInfo,
+}
+
+/// The caller as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallerInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    principal: Option<String>,
+    roles: Vec<String>,
+}
+
+/// A listed hold, with what the caller may do about it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InboxItem {
+    #[serde(flatten)]
+    call: PendingApproval,
+    /// Whether the caller may answer it and has not approved it yet.
+    for_me: bool,
+    /// Why the caller may not answer it, when it may not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<String>,
+}
+
+/// Whether (and why not) `caller` may answer `call`.
+fn may_answer(call: &PendingApproval, caller: &Identity, roles: &[String]) -> Result<(), String> {
+    let principal = caller.principal();
+    match &call.rule {
+        Some(rule) => rule
+            .may_answer(principal.unwrap_or(""), call.owner.as_deref(), roles)
+            .map_err(|r| r.to_string()),
+        None if call.owner.is_none() || call.owner.as_deref() == principal => Ok(()),
+        None => Err("only the session's owner may answer this call".into()),
+    }
+}
+
+fn already_approved(call: &PendingApproval, caller: &Identity) -> bool {
+    caller
+        .principal()
+        .is_some_and(|p| call.approvals.iter().any(|a| a.actor == p))
+}
+
+fn contains(haystack: &str, needle: &str) -> bool {
+    haystack.to_lowercase().contains(needle)
+}
+
+fn matches_text(call: &PendingApproval, needle: &str) -> bool {
+    let fields = [
+        call.tool.as_str(),
+        call.agent.as_deref().unwrap_or(""),
+        call.owner.as_deref().unwrap_or(""),
+        call.session_id.as_str(),
+        call.snapshot_id.as_str(),
+    ];
+    fields.iter().any(|f| contains(f, needle))
+        || contains(&Value::Object(call.interrupt.clone()).to_string(), needle)
+        || contains(&call.input.to_string(), needle)
+}
+
+/// The sort key of a hold: its times and its ids, so that every hold has
+/// one place in the order.
+fn key_of(item: &InboxItem) -> (i64, i64, String) {
+    let c = &item.call;
+    let held = c.held_since.timestamp_nanos_opt().unwrap_or(0);
+    let expires = c.expires_at.and_then(|t| t.timestamp_nanos_opt()).unwrap_or(i64::MAX);
+    let id = format!(
+        "{}\u{1f}{}\u{1f}{}\u{1f}{}",
+        c.agent.as_deref().unwrap_or(""),
+        c.snapshot_id,
+        c.tool,
+        c.reference.as_deref().unwrap_or("")
+    );
+    (expires, held, id)
+}
+
+fn compare(order: Order, a: &(i64, i64, String), b: &(i64, i64, String)) -> Ordering {
+    match order {
+        Order::Oldest => (a.1, &a.2).cmp(&(b.1, &b.2)),
+        Order::Newest => (b.1, &b.2).cmp(&(a.1, &a.2)),
+        Order::Expiry => a.cmp(b),
+    }
+}
+
+fn encode_cursor(key: &(i64, i64, String)) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}\u{1e}{}\u{1e}{}", key.0, key.1, key.2))
+}
+
+fn decode_cursor(cursor: &str) -> Result<(i64, i64, String), ApiError> {
+    let bad = || ApiError::invalid("cursor: not a cursor this listing gave out");
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?).map_err(|_| bad())?;
+    let mut parts = text.splitn(3, '\u{1e}');
+    let expires = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let held = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let id = parts.next().ok_or_else(bad)?.to_owned();
+    Ok((expires, held, id))
+}
+
+/// The agents of `caller` that `only` (an agent name, if any) selects:
+/// 404 for an unknown one, 403 for one outside the caller's scope.
+fn agents_of<'a>(state: &'a AppState, caller: &Identity, only: Option<&str>) -> Result<Vec<&'a Agent>, ApiError> {
+    match only.filter(|a| !a.is_empty()) {
+        Some(name) => Ok(vec![state.agent(caller, name)?]),
+        None => Ok(state
+            .agents()
+            .values()
+            .filter(|a| a.is_server_managed() && caller.scope.allows(a.name()))
+            .collect()),
+    }
+}
+
+fn page_size(state: &AppState, limit: Option<usize>) -> usize {
+    limit.unwrap_or(DEFAULT_PAGE).clamp(1, state.limits().max_list)
+}
+
+/// `GET /inbox?agent=&tool=&role=&expired=&mine=&partial=&q=&order=&cursor=&limit=`:
+/// the holds the caller may answer or watch, across its agents.
+pub(crate) async fn inbox(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiQuery(query): ApiQuery<InboxQuery>,
+) -> Result<Response, ApiError> {
+    let after = query
+        .cursor
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()?;
+    let limit = page_size(&state, query.limit);
+    let roles = roles(&caller);
+    let needle = query
+        .q
+        .as_deref()
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(str::to_lowercase);
+    let mut truncated = false;
+    let mut counts = Counts::default();
+    let mut agents_seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut roles_seen: Vec<String> = Vec::new();
+    let mut items: Vec<InboxItem> = Vec::new();
+    let mut definitions: BTreeMap<(String, String), ToolInfo> = BTreeMap::new();
+    for agent in agents_of(&state, &caller, query.agent.as_deref())? {
+        let listed = agent
+            .pending_for(
+                SnapshotQuery {
+                    owner: caller.principal().map(str::to_owned),
+                    limit: Some(SCAN_LIMIT),
+                    ..SnapshotQuery::default()
+                },
+                access(&caller, &roles),
+            )
+            .await?;
+        truncated |= listed.len() >= SCAN_LIMIT;
+        for def in agent.tool_definitions() {
+            definitions.insert(
+                (agent.name().to_owned(), def.name.clone()),
+                ToolInfo {
+                    description: def.description.clone(),
+                    input_schema: def.input_schema.clone(),
+                    output_schema: def.output_schema.clone(),
+                },
+            );
+        }
+        for mut call in listed {
+            call.agent = Some(agent.name().to_owned());
+            let answerable = may_answer(&call, &caller, &roles);
+            let for_me = answerable.is_ok() && !already_approved(&call, &caller) && !call.expired;
+            let partial = !call.approvals.is_empty();
+            counts.waiting += 1;
+            counts.expired += usize::from(call.expired);
+            counts.partial += usize::from(partial);
+            counts.mine += usize::from(for_me);
+            let tools = agents_seen.entry(agent.name().to_owned()).or_default();
+            if !tools.contains(&call.tool) {
+                tools.push(call.tool.clone());
+            }
+            for role in call.rule.iter().flat_map(|r| &r.approvers) {
+                if !roles_seen.contains(role) {
+                    roles_seen.push(role.clone());
+                }
+            }
+            let keep = query.tool.as_deref().is_none_or(|t| t.is_empty() || t == call.tool)
+                && query.role.as_deref().is_none_or(|r| {
+                    r.is_empty()
+                        || call
+                            .rule
+                            .as_ref()
+                            .is_some_and(|rule| rule.approvers.iter().any(|a| a == r))
+                })
+                && query.expired.is_none_or(|e| e == call.expired)
+                && query.mine.is_none_or(|m| m == for_me)
+                && query.partial.is_none_or(|p| p == partial)
+                && needle.as_deref().is_none_or(|n| matches_text(&call, n));
+            if keep {
+                items.push(InboxItem {
+                    call,
+                    for_me,
+                    refused: answerable.err(),
+                });
+            }
+        }
+    }
+    for tools in agents_seen.values_mut() {
+        tools.sort();
+    }
+    roles_seen.sort();
+    let total = items.len();
+    let mut keyed: Vec<((i64, i64, String), InboxItem)> = items.into_iter().map(|i| (key_of(&i), i)).collect();
+    keyed.sort_by(|a, b| compare(query.order, &a.0, &b.0));
+    let start = after.map_or(0, |after| {
+        keyed.partition_point(|(k, _)| compare(query.order, k, &after) != Ordering::Greater)
+    });
+    let rest = keyed.len() - start;
+    let page: Vec<((i64, i64, String), InboxItem)> = keyed.into_iter().skip(start).take(limit).collect();
+    let next_cursor = (rest > page.len())
+        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
+        .flatten();
+    let mut tools: BTreeMap<String, BTreeMap<String, ToolInfo>> = BTreeMap::new();
+    for (_, item) in &page {
+        let agent = item.call.agent.clone().unwrap_or_default();
+        if let Some(info) = definitions.get(&(agent.clone(), item.call.tool.clone())) {
+            tools
+                .entry(agent)
+                .or_default()
+                .insert(item.call.tool.clone(), info.clone());
+        }
+    }
+    Ok(reply(InboxPage {
+        items: page.into_iter().map(|(_, i)| i).collect(),
+        total,
+        next_cursor,
+        counts,
+        truncated,
+        agents: agents_seen,
+        roles: roles_seen,
+        tools,
+        caller: CallerInfo {
+            principal: caller.principal().map(str::to_owned),
+            roles,
+        },
+    })
+    .into_response())
+}
+
+/// `GET /audit` query parameters; every filter is optional and they combine.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct AuditFilter {
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    tool: Option<String>,
+    /// Who acted (the record's actor, else its principal).
+    #[serde(default)]
+    actor: Option<String>,
+    #[serde(default)]
+    decision: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    /// Only the decisions about this held snapshot; readable by whoever may
+    /// see the hold (an approver too, after it was answered), 404 otherwise.
+    #[serde(default)]
+    snapshot_id: Option<String>,
+    /// Only records at or after this time (RFC 3339).
+    #[serde(default)]
+    since: Option<DateTime<Utc>>,
+    /// Only records before this time (RFC 3339).
+    #[serde(default)]
+    until: Option<DateTime<Utc>>,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// One page of the audit trail, newest first.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditPage {
+    items: Vec<AuditRecord>,
+    total: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+    truncated: bool,
+}
+
+/// Whether `record` is the decision `wanted` names: its wire name, an older
+/// spelling of it (`expired`, `abandoned`), or `settle` for any decision of
+/// a settlement.
+fn is_decision(record: &AuditRecord, wanted: &str) -> bool {
+    let name = record.decision.as_str();
+    name == wanted
+        || (wanted == "settle" && record.settles)
+        || matches!((name, wanted), ("expire", "expired") | ("abandon", "abandoned"))
+}
+
+/// Whether `caller` may read `record` in the whole-trail listing: a
+/// decision on its behalf or by it (an anonymous caller: the unowned ones).
+fn readable(record: &AuditRecord, caller: &Identity) -> bool {
+    match caller.principal() {
+        Some(p) => record.principal.as_deref() == Some(p) || record.actor.as_deref() == Some(p),
+        None => record.principal.is_none(),
+    }
+}
+
+/// `GET /audit?agent=&tool=&actor=&decision=&sessionId=&snapshotId=&since=&until=&cursor=&limit=`:
+/// the decisions the caller made or that were made on its behalf, newest
+/// first; with `snapshotId`, the decisions about that hold for anyone who
+/// may see it (404 for anyone else).
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiQuery(query): ApiQuery<AuditFilter>,
+) -> Result<Response, ApiError> {
+    let after = query
+        .cursor
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()?;
+    let limit = page_size(&state, query.limit);
+    let mut truncated = false;
+    let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
+    let nonempty = |o: &Option<String>| o.clone().filter(|s| !s.is_empty());
+    let (tool, actor, decision) = (nonempty(&query.tool), nonempty(&query.actor), nonempty(&query.decision));
+    let snapshot_id = nonempty(&query.snapshot_id);
+    let caller_roles = roles(&caller);
+    let mut seen_hold = false;
+    for agent in agents_of(&state, &caller, query.agent.as_deref())? {
+        // The hold's own decisions are readable by whoever may see the hold.
+        let hold_visible = match &snapshot_id {
+            Some(id) => agent.snapshot(id, access(&caller, &caller_roles)).await?.is_some(),
+            None => false,
+        };
+        if snapshot_id.is_some() && !hold_visible {
+            continue;
+        }
+        seen_hold |= hold_visible;
+        let records = agent
+            .audit(AuditQuery {
+                session_id: nonempty(&query.session_id),
+                limit: Some(SCAN_LIMIT),
+                ..AuditQuery::default()
+            })
+            .await?;
+        truncated |= records.len() >= SCAN_LIMIT;
+        for r in records {
+            let who = r.actor.as_deref().or(r.principal.as_deref());
+            let keep = (hold_visible || readable(&r, &caller))
+                && snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
+                && tool.as_deref().is_none_or(|t| t == r.tool)
+                && actor.as_deref().is_none_or(|a| who == Some(a))
+                && decision.as_deref().is_none_or(|d| is_decision(&r, d))
+                && query.since.is_none_or(|t| r.at >= t)
+                && query.until.is_none_or(|t| r.at < t);
+            if keep {
+                // Newest first: the key sorts descending by negating time.
+                let at = r.at.timestamp_nanos_opt().unwrap_or(0);
+                rows.push(((0, -at, format!("{}\u{1f}{}", agent.name(), r.id)), r));
+            }
+        }
+    }
+    if let Some(id) = &snapshot_id
+        && rows.is_empty()
+        && !seen_hold
+    {
+        return Err(ApiError::not_found(format!("snapshot {id} not found")));
+    }
+    let total = rows.len();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let start = after.map_or(0, |after| rows.partition_point(|(k, _)| *k <= after));
+    let rest = rows.len() - start;
+    let page: Vec<_> = rows.into_iter().skip(start).take(limit).collect();
+    let next_cursor = (rest > page.len())
+        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
+        .flatten();
+    Ok(reply(AuditPage {
+        items: page.into_iter().map(|(_, r)| r).collect(),
+        total,
+        next_cursor,
+        truncated,
+    })
+    .into_response())
+}

@@ -1,0 +1,138 @@
+// The server's API as the page uses it (docs/reference.md §12).
+
+const CREDENTIAL_KEY = "holdpoint.credential";
+
+export const session = {
+  credential: sessionStorage.getItem(CREDENTIAL_KEY) || localStorage.getItem(CREDENTIAL_KEY) || "",
+  set(value) {
+    this.credential = value;
+    if (value) sessionStorage.setItem(CREDENTIAL_KEY, value);
+    else {
+      sessionStorage.removeItem(CREDENTIAL_KEY);
+      localStorage.removeItem(CREDENTIAL_KEY);
+    }
+  },
+};
+
+/** GET `path`, or POST `options.body` as JSON; answers {ok, status, result | error}. */
+export async function api(path, options) {
+  const headers = { Accept: "application/json" };
+  if (session.credential) headers.Authorization = "Bearer " + session.credential;
+  const init = { method: "GET", headers, cache: "no-store" };
+  if (options && options.body !== undefined) {
+    init.method = "POST";
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(options.body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (e) {
+    return { ok: false, status: 0, error: { status: "UNAVAILABLE", message: "The server cannot be reached (" + e.message + ")." } };
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (_) {
+    body = null;
+  }
+  if (response.ok && body && "result" in body) return { ok: true, status: response.status, result: body.result };
+  const error = (body && body.error) || { status: "INTERNAL", message: "HTTP " + response.status };
+  return { ok: false, status: response.status, error };
+}
+
+/** A query string of the non-empty entries of `params`. */
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null || v === "" || v === false) continue;
+    q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+export function agentPath(agent, tail) {
+  return "agents/" + encodeURIComponent(agent) + (tail ? "/" + tail : "");
+}
+
+/** Words a person can act on, for an error answer. */
+export function explain(answer) {
+  const e = answer.error || {};
+  switch (answer.status) {
+    case 0:
+      return e.message;
+    case 401:
+      return "Sign in: enter an API key or token above. (" + e.message + ")";
+    case 403:
+      return "Not allowed: " + e.message;
+    case 404:
+      return "Not found: it is gone, or it belongs to someone else. (" + e.message + ")";
+    case 409:
+      return "Already answered elsewhere: someone answered this call first, so nothing was done twice.";
+    case 413:
+      return "Too large: " + e.message;
+    default:
+      return (e.status ? e.status + ": " : "") + (e.message || "something went wrong");
+  }
+}
+
+/** The paused request's ref, if any. */
+export function refOf(item) {
+  const req = item.part && item.part.toolRequest;
+  return (req && req.ref) || item.ref;
+}
+
+/** A restart directive for `item` with `resumed` data and, optionally, a replaced input. */
+export function restartPart(item, resumed, newInput) {
+  const req = item.part.toolRequest;
+  const toolRequest = { name: req.name };
+  if (req.ref !== undefined) toolRequest.ref = req.ref;
+  const metadata = { resumed };
+  if (newInput !== undefined) {
+    toolRequest.input = newInput;
+    metadata.replacedInput = req.input === undefined ? null : req.input;
+  } else if (req.input !== undefined) {
+    toolRequest.input = req.input;
+  }
+  return { toolRequest, metadata };
+}
+
+/** A respond directive giving `output` as the tool's result. */
+export function respondPart(item, output) {
+  const req = item.part.toolRequest;
+  const toolResponse = { name: req.name, output };
+  if (req.ref !== undefined) toolResponse.ref = req.ref;
+  return { toolResponse, metadata: { interruptResponse: true } };
+}
+
+/** Approve or deny through POST /agents/{name}/answer (docs/reference.md §10.6). */
+export function answer(item, approve, reason) {
+  const data = { snapshotId: item.snapshotId, tool: item.tool, decision: approve ? "approve" : "deny" };
+  const ref = refOf(item);
+  if (ref !== undefined) data.ref = ref;
+  if (reason) data.reason = reason;
+  return api(agentPath(item.agent, "answer"), { body: { data } });
+}
+
+/** An ordinary resume of `item`'s snapshot with one directive. */
+export function resume(item, directive) {
+  const resume = directive.toolResponse ? { respond: [directive] } : { restart: [directive] };
+  return api(agentPath(item.agent), { body: { data: { resume }, init: { snapshotId: item.snapshotId } } });
+}
+
+/** Settles a call in doubt (docs/reference.md §8.3). */
+export function settle(item, directive) {
+  const resume = directive.toolResponse ? { respond: [directive] } : { restart: [directive] };
+  return api(agentPath(item.agent, "settle"), { body: { data: { snapshotId: item.snapshotId, resume } } });
+}
+
+/** The text of an agent's reply. */
+export function outputText(result) {
+  const content = (result && result.message && result.message.content) || [];
+  return content
+    .filter((p) => typeof p.text === "string")
+    .map((p) => p.text)
+    .join(" ")
+    .trim();
+}

@@ -1,0 +1,359 @@
+// The detail pane of the selected hold: its context (the user's request,
+// the tool, the input as fields, who may approve, the expiry, ids, the
+// transcript and audit) and the answers (approve, deny, and under
+// "Advanced" edit-then-approve and respond). Typed text lives in `drafts`,
+// so switching items or a refresh never loses it.
+
+import { agentPath, answer, api, explain, outputText, refOf, respondPart, restartPart, resume } from "./api.js";
+import { $, announce, copyable, countdown, el, fieldList, pretty, short, when } from "./dom.js";
+import { schemaForm } from "./forms.js";
+import { decisionKind, keyOf, tally } from "./queue.js";
+
+const TOOL_APPROVAL = "genkit-middleware/toolApproval";
+const snapshots = new Map(); // snapshotId -> Promise<answer>
+
+export const drafts = new Map(); // key -> reason text
+
+function snapshotOf(item) {
+  if (!snapshots.has(item.snapshotId)) {
+    snapshots.set(item.snapshotId, api(agentPath(item.agent, "getSnapshot"), { body: { data: { snapshotId: item.snapshotId } } }));
+  }
+  return snapshots.get(item.snapshotId);
+}
+
+function interruptText(item) {
+  const data = item.interrupt || {};
+  if (typeof data.message === "string") return data.message;
+  if (typeof data.details === "string") return data.details;
+  const keys = Object.keys(data).filter((k) => k !== "expiresAt");
+  return keys.length ? pretty(data) : "The tool paused for an answer.";
+}
+
+function ruleText(item) {
+  const r = item.rule;
+  if (!r) {
+    const gate = typeof item.interruptedBy === "string" && item.interruptedBy.startsWith(TOOL_APPROVAL);
+    return (gate ? "Held by the approval gate" : "The tool asks for an answer") + "; the session's owner" + (item.owner ? " (" + item.owner + ")" : "") + " answers.";
+  }
+  return (
+    'Rule "' + r.rule + '": ' + r.approvers.join(" or ") + " may approve" + (r.selfApproval ? " (the owner too)" : " (not the owner)") + "; " + r.quorum + (r.quorum > 1 ? " approvals needed" : " approval needed")
+  );
+}
+
+/** The resume data that approves (or denies) `item`, with a reason. */
+function replyData(item, approve, reason) {
+  if (item.reply) {
+    const data = Object.assign({}, approve ? item.reply.approve : item.reply.deny);
+    if (reason && item.reply.reason) data[item.reply.reason] = reason;
+    return data;
+  }
+  const data = { toolApproved: approve };
+  if (reason) data.reason = reason;
+  return data;
+}
+
+/** The user's request that led to the paused call: the last user text before it. */
+function requestOf(snapshot) {
+  const messages = (snapshot.state && snapshot.state.messages) || [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m.role !== "user") continue;
+    const text = (m.content || [])
+      .filter((p) => typeof p.text === "string")
+      .map((p) => p.text)
+      .join(" ")
+      .trim();
+    if (text) return text;
+  }
+  return "";
+}
+
+function describePart(part) {
+  if (typeof part.text === "string") return el("div", { text: part.text });
+  if (part.toolRequest) {
+    const m = part.metadata || {};
+    const marks = [];
+    if (m.interrupt) marks.push("paused");
+    if (m.resolvedInterrupt) marks.push("answered");
+    if (m.resumed) marks.push("restarted with " + JSON.stringify(m.resumed));
+    if (m.interruptedBy) marks.push("held by " + m.interruptedBy);
+    return el("div", {}, el("strong", { text: "→ " + part.toolRequest.name }), marks.length ? el("span", { class: "muted", text: " (" + marks.join(", ") + ")" }) : null, el("pre", { class: "mono", text: pretty(part.toolRequest.input) }));
+  }
+  if (part.toolResponse) return el("div", {}, el("strong", { text: "← " + part.toolResponse.name }), el("pre", { class: "mono", text: pretty(part.toolResponse.output) }));
+  return el("pre", { class: "mono", text: pretty(part) });
+}
+
+export function transcriptOf(snapshot) {
+  const messages = (snapshot.state && snapshot.state.messages) || [];
+  return el("ol", { class: "transcript" }, ...messages.map((m) => el("li", { class: m.role }, el("div", { class: "role", text: m.role }), ...(m.content || []).map(describePart))));
+}
+
+/** A stacked-on-phone table of audit records. */
+export function auditTable(records, withSession) {
+  const heads = ["When", "Agent", "Tool", "Decision", "By", "On behalf of", "Reason", "Input"];
+  if (withSession) heads.splice(2, 0, "Session");
+  const rows = records.map((r) => {
+    const cells = [
+      ["When", when(r.at)],
+      ["Agent", r.agent || ""],
+      ["Tool", r.tool],
+      ["Decision", r.decision + (r.settles ? " (settle)" : "")],
+      ["By", r.actor || r.principal || "anonymous"],
+      ["On behalf of", r.principal || "anonymous"],
+      ["Reason", r.reason || ""],
+      ["Input", r.originalInputHash ? short(r.inputHash) + " (edited from " + short(r.originalInputHash) + ")" : short(r.inputHash)],
+    ];
+    if (withSession) cells.splice(2, 0, ["Session", short(r.sessionId)]);
+    return el(
+      "tr",
+      { dataset: { decision: r.decision, tool: r.tool, session: r.sessionId } },
+      ...cells.map(([label, text]) => el("td", { "data-label": label, class: label === "Decision" ? "decision decision-" + decisionKind(r.decision) : label === "By" ? "actor" : null, text })),
+    );
+  });
+  return el("table", { class: "table stack" }, el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", { scope: "col", text: h })))), el("tbody", {}, ...rows));
+}
+
+export class Detail {
+  constructor(root, ctx) {
+    this.root = root;
+    this.ctx = ctx; // {queue, tools(), openAudit(filter), refresh()}
+    this.row = null;
+    this.parts = null;
+  }
+
+  /** Shows `row` (rebuilding the pane only when another item is chosen). */
+  show(row) {
+    if (this.row && this.row.el === row.el) return this.update();
+    this.row = row;
+    this.build();
+  }
+
+  empty() {
+    this.row = null;
+    this.root.replaceChildren(el("h2", { id: "detail-title", text: "Nothing selected" }), el("p", { class: "muted", text: "Choose a hold in the list (or press j)." }));
+  }
+
+  build() {
+    const row = this.row;
+    const item = row.item;
+    const key = keyOf(item);
+    const tools = this.ctx.tools();
+    const info = (tools[item.agent] && tools[item.agent][item.tool]) || null;
+    const state = el("span", { class: "badge" });
+    const tallyEl = el("p", { class: "tally" });
+    const expiry = el("p", { class: "expiry-line" });
+    const request = el("p", { class: "request", text: "Loading the request…" });
+    const result = el("div", { id: "detail-result", class: "notice", hidden: true });
+    const reason = el("input", { id: "reason", class: "reason", type: "text", autocomplete: "off", "aria-describedby": "reason-hint" });
+    reason.value = drafts.get(key) || "";
+    reason.addEventListener("input", () => drafts.set(key, reason.value));
+    const approve = el("button", { type: "button", id: "approve", class: "act approve", text: "Approve", "aria-describedby": "detail-title" });
+    const deny = el("button", { type: "submit", id: "deny", class: "act deny", text: "Deny", "aria-describedby": "detail-title" });
+    approve.addEventListener("click", () => this.decide(true));
+    const form = el(
+      "form",
+      { class: "answer", onsubmit: (e) => (e.preventDefault(), this.decide(false)) },
+      el("label", { for: "reason", text: "Reason" }),
+      el("div", { class: "row" }, reason, approve, deny),
+      el("p", { id: "reason-hint", class: "muted small", text: "Recorded in the audit; the agent hears a denial's reason. Enter denies." }),
+    );
+
+    const editForm = schemaForm(info && info.inputSchema, item.input);
+    const respondForm = schemaForm(info && info.outputSchema, undefined);
+    const advanced = el(
+      "details",
+      { class: "advanced" },
+      el("summary", { text: "Advanced: edit then approve, or respond" }),
+      el(
+        "fieldset",
+        {},
+        el("legend", { text: "Edit the input, then approve" }),
+        el("p", { class: "muted small", text: "The call is restarted with the new input (recorded as an edit); a rule may hold the revised call again." }),
+        editForm.node,
+        el("button", { type: "button", class: "act", text: "Approve edited input", onclick: () => this.edit(editForm) }),
+      ),
+      el(
+        "fieldset",
+        {},
+        el("legend", { text: "Respond instead" }),
+        el("p", { class: "muted small", text: "Give the tool's result yourself; the tool does not run (recorded as respond)." }),
+        respondForm.node,
+        el("button", { type: "button", class: "act", text: "Respond without running", onclick: () => this.respond(respondForm) }),
+      ),
+    );
+    const transcript = el("details", { class: "inline-transcript" }, el("summary", { text: "Transcript" }), el("div", { class: "transcript-body", text: "Loading…" }));
+    const audit = el("details", { class: "inline-audit" }, el("summary", { text: "Audit of this session" }), el("div", { class: "audit-body", text: "Loading…" }));
+    audit.addEventListener("toggle", () => audit.open && this.loadAudit(audit.lastChild));
+
+    this.root.replaceChildren(
+      ...[
+      el("div", { class: "detail-head" }, el("h2", { id: "detail-title", text: item.tool + " · " + item.agent }), state),
+      el("p", { class: "interrupt", text: interruptText(item) }),
+      el("h3", { text: "What the user asked" }),
+      request,
+      info && info.description ? el("div", {}, el("h3", { text: "The tool" }), el("p", { class: "tool-description", text: info.description })) : null,
+      el("h3", { text: "Input" }),
+      fieldList(item.input),
+      el("h3", { text: "Who may approve" }),
+      el("p", { class: "rule", text: ruleText(item) }),
+      tallyEl,
+      item.refused ? el("p", { class: "notice warn", text: "You may not answer this one: " + item.refused }) : null,
+      expiry,
+      el("div", { class: "ids" }, copyable("Session", item.sessionId), copyable("Snapshot", item.snapshotId), refOf(item) ? copyable("Call", refOf(item)) : null),
+      form,
+      result,
+      advanced,
+      transcript,
+      audit,
+      el("p", {}, el("button", { type: "button", class: "link", text: "Open this session in the full audit", onclick: () => this.ctx.openAudit({ sessionId: item.sessionId, agent: item.agent }) })),
+      ].filter(Boolean),
+    );
+    this.parts = { state, tallyEl, expiry, request, result, reason, approve, deny, transcript };
+    this.update();
+    snapshotOf(item).then((got) => {
+      if (!this.row || this.row.el !== row.el) return;
+      if (!got.ok) {
+        request.textContent = "(" + explain(got) + ")";
+        transcript.lastChild.textContent = explain(got);
+        return;
+      }
+      request.textContent = requestOf(got.result) || "(no text)";
+      transcript.lastChild.replaceChildren(transcriptOf(got.result));
+    });
+  }
+
+  /** Patches the changing parts (state, tally, expiry) in place. */
+  update() {
+    if (!this.row || !this.parts) return;
+    const item = this.row.item;
+    const p = this.parts;
+    const done = this.row.done;
+    p.state.className = "badge " + (done ? "outcome-" + done.kind : item.expired ? "expired" : "live");
+    p.state.textContent = done ? (done.kind === "ok" ? "approved" : done.kind) : item.expired ? "expired" : "waiting";
+    const r = item.rule;
+    p.tallyEl.textContent = r && r.quorum > 1 ? "Approvals: " + tally(item.approvals, r.quorum) : "";
+    p.tallyEl.hidden = !(r && r.quorum > 1);
+    this.tick();
+    const closed = !!done && done.kind !== "partial";
+    p.approve.disabled = closed;
+    p.deny.disabled = closed;
+    if (done && (!p.result.textContent || p.result.dataset.from !== "here")) this.notice(done.kind, done.text, "row");
+  }
+
+  tick() {
+    if (!this.row || !this.parts) return;
+    const item = this.row.item;
+    this.parts.expiry.textContent =
+      (item.expiresAt ? (item.expired ? "Expired: it can no longer be approved; a denial still reaches the agent. " : countdown(item.expiresAt) + ". ") : "No expiry. ") + "Held since " + when(item.heldSince) + ".";
+    this.parts.expiry.className = "expiry-line" + (item.expired ? " notice expired" : "");
+  }
+
+  notice(kind, text, from) {
+    const box = this.parts.result;
+    box.className = "notice outcome-" + kind;
+    box.textContent = text;
+    box.dataset.from = from || "here";
+    box.hidden = false;
+  }
+
+  focusReason() {
+    if (this.parts) this.parts.reason.focus();
+  }
+
+  focusApprove() {
+    if (this.parts && !this.parts.approve.disabled) {
+      this.parts.approve.focus();
+      announce("Press Enter to approve " + this.row.item.tool + ".");
+    }
+  }
+
+  async send(label, run) {
+    const row = this.row;
+    const item = row.item;
+    const key = keyOf(item);
+    const p = this.parts;
+    p.approve.disabled = true;
+    p.deny.disabled = true;
+    this.notice("pending", "Sending…");
+    const got = await run();
+    const what = item.tool + " (" + item.agent + ", session " + short(item.sessionId) + ")";
+    const settleRow = (kind, text) => {
+      this.ctx.queue.finish(key, kind, text);
+      drafts.delete(key);
+    };
+    let kind;
+    let text;
+    if (!got.ok) {
+      text = explain(got);
+      kind = got.status === 400 && /expired/i.test(got.error.message || "") ? "expired" : "bad";
+      if (kind === "expired") text = "Expired: this approval can no longer be approved (" + got.error.message + ").";
+      if (got.status === 409 || got.status === 404) {
+        this.ctx.queue.goneElsewhere(row);
+      }
+    } else if (got.result && got.result.decided === false) {
+      kind = "partial";
+      text = tally(got.result.approvals, got.result.quorum) + " approvals recorded; the call runs once the quorum is met.";
+      row.item = Object.assign({}, item, { approvals: got.result.approvals, forMe: false });
+      this.ctx.queue.update(row, row.item);
+    } else {
+      const out = got.result && got.result.decided === true ? got.result.output : got.result;
+      const said = outputText(out);
+      const tail = said ? " The agent said: " + said : "";
+      if (out.finishReason === "failed") {
+        kind = "bad";
+        text = label.failed + " The turn failed: " + ((out.error && out.error.message) || "unknown error");
+      } else {
+        kind = label.kind;
+        text = label.done + (out.finishReason === "interrupted" ? " The agent paused again: a new hold is waiting." : "") + tail;
+      }
+      settleRow(kind, text);
+    }
+    if (kind === "bad" || kind === "expired" || kind === "partial") {
+      p.approve.disabled = false;
+      p.deny.disabled = false;
+    }
+    this.notice(kind, text);
+    announce(what + ": " + text);
+    this.ctx.log(kind, what + ": " + text);
+    this.ctx.refresh();
+  }
+
+  decide(approve) {
+    if (!this.row || this.parts.approve.disabled) return;
+    const reason = this.parts.reason.value.trim();
+    const item = this.row.item;
+    return this.send(
+      approve
+        ? { kind: "ok", done: "Approved: the call ran.", failed: "Approved." }
+        : { kind: "denied", done: "Denied" + (reason ? ' with reason "' + reason + '"' : "") + ": the call did not run.", failed: "Denied." },
+      () => answer(item, approve, reason),
+    );
+  }
+
+  edit(form) {
+    const got = form.read();
+    if (got.error) return this.notice("bad", got.error);
+    const item = this.row.item;
+    const reason = this.parts.reason.value.trim();
+    return this.send({ kind: "edited", done: "Edited: restarted with the new input.", failed: "Edited." }, () => resume(item, restartPart(item, replyData(item, true, reason), got.value)));
+  }
+
+  respond(form) {
+    const got = form.read();
+    if (got.error) return this.notice("bad", got.error);
+    const item = this.row.item;
+    return this.send({ kind: "responded", done: "Responded: the tool did not run; the agent got your result.", failed: "Responded." }, () => resume(item, respondPart(item, got.value)));
+  }
+
+  async loadAudit(box) {
+    const item = this.row.item;
+    const got = await api(agentPath(item.agent, "audit") + "?sessionId=" + encodeURIComponent(item.sessionId));
+    if (!got.ok) return box.replaceChildren(el("p", { class: "notice bad", text: explain(got) }));
+    box.replaceChildren(got.result.length ? auditTable(got.result, false) : el("p", { class: "muted", text: "No decisions recorded for this session yet." }));
+  }
+}
+
+export function focusResult() {
+  const r = $("detail-result");
+  if (r) r.focus();
+}
