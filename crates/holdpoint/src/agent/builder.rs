@@ -168,7 +168,12 @@ impl AgentBuilder {
                         .filter(|t| t.approval_reply().is_some())
                         .map(|t| t.name().to_owned())
                         .collect();
-                    let gate = crate::approval::RuleGate::new(self.name.clone(), policy, self_asking);
+                    let tool_metadata = self
+                        .tools
+                        .iter()
+                        .filter_map(|t| Some((t.name().to_owned(), t.definition().metadata.clone()?)))
+                        .collect();
+                    let gate = crate::approval::RuleGate::new(self.name.clone(), policy, self_asking, tool_metadata);
                     middleware.insert(0, Arc::new(gate));
                 }
                 Arc::new(prompt::PromptHandler {

@@ -36,8 +36,9 @@ pub enum ConditionError {
 /// A compiled CEL expression that decides whether a rule applies.
 ///
 /// Variables: `input` (the call's input), `agent`, `tool`, `principal`
-/// (a string or null), `roles` (the caller's roles) and `context` (the
-/// request context).
+/// (a string or null), `roles` (the caller's roles), `context` (the
+/// request context), and `mcp` / `annotations` (an MCP tool's server, tool
+/// and hints; null and `{}` for other tools).
 ///
 /// ```
 /// use holdpoint::approval::Condition;

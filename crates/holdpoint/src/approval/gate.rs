@@ -2,7 +2,7 @@
 //! outermost, and what a paused call records of the rule that governs it
 //! (docs/reference.md §10.5, §10.7).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -123,14 +123,23 @@ pub(crate) struct RuleGate {
     /// Tools that pause for approval themselves (they declare an
     /// [`ApprovalReply`](super::ApprovalReply)).
     self_asking: HashSet<String>,
+    /// The definition metadata of the tools that have any (MCP tools'
+    /// server, tool and annotations), which conditions can read.
+    tool_metadata: HashMap<String, Map<String, Value>>,
 }
 
 impl RuleGate {
-    pub(crate) fn new(agent: String, policy: Arc<Policy>, self_asking: HashSet<String>) -> Self {
+    pub(crate) fn new(
+        agent: String,
+        policy: Arc<Policy>,
+        self_asking: HashSet<String>,
+        tool_metadata: HashMap<String, Map<String, Value>>,
+    ) -> Self {
         RuleGate {
             agent,
             policy,
             self_asking,
+            tool_metadata,
         }
     }
 
@@ -143,6 +152,7 @@ impl RuleGate {
             tool: &call.name,
             input: &call.input,
             context: &call.context,
+            tool_metadata: self.tool_metadata.get(&call.name),
         };
         for rule in self.policy.rules() {
             match rule.matches(&facts) {

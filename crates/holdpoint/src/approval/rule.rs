@@ -143,6 +143,9 @@ pub struct CallFacts<'a> {
     pub input: &'a Value,
     /// The request context (principal, roles and whatever the server added).
     pub context: &'a Map<String, Value>,
+    /// The tool definition's metadata (an MCP tool's `mcp` entry: server,
+    /// tool, annotations), when it has any.
+    pub tool_metadata: Option<&'a Map<String, Value>>,
 }
 
 impl Rule {
@@ -174,6 +177,17 @@ impl Rule {
                 .unwrap_or(Value::Array(Vec::new())),
         );
         vars.insert("context".into(), Value::Object(call.context.clone()));
+        // MCP tools: `mcp` (server, tool, title) and `annotations` (the
+        // server's hints, `{}` when none), e.g. `annotations.destructiveHint == true`.
+        let mcp = call.tool_metadata.and_then(|m| m.get("mcp")).cloned();
+        let annotations = mcp
+            .as_ref()
+            .and_then(|m| m.get("annotations"))
+            .filter(|a| a.is_object())
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        vars.insert("mcp".into(), mcp.unwrap_or(Value::Null));
+        vars.insert("annotations".into(), annotations);
         when.evaluate(&vars)
     }
 }
@@ -271,11 +285,30 @@ mod tests {
             tool: "transferMoney",
             input: &big,
             context: &context,
+            tool_metadata: None,
         };
         assert_eq!(policy.first_match(&call).unwrap().unwrap().approvers, ["finance"]);
         let small = json!({"amount": 5});
         let call = CallFacts { input: &small, ..call };
         assert_eq!(policy.first_match(&call).unwrap().unwrap().approvers, ["support"]);
+
+        // An MCP tool's annotations are variables of the condition.
+        let destructive = Policy::new([spec("annotations.destructiveHint == true", "ops")]).unwrap();
+        let meta: Map<String, Value> = serde_json::from_value(
+            json!({"mcp": {"server": "fs", "tool": "delete", "annotations": {"destructiveHint": true}}}),
+        )
+        .unwrap();
+        let mcp_call = CallFacts {
+            tool_metadata: Some(&meta),
+            ..call
+        };
+        assert!(destructive.first_match(&mcp_call).unwrap().is_some());
+        // Without annotations the field is absent, and the rule does not match.
+        let plain = CallFacts {
+            tool_metadata: None,
+            ..call
+        };
+        assert!(!matches!(destructive.first_match(&plain), Ok(Some(_))));
 
         let err = Policy::new([spec("input.amount >", "finance")]).unwrap_err();
         assert_eq!((err.rule, err.field), (0, PolicyField::When));
