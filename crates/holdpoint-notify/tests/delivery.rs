@@ -689,5 +689,5 @@ async fn an_agent_denies_its_expired_hold_when_the_timer_fires() {
         .filter(|b| b["type"] == "hold.decided")
         .collect();
     assert_eq!(decided.len(), 1, "{decided:?}");
-    assert_eq!(decided[0]["data"]["decisions"][0]["decision"], "expired");
+    assert_eq!(decided[0]["data"]["decisions"][0]["decision"], "expire");
 }
