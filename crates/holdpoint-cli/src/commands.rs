@@ -346,6 +346,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 "REF",
                 "SNAPSHOT",
                 "PRINCIPAL",
+                "ACTOR",
                 "REASON",
                 "INPUT",
             ]);
@@ -358,6 +359,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                     or_dash(r.reference.as_deref()),
                     r.snapshot_id.clone(),
                     or_dash(r.principal.as_deref()),
+                    or_dash(r.actor.as_deref()),
                     or_dash(r.reason.as_deref()),
                     audited_input(r),
                 ]);

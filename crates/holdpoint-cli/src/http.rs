@@ -189,24 +189,33 @@ impl HttpBackend {
         }
     }
 
-    /// Decisions of every agent (or `agent`'s).
+    /// Decisions of every agent (or `agent`'s) that the caller made or that
+    /// were made on its behalf (`GET /audit`: an approver sees the
+    /// decisions it took on others' sessions), newest first.
     pub async fn audit(
         &self,
         agent: Option<&str>,
         session: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, CliError> {
-        let mut all = Vec::new();
-        let session = session.map(|s| format!("&sessionId={s}")).unwrap_or_default();
-        for name in self.agents(agent).await? {
-            let path = format!("/agents/{name}/audit?limit={limit}{session}");
-            if let Reply::Found(items) = self.get::<Vec<AuditRecord>>(&path).await? {
-                all.extend(items);
-            }
+        #[derive(Deserialize)]
+        struct Page {
+            items: Vec<AuditRecord>,
         }
-        all.sort_by_key(|r| std::cmp::Reverse(r.at));
-        all.truncate(limit);
-        Ok(all)
+        let mut path = format!("/audit?limit={limit}");
+        if let Some(agent) = agent {
+            path.push_str(&format!("&agent={agent}"));
+        }
+        if let Some(session) = session {
+            path.push_str(&format!("&sessionId={session}"));
+        }
+        match self.get::<Page>(&path).await? {
+            Reply::Found(page) => Ok(page.items),
+            Reply::NotFound => Err(CliError::NotFound(match agent {
+                Some(a) => format!("agent {a} not found"),
+                None => "no audit on this server".into(),
+            })),
+        }
     }
 
     /// Resumes `snapshot` of `agent` with `resume`; the resumed turn's output.
