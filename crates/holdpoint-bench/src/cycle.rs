@@ -45,6 +45,16 @@ pub struct Approval {
     approved: bool,
 }
 
+impl holdpoint::approval::ApprovalReply for Approval {
+    fn approve(_reason: Option<String>) -> Self {
+        Approval { approved: true }
+    }
+
+    fn deny(_reason: Option<String>) -> Self {
+        Approval { approved: false }
+    }
+}
+
 #[derive(Deserialize)]
 struct Details {
     details: String,
@@ -123,6 +133,34 @@ fn model() -> ScriptedModel {
 
 /// The agent and the tool whose interrupts the caller claims.
 pub fn setup(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, TransferTool)> {
+    let (builder, tool) = builder(store, false)?;
+    Ok((builder.build()?, tool))
+}
+
+/// [`setup`] with a one-rule approval policy whose CEL condition matches
+/// every transfer (`input.amount > 0`): the cost of a policy per cycle. The
+/// owner may answer (self-approval on), as the cycle's caller does.
+pub fn setup_with_policy(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, TransferTool)> {
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        agent: Some("bankingAgent".into()),
+        tool: Some("transferMoney".into()),
+        when: Some("input.amount > 0".into()),
+        approvers: vec!["finance".into()],
+        quorum: 1,
+        self_approval: true,
+        ..Default::default()
+    }])
+    .map_err(|e| holdpoint::Error::InvalidArgument(e.to_string()))?;
+    let (builder, tool) = builder(store, true)?;
+    Ok((builder.approval_policy(policy).build()?, tool))
+}
+
+/// The banking agent's builder; `reply`: the transfer declares its approval
+/// reply (as a tool an approval rule covers does).
+fn builder(
+    store: Arc<dyn SessionStore>,
+    reply: bool,
+) -> holdpoint::Result<(holdpoint::agent::AgentBuilder, TransferTool)> {
     let tool = TransferTool::define(
         "transferMoney",
         "Transfers money; needs approval",
@@ -139,12 +177,12 @@ pub fn setup(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, Transfer
             }
         },
     )?;
-    let agent = Agent::builder("bankingAgent")
+    let tool = if reply { tool.approval_reply()? } else { tool };
+    let builder = Agent::builder("bankingAgent")
         .model(Arc::new(model()))
         .tool(tool.clone())
-        .store(store)
-        .build()?;
-    Ok((agent, tool))
+        .store(store);
+    Ok((builder, tool))
 }
 
 /// The workload through one sub-agent level: `supportAgent` hands the

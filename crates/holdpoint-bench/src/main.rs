@@ -60,6 +60,11 @@ struct Args {
     /// to `bankingAgent`, whose hold surfaces and is answered at the root.
     #[arg(long)]
     subagent: bool,
+    /// Govern the agent with a one-rule approval policy: a CEL condition
+    /// over the transfer's input that matches every call (the rule's
+    /// metadata rides on each hold and the claim checks it).
+    #[arg(long)]
+    policy: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -265,6 +270,7 @@ fn print(args: &Args, r: &Report) {
             "store": args.store,
             "http": args.http,
             "subagent": args.subagent,
+            "policy": args.policy,
             "cycles": r.cycles,
             "concurrency": args.concurrency,
             "paused": args.paused,
@@ -380,6 +386,8 @@ async fn main_async(args: Args) -> Result<(), String> {
     let store = Arc::clone(&counting) as Arc<dyn SessionStore>;
     let built = if args.subagent {
         cycle::setup_subagent(store)
+    } else if args.policy {
+        cycle::setup_with_policy(store)
     } else {
         cycle::setup(store)
     };

@@ -115,11 +115,11 @@ pub mod signing;
 mod state;
 mod turns;
 
+pub use auth::{LoginError, PageLogin};
 pub use error::ApiError;
 pub use inflight::Turns;
 pub use limits::{DEFAULT_BODY_LIMIT, Limits};
 pub use metrics::Metrics;
-pub use routes::login::{LoginError, PageLogin};
 pub use server::{BuildError, Server, ServerBuilder};
 pub use shutdown::{serve, serve_app, shutdown_signal};
 pub use state::AppState;

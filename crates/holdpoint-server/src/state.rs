@@ -28,7 +28,7 @@ pub(crate) struct StateInner {
     pub hosts: Arc<HostPolicy>,
     pub request_timeout: Option<Duration>,
     /// How the approval page signs people in, if it does.
-    pub page_login: Option<crate::routes::login::PageLogin>,
+    pub page_login: Option<crate::auth::PageLogin>,
 }
 
 /// The state shared by the server's handlers (cheap to clone).
@@ -96,7 +96,7 @@ impl AppState {
         self.inner.metrics_token.as_deref()
     }
 
-    pub(crate) fn page_login(&self) -> Option<&crate::routes::login::PageLogin> {
+    pub(crate) fn page_login(&self) -> Option<&crate::auth::PageLogin> {
         self.inner.page_login.as_ref()
     }
 

@@ -29,6 +29,7 @@
 
 mod api_key;
 mod jwt;
+mod page_login;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub use jwt::{
     MAX_ISSUER_BYTES, MAX_JWKS_BYTES, MAX_JWKS_KEYS, MAX_ROLE_BYTES, MAX_ROLES, MAX_SUBJECT_BYTES, MAX_TIME_SECS,
     MAX_TOKEN_BYTES, PrincipalNaming,
 };
+pub use page_login::{LoginError, PageLogin};
 
 use crate::error::ApiError;
 
