@@ -7,7 +7,7 @@ use holdpoint::session::{AuditRecord, OutboxQuery, OutboxState, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::args::{Cli, Command, McpCommand, NotificationsCommand, ServeArgs, SessionsCommand};
+use crate::args::{Cli, Command, McpCommand, NotificationsCommand, SessionsCommand};
 use crate::backend::{Backend, Decision, Outcome, pending_of};
 use crate::error::CliError;
 use crate::output::{Table, count, cut, print, print_json, time, with_progress};
@@ -422,7 +422,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 row.id, row.kind
             ))?)
         }
-        Command::Serve(s) => serve(s, cli.api_key, agents).await,
+        Command::Serve(s) => crate::serve::serve(s, cli.api_key, agents).await,
     }
 }
 
@@ -486,141 +486,6 @@ fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), CliError> {
         text.push_str("it paused again: see `holdpoint pending`\n");
     }
     Ok(print(&text)?)
-}
-
-/// Refuses a configuration whose approval rules or MCP servers cannot
-/// reach agents that were built already: a rule that is configured must be
-/// enforced, never silently dropped. Agents built with
-/// `.approval_policy(config.approval_policy())` (and the MCP tools of
-/// [`deploy::mcp_servers`](crate::deploy::mcp_servers)) serve as given.
-fn check_prebuilt(agents: &[Agent], config: &holdpoint_server::config::Config) -> Result<(), CliError> {
-    let path = config.file().display();
-    if !config.approval_rules().is_empty() && agents.iter().any(|a| !a.has_approval_policy()) {
-        return Err(CliError::Usage(format!(
-            "{path}: [[approval.rules]] cannot be added to agents built already: build them with `.approval_policy(Config::load(..)?.approval_policy())` before handing them to holdpoint_cli::run"
-        )));
-    }
-    if !config.mcp_servers().is_empty() {
-        return Err(CliError::Usage(format!(
-            "{path}: [[mcp.servers]] cannot add tools to agents built already: add `holdpoint_cli::deploy::mcp_tools(..)` to their builders (banking serve does)"
-        )));
-    }
-    Ok(())
-}
-
-async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
-    use holdpoint_server::Server;
-    use holdpoint_server::config::Config;
-    if agents.is_empty() {
-        return Err(CliError::Usage(
-            "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
-        ));
-    }
-    let config = args.config.as_deref().map(Config::load).transpose()?;
-    let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
-    // A flag wins over the file; the file over the defaults.
-    let addr: std::net::SocketAddr = match (&args.addr, file.listen) {
-        (Some(a), _) => a
-            .parse()
-            .map_err(|_| CliError::Usage(format!("--addr {a:?} is not IP:PORT, e.g. 127.0.0.1:8080")))?,
-        (None, Some(listen)) => listen,
-        (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 8080)),
-    };
-    let api_key = api_key.filter(|k| !k.is_empty());
-    let configured_auth = config.as_ref().is_some_and(Config::has_auth);
-    if api_key.is_none() && !configured_auth && !addr.ip().is_loopback() {
-        return Err(CliError::Usage(format!(
-            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY (or API keys in --config), or listen on 127.0.0.1"
-        )));
-    }
-    if file.store.is_some() {
-        eprintln!("note: `[server] store` is not used by serve here: the agents use the stores they were built with");
-    }
-    if let Some(c) = &config {
-        check_prebuilt(&agents, c)?;
-    }
-    // Notifications run over the first agent's store (the agents of one
-    // deployment share it); expiry timers are answered by the agent that
-    // holds the call.
-    let notifications = match (&config, agents.iter().find_map(|a| a.store().cloned())) {
-        (Some(c), Some(store)) => crate::deploy::start_notifications(c, store, agents.clone())?,
-        _ => None,
-    };
-    let metrics_open = args.metrics_open || file.metrics_open.unwrap_or(false);
-    let mut builder = Server::builder().agents(agents).metrics_open(metrics_open);
-    let allowed_hosts = if args.allowed_hosts.is_empty() {
-        file.allowed_hosts
-    } else {
-        args.allowed_hosts
-    };
-    if !allowed_hosts.is_empty() {
-        builder = builder.allowed_hosts(allowed_hosts);
-    }
-    if let Some(dir) = args.data_dir.or(file.data_dir) {
-        builder = builder.data_dir(dir);
-    }
-    let mut keys = config.as_ref().map(Config::api_keys).unwrap_or_default();
-    if let Some(k) = &api_key
-        && !keys.contains(k)
-    {
-        keys = keys.key(k, "operator");
-    }
-    if !keys.is_empty() {
-        builder = builder.api_keys(keys);
-    }
-    let jwt = match &config {
-        Some(c) => c.jwt_verifier().map_err(|e| CliError::Usage(e.to_string()))?,
-        None => None,
-    };
-    if let Some(jwt) = jwt {
-        let keys = jwt.refresh_keys().await;
-        if keys == 0 {
-            eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
-        }
-        builder = builder.jwt(jwt);
-    }
-    // `[auth.jwt] page_client_id`: the approval page signs people in.
-    if let Some(login) = config.as_ref().and_then(|c| c.page_login()) {
-        builder = builder.page_login(login);
-    }
-    if api_key.is_none() && !configured_auth {
-        builder = builder.allow_anonymous(true);
-    }
-    let server = builder.build().map_err(|e| CliError::Usage(e.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AddrInUse {
-            CliError::Usage(format!(
-                "{addr} is already in use: pick another port with --addr 127.0.0.1:PORT"
-            ))
-        } else {
-            CliError::Io(e)
-        }
-    })?;
-    let bound = listener.local_addr()?;
-    print(&format!("approval page: http://{bound}/\n"))?;
-    if let Some(c) = &config {
-        print(&format!(
-            "configuration {}: {} API keys, {}, {} approval rules\n",
-            c.file().display(),
-            c.api_key_entries().len(),
-            if c.jwt().is_some() {
-                "bearer tokens (JWT)"
-            } else {
-                "no JWT"
-            },
-            c.approval_rules().len()
-        ))?;
-    }
-    if api_key.is_none() && !configured_auth {
-        print("no --api-key: anonymous access is allowed because the server listens on loopback only\n")?;
-    }
-    // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agents too.
-    let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
-    holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
-    if let Some(worker) = notifications {
-        worker.shutdown().await;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -75,6 +75,7 @@ pub mod error;
 pub mod http;
 mod mcp;
 pub mod output;
+mod serve;
 
 use std::process::ExitCode;
 
