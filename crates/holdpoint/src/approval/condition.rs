@@ -85,7 +85,10 @@ impl Condition {
 
     /// Evaluates the condition with `variables` bound by name.
     pub fn evaluate(&self, variables: &serde_json::Map<String, Value>) -> Result<bool, ConditionError> {
-        let mut context = Context::default();
+        // The standard functions are registered once per process; each
+        // evaluation binds its variables in a scope of its own over them.
+        static FUNCTIONS: std::sync::LazyLock<Context<'static>> = std::sync::LazyLock::new(Context::default);
+        let mut context = FUNCTIONS.new_inner_scope();
         for (name, value) in variables {
             context
                 .add_variable(name.as_str(), value)
