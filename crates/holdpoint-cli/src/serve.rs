@@ -19,9 +19,24 @@ fn check_prebuilt(agents: &[Agent], config: &holdpoint_server::config::Config) -
             "{path}: [[approval.rules]] cannot be added to agents built already: build them with `.approval_policy(Config::load(..)?.approval_policy())` before handing them to holdpoint_cli::run"
         )));
     }
-    if !config.mcp_servers().is_empty() {
+    // An MCP server counts as applied when some agent has a tool of it
+    // (its definition's `metadata.mcp.server`).
+    let served_by_tools = |name: &str| {
+        agents.iter().any(|a| {
+            a.tool_definitions().iter().any(|d| {
+                d.metadata
+                    .as_ref()
+                    .and_then(|m| m.get("mcp"))
+                    .and_then(|m| m.get("server"))
+                    .and_then(serde_json::Value::as_str)
+                    == Some(name)
+            })
+        })
+    };
+    if let Some(missing) = config.mcp_servers().iter().find(|m| !served_by_tools(&m.name)) {
         return Err(CliError::Usage(format!(
-            "{path}: [[mcp.servers]] cannot add tools to agents built already: add `holdpoint_cli::deploy::mcp_tools(..)` to their builders (banking serve does)"
+            "{path}: [[mcp.servers]] {:?} cannot add tools to agents built already: add `holdpoint_cli::deploy::mcp_tools(..)` to their builders (banking serve does)",
+            missing.name
         )));
     }
     Ok(())
@@ -140,4 +155,45 @@ pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<
         worker.shutdown().await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use holdpoint::ScriptedModel;
+    use holdpoint_server::config::Config;
+
+    use super::*;
+
+    fn agent(policy: bool) -> Agent {
+        let mut b = Agent::builder("bankingAgent").model(Arc::new(ScriptedModel::new("scripted")));
+        if policy {
+            let config = rules();
+            b = b.approval_policy(config.approval_policy());
+        }
+        b.build().unwrap()
+    }
+
+    fn rules() -> Config {
+        let text = "[[auth.api_keys]]\nprincipal = \"olga\"\nkey = \"k-olga-0123456789\"\nroles = [\"finance\"]\n\n[[approval.rules]]\ntool = \"transferMoney\"\napprovers = [\"finance\"]\n";
+        Config::parse(text, "rules.toml").unwrap()
+    }
+
+    #[test]
+    fn configured_rules_and_mcp_servers_are_never_silently_dropped() {
+        // Rules for agents built without the policy: refused, naming the file.
+        let err = check_prebuilt(&[agent(false)], &rules()).unwrap_err().to_string();
+        assert!(err.contains("rules.toml") && err.contains("approval.rules"), "{err}");
+        // Built with the policy: served.
+        assert!(check_prebuilt(&[agent(true)], &rules()).is_ok());
+        // An MCP server none of whose tools any agent has: refused.
+        let mcp = Config::parse(
+            "[[mcp.servers]]\nname = \"everything\"\ncommand = \"node\"\n",
+            "mcp.toml",
+        )
+        .unwrap();
+        let err = check_prebuilt(&[agent(false)], &mcp).unwrap_err().to_string();
+        assert!(err.contains("\"everything\""), "{err}");
+    }
 }
