@@ -208,6 +208,11 @@ fn encode_cursor(key: &(i64, i64, String)) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}\u{1e}{}\u{1e}{}", key.0, key.1, key.2))
 }
 
+/// The position a listing's `cursor` names (`None`: from the start).
+fn after_cursor(cursor: Option<&str>) -> Result<Option<(i64, i64, String)>, ApiError> {
+    cursor.filter(|c| !c.is_empty()).map(decode_cursor).transpose()
+}
+
 fn decode_cursor(cursor: &str) -> Result<(i64, i64, String), ApiError> {
     let bad = || ApiError::invalid("cursor: not a cursor this listing gave out");
     let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?).map_err(|_| bad())?;
@@ -242,12 +247,7 @@ pub(crate) async fn inbox(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<Response, ApiError> {
-    let after = query
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
-        .map(decode_cursor)
-        .transpose()?;
+    let after = after_cursor(query.cursor.as_deref())?;
     let limit = page_size(&state, query.limit);
     let roles = roles(&caller);
     let needle = query
@@ -435,12 +435,7 @@ pub(crate) async fn audit(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<AuditFilter>,
 ) -> Result<Response, ApiError> {
-    let after = query
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
-        .map(decode_cursor)
-        .transpose()?;
+    let after = after_cursor(query.cursor.as_deref())?;
     let limit = page_size(&state, query.limit);
     let mut truncated = false;
     let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
