@@ -128,9 +128,10 @@ pub struct AuditArgs {
 pub struct DecideArgs {
     /// The snapshot holding the paused call (see `holdpoint pending`).
     pub snapshot: String,
-    /// The call's ref (see `holdpoint pending`).
+    /// The call's ref (see `holdpoint pending`); may be left out when the
+    /// snapshot holds one paused call.
     #[arg(name = "REF")]
-    pub reference: String,
+    pub reference: Option<String>,
     /// Why; recorded in the audit trail and, on a denial, told to the model.
     #[arg(long)]
     pub reason: Option<String>,
@@ -141,9 +142,10 @@ pub struct DecideArgs {
 pub struct RespondArgs {
     /// The snapshot holding the paused call.
     pub snapshot: String,
-    /// The call's ref.
+    /// The call's ref; may be left out when the snapshot holds one paused
+    /// call.
     #[arg(name = "REF")]
-    pub reference: String,
+    pub reference: Option<String>,
     /// The tool's output as JSON, e.g. '{"success": true}'.
     #[arg(long)]
     pub output: String,
@@ -154,9 +156,10 @@ pub struct RespondArgs {
 pub struct AnswerArgs {
     /// The snapshot holding the paused call.
     pub snapshot: String,
-    /// The call's ref.
+    /// The call's ref; may be left out when the snapshot holds one paused
+    /// call.
     #[arg(name = "REF")]
-    pub reference: String,
+    pub reference: Option<String>,
     /// accept, decline or cancel.
     #[arg(long, value_parser = ["accept", "decline", "cancel"])]
     pub action: String,
@@ -184,9 +187,10 @@ pub enum McpCommand {
 pub struct SettleArgs {
     /// The snapshot whose resume was left in doubt (see `holdpoint in-doubt`).
     pub snapshot: String,
-    /// The call's ref.
+    /// The call's ref; may be left out when the snapshot holds one paused
+    /// call.
     #[arg(name = "REF")]
-    pub reference: String,
+    pub reference: Option<String>,
     /// What the call did, as JSON (check the real system first), e.g.
     /// '{"success": true}'; the tool does not run.
     #[arg(long)]

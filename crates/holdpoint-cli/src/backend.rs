@@ -171,6 +171,32 @@ impl Backend {
         found.ok_or_else(|| CliError::NotFound(format!("session {session} not found")))
     }
 
+    /// The ref that names a paused call of `snapshot_id`: `reference` when
+    /// given, else that of its only paused call (a usage error naming the
+    /// refs when it holds several). A call without a ref is named by its
+    /// tool.
+    pub async fn call_ref(&self, snapshot_id: &str, reference: Option<&str>) -> Result<String, CliError> {
+        if let Some(reference) = reference {
+            return Ok(reference.to_owned());
+        }
+        let snapshot = self.snapshot(snapshot_id, None).await?;
+        let mut refs: Vec<String> = pending_of(&snapshot)
+            .into_iter()
+            .map(|p| p.reference.unwrap_or(p.tool))
+            .collect();
+        match refs.len() {
+            1 => Ok(refs.swap_remove(0)),
+            0 => Err(CliError::NotFound(format!(
+                "snapshot {snapshot_id} holds no paused call (see `holdpoint pending` or `holdpoint in-doubt`)"
+            ))),
+            _ => Err(CliError::Usage(format!(
+                "snapshot {snapshot_id} holds {} paused calls: name one of them after the snapshot ({})",
+                refs.len(),
+                refs.join(", ")
+            ))),
+        }
+    }
+
     /// The snapshot `id`.
     pub async fn snapshot(&self, id: &str, agent: Option<&str>) -> Result<Snapshot, CliError> {
         let found = match self {

@@ -275,19 +275,37 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 })
                 .transpose()?;
             let what = if output.is_some() { "settled" } else { "re-run" };
-            decided(cli.json, backend.settle(&a.snapshot, &a.reference, output).await?, what)
+            decided(
+                cli.json,
+                backend
+                    .settle(
+                        &a.snapshot,
+                        &backend.call_ref(&a.snapshot, a.reference.as_deref()).await?,
+                        output,
+                    )
+                    .await?,
+                what,
+            )
         }
         Command::Approve(d) => outcome(
             cli.json,
             backend
-                .decide(&d.snapshot, &d.reference, &Decision::Approve(d.reason))
+                .decide(
+                    &d.snapshot,
+                    &backend.call_ref(&d.snapshot, d.reference.as_deref()).await?,
+                    &Decision::Approve(d.reason),
+                )
                 .await?,
             "approved",
         ),
         Command::Deny(d) => outcome(
             cli.json,
             backend
-                .decide(&d.snapshot, &d.reference, &Decision::Deny(d.reason))
+                .decide(
+                    &d.snapshot,
+                    &backend.call_ref(&d.snapshot, d.reference.as_deref()).await?,
+                    &Decision::Deny(d.reason),
+                )
                 .await?,
             "denied",
         ),
@@ -309,7 +327,11 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             decided(
                 cli.json,
                 backend
-                    .answer_directly(&a.snapshot, &a.reference, &Decision::Restart(data))
+                    .answer_directly(
+                        &a.snapshot,
+                        &backend.call_ref(&a.snapshot, a.reference.as_deref()).await?,
+                        &Decision::Restart(data),
+                    )
                     .await?,
                 "answered",
             )
@@ -324,7 +346,11 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             decided(
                 cli.json,
                 backend
-                    .answer_directly(&r.snapshot, &r.reference, &Decision::Respond(output))
+                    .answer_directly(
+                        &r.snapshot,
+                        &backend.call_ref(&r.snapshot, r.reference.as_deref()).await?,
+                        &Decision::Respond(output),
+                    )
                     .await?,
                 "answered",
             )

@@ -9,9 +9,9 @@
 //! | `sessions show SESSION` | the latest snapshot: status, messages, paused calls |
 //! | `sessions abort SNAPSHOT` | stops a detached run; a paused snapshot can no longer be resumed |
 //! | `pending` | paused calls waiting for an answer |
-//! | `approve SNAPSHOT REF [--reason R]` | run the call; the turn goes on |
-//! | `deny SNAPSHOT REF [--reason R]` | do not run it; the model is told why |
-//! | `respond SNAPSHOT REF --output JSON` | settle the call with an output, without running the tool — how an in-doubt call (one whose effect you checked by hand) is closed |
+//! | `approve SNAPSHOT [REF] [--reason R]` | run the call; the turn goes on |
+//! | `deny SNAPSHOT [REF] [--reason R]` | do not run it; the model is told why |
+//! | `respond SNAPSHOT [REF] --output JSON` | settle the call with an output, without running the tool — how an in-doubt call (one whose effect you checked by hand) is closed |
 //! | `audit [--session S]` | every decision, with principal and reason |
 //! | `serve [--addr A]` | serve the registered agents with the approval page |
 //!

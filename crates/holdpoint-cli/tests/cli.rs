@@ -88,7 +88,8 @@ async fn a_binary_with_agents_approves_and_denies_against_the_store_in_process()
         item["ref"].as_str().unwrap().to_owned()
     };
     let (t_snap, c_snap) = (transfer.snapshot_id.unwrap(), close.snapshot_id.unwrap());
-    let (t_ref, c_ref) = (call(&t_snap), call(&c_snap));
+    let t_ref = call(&t_snap);
+    assert!(!call(&c_snap).is_empty());
 
     holdpoint_cli::run_from(
         ["holdpoint", "--store", &url, "approve", &t_snap, &t_ref],
@@ -97,7 +98,8 @@ async fn a_binary_with_agents_approves_and_denies_against_the_store_in_process()
     .await
     .unwrap();
     holdpoint_cli::run_from(
-        ["holdpoint", "deny", &c_snap, &c_ref, "--reason", "fraud suspected"],
+        // One paused call in the snapshot: its ref may be left out.
+        ["holdpoint", "deny", &c_snap, "--reason", "fraud suspected"],
         vec![agent.clone()],
     )
     .await
