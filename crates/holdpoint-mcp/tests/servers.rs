@@ -587,6 +587,17 @@ async fn an_mcp_tool_held_by_the_gate_runs_once_when_approved_and_never_when_den
             .unwrap_or_default()
             .contains("denied")
     );
+
+    // The audit names the MCP server and its own name of the tool.
+    let audit = a.audit(holdpoint::session::AuditQuery::default()).await.unwrap();
+    let mut decisions: Vec<&str> = audit.iter().map(|r| r.decision.as_str()).collect();
+    decisions.sort_unstable();
+    assert_eq!(decisions, ["approve", "deny"]);
+    for r in &audit {
+        assert_eq!(r.tool, "everything_echo");
+        let origin = r.mcp.as_ref().expect("an MCP origin on the record");
+        assert_eq!((origin.server.as_str(), origin.tool.as_str()), ("everything", "echo"));
+    }
 }
 
 #[tokio::test]

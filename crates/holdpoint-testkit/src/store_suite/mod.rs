@@ -275,6 +275,7 @@ pub fn approve_record(session_id: &str, snapshot_id: &str) -> AuditRecord {
         reason: None,
         held_by: None,
         settles: false,
+        mcp: None,
     }
 }
 

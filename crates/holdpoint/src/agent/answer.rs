@@ -175,7 +175,10 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
                     session_id: &snapshot.session_id,
                     snapshot_id: id,
                 };
-                let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone());
+                let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone()).map(|mut r| {
+                    r.mcp = agent.def.mcp_origin(&r.tool);
+                    r
+                });
                 store.append_audit(row.into_iter().collect()).await?;
             }
             let mut now = call.clone();

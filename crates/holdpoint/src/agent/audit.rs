@@ -57,6 +57,7 @@ fn record(
         reason,
         held_by: request.interrupted_by().map(str::to_owned),
         settles: false,
+        mcp: None,
     })
 }
 

@@ -119,6 +119,15 @@ pub(crate) struct AgentDef {
     pub tools: Vec<crate::model::ToolDefinition>,
 }
 
+impl AgentDef {
+    /// The MCP server and tool behind the agent's tool `name`, for its
+    /// audit records.
+    pub(crate) fn mcp_origin(&self, name: &str) -> Option<crate::session::McpOrigin> {
+        let definition = self.tools.iter().find(|d| d.name == name)?;
+        crate::session::McpOrigin::of_metadata(definition.metadata.as_ref())
+    }
+}
+
 /// An agent definition: immutable and cheap to clone.
 #[derive(Clone)]
 pub struct Agent {

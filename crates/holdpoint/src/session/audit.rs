@@ -109,6 +109,32 @@ pub struct AuditRecord {
     /// process died (docs/reference.md §8).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub settles: bool,
+    /// The MCP server and tool behind `tool`, when the agent's tool came
+    /// from an MCP server (docs/reference.md §17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpOrigin>,
+}
+
+/// The MCP server and the server's own name of a tool (the agent's name
+/// for it is `{server}_{tool}` or as configured), read from the `mcp`
+/// entry of the tool definition's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpOrigin {
+    /// The server's configured name.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+}
+
+impl McpOrigin {
+    /// The origin a tool definition's metadata names, if it names one.
+    pub fn of_metadata(metadata: Option<&serde_json::Map<String, Value>>) -> Option<McpOrigin> {
+        let mcp = metadata?.get("mcp")?;
+        Some(McpOrigin {
+            server: mcp.get("server")?.as_str()?.to_owned(),
+            tool: mcp.get("tool")?.as_str()?.to_owned(),
+        })
+    }
 }
 
 /// SHA-256 (hex) of the canonical JSON of `value`.

@@ -185,6 +185,7 @@ async fn claim_snapshot(
     let mut records = audit::records(&ctx, &session.state.messages, resume);
     for r in &mut records {
         r.settles = settles;
+        r.mcp = def.mcp_origin(&r.tool);
     }
     let waited_ms = session
         .saved_at
