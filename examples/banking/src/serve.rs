@@ -9,8 +9,8 @@ use holdpoint::Model;
 use holdpoint::agent::AgentBuilder;
 use holdpoint::approval::Policy;
 use holdpoint::session::SessionStore;
-use holdpoint_server::Server;
 use holdpoint_server::config::Config;
+use holdpoint_server::{Metrics, Server};
 
 /// What `serve` needs, validated.
 pub struct ServeConfig {
@@ -72,15 +72,19 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         Some(c) => holdpoint_cli::deploy::mcp_servers(c).await.map_err(|e| e.to_string())?,
         None => None,
     };
-    let builder = banking::builder(config.model, Some(Arc::clone(&config.store)))
+    // `/metrics`: both agents' store operations, and bankingAgent's tool
+    // calls (MCP tools by their `{server}_{tool}` names) as they run.
+    let metrics = Metrics::new();
+    let store = metrics.store(Arc::clone(&config.store));
+    let builder = banking::builder(config.model, Some(Arc::clone(&store)))
         .map_err(|e| e.to_string())?
+        .middleware(metrics.middleware())
         .tools(holdpoint_cli::deploy::mcp_tools(mcp.as_ref(), banking::AGENT_NAME));
     let agent = apply_policy(builder, file.map(Config::approval_policy))
         .build()
         .map_err(|e| e.to_string())?;
     // The front desk hands account operations to bankingAgent (a sub-agent).
-    let support =
-        banking::support_agent(support_model, agent.clone(), Arc::clone(&config.store)).map_err(|e| e.to_string())?;
+    let support = banking::support_agent(support_model, agent.clone(), store).map_err(|e| e.to_string())?;
     // The file's notifications: the outbox of the store, delivered until
     // the server stops; expiry timers are answered by the agent holding the call.
     let notifications = match file {
@@ -89,6 +93,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         None => None,
     };
     let mut builder = Server::builder()
+        .metrics(metrics)
         .agent(agent)
         .agent(support)
         .data_dir(&config.data_dir)
