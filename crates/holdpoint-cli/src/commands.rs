@@ -518,6 +518,7 @@ mod tests {
             reason: None,
             held_by: None,
             settles: false,
+            grant: None,
         };
         assert_eq!(audited_input(&r), hash_json(&held)[..12]);
         r.input_hash = hash_json(&ran);

@@ -29,6 +29,7 @@ mod audit;
 mod builder;
 mod connection;
 mod detach;
+mod grant_answer;
 mod hold;
 mod io;
 mod load;

@@ -109,6 +109,10 @@ pub struct AuditRecord {
     /// process died (docs/reference.md §8).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub settles: bool,
+    /// The standing grant that let the call run without a hold
+    /// (docs/reference.md §10.9): its id and who granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<crate::approval::GrantRef>,
 }
 
 /// SHA-256 (hex) of the canonical JSON of `value`.

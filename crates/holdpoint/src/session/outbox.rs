@@ -672,6 +672,7 @@ mod tests {
             reason: None,
             held_by: None,
             settles: false,
+            grant: None,
         };
         let lease = Utc::now() + chrono::Duration::seconds(60);
         let events = decided_events("snap", lease, &[record]);

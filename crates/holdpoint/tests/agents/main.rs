@@ -9,6 +9,7 @@ mod background;
 mod connection;
 mod detach;
 mod fail_loudly;
+mod grants;
 mod in_doubt;
 mod isolation;
 mod resumable;
