@@ -30,6 +30,7 @@ mod builder;
 mod connection;
 mod detach;
 mod grant_answer;
+mod grants;
 mod hold;
 mod io;
 mod load;
