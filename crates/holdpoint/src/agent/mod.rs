@@ -34,6 +34,7 @@ mod grants;
 mod hold;
 mod io;
 mod load;
+mod pending_page;
 mod prompt;
 mod reads;
 mod settle;

@@ -12,6 +12,7 @@ mod fail_loudly;
 mod grants;
 mod in_doubt;
 mod isolation;
+mod pending_page;
 mod resumable;
 mod resume;
 mod state;
