@@ -12,6 +12,7 @@ mod fail_loudly;
 mod grants;
 mod in_doubt;
 mod isolation;
+mod partial_atomic;
 mod pending_page;
 mod resumable;
 mod resume;
