@@ -277,6 +277,17 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             let what = if output.is_some() { "settled" } else { "re-run" };
             decided(cli.json, backend.settle(&a.snapshot, &a.reference, output).await?, what)
         }
+        Command::Approve(d) if d.grant.grant.is_some() => {
+            let grant = d
+                .grant
+                .request()?
+                .ok_or_else(|| CliError::Usage("--grant needs a scope".into()))?;
+            crate::grants::approve(&backend, &d.snapshot, &d.reference, d.reason, grant, cli.json).await
+        }
+        Command::Deny(d) if d.grant.grant.is_some() => {
+            Err(CliError::Usage("--grant goes with approve, not deny".into()))
+        }
+        Command::Grants(g) => crate::grants::run(g, &backend, cli.agent.as_deref(), cli.json).await,
         Command::Approve(d) => outcome(
             cli.json,
             backend

@@ -353,7 +353,12 @@ impl SessionStore for PostgresStore {
 
     /// Read from the database on every call (no cache): a revoke on any
     /// replica is seen by the next read.
-    #[tracing::instrument(name = "store", skip_all, fields(op = "list_grants", store = "postgres"), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_grants", store = "postgres"),
+        err(Display)
+    )]
     async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
         grants::list(&self.inner.pool, query).await
     }

@@ -18,11 +18,13 @@ use crate::error::store_error;
 use crate::{outbox, write};
 
 fn encode(grant: &Grant) -> Result<String> {
-    serde_json::to_string(grant).map_err(|e| Error::Internal(format!("sqlite store: grant {} does not encode: {e}", grant.id)))
+    serde_json::to_string(grant)
+        .map_err(|e| Error::Internal(format!("sqlite store: grant {} does not encode: {e}", grant.id)))
 }
 
 fn decode(data: &str) -> Result<Grant> {
-    serde_json::from_str(data).map_err(|e| Error::Internal(format!("sqlite store: a stored grant does not decode: {e}")))
+    serde_json::from_str(data)
+        .map_err(|e| Error::Internal(format!("sqlite store: a stored grant does not decode: {e}")))
 }
 
 /// Stores a new grant (`FAILED_PRECONDITION` when its id is taken).
@@ -64,9 +66,18 @@ pub(crate) fn get(conn: &Connection, id: &str) -> Result<Option<Grant>> {
 /// Rewrites `grant` (its document and lookup columns).
 fn write_back(conn: &Connection, grant: &Grant) -> Result<()> {
     let data = encode(grant)?;
-    conn.prepare_cached("UPDATE holdpoint_grants SET uses_left = ?2, revoked_at_ns = ?3, data = ?4 WHERE grant_id = ?1")
-        .and_then(|mut s| s.execute(params![grant.id, grant.uses_left, grant.revoked_at.map(saturating_nanos), data]))
-        .map_err(|e| store_error(&format!("write grant {}", grant.id), e))?;
+    conn.prepare_cached(
+        "UPDATE holdpoint_grants SET uses_left = ?2, revoked_at_ns = ?3, data = ?4 WHERE grant_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            grant.id,
+            grant.uses_left,
+            grant.revoked_at.map(saturating_nanos),
+            data
+        ])
+    })
+    .map_err(|e| store_error(&format!("write grant {}", grant.id), e))?;
     Ok(())
 }
 
@@ -83,8 +94,11 @@ pub(crate) fn list(conn: &Connection, query: &GrantQuery) -> Result<Vec<Grant>> 
              ORDER BY created_at_ns DESC, seq DESC LIMIT ?4",
         )
         .and_then(|mut s| {
-            s.query_map(params![query.agent, query.tool, active, sql_limit(query.limit())], |r| r.get(0))?
-                .collect()
+            s.query_map(
+                params![query.agent, query.tool, active, sql_limit(query.limit())],
+                |r| r.get(0),
+            )?
+            .collect()
         })
         .map_err(|e| store_error("list grants", e))?;
     let grants: Vec<Grant> = rows.iter().map(|d| decode(d)).collect::<Result<_>>()?;

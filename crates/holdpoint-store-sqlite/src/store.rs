@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use chrono::{DateTime, Utc};
 use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::outbox::hold_events;
 use holdpoint::session::{

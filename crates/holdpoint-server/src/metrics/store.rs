@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use futures::stream::BoxStream;
 use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
 use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
@@ -115,7 +115,12 @@ impl SessionStore for TimedStore {
         self.timed("list_grants", self.inner.list_grants(query)).await
     }
 
-    async fn use_grant(&self, id: &str, now: DateTime<Utc>, audit: Vec<AuditRecord>) -> holdpoint::Result<Option<Grant>> {
+    async fn use_grant(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        audit: Vec<AuditRecord>,
+    ) -> holdpoint::Result<Option<Grant>> {
         self.timed("use_grant", self.inner.use_grant(id, now, audit)).await
     }
 

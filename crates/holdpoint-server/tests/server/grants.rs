@@ -118,30 +118,56 @@ async fn an_approval_with_a_grant_lets_later_calls_run_and_revoking_it_stops_the
     let held = pay(&s, "alice", None, 50).await;
     assert_eq!(held["finishReason"], "interrupted", "{held:#}");
     let session = held["sessionId"].as_str().unwrap().to_owned();
-    let answer = |grant: Value| json!({"data": {"snapshotId": held["snapshotId"], "decision": "approve", "grant": grant}});
+    let answer =
+        |grant: Value| json!({"data": {"snapshotId": held["snapshotId"], "decision": "approve", "grant": grant}});
 
     // Bad grants are 400 with a JSON body, and change nothing.
-    let bad = s.post("/agents/payer/answer", answer(json!({"scope": "forever"})), Some("olga")).await;
+    let bad = s
+        .post(
+            "/agents/payer/answer",
+            answer(json!({"scope": "forever"})),
+            Some("olga"),
+        )
+        .await;
     assert_eq!(bad.0, 400, "{:#}", bad.1);
     assert!(bad.1["error"]["message"].is_string(), "{:#}", bad.1);
     let bad = s
-        .post("/agents/payer/answer", answer(json!({"scope": "session", "when": "input.amount <"})), Some("olga"))
+        .post(
+            "/agents/payer/answer",
+            answer(json!({"scope": "session", "when": "input.amount <"})),
+            Some("olga"),
+        )
         .await;
     assert_error(&bad, 400, "INVALID_ARGUMENT", "grant condition");
     // Whoever may not answer the hold may not grant from it.
-    let mallory = s.post("/agents/payer/answer", answer(json!({"scope": "tool"})), Some("mallory")).await;
+    let mallory = s
+        .post(
+            "/agents/payer/answer",
+            answer(json!({"scope": "tool"})),
+            Some("mallory"),
+        )
+        .await;
     assert_eq!(mallory.0, 404, "{:#}", mallory.1);
-    let owner = s.post("/agents/payer/answer", answer(json!({"scope": "tool"})), Some("alice")).await;
+    let owner = s
+        .post("/agents/payer/answer", answer(json!({"scope": "tool"})), Some("alice"))
+        .await;
     assert_error(&owner, 403, "PERMISSION_DENIED", "bills");
     assert_eq!(paid.load(Ordering::SeqCst), 0);
 
     let (code, done) = s
-        .post("/agents/payer/answer", answer(json!({"scope": "session", "ttl": "1h", "uses": 5})), Some("olga"))
+        .post(
+            "/agents/payer/answer",
+            answer(json!({"scope": "session", "ttl": "1h", "uses": 5})),
+            Some("olga"),
+        )
         .await;
     assert_eq!(code, 200, "{done:#}");
     assert_eq!(done["result"]["decided"], true);
     let grant = done["result"]["grant"].clone();
-    assert_eq!((grant["grantedBy"].as_str(), grant["usesLeft"].as_u64()), (Some("olga"), Some(5)));
+    assert_eq!(
+        (grant["grantedBy"].as_str(), grant["usesLeft"].as_u64()),
+        (Some("olga"), Some(5))
+    );
     let id = grant["id"].as_str().unwrap().to_owned();
 
     let next = pay(&s, "alice", Some(&session), 60).await;
@@ -167,8 +193,18 @@ async fn an_approval_with_a_grant_lets_later_calls_run_and_revoking_it_stops_the
     assert_eq!(bad.0, 400, "{:#}", bad.1);
 
     // Only who may manage it revokes it.
-    assert_error(&delete(&s, &format!("/grants/{id}"), "bob").await, 404, "NOT_FOUND", "not found");
-    assert_error(&delete(&s, "/grants/no-such-grant", "pete").await, 404, "NOT_FOUND", "not found");
+    assert_error(
+        &delete(&s, &format!("/grants/{id}"), "bob").await,
+        404,
+        "NOT_FOUND",
+        "not found",
+    );
+    assert_error(
+        &delete(&s, "/grants/no-such-grant", "pete").await,
+        404,
+        "NOT_FOUND",
+        "not found",
+    );
     let (code, revoked) = delete(&s, &format!("/grants/{id}"), "pete").await;
     assert_eq!(code, 200, "{revoked:#}");
     assert_eq!(revoked["result"]["revokedBy"], "pete");

@@ -82,21 +82,48 @@ pub async fn grants_are_kept_listed_and_revoked(store: Arc<dyn SessionStore>) {
         agent: Some(agent.clone()),
         ..GrantQuery::default()
     };
-    let ids: Vec<String> = store.list_grants(&query).await.expect("list").into_iter().map(|g| g.id).collect();
+    let ids: Vec<String> = store
+        .list_grants(&query)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
     assert_eq!(ids, [second.id.clone(), first.id.clone()]);
 
     let at = Utc::now();
-    let revoked = store.revoke_grant(&first.id, "pete", at).await.expect("revoke").expect("found");
+    let revoked = store
+        .revoke_grant(&first.id, "pete", at)
+        .await
+        .expect("revoke")
+        .expect("found");
     assert_eq!(revoked.revoked_by.as_deref(), Some("pete"));
     assert!(revoked.revoked_at.is_some());
-    let again = store.revoke_grant(&first.id, "quinn", Utc::now()).await.expect("revoke").expect("found");
-    assert_eq!(again.revoked_by.as_deref(), Some("pete"), "a second revoke changes nothing");
-    assert_eq!(store.revoke_grant("no-such-grant", "pete", at).await.expect("revoke"), None);
+    let again = store
+        .revoke_grant(&first.id, "quinn", Utc::now())
+        .await
+        .expect("revoke")
+        .expect("found");
+    assert_eq!(
+        again.revoked_by.as_deref(),
+        Some("pete"),
+        "a second revoke changes nothing"
+    );
+    assert_eq!(
+        store.revoke_grant("no-such-grant", "pete", at).await.expect("revoke"),
+        None
+    );
     let active = GrantQuery {
         active_at: Some(Utc::now()),
         ..query
     };
-    let ids: Vec<String> = store.list_grants(&active).await.expect("list").into_iter().map(|g| g.id).collect();
+    let ids: Vec<String> = store
+        .list_grants(&active)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
     assert_eq!(ids, [second.id.clone()]);
     let used = store
         .use_grant(&first.id, Utc::now(), vec![use_record(&first)])
@@ -116,7 +143,10 @@ pub async fn expired_grants_are_never_used(store: Arc<dyn SessionStore>) {
         ..grant(&agent, None)
     };
     store.insert_grant(lapsed.clone()).await.expect("insert");
-    let used = store.use_grant(&lapsed.id, now, vec![use_record(&lapsed)]).await.expect("use");
+    let used = store
+        .use_grant(&lapsed.id, now, vec![use_record(&lapsed)])
+        .await
+        .expect("use");
     assert_eq!(used, None);
     assert_eq!(uses_audited(store.as_ref(), &lapsed).await, 0);
     let active = GrantQuery {
@@ -131,7 +161,11 @@ pub async fn expired_grants_are_never_used(store: Arc<dyn SessionStore>) {
         ..grant(&agent, None)
     };
     store.insert_grant(live.clone()).await.expect("insert");
-    let used = store.use_grant(&live.id, now, vec![use_record(&live)]).await.expect("use").expect("used");
+    let used = store
+        .use_grant(&live.id, now, vec![use_record(&live)])
+        .await
+        .expect("use")
+        .expect("used");
     assert_eq!((used.used, used.uses_left), (1, None));
     assert_eq!(uses_audited(store.as_ref(), &live).await, 1);
     let later = live.expires_at.expect("set") + TimeDelta::seconds(1);
@@ -171,9 +205,21 @@ pub async fn two_handles_spend_a_last_use_once(a: Arc<dyn SessionStore>, b: Arc<
         let won = usize::from(x.expect("use").is_some()) + usize::from(y.expect("use").is_some());
         assert_eq!(won, 1, "the last use is spent once");
         assert_eq!(uses_audited(a.as_ref(), &g).await, 1);
-        let revoked = b.revoke_grant(&g.id, "pete", Utc::now()).await.expect("revoke").expect("found");
+        let revoked = b
+            .revoke_grant(&g.id, "pete", Utc::now())
+            .await
+            .expect("revoke")
+            .expect("found");
         assert!(revoked.revoked_at.is_some());
-        assert!(a.get_grant(&g.id).await.expect("get").expect("found").revoked_at.is_some(), "seen at once");
+        assert!(
+            a.get_grant(&g.id)
+                .await
+                .expect("get")
+                .expect("found")
+                .revoked_at
+                .is_some(),
+            "seen at once"
+        );
     }
 }
 

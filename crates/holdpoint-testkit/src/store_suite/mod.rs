@@ -158,7 +158,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("grants_are_kept_listed_and_revoked", |s| {
         grants_are_kept_listed_and_revoked(s).boxed()
     }),
-    ("expired_grants_are_never_used", |s| expired_grants_are_never_used(s).boxed()),
+    ("expired_grants_are_never_used", |s| {
+        expired_grants_are_never_used(s).boxed()
+    }),
     ("grant_uses_are_spent_once", |s| grant_uses_are_spent_once(s).boxed()),
     ("audited_saves_write_both_or_neither", |s| {
         audited_saves_write_both_or_neither(s).boxed()

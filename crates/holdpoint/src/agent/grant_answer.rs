@@ -59,7 +59,8 @@ pub(super) async fn prepare(
     let expires_at = match &request.ttl {
         Some(ttl) => {
             let ttl = parse_ttl(ttl)?;
-            let delta = chrono::TimeDelta::from_std(ttl).map_err(|e| Error::InvalidArgument(format!("grant ttl: {e}")))?;
+            let delta =
+                chrono::TimeDelta::from_std(ttl).map_err(|e| Error::InvalidArgument(format!("grant ttl: {e}")))?;
             Some(now + delta)
         }
         None => None,

@@ -54,6 +54,9 @@ impl Agent {
             return Err(missing());
         }
         let by = actor_of(context).unwrap_or("operator");
-        store.revoke_grant(id, by, chrono::Utc::now()).await?.ok_or_else(missing)
+        store
+            .revoke_grant(id, by, chrono::Utc::now())
+            .await?
+            .ok_or_else(missing)
     }
 }

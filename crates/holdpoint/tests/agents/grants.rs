@@ -56,7 +56,11 @@ fn setup() -> Setup {
         self_approval: false,
         ..RuleSpec::default()
     };
-    let policy = Policy::new([rule("big bills", Some("input.amount > 10000"), 2), rule("bills", None, 1)]).unwrap();
+    let policy = Policy::new([
+        rule("big bills", Some("input.amount > 10000"), 2),
+        rule("bills", None, 1),
+    ])
+    .unwrap();
     let store = Arc::new(InMemoryStore::new());
     let agent = Agent::builder("payer")
         .model(Arc::new(model))
@@ -82,7 +86,10 @@ async fn ask(s: &Setup, owner: &str, session: Option<&str>, amount: u64) -> Agen
         None => AgentInit::new(),
     };
     let options = RunOptions::new(init).principal(owner);
-    s.agent.run_with(AgentInput::text(amount.to_string()), options).await.unwrap()
+    s.agent
+        .run_with(AgentInput::text(amount.to_string()), options)
+        .await
+        .unwrap()
 }
 
 fn held(out: &AgentOutput) -> bool {
@@ -103,7 +110,11 @@ async fn granted(s: &Setup, amount: u64, grant: GrantRequest) -> (AgentOutput, G
     let out = ask(s, "alice", None, amount).await;
     assert!(held(&out));
     let id = out.snapshot_id.clone().unwrap();
-    let answered = s.agent.answer(Answer::approve(id).grant(grant), who("olga", &["finance"])).await.unwrap();
+    let answered = s
+        .agent
+        .answer(Answer::approve(id).grant(grant), who("olga", &["finance"]))
+        .await
+        .unwrap();
     let Answered::Granted { output, grant } = answered else {
         panic!("an approval with a grant resumes and grants")
     };
@@ -132,7 +143,10 @@ async fn a_grant_lets_the_next_matching_call_run_without_a_hold_and_is_audited()
     let used: Vec<_> = trail.iter().filter(|r| r.grant.is_some()).collect();
     assert_eq!(used.len(), 1, "{trail:?}");
     let row = used[0];
-    assert_eq!(row.grant.as_ref().map(|g| (g.id.as_str(), g.granted_by.as_str())), Some((grant.id.as_str(), "olga")));
+    assert_eq!(
+        row.grant.as_ref().map(|g| (g.id.as_str(), g.granted_by.as_str())),
+        Some((grant.id.as_str(), "olga"))
+    );
     assert_eq!(row.actor.as_deref(), Some("olga"));
     assert_eq!(row.principal.as_deref(), Some("alice"));
     assert_eq!(row.tool, "payBill");
@@ -144,7 +158,10 @@ async fn a_grant_lets_the_next_matching_call_run_without_a_hold_and_is_audited()
 async fn a_session_grant_does_not_leak_and_a_principal_grant_stays_with_its_principal() {
     let s = setup();
     let (_, _) = granted(&s, 50, request(GrantScope::Session)).await;
-    assert!(held(&ask(&s, "alice", None, 60).await), "another session of alice's is held");
+    assert!(
+        held(&ask(&s, "alice", None, 60).await),
+        "another session of alice's is held"
+    );
 
     let s = setup();
     let _ = granted(&s, 50, request(GrantScope::Principal)).await;
@@ -161,8 +178,15 @@ async fn revoking_a_grant_stops_it_at_once() {
     let s = setup();
     let (first, grant) = granted(&s, 50, request(GrantScope::Session)).await;
     assert!(!held(&ask(&s, "alice", Some(&first.session_id), 60).await));
-    s.store.revoke_grant(&grant.id, "pete", Utc::now()).await.unwrap().unwrap();
-    assert!(held(&ask(&s, "alice", Some(&first.session_id), 70).await), "held again once revoked");
+    s.store
+        .revoke_grant(&grant.id, "pete", Utc::now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        held(&ask(&s, "alice", Some(&first.session_id), 70).await),
+        "held again once revoked"
+    );
     assert_eq!(s.paid.load(Ordering::SeqCst), 2);
 }
 
@@ -177,7 +201,12 @@ async fn uses_run_out_and_conditions_narrow_a_grant() {
     let (first, _) = granted(&s, 50, grant).await;
     let session = Some(first.session_id.as_str());
     assert!(held(&ask(&s, "alice", session, 500).await), "the condition is not met");
-    let held_id = s.agent.latest_snapshot(&first.session_id, holdpoint::agent::Access::Full).await.unwrap().unwrap();
+    let held_id = s
+        .agent
+        .latest_snapshot(&first.session_id, holdpoint::agent::Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
     let Answered::Resumed(_) = s
         .agent
         .answer(Answer::deny(held_id.snapshot_id, None), who("olga", &["finance"]))
@@ -215,7 +244,12 @@ async fn a_quorum_rule_beats_a_grant() {
         .await
         .expect_err("refused");
     assert!(matches!(err, Error::FailedPrecondition(_)), "{err}");
-    let row = s.store.get_snapshot(out.snapshot_id.as_deref().unwrap()).await.unwrap().unwrap();
+    let row = s
+        .store
+        .get_snapshot(out.snapshot_id.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(row.approvals.is_empty() && row.resumed_at.is_none(), "nothing written");
 }
 
@@ -225,25 +259,45 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
     let out = ask(&s, "alice", None, 50).await;
     let id = out.snapshot_id.clone().unwrap();
     let grant = || Answer::approve(id.clone()).grant(request(GrantScope::Tool));
-    let err = s.agent.answer(grant(), who("mallory", &["support"])).await.expect_err("no role");
+    let err = s
+        .agent
+        .answer(grant(), who("mallory", &["support"]))
+        .await
+        .expect_err("no role");
     assert!(matches!(err, Error::NotFound(_)), "a hold mallory may not see: {err}");
-    let err = s.agent.answer(grant(), who("alice", &["finance"])).await.expect_err("the owner");
+    let err = s
+        .agent
+        .answer(grant(), who("alice", &["finance"]))
+        .await
+        .expect_err("the owner");
     assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
     let bad_cel = Answer::approve(id.clone()).grant(GrantRequest {
         when: Some("input.amount <".into()),
         ..request(GrantScope::Tool)
     });
-    let err = s.agent.answer(bad_cel, who("olga", &["finance"])).await.expect_err("bad CEL");
+    let err = s
+        .agent
+        .answer(bad_cel, who("olga", &["finance"]))
+        .await
+        .expect_err("bad CEL");
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     let bad_ttl = Answer::approve(id.clone()).grant(GrantRequest {
         ttl: Some("forever".into()),
         ..request(GrantScope::Tool)
     });
-    let err = s.agent.answer(bad_ttl, who("olga", &["finance"])).await.expect_err("bad ttl");
+    let err = s
+        .agent
+        .answer(bad_ttl, who("olga", &["finance"]))
+        .await
+        .expect_err("bad ttl");
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     let mut deny = Answer::deny(id.clone(), None);
     deny.grant = Some(request(GrantScope::Tool));
-    let err = s.agent.answer(deny, who("olga", &["finance"])).await.expect_err("a denial");
+    let err = s
+        .agent
+        .answer(deny, who("olga", &["finance"]))
+        .await
+        .expect_err("a denial");
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert!(s.store.list_grants(&GrantQuery::default()).await.unwrap().is_empty());
     assert_eq!(s.paid.load(Ordering::SeqCst), 0);

@@ -53,7 +53,10 @@ async fn an_approvers_page_is_filled_with_holds_it_may_answer_past_newer_ones_it
     let agent = agent();
     for amount in [50, 60, 5, 6, 7, 8, 9] {
         let options = RunOptions::new(AgentInit::new()).principal("alice");
-        let out = agent.run_with(AgentInput::text(amount.to_string()), options).await.unwrap();
+        let out = agent
+            .run_with(AgentInput::text(amount.to_string()), options)
+            .await
+            .unwrap();
         assert_eq!(out.finish_reason, FinishReason::Interrupted);
     }
     let finance = vec!["finance".to_owned()];
@@ -72,7 +75,11 @@ async fn an_approvers_page_is_filled_with_holds_it_may_answer_past_newer_ones_it
         .await
         .unwrap();
     let amounts: Vec<&Value> = page.iter().map(|c| &c.input["amount"]).collect();
-    assert_eq!(amounts, [&json!(60), &json!(50)], "the page holds finance's two, newest first");
+    assert_eq!(
+        amounts,
+        [&json!(60), &json!(50)],
+        "the page holds finance's two, newest first"
+    );
     let one = agent
         .pending_for(
             SnapshotQuery {

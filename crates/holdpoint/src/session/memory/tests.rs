@@ -1,5 +1,5 @@
-use super::*;
 use super::rows::HOT_WAITING;
+use super::*;
 use crate::message::metadata;
 use crate::message::{Message, Part, Role};
 use crate::model::FinishReason;
