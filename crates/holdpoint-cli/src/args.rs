@@ -58,6 +58,9 @@ pub enum Command {
     Settle(SettleArgs),
     /// Decisions about paused calls, newest first.
     Audit(AuditArgs),
+    /// Standing grants: list, revoke.
+    #[command(subcommand)]
+    Grants(crate::grants::GrantsCommand),
     /// The notifications outbox: events and timers, delivered / retrying /
     /// dead, with attempts and the last error (needs --store).
     #[command(subcommand)]
@@ -135,6 +138,9 @@ pub struct DecideArgs {
     /// Why; recorded in the audit trail and, on a denial, told to the model.
     #[arg(long)]
     pub reason: Option<String>,
+    /// With `approve`: a standing grant.
+    #[command(flatten)]
+    pub grant: crate::grants::GrantArgs,
 }
 
 /// `respond` arguments.

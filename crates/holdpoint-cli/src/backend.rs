@@ -352,6 +352,7 @@ impl Backend {
                     tool: part.as_tool_request().map(|r| r.name.clone()),
                     decision: if approve { AnswerKind::Approve } else { AnswerKind::Deny },
                     reason,
+                    grant: None,
                 };
                 h.answer(&name, &answer).await
             }

@@ -287,6 +287,17 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 what,
             )
         }
+        Command::Approve(d) if d.grant.grant.is_some() => {
+            let grant = d
+                .grant
+                .request()?
+                .ok_or_else(|| CliError::Usage("--grant needs a scope".into()))?;
+            crate::grants::approve(&backend, &d.snapshot, &d.reference, d.reason, grant, cli.json).await
+        }
+        Command::Deny(d) if d.grant.grant.is_some() => {
+            Err(CliError::Usage("--grant goes with approve, not deny".into()))
+        }
+        Command::Grants(g) => crate::grants::run(g, &backend, cli.agent.as_deref(), cli.json).await,
         Command::Approve(d) => outcome(
             cli.json,
             backend
@@ -545,6 +556,7 @@ mod tests {
             held_by: None,
             settles: false,
             mcp: None,
+            grant: None,
         };
         assert_eq!(audited_input(&r), hash_json(&held)[..12]);
         r.input_hash = hash_json(&ran);

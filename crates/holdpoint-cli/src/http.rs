@@ -93,6 +93,20 @@ impl HttpBackend {
             .map_err(|e| CliError::Server(format!("{path}: unexpected answer: {e}")))
     }
 
+    /// A call's `result` as JSON, `None` on 404 (for commands kept in
+    /// files of their own).
+    pub(crate) async fn result(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Option<Value>, CliError> {
+        Ok(match self.call::<Value>(method, path, body).await? {
+            Reply::Found(v) => Some(v),
+            Reply::NotFound => None,
+        })
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Reply<T>, CliError> {
         self.call(reqwest::Method::GET, path, None).await
     }

@@ -13,6 +13,7 @@
 //! | `deny SNAPSHOT [REF] [--reason R]` | do not run it; the model is told why |
 //! | `respond SNAPSHOT [REF] --output JSON` | settle the call with an output, without running the tool — how an in-doubt call (one whose effect you checked by hand) is closed |
 //! | `audit [--session S]` | every decision, with principal and reason |
+//! | `grants list [--active]` / `grants revoke ID` | standing grants (`approve … --grant session\|principal\|tool [--grant-ttl 1h] [--grant-uses N] [--grant-when CEL]` makes one) |
 //! | `serve [--addr A]` | serve the registered agents with the approval page |
 //!
 //! Every listing takes `--json` (otherwise an aligned table) and `--agent
@@ -72,6 +73,7 @@ pub mod backend;
 mod commands;
 pub mod deploy;
 pub mod error;
+pub mod grants;
 pub mod http;
 mod mcp;
 pub mod output;

@@ -487,3 +487,148 @@ async fn notifications_are_listed_and_a_dead_one_is_retried_against_the_store() 
     assert!(!ok);
     assert!(err.contains("expected pending"), "{err}");
 }
+
+/// An agent whose `payBill` (the user's message is the amount) is held
+/// for finance, never its owner.
+fn payer(store: Arc<dyn holdpoint::session::SessionStore>) -> Agent {
+    use holdpoint::{ScriptedModel, ScriptedTurn};
+    let pay = holdpoint::tool::DynamicTool::new(
+        "payBill",
+        "pays a bill",
+        json!({"type": "object"}),
+        |_ctx: holdpoint::tool::ToolContext, input: Value| async move { Ok(json!({"paid": input["amount"]})) },
+    )
+    .into_tool();
+    let model = ScriptedModel::from_fn("scripted/payer", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == holdpoint::Role::Tool {
+            return Some(ScriptedTurn::text("paid"));
+        }
+        let amount: u64 = last.text().trim().parse().ok()?;
+        Some(ScriptedTurn::tool_call("payBill", json!({"amount": amount})))
+    });
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        name: Some("bills".into()),
+        tool: Some("payBill".into()),
+        approvers: vec!["finance".into()],
+        quorum: 1,
+        self_approval: false,
+        ..Default::default()
+    }])
+    .unwrap();
+    Agent::builder("payer")
+        .model(Arc::new(model))
+        .tool(pay)
+        .approval_policy(policy)
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+/// Standing grants through the stock binary against a live server:
+/// `approve --grant` makes one, the next call runs without a hold,
+/// `grants list` shows it to finance (not to a customer), a customer
+/// cannot revoke it, `grants revoke` stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_are_made_listed_and_revoked_through_a_server() {
+    let store = holdpoint_stores::open_store("memory:").await.unwrap();
+    let keys = holdpoint_server::auth::ApiKeys::new()
+        .key_with_roles("k-alice-0123456789", "alice", ["customer"])
+        .key_with_roles("k-olga-0123456789", "olga", ["finance"]);
+    let data = tempfile::tempdir().unwrap();
+    let server = holdpoint_server::Server::builder()
+        .agent(payer(store))
+        .api_keys(keys)
+        .data_dir(data.path())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+    let pay = |amount: u64, session: Option<String>| {
+        let base = base.clone();
+        async move {
+            let mut body = json!({"data": {"message": {"role": "user", "content": [{"text": amount.to_string()}]}}});
+            if let Some(id) = session {
+                body["init"] = json!({"sessionId": id});
+            }
+            let turn: Value = reqwest::Client::new()
+                .post(format!("{base}/agents/payer"))
+                .header("X-API-Key", "k-alice-0123456789")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            turn["result"].clone()
+        }
+    };
+    let as_key = |key: &str, rest: &[&str]| -> Vec<String> {
+        ["--server", base.as_str(), "--api-key", key]
+            .iter()
+            .chain(rest)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let olga = |rest: &[&str]| as_key("k-olga-0123456789", rest);
+    let alice = |rest: &[&str]| as_key("k-alice-0123456789", rest);
+
+    let held = pay(50, None).await;
+    assert_eq!(held["finishReason"], "interrupted", "{held}");
+    let snapshot = held["snapshotId"].as_str().unwrap().to_owned();
+    let session = held["sessionId"].as_str().unwrap().to_owned();
+    let pending = json_of(&olga(&["pending", "--json"]));
+    let reference = pending[0]["ref"].as_str().unwrap().to_owned();
+
+    let (ok, _, err) = holdpoint(&olga(&["approve", &snapshot, &reference, "--grant", "forever"]));
+    assert!(!ok && err.contains("unknown grant scope"), "{err}");
+    let (ok, _, err) = holdpoint(&olga(&["approve", &snapshot, &reference, "--grant-uses", "2"]));
+    assert!(!ok && err.contains("--grant"), "a grant option needs --grant: {err}");
+    let (ok, _, err) = holdpoint(&alice(&["approve", &snapshot, &reference, "--grant", "session"]));
+    assert!(!ok && err.contains("403"), "the owner may not: {err}");
+    let (ok, out, err) = holdpoint(&olga(&[
+        "approve",
+        &snapshot,
+        &reference,
+        "--grant",
+        "session",
+        "--grant-uses",
+        "3",
+        "--grant-ttl",
+        "1h",
+    ]));
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("approved; granted") && out.contains("granted by olga"),
+        "{out}"
+    );
+
+    let next = pay(60, Some(session.clone())).await;
+    assert_eq!(next["finishReason"], "stop", "the grant stands in: {next}");
+
+    let listed = json_of(&olga(&["grants", "list", "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["usesLeft"], 2);
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    let (ok, table, err) = holdpoint(&olga(&["grants", "list"]));
+    assert!(
+        ok && table.contains(&id) && table.contains("2 uses left"),
+        "{table}{err}"
+    );
+    let theirs = json_of(&alice(&["grants", "list", "--json"]));
+    assert_eq!(theirs, json!([]), "a customer manages no grant");
+    let (ok, _, err) = holdpoint(&alice(&["grants", "revoke", &id]));
+    assert!(!ok && err.contains("not found"), "{err}");
+
+    let (ok, out, err) = holdpoint(&olga(&["grants", "revoke", &id]));
+    assert!(
+        ok && out.contains("revoked") && out.contains("revoked by olga"),
+        "{out}{err}"
+    );
+    let again = pay(70, Some(session)).await;
+    assert_eq!(again["finishReason"], "interrupted", "held again: {again}");
+    let active = json_of(&olga(&["grants", "list", "--active", "--json"]));
+    assert_eq!(active, json!([]));
+}

@@ -30,6 +30,7 @@
 
 mod batch;
 mod error;
+mod grants;
 mod group;
 mod latest;
 mod listen;

@@ -20,7 +20,8 @@ use crate::group::{Committer, Insert, Op};
 use crate::latest::LatestReader;
 use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
-use crate::{outbox, read, schema, write};
+use crate::{grants, outbox, read, schema, write};
+use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::outbox::hold_events;
 use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
 
@@ -327,5 +328,53 @@ impl SessionStore for PostgresStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "postgres", event_id = id), err(Display))]
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         outbox::retry(&self.inner.pool, id).await
+    }
+
+    /// The row and its records in one transaction: both or neither.
+    #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot_audited", store = "postgres", snapshot_id = snapshot_id, records = audit.len()), err(Display))]
+    async fn save_snapshot_audited(
+        &self,
+        snapshot_id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<Snapshot>> {
+        grants::save_audited(&self.inner.pool, snapshot_id, update, &audit).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "insert_grant", store = "postgres", grant_id = %grant.id), err(Display))]
+    async fn insert_grant(&self, grant: Grant) -> Result<()> {
+        grants::insert(&self.inner.pool, &grant).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_grant", store = "postgres", grant_id = id), err(Display))]
+    async fn get_grant(&self, id: &str) -> Result<Option<Grant>> {
+        grants::get(&self.inner.pool, id).await
+    }
+
+    /// Read from the database on every call (no cache): a revoke on any
+    /// replica is seen by the next read.
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "list_grants", store = "postgres"),
+        err(Display)
+    )]
+    async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
+        grants::list(&self.inner.pool, query).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "use_grant", store = "postgres", grant_id = id), err(Display))]
+    async fn use_grant(
+        &self,
+        id: &str,
+        now: chrono::DateTime<chrono::Utc>,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<Grant>> {
+        grants::spend(&self.inner.pool, id, now, &audit).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "revoke_grant", store = "postgres", grant_id = id), err(Display))]
+    async fn revoke_grant(&self, id: &str, by: &str, at: chrono::DateTime<chrono::Utc>) -> Result<Option<Grant>> {
+        grants::revoke(&self.inner.pool, id, by, at).await
     }
 }

@@ -43,6 +43,7 @@
 mod conn;
 mod error;
 mod files;
+mod grants;
 mod group;
 mod options;
 mod outbox;

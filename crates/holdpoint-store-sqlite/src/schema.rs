@@ -35,6 +35,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0004_outbox.sql"),
     },
+    Migration {
+        version: 6,
+        name: "grants",
+        sql: include_str!("../migrations/0006_grants.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (

@@ -4,8 +4,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::outbox::hold_events;
 use holdpoint::session::{
     AuditQuery, AuditRecord, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, ResumeClaim, SessionStore, Snapshot,
@@ -138,8 +140,10 @@ impl SqliteStore {
         }
     }
 
-    /// Runs an outbox write on the writer's connection, inside a batch's
-    /// transaction; its result once the batch committed.
+    /// Runs a write of its own (outbox, grants, an audited save) on the
+    /// writer's connection, inside a savepoint of a batch's transaction
+    /// (a failure undoes what it wrote); its result once the batch
+    /// committed.
     async fn outbox_write<T: Send + 'static>(
         &self,
         run: impl FnOnce(&rusqlite::Connection) -> Result<T> + Send + 'static,
@@ -353,6 +357,57 @@ impl SessionStore for SqliteStore {
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         let id = id.to_owned();
         self.outbox_write(move |conn| crate::outbox::retry(conn, &id)).await
+    }
+
+    /// The row and its records in one transaction: both or neither.
+    #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot_audited", store = "sqlite", snapshot_id = snapshot_id, records = audit.len()), err(Display))]
+    async fn save_snapshot_audited(
+        &self,
+        snapshot_id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<Snapshot>> {
+        let id = snapshot_id.to_owned();
+        let saved = self
+            .outbox_write(move |conn| crate::grants::save_audited(conn, &id, update, &audit))
+            .await?;
+        if let Some(row) = &saved {
+            self.inner
+                .watchers
+                .publish(&row.snapshot_id, row.read_status(chrono::Utc::now()));
+        }
+        Ok(saved)
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "insert_grant", store = "sqlite", grant_id = %grant.id), err(Display))]
+    async fn insert_grant(&self, grant: Grant) -> Result<()> {
+        self.outbox_write(move |conn| crate::grants::insert(conn, &grant)).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "get_grant", store = "sqlite", grant_id = id), err(Display))]
+    async fn get_grant(&self, id: &str) -> Result<Option<Grant>> {
+        self.read_row("read a grant", |conn| crate::grants::get(conn, id))
+    }
+
+    /// Read from the database on every call (no cache): a revoke by any
+    /// handle or process is seen by the next read.
+    #[tracing::instrument(name = "store", skip_all, fields(op = "list_grants", store = "sqlite"), err(Display))]
+    async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
+        self.read_row("list grants", |conn| crate::grants::list(conn, query))
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "use_grant", store = "sqlite", grant_id = id), err(Display))]
+    async fn use_grant(&self, id: &str, now: DateTime<Utc>, audit: Vec<AuditRecord>) -> Result<Option<Grant>> {
+        let id = id.to_owned();
+        self.outbox_write(move |conn| crate::grants::spend(conn, &id, now, &audit))
+            .await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "revoke_grant", store = "sqlite", grant_id = id), err(Display))]
+    async fn revoke_grant(&self, id: &str, by: &str, at: DateTime<Utc>) -> Result<Option<Grant>> {
+        let (id, by) = (id.to_owned(), by.to_owned());
+        self.outbox_write(move |conn| crate::grants::revoke(conn, &id, &by, at))
+            .await
     }
 }
 

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
+use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
     WaitingCount,
@@ -86,5 +88,43 @@ impl SessionStore for TimedStore {
 
     async fn abort(&self, snapshot_id: &str) -> holdpoint::Result<Option<SnapshotStatus>> {
         self.timed("abort", self.inner.abort(snapshot_id)).await
+    }
+
+    async fn save_snapshot_audited(
+        &self,
+        snapshot_id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> holdpoint::Result<Option<Snapshot>> {
+        self.timed(
+            "save_snapshot_audited",
+            self.inner.save_snapshot_audited(snapshot_id, update, audit),
+        )
+        .await
+    }
+
+    async fn insert_grant(&self, grant: Grant) -> holdpoint::Result<()> {
+        self.timed("insert_grant", self.inner.insert_grant(grant)).await
+    }
+
+    async fn get_grant(&self, id: &str) -> holdpoint::Result<Option<Grant>> {
+        self.timed("get_grant", self.inner.get_grant(id)).await
+    }
+
+    async fn list_grants(&self, query: &GrantQuery) -> holdpoint::Result<Vec<Grant>> {
+        self.timed("list_grants", self.inner.list_grants(query)).await
+    }
+
+    async fn use_grant(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        audit: Vec<AuditRecord>,
+    ) -> holdpoint::Result<Option<Grant>> {
+        self.timed("use_grant", self.inner.use_grant(id, now, audit)).await
+    }
+
+    async fn revoke_grant(&self, id: &str, by: &str, at: DateTime<Utc>) -> holdpoint::Result<Option<Grant>> {
+        self.timed("revoke_grant", self.inner.revoke_grant(id, by, at)).await
     }
 }

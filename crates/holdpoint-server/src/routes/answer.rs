@@ -5,6 +5,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use holdpoint::agent::{AgentOutput, Answer, Answered};
+use holdpoint::approval::Grant;
 use holdpoint::session::HoldApproval;
 use serde::{Deserialize, Serialize};
 
@@ -34,12 +35,17 @@ struct AnswerResult {
     approvals: Option<Vec<HoldApproval>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<AgentOutput>,
+    /// The standing grant the approval created (docs/reference.md §10.9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grant: Option<Grant>,
 }
 
 /// `{"data": {"snapshotId", "ref"?, "tool"?, "decision": "approve"|"deny",
-/// "reason"?}}` → `{"result": {"decided": false, "counted", "quorum",
+/// "reason"?, "grant"?: {"scope": "session"|"principal"|"tool", "when"?,
+/// "ttl"?, "uses"?}}}` → `{"result": {"decided": false, "counted", "quorum",
 /// "approvals": [{tool, ref, actor, at}]}}` while the quorum is not met,
-/// `{"result": {"decided": true, "output": AgentOutput}}` once decided.
+/// `{"result": {"decided": true, "output": AgentOutput, "grant"?}}` once
+/// decided (with the grant an approval asked for).
 /// 403 naming the rule for an answer it refuses (nothing changes), 404 for
 /// a hold the caller may not see, 409 when another answer decided it.
 pub(crate) async fn answer(
@@ -70,6 +76,7 @@ pub(crate) async fn answer(
             quorum: call.rule.as_ref().map(|r| r.quorum),
             approvals: Some(call.approvals),
             output: None,
+            grant: None,
         },
         Answered::Resumed(out) => AnswerResult {
             decided: true,
@@ -77,6 +84,15 @@ pub(crate) async fn answer(
             quorum: None,
             approvals: None,
             output: Some(*out),
+            grant: None,
+        },
+        Answered::Granted { output, grant } => AnswerResult {
+            decided: true,
+            counted: None,
+            quorum: None,
+            approvals: None,
+            output: Some(*output),
+            grant: Some(*grant),
         },
     };
     Ok(reply(result).into_response())

@@ -25,6 +25,7 @@
 mod agents;
 mod answer;
 mod connect;
+mod grants;
 mod inbox;
 pub(crate) mod login;
 mod meta;
@@ -38,7 +39,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
@@ -57,6 +58,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/web/{file}"),
     ("GET", "/inbox"),
     ("GET", "/audit"),
+    ("GET", "/grants"),
+    ("DELETE", "/grants/{id}"),
     ("GET", "/auth/login"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
@@ -97,6 +100,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/web/{file}", get(meta::module))
         .route("/inbox", get(inbox::inbox))
         .route("/audit", get(inbox::audit))
+        .route("/grants", get(grants::list))
+        .route("/grants/{id}", delete(grants::revoke))
         .route("/auth/login", get(login::login))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))

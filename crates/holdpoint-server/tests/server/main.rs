@@ -11,6 +11,7 @@ mod bank;
 mod browser;
 mod child;
 mod disk;
+mod grants;
 mod hardening;
 mod inbox;
 mod jwt;

@@ -12,6 +12,7 @@ mod abort;
 mod approvals;
 mod basic;
 mod concurrency;
+mod grants;
 mod listing;
 mod outbox;
 mod quorum;
@@ -43,6 +44,10 @@ pub use concurrency::{
     concurrent_creators_of_one_id_serialise, concurrent_increments_all_land, inserts_write_an_id_once,
     two_handles_claim_once, two_handles_claim_resume_once, two_handles_increment, two_handles_insert_once,
     two_handles_see_each_other,
+};
+pub use grants::{
+    audited_saves_write_both_or_neither, expired_grants_are_never_used, grant_uses_are_spent_once,
+    grants_are_kept_listed_and_revoked, two_handles_spend_a_last_use_once,
 };
 pub use listing::{
     audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
@@ -150,6 +155,16 @@ pub const CASES: &[(&str, StoreCase)] = &[
         outbox_settles_need_the_claim(s).boxed()
     }),
     ("outbox_timers_fire_once", |s| outbox_timers_fire_once(s).boxed()),
+    ("grants_are_kept_listed_and_revoked", |s| {
+        grants_are_kept_listed_and_revoked(s).boxed()
+    }),
+    ("expired_grants_are_never_used", |s| {
+        expired_grants_are_never_used(s).boxed()
+    }),
+    ("grant_uses_are_spent_once", |s| grant_uses_are_spent_once(s).boxed()),
+    ("audited_saves_write_both_or_neither", |s| {
+        audited_saves_write_both_or_neither(s).boxed()
+    }),
 ];
 
 /// How long one case may take before it counts as hung.
@@ -203,6 +218,11 @@ pub async fn run_two_handle_suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionSt
     run_case(
         "two_handles_claim_outbox_once",
         two_handles_claim_outbox_once(a.clone(), b.clone()).boxed(),
+    )
+    .await;
+    run_case(
+        "two_handles_spend_a_last_use_once",
+        two_handles_spend_a_last_use_once(a.clone(), b.clone()).boxed(),
     )
     .await;
     run_case(
@@ -276,6 +296,7 @@ pub fn approve_record(session_id: &str, snapshot_id: &str) -> AuditRecord {
         held_by: None,
         settles: false,
         mcp: None,
+        grant: None,
     }
 }
 

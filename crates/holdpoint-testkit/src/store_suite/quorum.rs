@@ -88,7 +88,9 @@ async fn approve(agent: &Agent, snapshot: &str, approver: &str) -> holdpoint::Re
 fn recorded(answered: holdpoint::Result<Answered>) -> (Vec<String>, bool) {
     match answered.expect("the approval is recorded") {
         Answered::Recorded { call, counted } => (call.approvals.into_iter().map(|a| a.actor).collect(), counted),
-        Answered::Resumed(out) => panic!("the quorum is not met yet, but the hold resumed: {out:?}"),
+        Answered::Resumed(out) | Answered::Granted { output: out, .. } => {
+            panic!("the quorum is not met yet, but the hold resumed: {out:?}")
+        }
     }
 }
 
@@ -137,7 +139,7 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
         actor: "quinn".into(),
         at: Utc::now(),
     };
-    let err = record_approval(store.as_ref(), &id, late, 3)
+    let err = record_approval(store.as_ref(), &id, late, 3, Vec::new())
         .await
         .expect_err("refused");
     assert!(matches!(err, Error::AlreadyResumed(_)), "{err}");

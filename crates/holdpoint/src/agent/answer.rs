@@ -15,7 +15,7 @@ use super::audit::{self, AuditContext, PendingApproval};
 use super::io::{AgentInput, AgentOutput};
 use super::worker::actor_of;
 use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of};
-use crate::approval::roles_of;
+use crate::approval::{Grant, GrantRequest, roles_of};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::message::metadata::TOOL_APPROVED;
@@ -48,6 +48,10 @@ pub struct Answer {
     /// Why (the model sees a denial's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// With an approval: "and don't ask again" — the standing grant to
+    /// create (docs/reference.md §10.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantRequest>,
 }
 
 impl Answer {
@@ -59,6 +63,7 @@ impl Answer {
             tool: None,
             decision: AnswerKind::Approve,
             reason: None,
+            grant: None,
         }
     }
 
@@ -69,6 +74,12 @@ impl Answer {
             reason,
             ..Answer::approve(snapshot_id)
         }
+    }
+
+    /// The same answer asking for a standing grant.
+    pub fn grant(mut self, grant: GrantRequest) -> Self {
+        self.grant = Some(grant);
+        self
     }
 
     /// The same answer for the call with this ref.
@@ -92,6 +103,14 @@ pub enum Answered {
     },
     /// The answer decided the hold and the session was resumed.
     Resumed(Box<AgentOutput>),
+    /// An approval with a grant: the session was resumed and the grant
+    /// stored.
+    Granted {
+        /// The resumed turn's output.
+        output: Box<AgentOutput>,
+        /// The grant created.
+        grant: Box<Grant>,
+    },
 }
 
 pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, Value>) -> Result<Answered> {
@@ -155,6 +174,12 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             call.tool
         )));
     }
+    let grant = match &answer.grant {
+        Some(request) => {
+            Some(super::grant_answer::prepare(agent, store.as_ref(), request, call, approve, actor.as_deref()).await?)
+        }
+        None => None,
+    };
     let mut recorded = None;
     if let (true, Some(rule), Some(actor)) = (approve, &call.rule, &actor)
         && rule.quorum > 1
@@ -165,22 +190,20 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             actor: actor.clone(),
             at: chrono::Utc::now(),
         };
-        let tally = record_approval(store.as_ref(), id, approval, rule.quorum).await?;
+        let ctx = AuditContext {
+            principal: owner.as_deref(),
+            actor: Some(actor),
+            agent: agent.name(),
+            session_id: &snapshot.session_id,
+            snapshot_id: id,
+        };
+        // The row goes in with the approval it records, or not at all.
+        let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone()).map(|mut r| {
+            r.mcp = agent.def.mcp_origin(&r.tool);
+            r
+        });
+        let tally = record_approval(store.as_ref(), id, approval, rule.quorum, row.into_iter().collect()).await?;
         if !tally.complete {
-            if tally.counted {
-                let ctx = AuditContext {
-                    principal: owner.as_deref(),
-                    actor: Some(actor),
-                    agent: agent.name(),
-                    session_id: &snapshot.session_id,
-                    snapshot_id: id,
-                };
-                let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone()).map(|mut r| {
-                    r.mcp = agent.def.mcp_origin(&r.tool);
-                    r
-                });
-                store.append_audit(row.into_iter().collect()).await?;
-            }
             let mut now = call.clone();
             now.approvals = tally.approvals;
             return Ok(Answered::Recorded {
@@ -218,5 +241,14 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         run_context.insert(ACTOR.to_owned(), Value::String(actor));
     }
     let out = agent.drive(session, input, run_context).await?;
-    Ok(Answered::Resumed(Box::new(out)))
+    match grant {
+        Some(grant) => {
+            store.insert_grant(grant.clone()).await?;
+            Ok(Answered::Granted {
+                output: Box::new(out),
+                grant: Box::new(grant),
+            })
+        }
+        None => Ok(Answered::Resumed(Box::new(out))),
+    }
 }

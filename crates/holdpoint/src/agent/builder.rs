@@ -173,7 +173,13 @@ impl AgentBuilder {
                         .iter()
                         .filter_map(|t| Some((t.name().to_owned(), t.definition().metadata.clone()?)))
                         .collect();
-                    let gate = crate::approval::RuleGate::new(self.name.clone(), policy, self_asking, tool_metadata);
+                    let gate = crate::approval::RuleGate::new(
+                        self.name.clone(),
+                        policy,
+                        self_asking,
+                        tool_metadata,
+                        self.store.clone(),
+                    );
                     middleware.insert(0, Arc::new(gate));
                 }
                 Arc::new(prompt::PromptHandler {
@@ -184,6 +190,7 @@ impl AgentBuilder {
                     middleware,
                     max_turns: self.max_turns,
                     config: self.config,
+                    session_in_context: has_policy,
                 })
             }
         };

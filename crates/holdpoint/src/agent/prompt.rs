@@ -26,6 +26,9 @@ pub(crate) struct PromptHandler {
     pub middleware: Vec<Arc<dyn Middleware>>,
     pub max_turns: u32,
     pub config: Option<Value>,
+    /// Whether the request context carries the session id to the rule
+    /// gate, for standing grants (docs/reference.md §10.9).
+    pub session_in_context: bool,
 }
 
 #[async_trait]
@@ -44,7 +47,17 @@ impl TurnHandler for PromptHandler {
         options.config = self.config.clone();
         options.chunks = turn.chunk_sink();
         // Sub-agents: tools that run a child learn the calling session.
-        options.context = super::subagent::with_caller(turn.request_context(), || turn.session_id(), &self.tools);
+        let mut context = turn.request_context();
+        if self.session_in_context {
+            // Set over whatever a caller put there: the gate trusts it.
+            let mut map = (*context).clone();
+            map.insert(
+                crate::approval::GRANT_SESSION.to_owned(),
+                Value::String(turn.session_id()),
+            );
+            context = Arc::new(map);
+        }
+        options.context = super::subagent::with_caller(context, || turn.session_id(), &self.tools);
         let seam_turn = turn.clone();
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
         // The resume is lent from the turn's input, not copied.

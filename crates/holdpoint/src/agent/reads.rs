@@ -57,7 +57,9 @@ impl Agent {
                 owner: principal.map(str::to_owned),
                 ..query
             },
-            Access::Caller { .. } => SnapshotQuery { owner: None, ..query },
+            Access::Caller { .. } => {
+                return super::pending_page::approvers_page(self, SnapshotQuery { owner: None, ..query }, access).await;
+            }
         };
         let mut calls = self.pending(query).await?;
         calls.retain(|c| access.sees_call(c));

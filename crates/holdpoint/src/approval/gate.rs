@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::message::Part;
 use crate::message::metadata::{self, TOOL_APPROVED};
 use crate::middleware::{DENIED, Middleware, ToolHookCall, ToolNext};
+use crate::session::SessionStore;
 use crate::tool::ToolOutcome;
 
 /// The name the rule gate records as `interruptedBy` on its holds.
@@ -118,7 +119,7 @@ pub fn roles_of(context: &Map<String, Value>) -> Vec<String> {
 /// recording the rule on the hold; annotates the own interrupts of tools
 /// that ask for approval themselves (they run, and pause, instead).
 pub(crate) struct RuleGate {
-    agent: String,
+    pub(super) agent: String,
     policy: Arc<Policy>,
     /// Tools that pause for approval themselves (they declare an
     /// [`ApprovalReply`](super::ApprovalReply)).
@@ -126,6 +127,8 @@ pub(crate) struct RuleGate {
     /// The definition metadata of the tools that have any (MCP tools'
     /// server, tool and annotations), which conditions can read.
     tool_metadata: HashMap<String, Map<String, Value>>,
+    /// Where standing grants are read (the agent's store).
+    pub(super) store: Option<Arc<dyn SessionStore>>,
 }
 
 impl RuleGate {
@@ -134,12 +137,25 @@ impl RuleGate {
         policy: Arc<Policy>,
         self_asking: HashSet<String>,
         tool_metadata: HashMap<String, Map<String, Value>>,
+        store: Option<Arc<dyn SessionStore>>,
     ) -> Self {
         RuleGate {
             agent,
             policy,
             self_asking,
             tool_metadata,
+            store,
+        }
+    }
+
+    /// What a condition knows of `call`.
+    pub(super) fn facts<'a>(&'a self, call: &'a ToolHookCall) -> CallFacts<'a> {
+        CallFacts {
+            agent: &self.agent,
+            tool: &call.name,
+            input: &call.input,
+            context: &call.context,
+            tool_metadata: self.tool_metadata.get(&call.name),
         }
     }
 
@@ -147,13 +163,7 @@ impl RuleGate {
     /// whose condition failed to evaluate (held under it, with the error:
     /// never a silent allow).
     fn governing(&self, call: &ToolHookCall) -> Option<HoldRule> {
-        let facts = CallFacts {
-            agent: &self.agent,
-            tool: &call.name,
-            input: &call.input,
-            context: &call.context,
-            tool_metadata: self.tool_metadata.get(&call.name),
-        };
+        let facts = self.facts(call);
         for rule in self.policy.rules() {
             match rule.matches(&facts) {
                 Ok(false) => {}
@@ -239,6 +249,10 @@ impl Middleware for RuleGate {
                 }
                 other => other,
             });
+        }
+        if let Some(grant) = self.granted(&call, &rule).await {
+            tracing::debug!(tool = %call.name, grant = %grant.id, "a standing grant lets the call run");
+            return next.granted().run(call).await;
         }
         let mut data = Map::new();
         let message = match &rule.error {

@@ -158,6 +158,16 @@ impl Rule {
             return Ok(false);
         }
         let Some(when) = &self.when else { return Ok(true) };
+        when.evaluate(&call.variables())
+    }
+}
+
+impl CallFacts<'_> {
+    /// The variables a condition over this call sees (docs/reference.md
+    /// §10.5): `input`, `agent`, `tool`, `principal`, `roles`, `context`,
+    /// `mcp` and `annotations`.
+    pub fn variables(&self) -> Map<String, Value> {
+        let call = self;
         let mut vars = Map::new();
         vars.insert("input".into(), call.input.clone());
         vars.insert("agent".into(), Value::String(call.agent.to_owned()));
@@ -188,7 +198,7 @@ impl Rule {
             .unwrap_or_else(|| Value::Object(Map::new()));
         vars.insert("mcp".into(), mcp.unwrap_or(Value::Null));
         vars.insert("annotations".into(), annotations);
-        when.evaluate(&vars)
+        vars
     }
 }
 

@@ -119,6 +119,7 @@ impl Chain {
             plan,
             context,
             holder: &holder,
+            granted: false,
         }
         .run(call)
         .await?;
@@ -189,9 +190,20 @@ pub struct ToolNext<'a> {
     plan: &'a RestartPlan,
     context: &'a ToolContext,
     holder: &'a Mutex<Option<HeldBy>>,
+    /// A standing grant let the call through (docs/reference.md §10.9):
+    /// the stages inside see it released and do not hold it.
+    granted: bool,
 }
 
 impl ToolNext<'_> {
+    /// The rest of the chain for a call a standing grant lets through: the
+    /// stages inside see it released, as after an approval of the rule's
+    /// hold.
+    pub(crate) fn granted(mut self) -> Self {
+        self.granted = true;
+        self
+    }
+
     fn note_hold(&self, by: HeldBy) {
         let mut h = self.holder.lock().unwrap_or_else(|e| e.into_inner());
         if h.is_none() {
@@ -238,8 +250,8 @@ impl ToolNext<'_> {
                 let is_target = is_restart && self.plan.target_stage == Some(here);
                 call.resumed = if is_target { self.plan.resumed.clone() } else { None };
                 call.interrupt = if is_target { self.plan.interrupt.clone() } else { None };
-                call.released =
-                    is_restart && !self.plan.input_replaced && (target_is_inner || self.plan.released_by_rule);
+                call.released = self.granted
+                    || (is_restart && !self.plan.input_replaced && (target_is_inner || self.plan.released_by_rule));
                 call.original_input = self.plan.original_input.clone();
                 let next = ToolNext {
                     rest,
@@ -248,6 +260,7 @@ impl ToolNext<'_> {
                     plan: self.plan,
                     context: self.context,
                     holder: self.holder,
+                    granted: self.granted,
                 };
                 let outcome = mw.tool(call, next).await?;
                 if matches!(outcome, ToolOutcome::Interrupt(_)) {

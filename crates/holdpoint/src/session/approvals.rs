@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::audit::AuditRecord;
 use super::store::SessionStore;
 use crate::error::{Error, Result};
 
@@ -48,8 +49,10 @@ pub struct ApprovalTally {
 }
 
 /// Records `approval` on the paused snapshot `snapshot_id` when it leaves
-/// the call short of `quorum` distinct approvals; when it completes the
-/// quorum nothing is written and the tally says `complete`.
+/// the call short of `quorum` distinct approvals, with its `audit` records
+/// in the same store step ([`SessionStore::save_snapshot_audited`]): both
+/// are written or neither. When it completes the quorum, or the actor had
+/// approved before, nothing is written and the tally says so.
 ///
 /// A compare-and-set on the row: refused with `ABORTED` ("already
 /// resumed") once a resume (or a new message) claimed the snapshot, and
@@ -60,13 +63,14 @@ pub async fn record_approval(
     snapshot_id: &str,
     approval: HoldApproval,
     quorum: u32,
+    audit: Vec<AuditRecord>,
 ) -> Result<ApprovalTally> {
     let seen: Arc<Mutex<Option<ApprovalTally>>> = Arc::default();
     let out = Arc::clone(&seen);
     let id = snapshot_id.to_owned();
     store
-        .save_snapshot(
-            Some(snapshot_id),
+        .save_snapshot_audited(
+            snapshot_id,
             Box::new(move |existing| {
                 let Some(row) = existing else {
                     return Err(Error::NotFound(format!("snapshot {id} not found")));
@@ -99,6 +103,7 @@ pub async fn record_approval(
                 });
                 Ok(next)
             }),
+            audit,
         )
         .await?;
     let tally = seen.lock().unwrap_or_else(PoisonError::into_inner).take();

@@ -113,6 +113,10 @@ pub struct AuditRecord {
     /// from an MCP server (docs/reference.md §17).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpOrigin>,
+    /// The standing grant that let the call run without a hold
+    /// (docs/reference.md §10.9): its id and who granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<crate::approval::GrantRef>,
 }
 
 /// The MCP server and the server's own name of a tool (the agent's name

@@ -673,6 +673,7 @@ mod tests {
             held_by: None,
             settles: false,
             mcp: None,
+            grant: None,
         };
         let lease = Utc::now() + chrono::Duration::seconds(60);
         let events = decided_events("snap", lease, &[record]);

@@ -15,6 +15,7 @@ use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::write::insert_update;
+use crate::approval::{Grant, GrantQuery};
 use crate::error::{Error, Result};
 
 /// The read-modify-write step of [`SessionStore::save_snapshot`]: it gets
@@ -84,6 +85,25 @@ pub trait SessionStore: Send + Sync {
         let id = claim.snapshot_id.clone();
         self.save_snapshot(Some(&id), claim_update(claim)).await?;
         self.append_audit(audit).await
+    }
+
+    /// [`save_snapshot`](Self::save_snapshot) of row `snapshot_id` that
+    /// also appends `audit` when `update` writes a row — in one transaction
+    /// in durable stores, so the row and its records are written together
+    /// or not at all; nothing is appended when `update` writes nothing or
+    /// fails. A partial approval of a hold is written this way
+    /// (docs/reference.md §10.7). The default saves and then appends.
+    async fn save_snapshot_audited(
+        &self,
+        snapshot_id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<Snapshot>> {
+        let saved = self.save_snapshot(Some(snapshot_id), update).await?;
+        if saved.is_some() {
+            self.append_audit(audit).await?;
+        }
+        Ok(saved)
     }
 
     /// Writes `row` as a new row under `snapshot_id`, only if no row has
@@ -191,6 +211,45 @@ pub trait SessionStore: Send + Sync {
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         let _ = id;
         Err(unsupported("keep an outbox"))
+    }
+
+    /// Stores a new standing grant (docs/reference.md §10.9);
+    /// `FAILED_PRECONDITION` when a grant has its id.
+    async fn insert_grant(&self, grant: Grant) -> Result<()> {
+        let _ = grant;
+        Err(unsupported("keep standing grants"))
+    }
+
+    /// The grant with this id (revoked, expired and used-up ones too).
+    async fn get_grant(&self, id: &str) -> Result<Option<Grant>> {
+        let _ = id;
+        Err(unsupported("keep standing grants"))
+    }
+
+    /// Grants matching `query`, newest first, read from the store itself
+    /// on every call (no process cache), so a revoke is seen at once by
+    /// every handle and process.
+    async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
+        let _ = query;
+        Err(unsupported("keep standing grants"))
+    }
+
+    /// Spends one use of grant `id` at `now` ([`Grant::used_once`]) by a
+    /// compare-and-set under the store's lock, and appends `audit` in the
+    /// same step: the grant after the use, or `None` (nothing written) when
+    /// it is missing, revoked, expired or used up — so two processes never
+    /// both spend its last use.
+    async fn use_grant(&self, id: &str, now: DateTime<Utc>, audit: Vec<AuditRecord>) -> Result<Option<Grant>> {
+        let _ = (id, now, audit);
+        Err(unsupported("keep standing grants"))
+    }
+
+    /// Revokes grant `id` ([`Grant::revoked`]): the grant as revoked, or
+    /// `None` when there is no such grant; a grant revoked before is
+    /// returned as it was.
+    async fn revoke_grant(&self, id: &str, by: &str, at: DateTime<Utc>) -> Result<Option<Grant>> {
+        let _ = (id, by, at);
+        Err(unsupported("keep standing grants"))
     }
 }
 

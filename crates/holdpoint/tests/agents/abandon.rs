@@ -437,6 +437,7 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
         held_by: None,
         settles: false,
         mcp: None,
+        grant: None,
     };
     let claim = ResumeClaim::new(snap.clone()).lease(std::time::Duration::from_millis(1));
     t.store.claim_resume(claim, vec![record]).await.unwrap();

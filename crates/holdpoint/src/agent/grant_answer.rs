@@ -1,0 +1,93 @@
+//! The standing grant an approver asks for with an approval
+//! (docs/reference.md §10.9): checked whole before anything is written,
+//! stored once the approval resumed the hold.
+
+use chrono::Utc;
+
+use super::Agent;
+use super::audit::PendingApproval;
+use crate::approval::{Condition, Grant, GrantQuery, GrantRequest, parse_ttl};
+use crate::error::{Error, Result};
+use crate::session::{SessionStore, mint_id};
+
+/// The grant `request` asks for with an answer (`approve`) by `actor` to
+/// `call`, held in session `session_id` owned by `owner`; refused, with
+/// nothing written, when it could not stand in for the call's hold.
+pub(super) async fn prepare(
+    agent: &Agent,
+    store: &dyn SessionStore,
+    request: &GrantRequest,
+    call: &PendingApproval,
+    approve: bool,
+    actor: Option<&str>,
+) -> Result<Grant> {
+    let tool = &call.tool;
+    if !approve {
+        return Err(Error::InvalidArgument(
+            "a standing grant goes with an approval, not a denial".into(),
+        ));
+    }
+    let Some(rule) = &call.rule else {
+        return Err(Error::FailedPrecondition(format!(
+            "no approval rule governs {tool}: a standing grant stands in for an approval rule's holds only"
+        )));
+    };
+    if rule.quorum > 1 {
+        return Err(Error::FailedPrecondition(format!(
+            "approval rule \"{}\" needs {} approvals: a standing grant cannot stand in for them",
+            rule.rule, rule.quorum
+        )));
+    }
+    if rule.error.is_some() {
+        return Err(Error::FailedPrecondition(format!(
+            "approval rule \"{}\" could not evaluate its condition for this call: no standing grant from it",
+            rule.rule
+        )));
+    }
+    if call.reply.is_some() || !call.path.is_empty() {
+        return Err(Error::FailedPrecondition(format!(
+            "{tool} asks for approval itself (or in a sub-agent): answer each of its holds; no standing grant"
+        )));
+    }
+    if let Some(when) = &request.when {
+        Condition::compile(when).map_err(|e| Error::InvalidArgument(format!("grant condition: {e}")))?;
+    }
+    if request.uses == Some(0) {
+        return Err(Error::InvalidArgument("a grant's uses must be at least 1".into()));
+    }
+    let now = Utc::now();
+    let expires_at = match &request.ttl {
+        Some(ttl) => {
+            let ttl = parse_ttl(ttl)?;
+            let delta =
+                chrono::TimeDelta::from_std(ttl).map_err(|e| Error::InvalidArgument(format!("grant ttl: {e}")))?;
+            Some(now + delta)
+        }
+        None => None,
+    };
+    // A store that keeps no grants refuses here, before the answer resumes.
+    store
+        .list_grants(&GrantQuery {
+            limit: Some(1),
+            ..GrantQuery::default()
+        })
+        .await?;
+    Ok(Grant {
+        id: mint_id(),
+        agent: agent.name().to_owned(),
+        tool: tool.clone(),
+        scope: request.scope,
+        session_id: call.session_id.clone(),
+        principal: call.owner.clone(),
+        when: request.when.clone(),
+        expires_at,
+        uses_left: request.uses,
+        used: 0,
+        granted_by: actor.unwrap_or("operator").to_owned(),
+        created_at: now,
+        snapshot_id: call.snapshot_id.clone(),
+        rule: Some(rule.clone()),
+        revoked_at: None,
+        revoked_by: None,
+    })
+}
