@@ -172,6 +172,8 @@ struct Rows {
     /// The outbox, in the order written; each row with the token of its
     /// current claim.
     outbox: Vec<(OutboxEvent, Option<String>)>,
+    /// Endpoints stopped for good (HTTP 410), by channel.
+    stopped: Vec<super::EndpointStop>,
     watchers: HashMap<String, watch::Sender<SnapshotStatus>, Hasher>,
 }
 
@@ -441,18 +443,48 @@ impl SessionStore for InMemoryStore {
             .cloned()
             .collect();
         out.sort_by_key(|e| e.due_at);
-        out.truncate(query.limit());
-        Ok(out)
+        Ok(out.into_iter().skip(query.offset()).take(query.limit()).collect())
     }
 
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         let mut rows = self.lock();
-        let Some((event, held)) = rows.outbox.iter_mut().find(|(e, _)| e.id == id) else {
+        let Some((_, held)) = rows.outbox.iter_mut().find(|(e, _)| e.id == id) else {
             return Ok(None);
         };
         *held = None;
-        apply_retry(event, Utc::now());
-        Ok(Some(event.clone()))
+        let stopped: Vec<String> = rows.stopped.iter().map(|s| s.channel.clone()).collect();
+        let Some((event, _)) = rows.outbox.iter_mut().find(|(e, _)| e.id == id) else {
+            return Ok(None);
+        };
+        let enabled = apply_retry(event, Utc::now(), &stopped);
+        let event = event.clone();
+        rows.stopped.retain(|s| !enabled.contains(&s.channel));
+        Ok(Some(event))
+    }
+
+    async fn outbox_stats(&self, now: DateTime<Utc>) -> Result<super::OutboxStats> {
+        let rows = self.lock();
+        Ok(super::OutboxStats::of(rows.outbox.iter().map(|(e, _)| e), now))
+    }
+
+    async fn stop_endpoint(&self, stop: super::EndpointStop) -> Result<()> {
+        let mut rows = self.lock();
+        rows.stopped.retain(|s| s.channel != stop.channel);
+        rows.stopped.push(stop);
+        Ok(())
+    }
+
+    async fn stopped_endpoints(&self) -> Result<Vec<super::EndpointStop>> {
+        let mut out = self.lock().stopped.clone();
+        out.sort_by(|a, b| a.channel.cmp(&b.channel));
+        Ok(out)
+    }
+
+    async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
+        let mut rows = self.lock();
+        let before = rows.stopped.len();
+        rows.stopped.retain(|s| s.channel != channel);
+        Ok(rows.stopped.len() != before)
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]
