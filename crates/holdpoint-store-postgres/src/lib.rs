@@ -34,6 +34,7 @@ mod group;
 mod latest;
 mod listen;
 mod options;
+mod endpoints;
 mod outbox;
 mod read;
 mod schema;

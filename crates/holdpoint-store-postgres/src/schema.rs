@@ -39,6 +39,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0005_outbox.sql"),
     },
+    Migration {
+        version: 7,
+        name: "notify_endpoints",
+        sql: include_str!("../migrations/0007_notify_endpoints.sql"),
+    },
 ];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two

@@ -20,9 +20,9 @@ use crate::group::{Committer, Insert, Op};
 use crate::latest::LatestReader;
 use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
-use crate::{outbox, read, schema, write};
+use crate::{endpoints, outbox, read, schema, write};
 use holdpoint::session::outbox::hold_events;
-use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
+use holdpoint::session::{EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats};
 
 const TARGET: &str = "holdpoint::store::postgres";
 
@@ -327,5 +327,30 @@ impl SessionStore for PostgresStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "postgres", event_id = id), err(Display))]
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         outbox::retry(&self.inner.pool, id).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "settle_outbox_batch", store = "postgres", events = settles.len()), err(Display))]
+    async fn settle_outbox_batch(&self, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
+        outbox::settle_batch(&self.inner.pool, settles).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "outbox_stats", store = "postgres"), err(Display))]
+    async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> Result<OutboxStats> {
+        endpoints::stats(&self.inner.pool, now).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "stop_endpoint", store = "postgres", channel = %stop.channel), err(Display))]
+    async fn stop_endpoint(&self, stop: EndpointStop) -> Result<()> {
+        endpoints::stop(&self.inner.pool, &stop).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "stopped_endpoints", store = "postgres"), err(Display))]
+    async fn stopped_endpoints(&self) -> Result<Vec<EndpointStop>> {
+        endpoints::stopped(&self.inner.pool).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "enable_endpoint", store = "postgres", channel), err(Display))]
+    async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
+        endpoints::enable(&self.inner.pool, channel).await
     }
 }

@@ -45,6 +45,7 @@ mod error;
 mod files;
 mod group;
 mod options;
+mod endpoints;
 mod outbox;
 mod read;
 mod readers;

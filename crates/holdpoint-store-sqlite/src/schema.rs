@@ -35,6 +35,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0004_outbox.sql"),
     },
+    Migration {
+        version: 7,
+        name: "notify_endpoints",
+        sql: include_str!("../migrations/0007_notify_endpoints.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (

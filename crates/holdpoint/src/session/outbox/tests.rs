@@ -10,7 +10,7 @@ use crate::message::metadata;
 use crate::session::snapshot::Snapshot;
 use crate::message::{Message, Part, Role};
 use crate::model::FinishReason;
-use crate::session::{AuditDecision, SessionState};
+use crate::session::{AuditDecision, AuditRecord, SessionState};
 
 fn held(interrupt: Value) -> Snapshot {
     let mut paused = Part::tool_request("transferMoney", Some("r1".into()), Some(json!({"amount": 50000})));
