@@ -224,12 +224,14 @@ pub(crate) async fn list(pool: &PgPool, query: &OutboxQuery) -> Result<Vec<Outbo
     let rows: Vec<String> = sqlx::query_scalar(
         "SELECT data::text FROM holdpoint_outbox \
          WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR snapshot_id = $2) \
+         AND (NOT $5 OR (data->>'lastError') IS NOT NULL) \
          ORDER BY due_at_ns, seq LIMIT $3 OFFSET $4",
     )
     .bind(state_name(query.state))
     .bind(&query.snapshot_id)
     .bind(sql_limit(query.limit()))
     .bind(sql_limit(query.offset()))
+    .bind(query.retrying)
     .fetch_all(pool)
     .await
     .map_err(|e| store_error("list outbox events", e))?;

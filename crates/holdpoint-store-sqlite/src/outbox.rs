@@ -163,10 +163,17 @@ pub(crate) fn list(conn: &Connection, query: &OutboxQuery) -> Result<Vec<OutboxE
         .prepare_cached(
             "SELECT data FROM holdpoint_outbox \
              WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR snapshot_id = ?2) \
+             AND (?5 = 0 OR json_extract(data, '$.lastError') IS NOT NULL) \
              ORDER BY due_at_ns, seq LIMIT ?3 OFFSET ?4",
         )
         .and_then(|mut s| {
-            let page = params![state, query.snapshot_id, sql_limit(query.limit()), sql_limit(query.offset())];
+            let page = params![
+                state,
+                query.snapshot_id,
+                sql_limit(query.limit()),
+                sql_limit(query.offset()),
+                query.retrying
+            ];
             s.query_map(page, |r| r.get(0))?
             .collect()
         })

@@ -93,6 +93,19 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
     assert_eq!(retried.state, OutboxState::Pending);
     assert!(!retried.done.contains(&channel), "{retried:?}");
     assert!(mine(store.stopped_endpoints().await.expect("stopped_endpoints failed")).is_empty());
+    // A retried row that failed before is listed as retrying; one that did
+    // not fail is not.
+    store.retry_outbox(&second.event.id).await.expect("retry_outbox failed");
+    let retrying = |snapshot: &str| OutboxQuery {
+        state: Some(OutboxState::Pending),
+        snapshot_id: Some(snapshot.to_owned()),
+        retrying: true,
+        ..OutboxQuery::default()
+    };
+    let listed = store.list_outbox(&retrying(&b)).await.expect("list_outbox failed");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].last_error.as_deref(), Some("HTTP 500"));
+    assert!(store.list_outbox(&retrying(&a)).await.expect("list_outbox failed").is_empty());
     // An explicit re-enable.
     store.stop_endpoint(stop("HTTP 410")).await.expect("stop_endpoint failed");
     assert!(store.enable_endpoint(&channel).await.expect("enable_endpoint failed"));

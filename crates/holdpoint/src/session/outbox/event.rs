@@ -200,12 +200,17 @@ pub struct OutboxQuery {
     pub limit: Option<usize>,
     /// Skip this many matching rows first (paging; default 0).
     pub offset: Option<usize>,
+    /// Only rows that failed before (a `lastError` is recorded): with
+    /// `state` pending, the rows waiting for a retry.
+    pub retrying: bool,
 }
 
 impl OutboxQuery {
     /// Whether `event` passes the filters.
     pub fn matches(&self, event: &OutboxEvent) -> bool {
-        self.state.is_none_or(|s| event.state == s) && self.snapshot_id.as_ref().is_none_or(|s| &event.snapshot_id == s)
+        self.state.is_none_or(|s| event.state == s)
+            && self.snapshot_id.as_ref().is_none_or(|s| &event.snapshot_id == s)
+            && (!self.retrying || event.last_error.is_some())
     }
 
     /// The effective limit.
