@@ -74,6 +74,7 @@ pub mod deploy;
 pub mod error;
 pub mod http;
 mod mcp;
+mod notifications;
 pub mod output;
 mod serve;
 
