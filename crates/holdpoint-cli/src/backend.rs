@@ -7,9 +7,7 @@ use chrono::Utc;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, Answer, AnswerKind, PendingApproval, RunOptions};
 use holdpoint::approval::ReplyShape;
 use holdpoint::middleware::ToolApproval;
-use holdpoint::session::{
-    AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery,
-};
+use holdpoint::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
 use holdpoint::{Part, Resume};
 use serde_json::{Value, json};
 

@@ -11,8 +11,8 @@ use holdpoint::agent::Agent;
 use holdpoint::session::SessionStore;
 use holdpoint_mcp::McpServers;
 use holdpoint_notify::{
-    DeliveryObserver, EmailSpec, ExpireOutcome, HoldActions, HoldRef, Notifier, NotifyConfig, Secret, SlackSpec, SmtpSpec, SmtpTls,
-    WebhookSpec, WorkerHandle,
+    DeliveryObserver, EmailSpec, ExpireOutcome, HoldActions, HoldRef, Notifier, NotifyConfig, Secret, SlackSpec,
+    SmtpSpec, SmtpTls, WebhookSpec, WorkerHandle,
 };
 use holdpoint_server::config::{self, Config, McpTransport, Routing};
 use serde_json::{Map, Value, json};

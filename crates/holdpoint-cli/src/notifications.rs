@@ -191,7 +191,11 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
                     e.attempts.to_string(),
                     time(e.due_at),
                     e.snapshot_id.clone(),
-                    if e.done.is_empty() { "-".to_owned() } else { e.done.join(",") },
+                    if e.done.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        e.done.join(",")
+                    },
                     e.last_error.clone().unwrap_or_else(|| "-".to_owned()),
                 ]);
             }
@@ -223,7 +227,10 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
             if as_json {
                 return Ok(print_json(&row)?);
             }
-            Ok(print(&format!("notification {} is pending again ({})\n", row.id, row.kind))?)
+            Ok(print(&format!(
+                "notification {} is pending again ({})\n",
+                row.id, row.kind
+            ))?)
         }
         NotificationsCommand::Enable { channel } => {
             match backend {

@@ -299,7 +299,10 @@ async fn a_410_stops_the_endpoint_durably_until_a_retry_re_enables_it() {
         assert_eq!(events[0].done, ["webhook:0"]);
         let error = events[0].last_error.clone().unwrap();
         assert!(error.contains("webhook:1: HTTP 500"), "{error}");
-        assert!(!error.contains("127.0.0.1"), "errors name the channel, not its URL: {error}");
+        assert!(
+            !error.contains("127.0.0.1"),
+            "errors name the channel, not its URL: {error}"
+        );
         // The stop is in the store, named by channel and a fingerprint of
         // the URL (never the URL).
         let stops = store.stopped_endpoints().await.unwrap();

@@ -29,12 +29,12 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod endpoints;
 mod error;
 mod group;
 mod latest;
 mod listen;
 mod options;
-mod endpoints;
 mod outbox;
 mod read;
 mod schema;

@@ -4,8 +4,8 @@
 //! once and never wait for each other), settles, retries and listings.
 
 use chrono::{DateTime, Utc};
-use holdpoint::session::outbox::{apply_outcome, apply_retry, lease_lost};
 use holdpoint::session::OutboxSettle;
+use holdpoint::session::outbox::{apply_outcome, apply_retry, lease_lost};
 use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, lease_end, mint_id};
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::outbox::{OutboxColumns, decode_outbox, saturating_nanos, state_name};

@@ -22,7 +22,9 @@ use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
 use crate::{endpoints, outbox, read, schema, write};
 use holdpoint::session::outbox::hold_events;
-use holdpoint::session::{EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats};
+use holdpoint::session::{
+    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats,
+};
 
 const TARGET: &str = "holdpoint::store::postgres";
 
@@ -334,7 +336,12 @@ impl SessionStore for PostgresStore {
         outbox::settle_batch(&self.inner.pool, settles).await
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "outbox_stats", store = "postgres"), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "outbox_stats", store = "postgres"),
+        err(Display)
+    )]
     async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> Result<OutboxStats> {
         endpoints::stats(&self.inner.pool, now).await
     }
@@ -344,12 +351,22 @@ impl SessionStore for PostgresStore {
         endpoints::stop(&self.inner.pool, &stop).await
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "stopped_endpoints", store = "postgres"), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "stopped_endpoints", store = "postgres"),
+        err(Display)
+    )]
     async fn stopped_endpoints(&self) -> Result<Vec<EndpointStop>> {
         endpoints::stopped(&self.inner.pool).await
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "enable_endpoint", store = "postgres", channel), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "enable_endpoint", store = "postgres", channel),
+        err(Display)
+    )]
     async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
         endpoints::enable(&self.inner.pool, channel).await
     }

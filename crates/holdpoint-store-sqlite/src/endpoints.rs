@@ -68,7 +68,11 @@ pub(crate) fn stats(conn: &Connection, now: DateTime<Utc>) -> Result<OutboxStats
                MIN(due_at_ns) FILTER (WHERE state = 'pending' AND due_at_ns <= ?1) \
              FROM holdpoint_outbox WHERE state IN ('pending', 'dead')",
         )
-        .and_then(|mut s| s.query_row([saturating_nanos(now)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))))
+        .and_then(|mut s| {
+            s.query_row([saturating_nanos(now)], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+        })
         .map_err(|e| store_error("count outbox events", e))?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     Ok(OutboxStats {

@@ -41,11 +41,11 @@
 #![deny(missing_docs)]
 
 mod conn;
+mod endpoints;
 mod error;
 mod files;
 mod group;
 mod options;
-mod endpoints;
 mod outbox;
 mod read;
 mod readers;

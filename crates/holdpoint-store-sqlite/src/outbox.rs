@@ -174,8 +174,7 @@ pub(crate) fn list(conn: &Connection, query: &OutboxQuery) -> Result<Vec<OutboxE
                 sql_limit(query.offset()),
                 query.retrying
             ];
-            s.query_map(page, |r| r.get(0))?
-            .collect()
+            s.query_map(page, |r| r.get(0))?.collect()
         })
         .map_err(|e| store_error("list outbox events", e))?;
     rows.iter().map(|d| decode_outbox(d)).collect()

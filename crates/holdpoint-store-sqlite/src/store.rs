@@ -364,7 +364,12 @@ impl SessionStore for SqliteStore {
             .await
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "outbox_stats", store = "sqlite"), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "outbox_stats", store = "sqlite"),
+        err(Display)
+    )]
     async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> Result<holdpoint::session::OutboxStats> {
         self.inner
             .readers
@@ -377,7 +382,12 @@ impl SessionStore for SqliteStore {
         self.outbox_write(move |conn| crate::endpoints::stop(conn, &stop)).await
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "stopped_endpoints", store = "sqlite"), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "stopped_endpoints", store = "sqlite"),
+        err(Display)
+    )]
     async fn stopped_endpoints(&self) -> Result<Vec<holdpoint::session::EndpointStop>> {
         self.inner
             .readers
@@ -385,10 +395,16 @@ impl SessionStore for SqliteStore {
             .await
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "enable_endpoint", store = "sqlite", channel), err(Display))]
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "enable_endpoint", store = "sqlite", channel),
+        err(Display)
+    )]
     async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
         let channel = channel.to_owned();
-        self.outbox_write(move |conn| crate::endpoints::enable(conn, &channel)).await
+        self.outbox_write(move |conn| crate::endpoints::enable(conn, &channel))
+            .await
     }
 }
 

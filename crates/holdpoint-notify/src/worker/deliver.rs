@@ -54,7 +54,8 @@ impl Worker {
             if done.iter().any(|d| d == id) || !channel.serves(&n) {
                 continue;
             }
-            let span = tracing::info_span!(target: TARGET, "notify.delivery", channel = id, outcome = tracing::field::Empty);
+            let span =
+                tracing::info_span!(target: TARGET, "notify.delivery", channel = id, outcome = tracing::field::Empty);
             match self.send(channel.as_ref(), event, &n).instrument(span.clone()).await {
                 Sent::Delivered => {
                     span.record("outcome", "delivered");
@@ -90,7 +91,8 @@ impl Worker {
         match sent {
             Ok(Ok(())) => {
                 let delay = (Utc::now() - event.due_at).to_std().unwrap_or(Duration::ZERO);
-                self.metrics.delivered(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+                self.metrics
+                    .delivered(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
                 for o in &self.observers {
                     o.delivered(id, delay);
                 }

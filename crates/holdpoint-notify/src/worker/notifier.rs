@@ -164,4 +164,3 @@ impl Notifier {
         &self.options
     }
 }
-

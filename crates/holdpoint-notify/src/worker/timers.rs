@@ -22,7 +22,6 @@ pub(super) enum Fire {
     Failed(String),
 }
 
-
 impl Worker {
     /// Checks a due timer against its hold and runs its action.
     pub(super) async fn fire(&self, event: &OutboxEvent) -> Fire {

@@ -110,7 +110,11 @@ impl NotifyFamilies {
             "Outbox events that failed and wait for another attempt",
             f.retrying.clone(),
         );
-        r.register("holdpoint_notify_queue_dead", "Outbox events given up on", f.dead_rows.clone());
+        r.register(
+            "holdpoint_notify_queue_dead",
+            "Outbox events given up on",
+            f.dead_rows.clone(),
+        );
         r.register(
             "holdpoint_notify_queue_age_seconds",
             "Seconds the oldest due outbox event has waited",

@@ -9,7 +9,9 @@ use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
     WaitingCount,
 };
-use holdpoint::session::{EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats};
+use holdpoint::session::{
+    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats,
+};
 
 use super::Metrics;
 
@@ -95,15 +97,18 @@ impl SessionStore for TimedStore {
         limit: usize,
         lease: std::time::Duration,
     ) -> holdpoint::Result<Vec<OutboxLease>> {
-        self.timed("claim_outbox", self.inner.claim_outbox(now, limit, lease)).await
+        self.timed("claim_outbox", self.inner.claim_outbox(now, limit, lease))
+            .await
     }
 
     async fn settle_outbox(&self, id: &str, token: &str, outcome: OutboxOutcome) -> holdpoint::Result<()> {
-        self.timed("settle_outbox", self.inner.settle_outbox(id, token, outcome)).await
+        self.timed("settle_outbox", self.inner.settle_outbox(id, token, outcome))
+            .await
     }
 
     async fn settle_outbox_batch(&self, settles: Vec<OutboxSettle>) -> holdpoint::Result<Vec<holdpoint::Result<()>>> {
-        self.timed("settle_outbox_batch", self.inner.settle_outbox_batch(settles)).await
+        self.timed("settle_outbox_batch", self.inner.settle_outbox_batch(settles))
+            .await
     }
 
     async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> holdpoint::Result<()> {

@@ -148,9 +148,10 @@ pub(crate) async fn list(
         None => (None, false),
         Some("retrying") => (Some(OutboxState::Pending), true),
         Some(other) => (
-            Some(OutboxState::parse(other).ok_or_else(|| {
-                ApiError::invalid(format!("state: unknown state \"{other}\" (one of {STATES})"))
-            })?),
+            Some(
+                OutboxState::parse(other)
+                    .ok_or_else(|| ApiError::invalid(format!("state: unknown state \"{other}\" (one of {STATES})")))?,
+            ),
             false,
         ),
     };
@@ -173,7 +174,12 @@ pub(crate) async fn list(
         .await?;
     let more = rows.len() > limit;
     let notifications = rows.into_iter().take(limit).map(NotificationView::of).collect();
-    let endpoints = store.stopped_endpoints().await?.into_iter().map(EndpointView::of).collect();
+    let endpoints = store
+        .stopped_endpoints()
+        .await?
+        .into_iter()
+        .map(EndpointView::of)
+        .collect();
     Ok(reply(Listing {
         notifications,
         next_offset: more.then_some(offset + limit),

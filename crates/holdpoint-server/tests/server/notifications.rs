@@ -16,7 +16,9 @@ use base64::Engine;
 use holdpoint::message::metadata;
 use holdpoint::session::{InMemoryStore, SessionState, SessionStore, Snapshot};
 use holdpoint::{FinishReason, Message, Part, Role};
-use holdpoint_notify::{DeliveryObserver, Notifier, NotifyConfig, RetryPolicy, Secret, SlackSpec, WebhookSpec, Worker, WorkerOptions};
+use holdpoint_notify::{
+    DeliveryObserver, Notifier, NotifyConfig, RetryPolicy, Secret, SlackSpec, WebhookSpec, Worker, WorkerOptions,
+};
 use holdpoint_server::auth::ApiKeys;
 use holdpoint_server::{Metrics, OPERATOR_ROLE, Server};
 use serde_json::json;
@@ -159,14 +161,20 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
     let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).observer(Arc::new(Observe(metrics)));
     for session in ["s-pipe-1", "s-pipe-2"] {
         let row = held(session);
-        store.save_snapshot(None, Box::new(move |_| Ok(Some(row)))).await.unwrap();
+        store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await
+            .unwrap();
     }
     // Two attempts each: the webhook fails (retrying), Slack answers 410
     // once and is stopped.
     for _ in 0..50 {
         worker.run_once().await.unwrap();
         let (_, listed) = http.get("/notifications?state=retrying", Some(OPERATOR_KEY)).await;
-        let rows = listed["result"]["notifications"].as_array().cloned().unwrap_or_default();
+        let rows = listed["result"]["notifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if rows.len() == 2 && rows.iter().all(|r| r["attempts"] == 2) {
             break;
         }
@@ -204,7 +212,10 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
         assert_eq!(row["type"], "hold.created");
         assert_eq!(row["attempts"], 2);
         assert_eq!(row["tool"], "transferMoney");
-        assert!(row["lastError"].as_str().unwrap().contains("webhook:0: HTTP 500"), "{row:#}");
+        assert!(
+            row["lastError"].as_str().unwrap().contains("webhook:0: HTTP 500"),
+            "{row:#}"
+        );
         assert_eq!(row["done"], json!(["slack:0"]));
         assert!(row.get("input").is_none() && row.get("data").is_none(), "{row:#}");
     }
@@ -217,16 +228,29 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
     let (_, last) = http.get("/notifications?limit=1&offset=1", Some(OPERATOR_KEY)).await;
     assert_eq!(last["result"]["notifications"].as_array().unwrap().len(), 1);
     assert!(last["result"].get("nextOffset").is_none(), "{last:#}");
-    assert_ne!(first["result"]["notifications"][0]["id"], last["result"]["notifications"][0]["id"]);
+    assert_ne!(
+        first["result"]["notifications"][0]["id"],
+        last["result"]["notifications"][0]["id"]
+    );
 
     // The metrics count the pipe.
     let scraped = http.metrics().await;
     let value = |name: &str, labels: &[(&str, &str)]| crate::support::sample(&scraped, name, labels);
-    assert_eq!(value("holdpoint_notify_failures_total", &[("channel", "webhook:0")]), 4.0, "{scraped}");
-    assert_eq!(value("holdpoint_notify_endpoint_stops_total", &[("channel", "slack:0")]), stopped_hits as f64);
+    assert_eq!(
+        value("holdpoint_notify_failures_total", &[("channel", "webhook:0")]),
+        4.0,
+        "{scraped}"
+    );
+    assert_eq!(
+        value("holdpoint_notify_endpoint_stops_total", &[("channel", "slack:0")]),
+        stopped_hits as f64
+    );
     assert_eq!(value("holdpoint_notify_queue_retrying", &[]), 2.0);
     assert_eq!(value("holdpoint_notify_endpoints_stopped", &[]), 1.0);
-    assert!(scraped.contains("# TYPE holdpoint_notify_queue_age_seconds gauge"), "{scraped}");
+    assert!(
+        scraped.contains("# TYPE holdpoint_notify_queue_age_seconds gauge"),
+        "{scraped}"
+    );
     assert!(scraped.contains("# TYPE holdpoint_notify_delivery_delay_seconds histogram"));
 
     // The last attempt makes a row dead: listed and counted as a dead
@@ -241,35 +265,50 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
     }
     let scraped = http.metrics().await;
     assert_eq!(
-        crate::support::sample(&scraped, "holdpoint_notify_dead_letters_total", &[("type", "hold.created")]),
+        crate::support::sample(
+            &scraped,
+            "holdpoint_notify_dead_letters_total",
+            &[("type", "hold.created")]
+        ),
         2.0,
         "{scraped}"
     );
-    assert_eq!(crate::support::sample(&scraped, "holdpoint_notify_queue_dead", &[]), 2.0);
+    assert_eq!(
+        crate::support::sample(&scraped, "holdpoint_notify_queue_dead", &[]),
+        2.0
+    );
 
     // A retry makes the row due again and re-enables the endpoint it
     // skipped; the receivers now answer 200.
     hook.script.lock().unwrap().clear();
     let id = rows[0]["id"].as_str().unwrap().to_owned();
-    let (status, retried) = http.post(&format!("/notifications/{id}/retry"), json!({}), Some(OPERATOR_KEY)).await;
+    let (status, retried) = http
+        .post(&format!("/notifications/{id}/retry"), json!({}), Some(OPERATOR_KEY))
+        .await;
     assert_eq!(status, StatusCode::OK, "{retried:#}");
     assert_eq!(retried["result"]["attempts"], 0);
     let (_, listed) = http.get("/notifications", Some(OPERATOR_KEY)).await;
     assert_eq!(listed["result"]["endpoints"], json!([]), "{listed:#}");
     assert_error(
-        &http.post("/notifications/msg_none/retry", json!({}), Some(OPERATOR_KEY)).await,
+        &http
+            .post("/notifications/msg_none/retry", json!({}), Some(OPERATOR_KEY))
+            .await,
         404,
         "NOT_FOUND",
         "msg_none",
     );
     assert_error(
-        &http.post("/notifications/msg_none/retry", json!({}), Some(FINANCE_KEY)).await,
+        &http
+            .post("/notifications/msg_none/retry", json!({}), Some(FINANCE_KEY))
+            .await,
         403,
         "PERMISSION_DENIED",
         "operator",
     );
     assert_error(
-        &http.post("/notifications/endpoints/slack:0/enable", json!({}), Some(OPERATOR_KEY)).await,
+        &http
+            .post("/notifications/endpoints/slack:0/enable", json!({}), Some(OPERATOR_KEY))
+            .await,
         404,
         "NOT_FOUND",
         "not stopped",
@@ -287,12 +326,21 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
         "the re-enabled endpoint gets the retried row"
     );
     let scraped = http.metrics().await;
-    assert!(crate::support::sample(&scraped, "holdpoint_notify_deliveries_total", &[("channel", "webhook:0")]) >= 1.0);
+    assert!(
+        crate::support::sample(
+            &scraped,
+            "holdpoint_notify_deliveries_total",
+            &[("channel", "webhook:0")]
+        ) >= 1.0
+    );
 
     // No secret anywhere: listings, errors, metrics, logs.
     let (_, everything) = http.get("/notifications?limit=1000", Some(OPERATOR_KEY)).await;
     let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    assert!(logged.contains("notify.delivery"), "the delivery spans are logged: {logged}");
+    assert!(
+        logged.contains("notify.delivery"),
+        "the delivery spans are logged: {logged}"
+    );
     let raw_secret = secret.trim_start_matches("whsec_");
     for (what, text) in [
         ("listing", everything.to_string()),

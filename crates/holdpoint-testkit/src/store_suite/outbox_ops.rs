@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use holdpoint::Status;
 use holdpoint::session::outbox::REMIND_AT;
 use holdpoint::session::{EndpointStop, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxState, SessionStore};
-use holdpoint::Status;
 use serde_json::json;
 
 use super::outbox::{events_of, held};
@@ -23,13 +23,26 @@ use super::{fresh_id, fresh_session, put};
 /// listings page; the counts see a dead row.
 pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionStore>) {
     let before = store.outbox_stats(Utc::now()).await.expect("outbox_stats failed");
-    let a = put(&*store, None, held(&fresh_session(), json!(true))).await.snapshot_id;
-    let b = put(&*store, None, held(&fresh_session(), json!(true))).await.snapshot_id;
+    let a = put(&*store, None, held(&fresh_session(), json!(true)))
+        .await
+        .snapshot_id;
+    let b = put(&*store, None, held(&fresh_session(), json!(true)))
+        .await
+        .snapshot_id;
     let now = Utc::now() + chrono::Duration::seconds(1);
     let lease = Duration::from_secs(30);
     // One claim takes every due row (this case's and others'); keep ours.
-    let claimed = store.claim_outbox(now, 100_000, lease).await.expect("claim_outbox failed");
-    let mine = |id: &str| claimed.iter().find(|l| l.event.snapshot_id == id).cloned().expect("claimed");
+    let claimed = store
+        .claim_outbox(now, 100_000, lease)
+        .await
+        .expect("claim_outbox failed");
+    let mine = |id: &str| {
+        claimed
+            .iter()
+            .find(|l| l.event.snapshot_id == id)
+            .cloned()
+            .expect("claimed")
+    };
     let (first, second) = (mine(&a), mine(&b));
     let channel = fresh_id("webhook");
     let results = store
@@ -51,7 +64,9 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
         .expect("settle_outbox_batch failed");
     assert_eq!(results.len(), 2);
     assert!(results[0].is_ok(), "{results:?}");
-    let lost = results[1].as_ref().expect_err("a settle with another token must be refused");
+    let lost = results[1]
+        .as_ref()
+        .expect_err("a settle with another token must be refused");
     assert_eq!(lost.status(), Status::FailedPrecondition, "{lost}");
     assert_eq!(events_of(&*store, &a).await[0].state, OutboxState::Delivered);
     assert_eq!(events_of(&*store, &b).await[0].state, OutboxState::Pending);
@@ -77,12 +92,21 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
         reason: reason.into(),
         stopped_at: Utc::now(),
     };
-    store.stop_endpoint(stop("HTTP 410")).await.expect("stop_endpoint failed");
-    store.stop_endpoint(stop("HTTP 410 again")).await.expect("stop_endpoint failed");
+    store
+        .stop_endpoint(stop("HTTP 410"))
+        .await
+        .expect("stop_endpoint failed");
+    store
+        .stop_endpoint(stop("HTTP 410 again"))
+        .await
+        .expect("stop_endpoint failed");
     let mine = |all: Vec<EndpointStop>| all.into_iter().filter(|s| s.channel == channel).collect::<Vec<_>>();
     let listed = mine(store.stopped_endpoints().await.expect("stopped_endpoints failed"));
     assert_eq!(listed.len(), 1, "{listed:?}");
-    assert_eq!((listed[0].fingerprint.as_str(), listed[0].reason.as_str()), ("f1", "HTTP 410 again"));
+    assert_eq!(
+        (listed[0].fingerprint.as_str(), listed[0].reason.as_str()),
+        ("f1", "HTTP 410 again")
+    );
     // A retry of a row that skipped the stopped endpoint re-enables it and
     // sends there again.
     let retried = store
@@ -105,9 +129,18 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
     let listed = store.list_outbox(&retrying(&b)).await.expect("list_outbox failed");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].last_error.as_deref(), Some("HTTP 500"));
-    assert!(store.list_outbox(&retrying(&a)).await.expect("list_outbox failed").is_empty());
+    assert!(
+        store
+            .list_outbox(&retrying(&a))
+            .await
+            .expect("list_outbox failed")
+            .is_empty()
+    );
     // An explicit re-enable.
-    store.stop_endpoint(stop("HTTP 410")).await.expect("stop_endpoint failed");
+    store
+        .stop_endpoint(stop("HTTP 410"))
+        .await
+        .expect("stop_endpoint failed");
     assert!(store.enable_endpoint(&channel).await.expect("enable_endpoint failed"));
     assert!(!store.enable_endpoint(&channel).await.expect("enable_endpoint failed"));
 

@@ -23,8 +23,8 @@ pub use codec::{JsonStateCodec, StateCodec};
 pub use listing::filter_snapshots;
 pub use memory::InMemoryStore;
 pub use outbox::{
-    EndpointStop, HoldTimers, OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxState,
-    OutboxStats,
+    EndpointStop, HoldTimers, OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle,
+    OutboxState, OutboxStats,
 };
 pub use query::{AuditQuery, SnapshotQuery};
 pub use snapshot::{

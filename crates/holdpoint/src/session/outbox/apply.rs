@@ -77,4 +77,3 @@ pub fn lease_lost(id: &str) -> crate::error::Error {
         "outbox event {id} is no longer claimed by this worker (its lease lapsed and another claimed it)"
     ))
 }
-

@@ -34,9 +34,10 @@ pub fn escalated_hold(row: &Snapshot, reference: Option<&str>, tool: &str, roles
             && p.as_tool_request()
                 .is_some_and(|r| r.name == tool && r.reference.as_deref() == reference)
     })?;
-    let mut rule = part.meta(metadata::APPROVAL_RULE).cloned().unwrap_or_else(|| {
-        json!({"rule": ESCALATION_RULE, "approvers": [], "quorum": 1, "selfApproval": true})
-    });
+    let mut rule = part
+        .meta(metadata::APPROVAL_RULE)
+        .cloned()
+        .unwrap_or_else(|| json!({"rule": ESCALATION_RULE, "approvers": [], "quorum": 1, "selfApproval": true}));
     let changed = add_roles(rule.get_mut(APPROVERS)?, roles);
     let mut interrupt = part.interrupt_data().unwrap_or_default();
     let mut approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));

@@ -223,4 +223,3 @@ impl OutboxQuery {
         self.offset.unwrap_or(0)
     }
 }
-

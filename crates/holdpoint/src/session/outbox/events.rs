@@ -198,4 +198,3 @@ pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
 pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
 }
-

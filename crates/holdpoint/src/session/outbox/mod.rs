@@ -24,9 +24,9 @@ mod endpoint;
 mod escalate;
 mod event;
 mod events;
-mod timers;
 #[cfg(test)]
 mod tests;
+mod timers;
 
 pub use apply::{OutboxSettle, apply_outcome, apply_retry, lease_lost};
 pub use endpoint::{EndpointStop, OutboxStats};
@@ -74,4 +74,3 @@ pub const ESCALATE_TO: &str = "escalateTo";
 pub const ON_EXPIRE: &str = "onExpire";
 /// Interrupt-data key: the roles that may answer (array of strings).
 pub const APPROVERS: &str = "approvers";
-

@@ -7,9 +7,9 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::message::metadata;
-use crate::session::snapshot::Snapshot;
 use crate::message::{Message, Part, Role};
 use crate::model::FinishReason;
+use crate::session::snapshot::Snapshot;
 use crate::session::{AuditDecision, AuditRecord, SessionState};
 
 fn held(interrupt: Value) -> Snapshot {
@@ -144,7 +144,10 @@ fn an_escalation_adds_its_roles_to_the_hold_once() {
     let roles = vec!["cfo".to_owned()];
     let next = escalated_hold(&row, Some("r1"), "transferMoney", &roles).expect("changed");
     let part = &next.state.as_ref().unwrap().messages.last().unwrap().content[0];
-    assert_eq!(part.meta(metadata::APPROVAL_RULE).unwrap()["approvers"], json!(["finance", "cfo"]));
+    assert_eq!(
+        part.meta(metadata::APPROVAL_RULE).unwrap()["approvers"],
+        json!(["finance", "cfo"])
+    );
     let data = part.interrupt_data().unwrap();
     assert_eq!(data[APPROVERS], json!(["finance", "cfo"]));
     assert_eq!(data[ESCALATED_TO], json!(["cfo"]));
