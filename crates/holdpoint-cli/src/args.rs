@@ -62,7 +62,8 @@ pub enum Command {
     #[command(subcommand)]
     Grants(crate::grants::GrantsCommand),
     /// The notifications outbox: events and timers, delivered / retrying /
-    /// dead, with attempts and the last error (needs --store).
+    /// dead, with attempts and the last error, and stopped endpoints
+    /// (--store, or --server with an operator's --api-key).
     #[command(subcommand)]
     Notifications(NotificationsCommand),
     /// Serve the registered agents over HTTP with the approval page.
@@ -72,20 +73,29 @@ pub enum Command {
 /// `notifications …`.
 #[derive(Subcommand, Debug)]
 pub enum NotificationsCommand {
-    /// Outbox rows, oldest due first.
+    /// Outbox rows, oldest due first, and the endpoints stopped by a 410.
     List {
-        /// Only rows in this state: pending, delivered, dead or cancelled.
+        /// Only rows in this state: pending, retrying, delivered, dead or
+        /// cancelled.
         #[arg(long)]
         state: Option<String>,
         /// At most this many rows.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Skip this many rows (the next page).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
     },
     /// Makes a row pending again, due now, its attempts reset (a dead
-    /// event's second chance).
+    /// event's second chance); re-enables the stopped endpoints it skipped.
     Retry {
         /// The event id (see `notifications list`).
         id: String,
+    },
+    /// Re-enables an endpoint stopped after answering 410.
+    Enable {
+        /// The channel id (`webhook:0`, `slack:1`; see `notifications list`).
+        channel: String,
     },
 }
 

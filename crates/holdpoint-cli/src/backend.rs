@@ -7,9 +7,7 @@ use chrono::Utc;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, Answer, AnswerKind, PendingApproval, RunOptions};
 use holdpoint::approval::ReplyShape;
 use holdpoint::middleware::ToolApproval;
-use holdpoint::session::{
-    AuditQuery, AuditRecord, HoldApproval, OutboxEvent, OutboxQuery, SessionStore, Snapshot, SnapshotQuery,
-};
+use holdpoint::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
 use holdpoint::{Part, Resume};
 use serde_json::{Value, json};
 
@@ -73,11 +71,6 @@ fn approval(approved: bool, reason: &Option<String>) -> Value {
         v["reason"] = Value::String(r.clone());
     }
     v
-}
-
-/// The refusal of a notifications command against a server.
-fn notifications_need_a_store() -> CliError {
-    CliError::Usage("notifications: open the store with --store (the server has no outbox listing yet)".into())
 }
 
 /// The paused calls of a waiting snapshot (as the server lists them).
@@ -231,26 +224,6 @@ impl Backend {
                 Ok(snapshots.iter().flat_map(pending_of).take(limit).collect())
             }
             Backend::Server(h) => h.pending(agent, limit).await,
-        }
-    }
-
-    /// Outbox rows matching `query`, oldest due first.
-    pub async fn notifications(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>, CliError> {
-        match self {
-            Backend::Store(b) => Ok(b.store.list_outbox(query).await?),
-            Backend::Server(_) => Err(notifications_need_a_store()),
-        }
-    }
-
-    /// An operator's retry of outbox row `id`.
-    pub async fn retry_notification(&self, id: &str) -> Result<OutboxEvent, CliError> {
-        match self {
-            Backend::Store(b) => b
-                .store
-                .retry_outbox(id)
-                .await?
-                .ok_or_else(|| CliError::NotFound(format!("notification {id} not found"))),
-            Backend::Server(_) => Err(notifications_need_a_store()),
         }
     }
 

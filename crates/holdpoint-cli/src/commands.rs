@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use holdpoint::agent::{Agent, AgentOutput};
-use holdpoint::session::{AuditRecord, OutboxQuery, OutboxState, Snapshot};
+use holdpoint::session::{AuditRecord, Snapshot};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::args::{Cli, Command, McpCommand, NotificationsCommand, SessionsCommand};
+use crate::args::{Cli, Command, McpCommand, SessionsCommand};
 use crate::backend::{Backend, Decision, Outcome, pending_of};
 use crate::error::CliError;
 use crate::output::{Table, count, cut, print, print_json, time, with_progress};
@@ -403,62 +403,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             }
             Ok(print(&t.render("no decisions recorded"))?)
         }
-        Command::Notifications(NotificationsCommand::List { state, limit }) => {
-            let state = state
-                .as_deref()
-                .map(|s| {
-                    OutboxState::parse(s).ok_or_else(|| {
-                        CliError::Usage(format!("--state {s}: expected pending, delivered, dead or cancelled"))
-                    })
-                })
-                .transpose()?;
-            let query = OutboxQuery {
-                state,
-                limit: Some(limit),
-                ..OutboxQuery::default()
-            };
-            let rows = with_progress("reading the outbox…", backend.notifications(&query)).await?;
-            if cli.json {
-                return Ok(print_json(&rows)?);
-            }
-            let mut t = Table::new(vec![
-                "ID",
-                "TYPE",
-                "STATE",
-                "ATTEMPTS",
-                "DUE",
-                "SNAPSHOT",
-                "DONE",
-                "LAST ERROR",
-            ]);
-            for e in &rows {
-                t.row(vec![
-                    e.id.clone(),
-                    e.kind.clone(),
-                    e.state.as_str().to_owned(),
-                    e.attempts.to_string(),
-                    time(e.due_at),
-                    e.snapshot_id.clone(),
-                    if e.done.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        e.done.join(",")
-                    },
-                    or_dash(e.last_error.as_deref()),
-                ]);
-            }
-            Ok(print(&t.render("no notifications"))?)
-        }
-        Command::Notifications(NotificationsCommand::Retry { id }) => {
-            let row = backend.retry_notification(&id).await?;
-            if cli.json {
-                return Ok(print_json(&row)?);
-            }
-            Ok(print(&format!(
-                "notification {} is pending again ({})",
-                row.id, row.kind
-            ))?)
-        }
+        Command::Notifications(c) => crate::notifications::run(c, cli.json, &backend).await,
         Command::Serve(s) => crate::serve::serve(s, cli.api_key, agents).await,
     }
 }

@@ -11,8 +11,8 @@ use holdpoint::agent::Agent;
 use holdpoint::session::SessionStore;
 use holdpoint_mcp::McpServers;
 use holdpoint_notify::{
-    EmailSpec, ExpireOutcome, HoldActions, HoldRef, Notifier, NotifyConfig, Secret, SlackSpec, SmtpSpec, SmtpTls,
-    WebhookSpec, WorkerHandle,
+    DeliveryObserver, EmailSpec, ExpireOutcome, HoldActions, HoldRef, Notifier, NotifyConfig, Secret, SlackSpec,
+    SmtpSpec, SmtpTls, WebhookSpec, WorkerHandle,
 };
 use holdpoint_server::config::{self, Config, McpTransport, Routing};
 use serde_json::{Map, Value, json};
@@ -158,20 +158,60 @@ impl HoldActions for ServedAgents {
             })?;
         agent.expire(hold).await
     }
+
+    async fn escalate(&self, hold: &HoldRef, roles: &[String]) -> holdpoint::Result<()> {
+        let agent = self
+            .0
+            .iter()
+            .find(|a| hold.agent.as_deref().is_none_or(|name| a.name() == name))
+            .ok_or_else(|| {
+                holdpoint::Error::FailedPrecondition(format!(
+                    "no served agent holds {}",
+                    hold.agent.as_deref().unwrap_or("this hold")
+                ))
+            })?;
+        agent.escalate(hold, roles).await
+    }
+}
+
+/// The worker's reports, recorded in the server's metrics (`/metrics`).
+struct ServerMetrics(holdpoint_server::Metrics);
+
+impl DeliveryObserver for ServerMetrics {
+    fn delivered(&self, channel: &str, delay: std::time::Duration) {
+        self.0.notification_delivered(channel, delay);
+    }
+
+    fn failed(&self, channel: &str) {
+        self.0.notification_failed(channel);
+    }
+
+    fn dead(&self, kind: &str) {
+        self.0.notification_dead(kind);
+    }
+
+    fn stopped(&self, channel: &str) {
+        self.0.notification_endpoint_stopped(channel);
+    }
 }
 
 /// Starts the notification worker over `store` when the file configures
-/// notifications; expiry timers are answered by the served `agents`.
+/// notifications; expiry and escalation timers are answered by the served
+/// `agents`, and deliveries are counted in `metrics` (the server's
+/// `/metrics`).
 pub fn start_notifications(
     config: &Config,
     store: Arc<dyn SessionStore>,
     agents: Vec<Agent>,
+    metrics: &holdpoint_server::Metrics,
 ) -> Result<Option<WorkerHandle>, CliError> {
     let Some(settings) = notify_config(config) else {
         return Ok(None);
     };
     let notifier =
         Notifier::new(settings).map_err(|e| CliError::Usage(format!("{}: [notify]: {e}", config.file().display())))?;
-    let worker = holdpoint_notify::Worker::new(store, notifier).actions(Arc::new(ServedAgents(agents)));
+    let worker = holdpoint_notify::Worker::new(store, notifier)
+        .actions(Arc::new(ServedAgents(agents)))
+        .observer(Arc::new(ServerMetrics(metrics.clone())));
     Ok(Some(worker.spawn()))
 }

@@ -51,6 +51,15 @@ impl HttpBackend {
         }
     }
 
+    /// A request to `path` on the server, with the API key.
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.client.request(method, format!("{}{path}", self.base));
+        match &self.api_key {
+            Some(key) => req.header("X-API-Key", key),
+            None => req,
+        }
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         method: reqwest::Method,

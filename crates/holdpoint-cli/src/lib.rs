@@ -76,6 +76,7 @@ pub mod error;
 pub mod grants;
 pub mod http;
 mod mcp;
+mod notifications;
 pub mod output;
 mod serve;
 

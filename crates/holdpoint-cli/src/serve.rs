@@ -1,6 +1,8 @@
 //! `holdpoint serve`: the given agents over HTTP, configured by flags and
 //! the `--config` file (docs/reference.md §15).
 
+use std::sync::Arc;
+
 use holdpoint::agent::Agent;
 
 use crate::args::ServeArgs;
@@ -76,12 +78,21 @@ pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<
     // Notifications run over the first agent's store (the agents of one
     // deployment share it); expiry timers are answered by the agent that
     // holds the call.
-    let notifications = match (&config, agents.iter().find_map(|a| a.store().cloned())) {
-        (Some(c), Some(store)) => crate::deploy::start_notifications(c, store, agents.clone())?,
+    let metrics = holdpoint_server::Metrics::new();
+    let outbox = agents.iter().find_map(|a| a.store().cloned());
+    let notifications = match (&config, &outbox) {
+        (Some(c), Some(store)) => crate::deploy::start_notifications(c, Arc::clone(store), agents.clone(), &metrics)?,
         _ => None,
     };
     let metrics_open = args.metrics_open || file.metrics_open.unwrap_or(false);
-    let mut builder = Server::builder().agents(agents).metrics_open(metrics_open);
+    let mut builder = Server::builder()
+        .agents(agents)
+        .metrics(metrics)
+        .metrics_open(metrics_open);
+    // Operators (the `operator` role) see the outbox at /notifications.
+    if let Some(store) = outbox.filter(|_| notifications.is_some()) {
+        builder = builder.notifications(store);
+    }
     let allowed_hosts = if args.allowed_hosts.is_empty() {
         file.allowed_hosts
     } else {
@@ -97,7 +108,9 @@ pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<
     if let Some(k) = &api_key
         && !keys.contains(k)
     {
-        keys = keys.key(k, "operator");
+        // The one key of `--api-key` is the deployment's operator: it may
+        // also see and steer the notification pipe.
+        keys = keys.key_with_roles(k, "operator", [holdpoint_server::OPERATOR_ROLE]);
     }
     if !keys.is_empty() {
         builder = builder.api_keys(keys);

@@ -632,3 +632,78 @@ async fn grants_are_made_listed_and_revoked_through_a_server() {
     let active = json_of(&olga(&["grants", "list", "--active", "--json"]));
     assert_eq!(active, json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_are_listed_retried_and_endpoints_enabled_through_a_server() {
+    let store = holdpoint_stores::open_store("memory:").await.unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), Some(Arc::clone(&store))).unwrap();
+    let out = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snapshot = out.snapshot_id.clone().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = holdpoint_server::Server::builder()
+        .agent(agent)
+        .api_keys(
+            holdpoint_server::auth::ApiKeys::new()
+                .key_with_roles("k-operator-0123456789", "oscar", [holdpoint_server::OPERATOR_ROLE])
+                .key("k-clerk-0123456789ab", "clara"),
+        )
+        .notifications(Arc::clone(&store))
+        .data_dir(data.path())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+    let as_key = |key: &str, rest: &[&str]| -> Vec<String> {
+        ["--server", base.as_str(), "--api-key", key]
+            .iter()
+            .chain(rest)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let operator = |rest: &[&str]| as_key("k-operator-0123456789", rest);
+
+    let listed = json_of(&operator(&["notifications", "list", "--json"]));
+    let created: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "hold.created")
+        .collect();
+    assert_eq!(created.len(), 1, "{listed}");
+    assert_eq!(created[0]["snapshotId"], snapshot.as_str());
+    assert_eq!(created[0]["state"], "pending");
+    let id = created[0]["id"].as_str().unwrap().to_owned();
+    let (ok, table, err) = holdpoint(&operator(&["notifications", "list"]));
+    assert!(ok && table.starts_with("ID") && table.contains(&id), "{table}{err}");
+
+    // A stopped endpoint is listed and re-enabled by name.
+    store
+        .stop_endpoint(holdpoint::session::EndpointStop {
+            channel: "webhook:0".into(),
+            fingerprint: "f".into(),
+            reason: "HTTP 410 Gone".into(),
+            stopped_at: chrono::Utc::now(),
+        })
+        .await
+        .unwrap();
+    let (ok, table, _) = holdpoint(&operator(&["notifications", "list"]));
+    assert!(ok && table.contains("endpoint webhook:0 is stopped"), "{table}");
+    let (ok, said, err) = holdpoint(&operator(&["notifications", "enable", "webhook:0"]));
+    assert!(ok, "{err}");
+    assert!(said.contains("webhook:0 gets deliveries again"), "{said}");
+    let (ok, _, err) = holdpoint(&operator(&["notifications", "enable", "webhook:0"]));
+    assert!(!ok && err.contains("not stopped"), "{err}");
+
+    let (ok, said, err) = holdpoint(&operator(&["notifications", "retry", &id]));
+    assert!(ok, "{err}");
+    assert!(said.contains("pending again"), "{said}");
+    let (ok, _, err) = holdpoint(&operator(&["notifications", "retry", "no-such-id"]));
+    assert!(!ok && err.contains("not found"), "{err}");
+    let (ok, _, err) = holdpoint(&operator(&["notifications", "list", "--state", "lost"]));
+    assert!(!ok && err.contains("expected pending"), "{err}");
+
+    // A key without the operator role is refused, naming the role.
+    let (ok, _, err) = holdpoint(&as_key("k-clerk-0123456789ab", &["notifications", "list"]));
+    assert!(!ok && err.contains("operator"), "{err}");
+}

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use holdpoint::agent::AgentInit;
 use holdpoint::agent::{Agent, AgentInput, RunOptions};
 use holdpoint::session::Snapshot;
+use holdpoint::session::outbox::escalated_hold;
 use holdpoint::{Error, Result, Resume};
 use serde_json::json;
 
@@ -84,6 +85,30 @@ impl HoldActions for Agent {
             Err(Error::AlreadyResumed(_)) => Ok(ExpireOutcome::AlreadyAnswered),
             Err(e) => Err(e),
         }
+    }
+
+    /// Records `roles` as approvers of the held call on the snapshot itself
+    /// (one atomic read-modify-write of the row), so from then on every
+    /// replica lists the hold to them, shows them its transcript and takes
+    /// their answer; a hold answered meanwhile, or escalated already, is
+    /// left as it is.
+    async fn escalate(&self, hold: &HoldRef, roles: &[String]) -> Result<()> {
+        let Some(store) = self.store() else {
+            return Err(Error::FailedPrecondition(format!(
+                "agent {} has no store: it cannot escalate holds",
+                self.name()
+            )));
+        };
+        let (reference, tool, roles) = (hold.reference.clone(), hold.tool.clone(), roles.to_vec());
+        store
+            .save_snapshot(
+                Some(&hold.snapshot_id),
+                Box::new(move |existing| {
+                    Ok(existing.and_then(|row| escalated_hold(row, reference.as_deref(), &tool, &roles)))
+                }),
+            )
+            .await?;
+        Ok(())
     }
 }
 

@@ -22,6 +22,14 @@ pub trait Channel: Send + Sync {
     /// secret; recorded on rows it delivered.
     fn id(&self) -> &str;
 
+    /// A fingerprint of the endpoint's address (a hash, never the address
+    /// itself, which may hold a token): a stop after HTTP 410 applies only
+    /// while the channel still points at the endpoint that refused. The
+    /// default (channels that never answer 410) is empty.
+    fn fingerprint(&self) -> String {
+        String::new()
+    }
+
     /// Whether it serves `n` (its event types and roles).
     fn serves(&self, n: &Notification) -> bool;
 
@@ -69,4 +77,15 @@ pub(crate) fn transport_failure(err: reqwest::Error) -> DeliveryError {
         "request failed"
     };
     DeliveryError::Retry(format!("{kind}: {}", err.without_url()))
+}
+
+/// The fingerprint of an endpoint's URL: the first 16 hex digits of its
+/// SHA-256.
+pub(crate) fn url_fingerprint(url: &url::Url) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(url.as_str().as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -151,8 +151,11 @@ impl RetryPolicy {
 pub struct WorkerOptions {
     /// How long to wait between polls when nothing was due.
     pub poll_interval: Duration,
-    /// Rows claimed per poll.
+    /// Rows claimed per poll (one store round trip claims them, one
+    /// settles them).
     pub batch: usize,
+    /// How many rows of a batch are delivered at once.
+    pub concurrency: usize,
     /// How long a claim holds a row (a delivery must end within it).
     pub lease: Duration,
     /// One delivery's timeout (HTTP request, SMTP session).
@@ -166,6 +169,7 @@ impl Default for WorkerOptions {
         WorkerOptions {
             poll_interval: Duration::from_millis(500),
             batch: 64,
+            concurrency: 32,
             lease: Duration::from_secs(60),
             timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),

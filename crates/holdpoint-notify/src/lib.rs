@@ -35,5 +35,5 @@ pub use config::{
 };
 pub use error::NotifyError;
 pub use message::{Notification, payload};
-pub use metrics::{MetricsSnapshot, NotifyMetrics};
+pub use metrics::{DeliveryObserver, MetricsSnapshot, NotifyMetrics};
 pub use worker::{Notifier, Worker, WorkerHandle};

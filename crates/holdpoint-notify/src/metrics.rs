@@ -1,6 +1,26 @@
-//! Counters of the delivery worker, for a metrics layer to read.
+//! Counters of the delivery worker, for a metrics layer to read, and the
+//! [`DeliveryObserver`] hook a metrics layer (the server's `/metrics`)
+//! plugs in to see each delivery as it happens.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Sees each delivery's end as it happens. `channel` is a channel's id
+/// (`webhook:0`, `slack:1`, `email:0`: from the configuration, never a
+/// secret); `kind` an event type. Calls must be cheap: they run on the
+/// delivery path.
+pub trait DeliveryObserver: Send + Sync {
+    /// A channel took an event, `delay` after it was due (queue age).
+    fn delivered(&self, channel: &str, delay: Duration);
+    /// A delivery to `channel` failed (it is retried, or the row dies).
+    fn failed(&self, channel: &str);
+    /// A row was given up on after its last attempt.
+    fn dead(&self, kind: &str);
+    /// `channel`'s endpoint answered 410 and is stopped.
+    fn stopped(&self, channel: &str) {
+        let _ = channel;
+    }
+}
 
 /// The worker's counters (monotonic, shared by clones of the worker).
 #[derive(Debug, Default)]

@@ -1,12 +1,10 @@
 //! Slack incoming webhooks: a Block Kit message with the tool, the readable
 //! input, who may approve, the expiry and a link to the hold.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::channel::{Channel, DeliveryError, Route, http_failure, transport_failure};
+use crate::channel::{Channel, DeliveryError, Route, http_failure, transport_failure, url_fingerprint};
 use crate::message::Notification;
 
 pub(crate) struct SlackChannel {
@@ -14,7 +12,6 @@ pub(crate) struct SlackChannel {
     pub url: url::Url,
     pub client: reqwest::Client,
     pub route: Route,
-    pub gone: AtomicBool,
 }
 
 /// Escapes the three characters Slack's mrkdwn treats as control.
@@ -58,14 +55,15 @@ impl Channel for SlackChannel {
         &self.id
     }
 
+    fn fingerprint(&self) -> String {
+        url_fingerprint(&self.url)
+    }
+
     fn serves(&self, n: &Notification) -> bool {
         self.route.serves(n)
     }
 
     async fn deliver(&self, n: &Notification) -> Result<(), DeliveryError> {
-        if self.gone.load(Ordering::Relaxed) {
-            return Err(DeliveryError::Gone("the webhook answered 410 before".into()));
-        }
         let response = self
             .client
             .post(self.url.clone())
@@ -77,10 +75,6 @@ impl Channel for SlackChannel {
         if status.is_success() {
             return Ok(());
         }
-        let failure = http_failure(status);
-        if matches!(failure, DeliveryError::Gone(_)) {
-            self.gone.store(true, Ordering::Relaxed);
-        }
-        Err(failure)
+        Err(http_failure(status))
     }
 }

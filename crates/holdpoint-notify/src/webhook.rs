@@ -2,11 +2,9 @@
 //! secret (`webhook-id`, `webhook-timestamp`, `webhook-signature`), signed
 //! by the Standard Webhooks project's own implementation.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use async_trait::async_trait;
 
-use crate::channel::{Channel, DeliveryError, Route, http_failure, transport_failure};
+use crate::channel::{Channel, DeliveryError, Route, http_failure, transport_failure, url_fingerprint};
 use crate::message::{Notification, payload};
 
 pub(crate) struct WebhookChannel {
@@ -15,8 +13,6 @@ pub(crate) struct WebhookChannel {
     pub signer: standardwebhooks::Webhook,
     pub client: reqwest::Client,
     pub route: Route,
-    /// Set once the endpoint answered 410: it gets nothing more.
-    pub gone: AtomicBool,
 }
 
 #[async_trait]
@@ -25,14 +21,15 @@ impl Channel for WebhookChannel {
         &self.id
     }
 
+    fn fingerprint(&self) -> String {
+        url_fingerprint(&self.url)
+    }
+
     fn serves(&self, n: &Notification) -> bool {
         self.route.serves(n)
     }
 
     async fn deliver(&self, n: &Notification) -> Result<(), DeliveryError> {
-        if self.gone.load(Ordering::Relaxed) {
-            return Err(DeliveryError::Gone("the endpoint answered 410 before".into()));
-        }
         let body = serde_json::to_vec(&payload(n))
             .map_err(|e| DeliveryError::Retry(format!("the payload does not encode: {e}")))?;
         let timestamp = chrono::Utc::now().timestamp();
@@ -55,10 +52,6 @@ impl Channel for WebhookChannel {
         if status.is_success() {
             return Ok(());
         }
-        let failure = http_failure(status);
-        if matches!(failure, DeliveryError::Gone(_)) {
-            self.gone.store(true, Ordering::Relaxed);
-        }
-        Err(failure)
+        Err(http_failure(status))
     }
 }

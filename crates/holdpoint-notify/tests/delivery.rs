@@ -84,6 +84,7 @@ fn fast() -> WorkerOptions {
     WorkerOptions {
         poll_interval: Duration::from_millis(5),
         batch: 64,
+        concurrency: 8,
         lease: Duration::from_secs(30),
         timeout: Duration::from_secs(5),
         retry: RetryPolicy {
@@ -269,43 +270,66 @@ async fn a_receiver_failing_twice_gets_the_same_signed_event_three_times_and_not
 }
 
 #[tokio::test]
-async fn a_410_stops_the_endpoint_and_a_dead_event_can_be_retried() {
+async fn a_410_stops_the_endpoint_durably_until_a_retry_re_enables_it() {
     let (receiver, addr) = Receiver::start(&[410]).await;
     let (failing, failing_addr) = Receiver::start(&[500; 64]).await;
-    let store = Arc::new(InMemoryStore::new());
-    hold(&*store, "s-gone-1", json!({})).await;
-    let config = NotifyConfig {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let config = || NotifyConfig {
         webhooks: vec![webhook(addr, "/gone"), webhook(failing_addr, "/down")],
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
-    let settled = || {
-        futures::executor::block_on(states(&*store))
+    let settled = |store: &dyn SessionStore| {
+        futures::executor::block_on(states(store))
             .iter()
             .all(|(_, s)| *s != OutboxState::Pending)
     };
-    drive(&worker, settled).await;
-    // The 410 endpoint was asked once; the failing one until the last attempt.
-    assert_eq!(receiver.on("/gone").len(), 1);
-    assert_eq!(failing.on("/down").len(), 5);
-    let events = store.list_outbox(&OutboxQuery::default()).await.unwrap();
-    assert_eq!(events[0].state, OutboxState::Dead);
-    assert_eq!(events[0].done, ["webhook:0"]);
-    let error = events[0].last_error.clone().unwrap();
-    assert!(error.contains("webhook:1: HTTP 500"), "{error}");
-    assert!(
-        !error.contains("127.0.0.1"),
-        "errors name the channel, not its URL: {error}"
-    );
+    let first_id = {
+        let store = Arc::new(holdpoint_store_sqlite::SqliteStore::open(&path).await.unwrap());
+        hold(&*store, "s-gone-1", json!({})).await;
+        let worker = Worker::new(store.clone(), Notifier::new(config()).unwrap());
+        drive(&worker, || settled(&*store)).await;
+        // The 410 endpoint was asked once; the failing one until the last
+        // attempt.
+        assert_eq!(receiver.on("/gone").len(), 1);
+        assert_eq!(failing.on("/down").len(), 5);
+        let events = store.list_outbox(&OutboxQuery::default()).await.unwrap();
+        assert_eq!(events[0].state, OutboxState::Dead);
+        assert_eq!(events[0].done, ["webhook:0"]);
+        let error = events[0].last_error.clone().unwrap();
+        assert!(error.contains("webhook:1: HTTP 500"), "{error}");
+        assert!(
+            !error.contains("127.0.0.1"),
+            "errors name the channel, not its URL: {error}"
+        );
+        // The stop is in the store, named by channel and a fingerprint of
+        // the URL (never the URL).
+        let stops = store.stopped_endpoints().await.unwrap();
+        assert_eq!(stops.len(), 1, "{stops:?}");
+        assert_eq!(stops[0].channel, "webhook:0");
+        assert!(!stops[0].fingerprint.is_empty() && !stops[0].fingerprint.contains("127.0.0.1"));
+        store.close().await;
+        events[0].id.clone()
+    };
 
-    // A later hold goes nowhere near the gone endpoint.
-    hold(&*store, "s-gone-2", json!({})).await;
-    let retried = store.retry_outbox(&events[0].id).await.unwrap().unwrap();
-    assert_eq!(retried.state, OutboxState::Pending);
+    // After a restart (a new store handle, a new worker) the endpoint is
+    // still stopped: a later hold goes nowhere near it.
+    let store = Arc::new(holdpoint_store_sqlite::SqliteStore::open(&path).await.unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config()).unwrap());
     failing.script.lock().unwrap().clear();
-    drive(&worker, settled).await;
-    assert_eq!(receiver.on("/gone").len(), 1, "a gone endpoint gets nothing more");
+    hold(&*store, "s-gone-2", json!({})).await;
+    drive(&worker, || settled(&*store)).await;
+    assert_eq!(receiver.on("/gone").len(), 1, "a stopped endpoint gets nothing more");
+    assert_eq!(failing.on("/down").len(), 6);
+
+    // An operator's retry of the dead row re-enables the endpoint, and the
+    // row goes there again (and only that row).
+    let retried = store.retry_outbox(&first_id).await.unwrap().unwrap();
+    assert_eq!(retried.state, OutboxState::Pending);
+    assert!(store.stopped_endpoints().await.unwrap().is_empty());
+    drive(&worker, || settled(&*store)).await;
+    assert_eq!(receiver.on("/gone").len(), 2);
     let states = states(&*store).await;
     assert!(states.iter().all(|(_, s)| *s == OutboxState::Delivered), "{states:?}");
 }
@@ -690,4 +714,104 @@ async fn an_agent_denies_its_expired_hold_when_the_timer_fires() {
         .collect();
     assert_eq!(decided.len(), 1, "{decided:?}");
     assert_eq!(decided[0]["data"]["decisions"][0]["decision"], "expire");
+}
+
+#[tokio::test]
+async fn an_escalation_lets_its_roles_answer_the_hold_from_then_on() {
+    use holdpoint::agent::{Agent, AgentInit, AgentInput, Answer, Answered};
+    use holdpoint::approval::{Policy, ROLES, RuleSpec};
+    use holdpoint::session::outbox::HOLD_ESCALATED;
+    use holdpoint::tool::DynamicTool;
+    use holdpoint::{ScriptedModel, ScriptedTurn, Status};
+
+    let (receiver, addr) = Receiver::start(&[]).await;
+    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    let transfer = DynamicTool::new(
+        "transferMoney",
+        "moves money",
+        json!({"type": "object"}),
+        |_ctx: holdpoint::tool::ToolContext, _input: Value| async move { Ok(json!({"done": true})) },
+    )
+    .into_tool();
+    let model = ScriptedModel::from_fn("scripted/escalation", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == Role::Tool {
+            return Some(ScriptedTurn::text("paid"));
+        }
+        Some(ScriptedTurn::tool_call("transferMoney", json!({"amount": 50000})))
+    });
+    let rule = RuleSpec {
+        name: Some("big transfers".into()),
+        tool: Some("transferMoney".into()),
+        approvers: vec!["finance".into()],
+        quorum: 1,
+        // Escalated at once: the timer is due as soon as the hold is
+        // written.
+        timers: holdpoint::session::HoldTimers {
+            escalate_after: Some(Duration::ZERO),
+            escalate_to: vec!["cfo".into()],
+            ..Default::default()
+        },
+        ..RuleSpec::default()
+    };
+    let policy = Policy::new(vec![rule]).unwrap();
+    let agent = Agent::builder("bankingAgent")
+        .model(Arc::new(model))
+        .tools([transfer])
+        .store(Arc::clone(&store))
+        .approval_policy(policy)
+        .build()
+        .unwrap();
+    let held = agent
+        .run_with(
+            AgentInput::text("pay ACME"),
+            holdpoint::agent::RunOptions::new(AgentInit::new()).principal("alice".to_owned()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted);
+    let snapshot_id = held.snapshot_id.clone().unwrap();
+    let cfo = || {
+        let mut context = serde_json::Map::new();
+        context.insert(holdpoint::agent::PRINCIPAL.into(), json!("carol"));
+        context.insert(ROLES.into(), json!(["cfo"]));
+        context
+    };
+    let approve = || Answer::approve(snapshot_id.clone());
+
+    // Before the escalation fires, the CFO does not see the hold.
+    let before = agent.answer(approve(), cfo()).await.expect_err("not yet an approver");
+    assert_eq!(before.status(), Status::NotFound, "{before}");
+
+    let config = NotifyConfig {
+        webhooks: vec![webhook(addr, "/hook")],
+        worker: fast(),
+        ..Default::default()
+    };
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).actions(Arc::new(agent.clone()));
+    let escalated_sent = || {
+        receiver
+            .on("/hook")
+            .iter()
+            .any(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["type"] == HOLD_ESCALATED)
+    };
+    drive(&worker, escalated_sent).await;
+    let sent: Vec<Value> = receiver
+        .on("/hook")
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())
+        .filter(|b| b["type"] == HOLD_ESCALATED)
+        .collect();
+    assert_eq!(sent[0]["data"]["approvers"], json!(["finance", "cfo"]));
+
+    // The snapshot itself records the added role: any process reading the
+    // store lets the CFO list, read and answer the hold.
+    let row = store.get_snapshot(&snapshot_id).await.unwrap().unwrap();
+    let last = row.state.as_ref().unwrap().messages.last().unwrap();
+    let rule = holdpoint::approval::HoldRule::on(last.interrupts().next().unwrap()).unwrap();
+    assert_eq!(rule.approvers, ["finance", "cfo"]);
+    match agent.answer(approve(), cfo()).await.unwrap() {
+        Answered::Resumed(out) => assert_eq!(out.finish_reason, FinishReason::Stop),
+        other => panic!("{other:?}"),
+    }
 }

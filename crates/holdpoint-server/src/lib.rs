@@ -120,6 +120,7 @@ pub use error::ApiError;
 pub use inflight::Turns;
 pub use limits::{DEFAULT_BODY_LIMIT, Limits};
 pub use metrics::Metrics;
+pub use routes::OPERATOR_ROLE;
 pub use server::{BuildError, Server, ServerBuilder};
 pub use shutdown::{serve, serve_app, shutdown_signal};
 pub use state::AppState;

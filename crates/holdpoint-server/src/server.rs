@@ -78,6 +78,7 @@ pub struct ServerBuilder {
     connections: ConnectionLimits,
     state_claims: Option<Arc<dyn SessionStore>>,
     page_login: Option<crate::PageLogin>,
+    outbox: Option<Arc<dyn SessionStore>>,
 }
 
 impl Default for ServerBuilder {
@@ -98,6 +99,7 @@ impl Default for ServerBuilder {
             connections: ConnectionLimits::default(),
             state_claims: None,
             page_login: None,
+            outbox: None,
         }
     }
 }
@@ -285,6 +287,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves the notification outbox of `store` to operators
+    /// (docs/reference.md §11.3): `GET /notifications`, `POST
+    /// /notifications/{id}/retry`, `POST
+    /// /notifications/endpoints/{channel}/enable`, for callers with the
+    /// [`OPERATOR_ROLE`](crate::OPERATOR_ROLE) role only; and the outbox's
+    /// counts (rows due, retrying, dead, the queue's age) on `/metrics`.
+    /// Without it those routes answer 404.
+    pub fn notifications(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.outbox = Some(store);
+        self
+    }
+
     /// Builds the server. Without keys or a data directory the signing key
     /// is generated in memory (state it signed will not verify after a
     /// restart; a warning says so).
@@ -341,6 +355,7 @@ impl ServerBuilder {
             hosts: Arc::new(hosts),
             request_timeout: self.request_timeout,
             page_login: self.page_login,
+            outbox: self.outbox,
         });
         Ok(Server {
             state,

@@ -29,6 +29,8 @@ pub(crate) struct StateInner {
     pub request_timeout: Option<Duration>,
     /// How the approval page signs people in, if it does.
     pub page_login: Option<crate::auth::PageLogin>,
+    /// The notification outbox operators see (`None`: not served).
+    pub outbox: Option<Arc<dyn holdpoint::session::SessionStore>>,
 }
 
 /// The state shared by the server's handlers (cheap to clone).
@@ -102,6 +104,11 @@ impl AppState {
 
     pub(crate) fn metrics_open(&self) -> bool {
         self.inner.metrics_open
+    }
+
+    /// The notification outbox, when the server serves it.
+    pub(crate) fn outbox(&self) -> Option<&Arc<dyn holdpoint::session::SessionStore>> {
+        self.inner.outbox.as_ref()
     }
 
     pub(crate) fn hosts(&self) -> &Arc<HostPolicy> {

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod endpoints;
 mod error;
 mod grants;
 mod group;

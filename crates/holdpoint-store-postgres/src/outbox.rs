@@ -4,6 +4,7 @@
 //! once and never wait for each other), settles, retries and listings.
 
 use chrono::{DateTime, Utc};
+use holdpoint::session::OutboxSettle;
 use holdpoint::session::outbox::{apply_outcome, apply_retry, lease_lost};
 use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, lease_end, mint_id};
 use holdpoint::{Error, Result};
@@ -59,38 +60,47 @@ async fn write_back(conn: &mut PgConnection, event: &OutboxEvent, token: Option<
     Ok(())
 }
 
-/// Claims up to `limit` due rows (see `SessionStore::claim_outbox`): rows
-/// another replica holds locked are skipped, not waited for.
+/// Claims up to `limit` due rows (see `SessionStore::claim_outbox`) in
+/// one statement: rows another replica holds locked are skipped, not
+/// waited for, and each claimed row's lease, token and attempt count are
+/// written in the same statement (the batch shares one fresh token, which
+/// no other claim has).
 pub(crate) async fn claim(
     pool: &PgPool,
     now: DateTime<Utc>,
     limit: usize,
     lease: std::time::Duration,
 ) -> Result<Vec<OutboxLease>> {
-    let err = |e| store_error("claim outbox events", e);
     let now_ns = saturating_nanos(now);
     let until = lease_end(now, lease);
-    let mut tx = pool.begin().await.map_err(err)?;
-    let due: Vec<String> = sqlx::query_scalar(
-        "SELECT data::text FROM holdpoint_outbox \
-         WHERE state = 'pending' AND due_at_ns <= $1 AND (lease_until_ns IS NULL OR lease_until_ns <= $1) \
-         ORDER BY due_at_ns LIMIT $2 FOR UPDATE SKIP LOCKED",
+    let token = mint_id();
+    let claimed: Vec<String> = sqlx::query_scalar(
+        "WITH due AS (SELECT seq FROM holdpoint_outbox \
+           WHERE state = 'pending' AND due_at_ns <= $1 AND (lease_until_ns IS NULL OR lease_until_ns <= $1) \
+           ORDER BY due_at_ns LIMIT $2 FOR UPDATE SKIP LOCKED) \
+         UPDATE holdpoint_outbox o SET lease_until_ns = $3, lease_token = $4, \
+           data = (o.data::jsonb || jsonb_build_object( \
+             'attempts', COALESCE((o.data->>'attempts')::int8, 0) + 1, 'leaseUntil', $5::text))::json \
+         FROM due WHERE o.seq = due.seq RETURNING o.data::text",
     )
     .bind(now_ns)
     .bind(sql_limit(limit))
-    .fetch_all(&mut *tx)
+    .bind(saturating_nanos(until))
+    .bind(&token)
+    .bind(until.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+    .fetch_all(pool)
     .await
-    .map_err(err)?;
-    let mut out = Vec::with_capacity(due.len());
-    for data in due {
-        let mut event = decode_outbox(&data)?;
-        event.lease_until = Some(until);
-        event.attempts = event.attempts.saturating_add(1);
-        let token = mint_id();
-        write_back(&mut tx, &event, Some(&token)).await?;
-        out.push(OutboxLease { event, token });
-    }
-    tx.commit().await.map_err(err)?;
+    .map_err(|e| store_error("claim outbox events", e))?;
+    let mut out = claimed
+        .iter()
+        .map(|d| {
+            Ok(OutboxLease {
+                event: decode_outbox(d)?,
+                token: token.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    out.sort_by_key(|l| l.event.due_at);
     Ok(out)
 }
 
@@ -120,6 +130,61 @@ pub(crate) async fn settle(pool: &PgPool, id: &str, token: &str, outcome: Outbox
     tx.commit().await.map_err(err)
 }
 
+/// Ends a batch of claimed rows' attempts in one transaction (see
+/// `SessionStore::settle_outbox_batch`): the rows are read and locked with
+/// one statement and written back with another.
+pub(crate) async fn settle_batch(pool: &PgPool, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
+    let err = |e| store_error("settle outbox events", e);
+    if settles.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = settles.iter().map(|s| s.id.as_str()).collect();
+    let mut tx = pool.begin().await.map_err(err)?;
+    let found: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT event_id, data::text, lease_token FROM holdpoint_outbox WHERE event_id = ANY($1) \
+         ORDER BY event_id FOR UPDATE",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(err)?;
+    let mut rows: std::collections::HashMap<String, (String, Option<String>)> =
+        found.into_iter().map(|(id, d, t)| (id, (d, t))).collect();
+    let mut out = Vec::with_capacity(settles.len());
+    let mut written = Vec::new();
+    for s in settles {
+        let Some((data, held)) = rows.remove(&s.id) else {
+            out.push(Err(Error::NotFound(format!("outbox event {} not found", s.id))));
+            continue;
+        };
+        if held.as_deref() != Some(s.token.as_str()) {
+            out.push(Err(lease_lost(&s.id)));
+            continue;
+        }
+        let mut event = decode_outbox(&data)?;
+        apply_outcome(&mut event, s.outcome);
+        written.push(OutboxColumns::of(&event)?);
+        out.push(Ok(()));
+    }
+    if !written.is_empty() {
+        sqlx::query(
+            "UPDATE holdpoint_outbox o SET state = u.state, due_at_ns = u.due_at_ns, lease_until_ns = NULL, \
+             lease_token = NULL, data = u.data::json \
+             FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[]) AS u(event_id, state, due_at_ns, data) \
+             WHERE o.event_id = u.event_id",
+        )
+        .bind(written.iter().map(|r| r.event_id.as_str()).collect::<Vec<_>>())
+        .bind(written.iter().map(|r| r.state).collect::<Vec<_>>())
+        .bind(written.iter().map(|r| r.due_at_ns).collect::<Vec<_>>())
+        .bind(written.iter().map(|r| r.data.as_str()).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)?;
+    Ok(out)
+}
+
 /// An operator's retry of row `id`.
 pub(crate) async fn retry(pool: &PgPool, id: &str) -> Result<Option<OutboxEvent>> {
     let err = |e| store_error(&format!("retry outbox event {id}"), e);
@@ -127,8 +192,19 @@ pub(crate) async fn retry(pool: &PgPool, id: &str) -> Result<Option<OutboxEvent>
     let Some((mut event, _)) = locked(&mut tx, id).await? else {
         return Ok(None);
     };
-    apply_retry(&mut event, Utc::now());
+    let stopped: Vec<String> = sqlx::query_scalar("SELECT channel FROM holdpoint_notify_endpoints")
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(err)?;
+    let enabled = apply_retry(&mut event, Utc::now(), &stopped);
     write_back(&mut tx, &event, None).await?;
+    if !enabled.is_empty() {
+        sqlx::query("DELETE FROM holdpoint_notify_endpoints WHERE channel = ANY($1)")
+            .bind(&enabled)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+    }
     tx.commit().await.map_err(err)?;
     Ok(Some(event))
 }
@@ -148,11 +224,14 @@ pub(crate) async fn list(pool: &PgPool, query: &OutboxQuery) -> Result<Vec<Outbo
     let rows: Vec<String> = sqlx::query_scalar(
         "SELECT data::text FROM holdpoint_outbox \
          WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR snapshot_id = $2) \
-         ORDER BY due_at_ns, seq LIMIT $3",
+         AND (NOT $5 OR (data->>'lastError') IS NOT NULL) \
+         ORDER BY due_at_ns, seq LIMIT $3 OFFSET $4",
     )
     .bind(state_name(query.state))
     .bind(&query.snapshot_id)
     .bind(sql_limit(query.limit()))
+    .bind(sql_limit(query.offset()))
+    .bind(query.retrying)
     .fetch_all(pool)
     .await
     .map_err(|e| store_error("list outbox events", e))?;

@@ -44,6 +44,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "grants",
         sql: include_str!("../migrations/0006_grants.sql"),
     },
+    Migration {
+        version: 7,
+        name: "notify_endpoints",
+        sql: include_str!("../migrations/0007_notify_endpoints.sql"),
+    },
 ];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two

@@ -20,10 +20,12 @@ use crate::group::{Committer, Insert, Op};
 use crate::latest::LatestReader;
 use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
-use crate::{grants, outbox, read, schema, write};
+use crate::{endpoints, grants, outbox, read, schema, write};
 use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::outbox::hold_events;
-use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
+use holdpoint::session::{
+    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats,
+};
 
 const TARGET: &str = "holdpoint::store::postgres";
 
@@ -376,5 +378,45 @@ impl SessionStore for PostgresStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "revoke_grant", store = "postgres", grant_id = id), err(Display))]
     async fn revoke_grant(&self, id: &str, by: &str, at: chrono::DateTime<chrono::Utc>) -> Result<Option<Grant>> {
         grants::revoke(&self.inner.pool, id, by, at).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "settle_outbox_batch", store = "postgres", events = settles.len()), err(Display))]
+    async fn settle_outbox_batch(&self, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
+        outbox::settle_batch(&self.inner.pool, settles).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "outbox_stats", store = "postgres"),
+        err(Display)
+    )]
+    async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> Result<OutboxStats> {
+        endpoints::stats(&self.inner.pool, now).await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "stop_endpoint", store = "postgres", channel = %stop.channel), err(Display))]
+    async fn stop_endpoint(&self, stop: EndpointStop) -> Result<()> {
+        endpoints::stop(&self.inner.pool, &stop).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "stopped_endpoints", store = "postgres"),
+        err(Display)
+    )]
+    async fn stopped_endpoints(&self) -> Result<Vec<EndpointStop>> {
+        endpoints::stopped(&self.inner.pool).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "enable_endpoint", store = "postgres", channel),
+        err(Display)
+    )]
+    async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
+        endpoints::enable(&self.inner.pool, channel).await
     }
 }

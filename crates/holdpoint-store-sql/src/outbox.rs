@@ -56,3 +56,9 @@ pub fn saturating_nanos(t: DateTime<Utc>) -> i64 {
 pub fn state_name(state: Option<OutboxState>) -> Option<&'static str> {
     state.map(OutboxState::as_str)
 }
+
+/// Nanoseconds since the epoch as a time (the inverse of
+/// [`saturating_nanos`]).
+pub fn from_nanos(ns: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_nanos(ns)
+}

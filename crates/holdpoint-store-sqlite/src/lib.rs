@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod conn;
+mod endpoints;
 mod error;
 mod files;
 mod grants;

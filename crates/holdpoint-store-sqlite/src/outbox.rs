@@ -6,6 +6,7 @@
 //! processes never claim one row at once.
 
 use chrono::{DateTime, Utc};
+use holdpoint::session::OutboxSettle;
 use holdpoint::session::outbox::{apply_outcome, apply_retry, lease_lost};
 use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, lease_end, mint_id};
 use holdpoint::{Error, Result};
@@ -128,13 +129,30 @@ pub(crate) fn settle(conn: &Connection, id: &str, token: &str, outcome: OutboxOu
     write_back(conn, &event, None)
 }
 
+/// Ends a batch of claimed rows' attempts, all in the writer's one
+/// transaction (see `SessionStore::settle_outbox_batch`); a settle whose
+/// claim was lost fails alone.
+pub(crate) fn settle_batch(conn: &Connection, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
+    Ok(settles
+        .into_iter()
+        .map(|s| settle(conn, &s.id, &s.token, s.outcome))
+        .collect())
+}
+
 /// An operator's retry of row `id`.
 pub(crate) fn retry(conn: &Connection, id: &str) -> Result<Option<OutboxEvent>> {
     let Some((mut event, _)) = stored(conn, id)? else {
         return Ok(None);
     };
-    apply_retry(&mut event, Utc::now());
+    let stopped: Vec<String> = conn
+        .prepare_cached("SELECT channel FROM holdpoint_notify_endpoints")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(|e| store_error("list stopped notification endpoints", e))?;
+    let enabled = apply_retry(&mut event, Utc::now(), &stopped);
     write_back(conn, &event, None)?;
+    for channel in &enabled {
+        crate::endpoints::enable(conn, channel)?;
+    }
     Ok(Some(event))
 }
 
@@ -145,13 +163,18 @@ pub(crate) fn list(conn: &Connection, query: &OutboxQuery) -> Result<Vec<OutboxE
         .prepare_cached(
             "SELECT data FROM holdpoint_outbox \
              WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR snapshot_id = ?2) \
-             ORDER BY due_at_ns, seq LIMIT ?3",
+             AND (?5 = 0 OR json_extract(data, '$.lastError') IS NOT NULL) \
+             ORDER BY due_at_ns, seq LIMIT ?3 OFFSET ?4",
         )
         .and_then(|mut s| {
-            s.query_map(params![state, query.snapshot_id, sql_limit(query.limit())], |r| {
-                r.get(0)
-            })?
-            .collect()
+            let page = params![
+                state,
+                query.snapshot_id,
+                sql_limit(query.limit()),
+                sql_limit(query.offset()),
+                query.retrying
+            ];
+            s.query_map(page, |r| r.get(0))?.collect()
         })
         .map_err(|e| store_error("list outbox events", e))?;
     rows.iter().map(|d| decode_outbox(d)).collect()

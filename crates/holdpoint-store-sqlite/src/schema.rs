@@ -40,6 +40,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "grants",
         sql: include_str!("../migrations/0006_grants.sql"),
     },
+    Migration {
+        version: 7,
+        name: "notify_endpoints",
+        sql: include_str!("../migrations/0007_notify_endpoints.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (

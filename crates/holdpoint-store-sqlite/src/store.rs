@@ -409,6 +409,58 @@ impl SessionStore for SqliteStore {
         self.outbox_write(move |conn| crate::grants::revoke(conn, &id, &by, at))
             .await
     }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "settle_outbox_batch", store = "sqlite", events = settles.len()), err(Display))]
+    async fn settle_outbox_batch(&self, settles: Vec<holdpoint::session::OutboxSettle>) -> Result<Vec<Result<()>>> {
+        if settles.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.outbox_write(move |conn| crate::outbox::settle_batch(conn, settles))
+            .await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "outbox_stats", store = "sqlite"),
+        err(Display)
+    )]
+    async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> Result<holdpoint::session::OutboxStats> {
+        self.inner
+            .readers
+            .run_blocking("count outbox events", move |conn| crate::endpoints::stats(conn, now))
+            .await
+    }
+
+    #[tracing::instrument(name = "store", skip_all, fields(op = "stop_endpoint", store = "sqlite", channel = %stop.channel), err(Display))]
+    async fn stop_endpoint(&self, stop: holdpoint::session::EndpointStop) -> Result<()> {
+        self.outbox_write(move |conn| crate::endpoints::stop(conn, &stop)).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "stopped_endpoints", store = "sqlite"),
+        err(Display)
+    )]
+    async fn stopped_endpoints(&self) -> Result<Vec<holdpoint::session::EndpointStop>> {
+        self.inner
+            .readers
+            .run_blocking("list stopped notification endpoints", crate::endpoints::stopped)
+            .await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "enable_endpoint", store = "sqlite", channel),
+        err(Display)
+    )]
+    async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
+        let channel = channel.to_owned();
+        self.outbox_write(move |conn| crate::endpoints::enable(conn, &channel))
+            .await
+    }
 }
 
 #[cfg(test)]

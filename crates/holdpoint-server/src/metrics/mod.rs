@@ -19,6 +19,7 @@
 //! | `holdpoint_model_calls_total` | counter | `outcome` | with [`Metrics::middleware`]: `ok`, `error` |
 //! | `holdpoint_store_operation_seconds` | histogram | `op` | with [`Metrics::store`] wrapping the agents' store |
 //! | `holdpoint_store_errors_total` | counter | `op`, `status` | with [`Metrics::store`] |
+//! | `holdpoint_notify_*` | counters, gauges, a histogram | `channel`, `type` | the notification pipe: deliveries, failures, dead letters, queue age (see `notify`), with [`ServerBuilder::notifications`](crate::ServerBuilder::notifications) and the worker's observer |
 //!
 //! Every label value comes from a small fixed set, whatever a request
 //! says, so no client can grow the scrape: `method` is one of the nine
@@ -66,6 +67,7 @@
 
 mod http;
 mod middleware;
+mod notify;
 mod registry;
 mod store;
 

@@ -114,12 +114,16 @@ pub(super) struct Families {
     pub(super) model_calls: Family<OutcomeLabels, Counter>,
     pub(super) store_seconds: Histograms<OpLabels>,
     pub(super) store_errors: Family<OpStatusLabels, Counter>,
+    pub(super) notify: super::notify::NotifyFamilies,
 }
 
 impl Families {
     pub(super) fn new() -> Self {
+        let mut registry = Registry::default();
+        let notify = super::notify::NotifyFamilies::register(&mut registry);
         let mut f = Families {
-            registry: Registry::default(),
+            registry,
+            notify,
             requests: Family::default(),
             request_seconds: latencies(),
             errors: Family::default(),

@@ -11,6 +11,9 @@ use holdpoint::session::{
     AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
     WaitingCount,
 };
+use holdpoint::session::{
+    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats,
+};
 
 use super::Metrics;
 
@@ -126,5 +129,53 @@ impl SessionStore for TimedStore {
 
     async fn revoke_grant(&self, id: &str, by: &str, at: DateTime<Utc>) -> holdpoint::Result<Option<Grant>> {
         self.timed("revoke_grant", self.inner.revoke_grant(id, by, at)).await
+    }
+
+    async fn claim_outbox(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+        lease: std::time::Duration,
+    ) -> holdpoint::Result<Vec<OutboxLease>> {
+        self.timed("claim_outbox", self.inner.claim_outbox(now, limit, lease))
+            .await
+    }
+
+    async fn settle_outbox(&self, id: &str, token: &str, outcome: OutboxOutcome) -> holdpoint::Result<()> {
+        self.timed("settle_outbox", self.inner.settle_outbox(id, token, outcome))
+            .await
+    }
+
+    async fn settle_outbox_batch(&self, settles: Vec<OutboxSettle>) -> holdpoint::Result<Vec<holdpoint::Result<()>>> {
+        self.timed("settle_outbox_batch", self.inner.settle_outbox_batch(settles))
+            .await
+    }
+
+    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> holdpoint::Result<()> {
+        self.timed("enqueue_outbox", self.inner.enqueue_outbox(events)).await
+    }
+
+    async fn list_outbox(&self, query: &OutboxQuery) -> holdpoint::Result<Vec<OutboxEvent>> {
+        self.timed("list_outbox", self.inner.list_outbox(query)).await
+    }
+
+    async fn retry_outbox(&self, id: &str) -> holdpoint::Result<Option<OutboxEvent>> {
+        self.timed("retry_outbox", self.inner.retry_outbox(id)).await
+    }
+
+    async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> holdpoint::Result<OutboxStats> {
+        self.timed("outbox_stats", self.inner.outbox_stats(now)).await
+    }
+
+    async fn stop_endpoint(&self, stop: EndpointStop) -> holdpoint::Result<()> {
+        self.timed("stop_endpoint", self.inner.stop_endpoint(stop)).await
+    }
+
+    async fn stopped_endpoints(&self) -> holdpoint::Result<Vec<EndpointStop>> {
+        self.timed("stopped_endpoints", self.inner.stopped_endpoints()).await
+    }
+
+    async fn enable_endpoint(&self, channel: &str) -> holdpoint::Result<bool> {
+        self.timed("enable_endpoint", self.inner.enable_endpoint(channel)).await
     }
 }

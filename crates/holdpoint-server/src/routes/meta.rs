@@ -155,6 +155,12 @@ pub(crate) async fn scrape(State(state): State<AppState>, request: Request) -> R
             Err(e) => tracing::warn!(agent = agent.name(), error = %e, "metrics: could not count waiting sessions"),
         }
     }
+    if let Some(store) = state.outbox() {
+        match (store.outbox_stats(now).await, store.stopped_endpoints().await) {
+            (Ok(stats), Ok(stopped)) => metrics.outbox(&stats, stopped.len(), now),
+            (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "metrics: could not count the outbox"),
+        }
+    }
     let mut response = (StatusCode::OK, metrics.render()).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

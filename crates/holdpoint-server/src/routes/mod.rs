@@ -29,6 +29,7 @@ mod grants;
 mod inbox;
 pub(crate) mod login;
 mod meta;
+mod notifications;
 mod pending;
 mod settle;
 mod snapshots;
@@ -45,6 +46,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 pub use meta::OPENAPI;
+pub use notifications::OPERATOR_ROLE;
 pub use snapshots::{WAIT_DEFAULT, WAIT_MAX};
 
 use crate::error::ApiError;
@@ -75,6 +77,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/agents/{name}/settle"),
     ("POST", "/agents/{name}/answer"),
     ("GET", "/agents/{name}/connect"),
+    ("GET", "/notifications"),
+    ("POST", "/notifications/{id}/retry"),
+    ("POST", "/notifications/endpoints/{channel}/enable"),
 ];
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {
@@ -117,6 +122,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/settle", post(settle::settle))
         .route("/agents/{name}/answer", post(answer::answer))
         .route("/agents/{name}/connect", get(connect::connect))
+        .route("/notifications", get(notifications::list))
+        .route("/notifications/{id}/retry", post(notifications::retry))
+        .route("/notifications/endpoints/{channel}/enable", post(notifications::enable))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body))

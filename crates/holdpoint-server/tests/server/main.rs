@@ -17,6 +17,7 @@ mod inbox;
 mod jwt;
 mod kill;
 mod load;
+mod notifications;
 mod observability;
 mod oidc;
 mod pg_restart;

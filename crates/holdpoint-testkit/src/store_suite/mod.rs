@@ -15,6 +15,7 @@ mod concurrency;
 mod grants;
 mod listing;
 mod outbox;
+mod outbox_ops;
 mod quorum;
 mod recency;
 mod watch;
@@ -58,6 +59,7 @@ pub use outbox::{
     outbox_events_are_written_with_the_hold, outbox_settles_need_the_claim, outbox_timers_fire_once,
     two_handles_claim_outbox_once,
 };
+pub use outbox_ops::outbox_batches_pages_and_stopped_endpoints;
 pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -164,6 +166,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     ("grant_uses_are_spent_once", |s| grant_uses_are_spent_once(s).boxed()),
     ("audited_saves_write_both_or_neither", |s| {
         audited_saves_write_both_or_neither(s).boxed()
+    }),
+    ("outbox_batches_pages_and_stopped_endpoints", |s| {
+        outbox_batches_pages_and_stopped_endpoints(s).boxed()
     }),
 ];
 

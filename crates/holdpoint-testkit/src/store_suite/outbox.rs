@@ -23,7 +23,7 @@ use super::{approve_record, fresh_id, fresh_session, put};
 
 /// A snapshot of `session` waiting on one held `transferMoney` call (ref
 /// `r1`) whose interrupt data is `interrupt`.
-fn held(session: &str, interrupt: Value) -> Snapshot {
+pub(super) fn held(session: &str, interrupt: Value) -> Snapshot {
     let mut call = Part::tool_request("transferMoney", Some("r1".into()), Some(json!({"amount": 50000})));
     call.set_meta(metadata::INTERRUPT, interrupt);
     let mut state = SessionState::new(session);
@@ -34,7 +34,7 @@ fn held(session: &str, interrupt: Value) -> Snapshot {
     row
 }
 
-async fn events_of(store: &dyn SessionStore, snapshot_id: &str) -> Vec<OutboxEvent> {
+pub(super) async fn events_of(store: &dyn SessionStore, snapshot_id: &str) -> Vec<OutboxEvent> {
     store
         .list_outbox(&OutboxQuery {
             snapshot_id: Some(snapshot_id.to_owned()),

@@ -22,7 +22,10 @@ pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, lease_en
 pub use codec::{JsonStateCodec, StateCodec};
 pub use listing::filter_snapshots;
 pub use memory::InMemoryStore;
-pub use outbox::{HoldTimers, OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxState};
+pub use outbox::{
+    EndpointStop, HoldTimers, OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle,
+    OutboxState, OutboxStats,
+};
 pub use query::{AuditQuery, SnapshotQuery};
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,

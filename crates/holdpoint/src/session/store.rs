@@ -11,7 +11,7 @@ use futures::stream::BoxStream;
 
 use super::audit::AuditRecord;
 use super::claim::{ResumeClaim, claim_update};
-use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
+use super::outbox::{EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::write::insert_update;
@@ -189,6 +189,56 @@ pub trait SessionStore: Send + Sync {
         Err(unsupported("keep an outbox"))
     }
 
+    /// Ends the attempts of a batch of claimed rows, each as
+    /// [`settle_outbox`](Self::settle_outbox) would, in one store round
+    /// trip where the store can (one transaction); the answer has one
+    /// result per settle, in order (a lost lease fails only its own).
+    /// The default settles them one by one.
+    async fn settle_outbox_batch(&self, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
+        let mut out = Vec::with_capacity(settles.len());
+        for s in settles {
+            out.push(self.settle_outbox(&s.id, &s.token, s.outcome).await);
+        }
+        Ok(out)
+    }
+
+    /// The outbox's counts at `now` (for a metrics scrape): rows due,
+    /// retrying and dead, and the earliest due time. The default lists the
+    /// pending and dead rows.
+    async fn outbox_stats(&self, now: DateTime<Utc>) -> Result<OutboxStats> {
+        let mut rows = Vec::new();
+        for state in [super::OutboxState::Pending, super::OutboxState::Dead] {
+            let query = OutboxQuery {
+                state: Some(state),
+                limit: Some(usize::MAX),
+                ..OutboxQuery::default()
+            };
+            rows.extend(self.list_outbox(&query).await?);
+        }
+        Ok(OutboxStats::of(rows.iter(), now))
+    }
+
+    /// Records that an endpoint refused for good (HTTP 410): it gets
+    /// nothing more until [`enable_endpoint`](Self::enable_endpoint) or a
+    /// [`retry_outbox`](Self::retry_outbox) of a row that skipped it. A
+    /// second stop of one channel replaces the first.
+    async fn stop_endpoint(&self, stop: EndpointStop) -> Result<()> {
+        let _ = stop;
+        Err(unsupported("keep an outbox"))
+    }
+
+    /// The stopped endpoints, by channel id.
+    async fn stopped_endpoints(&self) -> Result<Vec<EndpointStop>> {
+        Err(unsupported("keep an outbox"))
+    }
+
+    /// Re-enables the stopped endpoint of `channel`; whether it was
+    /// stopped.
+    async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
+        let _ = channel;
+        Err(unsupported("keep an outbox"))
+    }
+
     /// Writes outbox rows on their own (not with a snapshot change): the
     /// events a worker derives when a timer fires, and what an operator
     /// queues by hand.
@@ -206,8 +256,10 @@ pub trait SessionStore: Send + Sync {
     }
 
     /// Makes row `id` pending again, due now, its attempts reset (an
-    /// operator's retry of a dead row); returns it, or `None` when there
-    /// is no such row.
+    /// operator's retry of a dead row), and re-enables the stopped
+    /// endpoints it skipped, which it goes to again
+    /// ([`apply_retry`](super::outbox::apply_retry)), in one transaction;
+    /// returns it, or `None` when there is no such row.
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         let _ = id;
         Err(unsupported("keep an outbox"))

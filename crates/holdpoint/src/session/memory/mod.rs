@@ -227,6 +227,31 @@ impl SessionStore for InMemoryStore {
         Ok(self.lock().retry_outbox(id))
     }
 
+    async fn outbox_stats(&self, now: DateTime<Utc>) -> Result<crate::session::OutboxStats> {
+        let rows = self.lock();
+        Ok(crate::session::OutboxStats::of(rows.outbox.iter().map(|(e, _)| e), now))
+    }
+
+    async fn stop_endpoint(&self, stop: crate::session::EndpointStop) -> Result<()> {
+        let mut rows = self.lock();
+        rows.stopped.retain(|s| s.channel != stop.channel);
+        rows.stopped.push(stop);
+        Ok(())
+    }
+
+    async fn stopped_endpoints(&self) -> Result<Vec<crate::session::EndpointStop>> {
+        let mut out = self.lock().stopped.clone();
+        out.sort_by(|a, b| a.channel.cmp(&b.channel));
+        Ok(out)
+    }
+
+    async fn enable_endpoint(&self, channel: &str) -> Result<bool> {
+        let mut rows = self.lock();
+        let before = rows.stopped.len();
+        rows.stopped.retain(|s| s.channel != channel);
+        Ok(rows.stopped.len() != before)
+    }
+
     async fn insert_grant(&self, grant: Grant) -> Result<()> {
         self.lock().insert_grant(grant)
     }

@@ -62,15 +62,18 @@ impl Rows {
             .cloned()
             .collect();
         out.sort_by_key(|e| e.due_at);
-        out.truncate(query.limit());
-        out
+        out.into_iter().skip(query.offset()).take(query.limit()).collect()
     }
 
-    /// See `SessionStore::retry_outbox`.
+    /// See `SessionStore::retry_outbox`: also re-enables the stopped
+    /// endpoints the event was addressed to.
     pub(super) fn retry_outbox(&mut self, id: &str) -> Option<OutboxEvent> {
+        let stopped: Vec<String> = self.stopped.iter().map(|s| s.channel.clone()).collect();
         let (event, held) = self.outbox.iter_mut().find(|(e, _)| e.id == id)?;
         *held = None;
-        apply_retry(event, Utc::now());
-        Some(event.clone())
+        let enabled = apply_retry(event, Utc::now(), &stopped);
+        let event = event.clone();
+        self.stopped.retain(|s| !enabled.contains(&s.channel));
+        Some(event)
     }
 }

@@ -40,6 +40,8 @@ pub(super) struct Rows {
     /// The outbox, in the order written; each row with the token of its
     /// current claim.
     pub(super) outbox: Vec<(OutboxEvent, Option<String>)>,
+    /// Endpoints stopped for good (HTTP 410), by channel.
+    pub(super) stopped: Vec<crate::session::EndpointStop>,
     pub(super) watchers: HashMap<String, watch::Sender<SnapshotStatus>, Hasher>,
     /// Standing grants, in the order written.
     pub(super) grants: Vec<Grant>,

@@ -1,0 +1,354 @@
+//! The notification pipe over HTTP (docs/reference.md §11.3): operators
+//! list the outbox and stopped endpoints, retry rows and re-enable
+//! endpoints; `/metrics` counts deliveries, failures, dead letters and the
+//! queue; no secret shows in a listing, an error, a log line or a metric.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use base64::Engine;
+use holdpoint::message::metadata;
+use holdpoint::session::{InMemoryStore, SessionState, SessionStore, Snapshot};
+use holdpoint::{FinishReason, Message, Part, Role};
+use holdpoint_notify::{
+    DeliveryObserver, Notifier, NotifyConfig, RetryPolicy, Secret, SlackSpec, WebhookSpec, Worker, WorkerOptions,
+};
+use holdpoint_server::auth::ApiKeys;
+use holdpoint_server::{Metrics, OPERATOR_ROLE, Server};
+use serde_json::json;
+
+use crate::support::{TestServer, assert_error, bank};
+
+const OPERATOR_KEY: &str = "k-operator-0123456789abcdef";
+const FINANCE_KEY: &str = "k-finance-0123456789abcdef";
+/// Path segments that stand for tokens in endpoint URLs.
+const HOOK_TOKEN: &str = "hooktoken-SECRET-7f3a";
+const SLACK_TOKEN: &str = "T000/B000/slacktoken-SECRET-91c2";
+
+/// A receiver answering the statuses in its script, then 200.
+#[derive(Clone, Default)]
+struct Receiver {
+    script: Arc<Mutex<VecDeque<u16>>>,
+    hits: Arc<Mutex<Vec<String>>>,
+}
+
+impl Receiver {
+    async fn start(script: Vec<u16>) -> (Self, std::net::SocketAddr) {
+        let r = Receiver::default();
+        r.script.lock().unwrap().extend(script);
+        async fn take(State(r): State<Receiver>, uri: axum::http::Uri) -> StatusCode {
+            r.hits.lock().unwrap().push(uri.path().to_owned());
+            StatusCode::from_u16(r.script.lock().unwrap().pop_front().unwrap_or(200)).unwrap()
+        }
+        let app = Router::new().route("/{*path}", post(take)).with_state(r.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (r, addr)
+    }
+}
+
+/// The worker's reports into the server's metrics (what `holdpoint serve`
+/// wires).
+struct Observe(Metrics);
+
+impl DeliveryObserver for Observe {
+    fn delivered(&self, channel: &str, delay: Duration) {
+        self.0.notification_delivered(channel, delay);
+    }
+    fn failed(&self, channel: &str) {
+        self.0.notification_failed(channel);
+    }
+    fn dead(&self, kind: &str) {
+        self.0.notification_dead(kind);
+    }
+    fn stopped(&self, channel: &str) {
+        self.0.notification_endpoint_stopped(channel);
+    }
+}
+
+/// A log sink the test reads back.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn held(session: &str) -> Snapshot {
+    let mut call = Part::tool_request("transferMoney", Some("r1".into()), Some(json!({"amount": 50000})));
+    call.set_meta(metadata::INTERRUPT, json!({"approvers": ["finance"]}));
+    let mut state = SessionState::new(session);
+    state.messages = vec![Message::user_text("pay"), Message::new(Role::Model, vec![call])];
+    let mut row = Snapshot::new(state);
+    row.agent = Some("bankingAgent".into());
+    row.finish_reason = Some(FinishReason::Interrupted);
+    row
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    let logs = Logs::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_subscriber::fmt::layer()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .with_filter(tracing_subscriber::filter::Targets::new().with_target("holdpoint", tracing::Level::TRACE)),
+    );
+    let _logging = tracing::subscriber::set_default(subscriber);
+
+    let (hook, hook_addr) = Receiver::start(vec![500; 64]).await;
+    let (slack, slack_addr) = Receiver::start(vec![410, 410]).await;
+    let secret = format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(b"a webhook secret of 32 bytes....")
+    );
+    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    let metrics = Metrics::new();
+    let server = Server::builder()
+        .agent(bank(Arc::clone(&store)))
+        .api_keys(
+            ApiKeys::new()
+                .key_with_roles(OPERATOR_KEY, "oscar", [OPERATOR_ROLE])
+                .key_with_roles(FINANCE_KEY, "fiona", ["finance"]),
+        )
+        .metrics(metrics.clone())
+        .metrics_open(true)
+        .notifications(Arc::clone(&store))
+        .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap())
+        .build()
+        .unwrap();
+    let http = TestServer::start(server).await;
+
+    let config = NotifyConfig {
+        webhooks: vec![WebhookSpec {
+            url: Secret::new(format!("http://{hook_addr}/hook/{HOOK_TOKEN}")),
+            secret: Secret::new(secret.clone()),
+            events: vec![],
+            roles: vec![],
+        }],
+        slack: vec![SlackSpec {
+            webhook_url: Secret::new(format!("http://{slack_addr}/services/{SLACK_TOKEN}")),
+            events: vec![],
+            roles: vec![],
+        }],
+        worker: WorkerOptions {
+            poll_interval: Duration::from_millis(5),
+            retry: RetryPolicy {
+                base: Duration::from_millis(1),
+                max_delay: Duration::from_millis(2),
+                max_attempts: 3,
+            },
+            ..WorkerOptions::default()
+        },
+        ..NotifyConfig::default()
+    };
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).observer(Arc::new(Observe(metrics)));
+    for session in ["s-pipe-1", "s-pipe-2"] {
+        let row = held(session);
+        store
+            .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+            .await
+            .unwrap();
+    }
+    // Two attempts each: the webhook fails (retrying), Slack answers 410
+    // once and is stopped.
+    for _ in 0..50 {
+        worker.run_once().await.unwrap();
+        let (_, listed) = http.get("/notifications?state=retrying", Some(OPERATOR_KEY)).await;
+        let rows = listed["result"]["notifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if rows.len() == 2 && rows.iter().all(|r| r["attempts"] == 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Both rows may be in flight to Slack before its first 410 comes
+    // back; after that it gets nothing more.
+    let stopped_hits = slack.hits.lock().unwrap().len();
+    assert!((1..=2).contains(&stopped_hits), "{stopped_hits}");
+
+    // Only operators get in.
+    let refused = http.get("/notifications", Some(FINANCE_KEY)).await;
+    assert_error(&refused, 403, "PERMISSION_DENIED", "operator");
+    let anonymous = http.get("/notifications", None).await;
+    assert_eq!(anonymous.0, StatusCode::UNAUTHORIZED);
+    assert_error(
+        &http.get("/notifications?state=lost", Some(OPERATOR_KEY)).await,
+        400,
+        "INVALID_ARGUMENT",
+        "unknown state",
+    );
+    assert_error(
+        &http.get("/notifications?limit=0", Some(OPERATOR_KEY)).await,
+        400,
+        "INVALID_ARGUMENT",
+        "limit",
+    );
+
+    let (status, listed) = http.get("/notifications?state=retrying", Some(OPERATOR_KEY)).await;
+    assert_eq!(status, StatusCode::OK, "{listed:#}");
+    let rows = listed["result"]["notifications"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 2, "{listed:#}");
+    for row in &rows {
+        assert_eq!(row["state"], "retrying");
+        assert_eq!(row["type"], "hold.created");
+        assert_eq!(row["attempts"], 2);
+        assert_eq!(row["tool"], "transferMoney");
+        assert!(
+            row["lastError"].as_str().unwrap().contains("webhook:0: HTTP 500"),
+            "{row:#}"
+        );
+        assert_eq!(row["done"], json!(["slack:0"]));
+        assert!(row.get("input").is_none() && row.get("data").is_none(), "{row:#}");
+    }
+    assert_eq!(listed["result"]["endpoints"][0]["channel"], "slack:0");
+    assert_eq!(listed["result"]["endpoints"][0]["state"], "stopped");
+    // Pages.
+    let (_, first) = http.get("/notifications?limit=1", Some(OPERATOR_KEY)).await;
+    assert_eq!(first["result"]["notifications"].as_array().unwrap().len(), 1);
+    assert_eq!(first["result"]["nextOffset"], 1);
+    let (_, last) = http.get("/notifications?limit=1&offset=1", Some(OPERATOR_KEY)).await;
+    assert_eq!(last["result"]["notifications"].as_array().unwrap().len(), 1);
+    assert!(last["result"].get("nextOffset").is_none(), "{last:#}");
+    assert_ne!(
+        first["result"]["notifications"][0]["id"],
+        last["result"]["notifications"][0]["id"]
+    );
+
+    // The metrics count the pipe.
+    let scraped = http.metrics().await;
+    let value = |name: &str, labels: &[(&str, &str)]| crate::support::sample(&scraped, name, labels);
+    assert_eq!(
+        value("holdpoint_notify_failures_total", &[("channel", "webhook:0")]),
+        4.0,
+        "{scraped}"
+    );
+    assert_eq!(
+        value("holdpoint_notify_endpoint_stops_total", &[("channel", "slack:0")]),
+        stopped_hits as f64
+    );
+    assert_eq!(value("holdpoint_notify_queue_retrying", &[]), 2.0);
+    assert_eq!(value("holdpoint_notify_endpoints_stopped", &[]), 1.0);
+    assert!(
+        scraped.contains("# TYPE holdpoint_notify_queue_age_seconds gauge"),
+        "{scraped}"
+    );
+    assert!(scraped.contains("# TYPE holdpoint_notify_delivery_delay_seconds histogram"));
+
+    // The last attempt makes a row dead: listed and counted as a dead
+    // letter.
+    for _ in 0..50 {
+        worker.run_once().await.unwrap();
+        let (_, dead) = http.get("/notifications?state=dead", Some(OPERATOR_KEY)).await;
+        if dead["result"]["notifications"].as_array().is_some_and(|a| a.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let scraped = http.metrics().await;
+    assert_eq!(
+        crate::support::sample(
+            &scraped,
+            "holdpoint_notify_dead_letters_total",
+            &[("type", "hold.created")]
+        ),
+        2.0,
+        "{scraped}"
+    );
+    assert_eq!(
+        crate::support::sample(&scraped, "holdpoint_notify_queue_dead", &[]),
+        2.0
+    );
+
+    // A retry makes the row due again and re-enables the endpoint it
+    // skipped; the receivers now answer 200.
+    hook.script.lock().unwrap().clear();
+    let id = rows[0]["id"].as_str().unwrap().to_owned();
+    let (status, retried) = http
+        .post(&format!("/notifications/{id}/retry"), json!({}), Some(OPERATOR_KEY))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried:#}");
+    assert_eq!(retried["result"]["attempts"], 0);
+    let (_, listed) = http.get("/notifications", Some(OPERATOR_KEY)).await;
+    assert_eq!(listed["result"]["endpoints"], json!([]), "{listed:#}");
+    assert_error(
+        &http
+            .post("/notifications/msg_none/retry", json!({}), Some(OPERATOR_KEY))
+            .await,
+        404,
+        "NOT_FOUND",
+        "msg_none",
+    );
+    assert_error(
+        &http
+            .post("/notifications/msg_none/retry", json!({}), Some(FINANCE_KEY))
+            .await,
+        403,
+        "PERMISSION_DENIED",
+        "operator",
+    );
+    assert_error(
+        &http
+            .post("/notifications/endpoints/slack:0/enable", json!({}), Some(OPERATOR_KEY))
+            .await,
+        404,
+        "NOT_FOUND",
+        "not stopped",
+    );
+    for _ in 0..50 {
+        worker.run_once().await.unwrap();
+        if slack.hits.lock().unwrap().len() == stopped_hits + 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        slack.hits.lock().unwrap().len(),
+        stopped_hits + 1,
+        "the re-enabled endpoint gets the retried row"
+    );
+    let scraped = http.metrics().await;
+    assert!(
+        crate::support::sample(
+            &scraped,
+            "holdpoint_notify_deliveries_total",
+            &[("channel", "webhook:0")]
+        ) >= 1.0
+    );
+
+    // No secret anywhere: listings, errors, metrics, logs.
+    let (_, everything) = http.get("/notifications?limit=1000", Some(OPERATOR_KEY)).await;
+    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logged.contains("notify.delivery"),
+        "the delivery spans are logged: {logged}"
+    );
+    let raw_secret = secret.trim_start_matches("whsec_");
+    for (what, text) in [
+        ("listing", everything.to_string()),
+        ("metrics", scraped),
+        ("logs", logged),
+    ] {
+        for leak in [HOOK_TOKEN, "slacktoken", secret.as_str(), raw_secret] {
+            assert!(!text.contains(leak), "{what} leaks {leak:?}");
+        }
+    }
+}

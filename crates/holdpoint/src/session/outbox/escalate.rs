@@ -1,0 +1,71 @@
+//! What an escalation records on the hold: the roles `escalate_to` adds
+//! become approvers of the held call, in the snapshot itself, so listings,
+//! the transcript and answers on every replica (and after a restart) let
+//! them in from then on (docs/reference.md §11.3).
+
+use serde_json::{Value, json};
+
+use super::APPROVERS;
+use crate::message::metadata;
+use crate::session::snapshot::Snapshot;
+
+/// Interrupt-data key: the roles an escalation added (array of strings),
+/// written when the escalation fired.
+pub const ESCALATED_TO: &str = "escalatedTo";
+
+/// The rule name recorded on a hold that had no approval rule when it was
+/// escalated: its owner still answers it, and so do the added roles.
+const ESCALATION_RULE: &str = "escalation";
+
+/// `row` with `roles` added to the approvers of its held call `tool` /
+/// `reference` (the call's `approvalRule` and its interrupt data's
+/// `approvers`, and recorded under [`ESCALATED_TO`]), or `None` when there
+/// is nothing to change: the row no longer waits, holds no such call, or
+/// its approvers include every role already (an escalation that fires
+/// twice changes the hold once).
+pub fn escalated_hold(row: &Snapshot, reference: Option<&str>, tool: &str, roles: &[String]) -> Option<Snapshot> {
+    if !row.is_waiting() || roles.is_empty() {
+        return None;
+    }
+    let mut next = row.clone();
+    let last = next.state.as_mut()?.messages.last_mut()?;
+    let part = last.content.iter_mut().find(|p| {
+        p.is_interrupt()
+            && p.as_tool_request()
+                .is_some_and(|r| r.name == tool && r.reference.as_deref() == reference)
+    })?;
+    let mut rule = part
+        .meta(metadata::APPROVAL_RULE)
+        .cloned()
+        .unwrap_or_else(|| json!({"rule": ESCALATION_RULE, "approvers": [], "quorum": 1, "selfApproval": true}));
+    let changed = add_roles(rule.get_mut(APPROVERS)?, roles);
+    let mut interrupt = part.interrupt_data().unwrap_or_default();
+    let mut approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
+    add_roles(&mut approvers, roles);
+    let mut escalated = interrupt.get(ESCALATED_TO).cloned().unwrap_or_else(|| json!([]));
+    add_roles(&mut escalated, roles);
+    if !changed {
+        return None;
+    }
+    interrupt.insert(APPROVERS.into(), approvers);
+    interrupt.insert(ESCALATED_TO.into(), escalated);
+    part.set_meta(metadata::APPROVAL_RULE, rule);
+    part.set_meta(metadata::INTERRUPT, Value::Object(interrupt));
+    next.updated_at = chrono::Utc::now();
+    Some(next)
+}
+
+/// Adds the missing `roles` to the array `list`; whether any was missing.
+fn add_roles(list: &mut Value, roles: &[String]) -> bool {
+    let Some(list) = list.as_array_mut() else {
+        return false;
+    };
+    let mut changed = false;
+    for role in roles {
+        if !list.iter().any(|r| r.as_str() == Some(role)) {
+            list.push(Value::String(role.clone()));
+            changed = true;
+        }
+    }
+    changed
+}

@@ -1,0 +1,200 @@
+//! The rows a store writes in the transaction of the change they report:
+//! a hold's `hold.created` and timers, a claim's `hold.decided` and
+//! in-doubt timer, a partial approval.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+
+use super::event::OutboxEvent;
+use super::timers::OnExpire;
+use super::{
+    APPROVERS, ESCALATE_AT, ESCALATE_TO, HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT,
+    HOLD_PARTIALLY_APPROVED, HOLD_REMINDED, ON_EXPIRE, REMIND_AT,
+};
+use crate::session::audit::AuditRecord;
+use crate::session::snapshot::Snapshot;
+
+/// The events a store writes with a save of `row`, when `row` waits for an
+/// answer and `was_waiting` (the row it replaces waited too) is false: a
+/// `hold.created` per paused call, and the timer rows its interrupt data
+/// asks for ([`REMIND_AT`], [`ESCALATE_AT`], `expiresAt`). Nothing for any
+/// other save, and nothing for a claim marker.
+pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
+    if was_waiting || !row.is_waiting() || row.is_state_claim() {
+        return Vec::new();
+    }
+    let Some(last) = row.state.as_ref().and_then(|s| s.messages.last()) else {
+        return Vec::new();
+    };
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for part in last.interrupts() {
+        let Some(req) = part.as_tool_request() else { continue };
+        let interrupt = part.interrupt_data().unwrap_or_default();
+        let approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
+        let expires_at = part.expires_at();
+        let mut data = json!({
+            "agent": row.agent,
+            "sessionId": row.session_id,
+            "snapshotId": row.snapshot_id,
+            "ref": req.reference,
+            "tool": req.name,
+            "input": req.input.clone().unwrap_or(Value::Null),
+            "interrupt": Value::Object(interrupt.clone()),
+            "approvers": approvers,
+            "decisions": [],
+        });
+        if let (Some(at), Some(obj)) = (expires_at, data.as_object_mut()) {
+            obj.insert("expiresAt".into(), Value::String(rfc3339(at)));
+        }
+        let event = |kind: &str, data: Value, due: DateTime<Utc>| {
+            OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)
+        };
+        out.push(event(HOLD_CREATED, data.clone(), now));
+        let at = |key: &str| interrupt.get(key).and_then(Value::as_str).and_then(parse_time);
+        if let Some(due) = at(REMIND_AT) {
+            out.push(event(HOLD_REMINDED, data.clone(), due).as_timer());
+        }
+        if let Some(due) = at(ESCALATE_AT) {
+            let mut escalated = data.clone();
+            let mut roles: Vec<Value> = escalated
+                .get(APPROVERS)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for extra in interrupt
+                .get(ESCALATE_TO)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if !roles.contains(extra) {
+                    roles.push(extra.clone());
+                }
+            }
+            if let Some(obj) = escalated.as_object_mut() {
+                obj.insert(APPROVERS.into(), Value::Array(roles));
+                obj.insert(
+                    ESCALATE_TO.into(),
+                    interrupt.get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([])),
+                );
+            }
+            out.push(event(HOLD_ESCALATED, escalated, due).as_timer());
+        }
+        if let Some(due) = expires_at {
+            let mut expired = data.clone();
+            let on_expire = interrupt
+                .get(ON_EXPIRE)
+                .and_then(Value::as_str)
+                .and_then(OnExpire::parse)
+                .unwrap_or_default();
+            if let Some(obj) = expired.as_object_mut() {
+                obj.insert(ON_EXPIRE.into(), Value::String(on_expire.as_str().into()));
+            }
+            out.push(event(HOLD_EXPIRED, expired, due).as_timer());
+        }
+    }
+    out
+}
+
+/// The events a store writes with a resume claim carrying `audit` (the
+/// decisions about the claimed snapshot's calls), claimed until
+/// `lease_until`: a `hold.decided` per decision, and one `hold.in_doubt`
+/// timer at `lease_until`, which the worker pushes back while the lease is
+/// renewed and cancels once the resume wrote its outcome.
+pub fn decided_events(snapshot_id: &str, lease_until: DateTime<Utc>, audit: &[AuditRecord]) -> Vec<OutboxEvent> {
+    let Some(first) = audit.first() else {
+        return Vec::new();
+    };
+    let now = Utc::now();
+    let mut out: Vec<OutboxEvent> = audit
+        .iter()
+        .map(|r| {
+            let data = json!({
+                "agent": r.agent,
+                "sessionId": r.session_id,
+                "snapshotId": r.snapshot_id,
+                "ref": r.reference,
+                "tool": r.tool,
+                "input": r.input.clone().unwrap_or(Value::Null),
+                "interrupt": Value::Null,
+                "approvers": [],
+                "decisions": [decision_json(r)],
+            });
+            OutboxEvent::new(HOLD_DECIDED, snapshot_id, &r.session_id, r.agent.as_deref(), data, now)
+        })
+        .collect();
+    let data = json!({
+        "agent": first.agent,
+        "sessionId": first.session_id,
+        "snapshotId": snapshot_id,
+        "ref": Value::Null,
+        "tool": Value::Null,
+        "input": Value::Null,
+        "interrupt": Value::Null,
+        "approvers": [],
+        "decisions": audit.iter().map(decision_json).collect::<Vec<_>>(),
+    });
+    out.push(
+        OutboxEvent::new(
+            HOLD_IN_DOUBT,
+            snapshot_id,
+            &first.session_id,
+            first.agent.as_deref(),
+            data,
+            lease_until,
+        )
+        .as_timer(),
+    );
+    out
+}
+
+/// The event of an approval that does not yet complete a hold's quorum:
+/// the hook the quorum's store path writes in the transaction that records
+/// the approval. `decisions` are the approvals so far.
+pub fn partial_approval_event(
+    row: &Snapshot,
+    reference: Option<&str>,
+    tool: &str,
+    decisions: &[AuditRecord],
+) -> OutboxEvent {
+    let data = json!({
+        "agent": row.agent,
+        "sessionId": row.session_id,
+        "snapshotId": row.snapshot_id,
+        "ref": reference,
+        "tool": tool,
+        "input": Value::Null,
+        "interrupt": Value::Null,
+        "approvers": [],
+        "decisions": decisions.iter().map(decision_json).collect::<Vec<_>>(),
+    });
+    OutboxEvent::new(
+        HOLD_PARTIALLY_APPROVED,
+        &row.snapshot_id,
+        &row.session_id,
+        row.agent.as_deref(),
+        data,
+        Utc::now(),
+    )
+}
+
+fn decision_json(r: &AuditRecord) -> Value {
+    json!({
+        "decision": r.decision.as_str(),
+        "actor": r.actor,
+        "principal": r.principal,
+        "reason": r.reason,
+        "at": rfc3339(r.at),
+        "ref": r.reference,
+        "tool": r.tool,
+    })
+}
+
+pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
+}

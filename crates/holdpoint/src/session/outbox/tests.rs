@@ -1,0 +1,163 @@
+//! Unit tests of the outbox rows.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::message::metadata;
+use crate::message::{Message, Part, Role};
+use crate::model::FinishReason;
+use crate::session::snapshot::Snapshot;
+use crate::session::{AuditDecision, AuditRecord, SessionState};
+
+fn held(interrupt: Value) -> Snapshot {
+    let mut paused = Part::tool_request("transferMoney", Some("r1".into()), Some(json!({"amount": 50000})));
+    paused.set_meta(metadata::INTERRUPT, interrupt);
+    let mut state = SessionState::new("s1");
+    state.messages = vec![Message::user_text("pay"), Message::new(Role::Model, vec![paused])];
+    let mut row = Snapshot::new(state);
+    row.snapshot_id = "snap".into();
+    row.agent = Some("bank".into());
+    row.finish_reason = Some(FinishReason::Interrupted);
+    row
+}
+
+#[test]
+fn a_waiting_row_makes_one_created_event_per_call_and_its_timers() {
+    let mut data = Map::new();
+    data.insert(APPROVERS.into(), json!(["finance"]));
+    let timers = HoldTimers {
+        remind_after: Some(Duration::from_secs(60)),
+        escalate_after: Some(Duration::from_secs(120)),
+        escalate_to: vec!["cfo".into()],
+        expire_after: Some(Duration::from_secs(180)),
+        on_expire: OnExpire::Deny,
+    };
+    let now = Utc::now();
+    timers.stamp(&mut data, now);
+    let events = hold_events(false, &held(Value::Object(data)));
+    let kinds: Vec<_> = events.iter().map(|e| (e.kind.as_str(), e.timer)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (HOLD_CREATED, false),
+            (HOLD_REMINDED, true),
+            (HOLD_ESCALATED, true),
+            (HOLD_EXPIRED, true)
+        ]
+    );
+    assert_eq!(events[0].data["tool"], "transferMoney");
+    assert_eq!(events[0].data["input"]["amount"], 50000);
+    assert_eq!(events[0].data["approvers"], json!(["finance"]));
+    assert_eq!(events[2].data["approvers"], json!(["finance", "cfo"]));
+    assert_eq!(events[3].data[ON_EXPIRE], "deny");
+    assert!(events[3].due_at > now + chrono::Duration::seconds(170));
+    // A save that leaves a waiting row waiting, or of a row that does
+    // not wait, writes nothing.
+    assert!(hold_events(true, &held(json!(true))).is_empty());
+    let mut done = held(json!(true));
+    done.finish_reason = Some(FinishReason::Stop);
+    assert!(hold_events(false, &done).is_empty());
+}
+
+#[test]
+fn a_claim_makes_decided_events_and_an_in_doubt_timer() {
+    let record = AuditRecord {
+        id: "a1".into(),
+        at: Utc::now(),
+        principal: Some("bob".into()),
+        actor: Some("bob".into()),
+        agent: Some("bank".into()),
+        session_id: "s1".into(),
+        snapshot_id: "snap".into(),
+        tool: "transferMoney".into(),
+        reference: Some("r1".into()),
+        input_hash: String::new(),
+        input: None,
+        original_input: None,
+        original_input_hash: None,
+        decision: AuditDecision::Approve,
+        reason: None,
+        held_by: None,
+        settles: false,
+        mcp: None,
+        grant: None,
+    };
+    let lease = Utc::now() + chrono::Duration::seconds(60);
+    let events = decided_events("snap", lease, &[record]);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].kind, HOLD_DECIDED);
+    assert_eq!(events[0].data["decisions"][0]["decision"], "approve");
+    assert_eq!(events[1].kind, HOLD_IN_DOUBT);
+    assert!(events[1].timer);
+    assert_eq!(events[1].due_at, lease);
+    assert!(decided_events("snap", lease, &[]).is_empty());
+}
+
+#[test]
+fn outcomes_move_rows() {
+    let mut e = OutboxEvent::new(HOLD_CREATED, "s", "x", None, json!({}), Utc::now());
+    e.attempts = 1;
+    apply_outcome(
+        &mut e,
+        OutboxOutcome::Retry {
+            due_at: Utc::now(),
+            error: None,
+            done: vec![],
+            counted: false,
+        },
+    );
+    assert_eq!((e.state, e.attempts), (OutboxState::Pending, 0));
+    apply_outcome(
+        &mut e,
+        OutboxOutcome::Dead {
+            error: "x".into(),
+            done: vec!["a".into()],
+        },
+    );
+    assert_eq!(e.state, OutboxState::Dead);
+    assert!(apply_retry(&mut e, Utc::now(), &[]).is_empty());
+    assert!(e.claimable(Utc::now()));
+    assert_eq!(e.done, ["a"]);
+    // A retry re-enables the stopped endpoints the row skipped, and sends
+    // to them again.
+    e.done = vec!["a".into(), "webhook:0".into()];
+    let enabled = apply_retry(&mut e, Utc::now(), &["webhook:0".into(), "slack:0".into()]);
+    assert_eq!(enabled, ["webhook:0"]);
+    assert_eq!(e.done, ["a"]);
+}
+
+#[test]
+fn an_escalation_adds_its_roles_to_the_hold_once() {
+    let mut row = held(json!({"approvers": ["finance"]}));
+    if let Some(part) = row
+        .state
+        .as_mut()
+        .and_then(|s| s.messages.last_mut())
+        .and_then(|m| m.content.first_mut())
+    {
+        part.set_meta(
+            metadata::APPROVAL_RULE,
+            json!({"rule": "big", "approvers": ["finance"], "quorum": 1, "selfApproval": false}),
+        );
+    }
+    let roles = vec!["cfo".to_owned()];
+    let next = escalated_hold(&row, Some("r1"), "transferMoney", &roles).expect("changed");
+    let part = &next.state.as_ref().unwrap().messages.last().unwrap().content[0];
+    assert_eq!(
+        part.meta(metadata::APPROVAL_RULE).unwrap()["approvers"],
+        json!(["finance", "cfo"])
+    );
+    let data = part.interrupt_data().unwrap();
+    assert_eq!(data[APPROVERS], json!(["finance", "cfo"]));
+    assert_eq!(data[ESCALATED_TO], json!(["cfo"]));
+    // Firing again changes nothing; another call, or a row that does not
+    // wait, is not touched.
+    assert!(escalated_hold(&next, Some("r1"), "transferMoney", &roles).is_none());
+    assert!(escalated_hold(&row, Some("r2"), "transferMoney", &roles).is_none());
+    let mut done = row.clone();
+    done.finish_reason = Some(FinishReason::Stop);
+    assert!(escalated_hold(&done, Some("r1"), "transferMoney", &roles).is_none());
+}
