@@ -15,10 +15,32 @@ use serde_json::{Value, json};
 /// The CLI and everything it started, in one process group stopped on drop.
 struct Group(std::process::Child);
 
+impl Group {
+    /// Sends `signal` to the whole group. The group id is the child's pid
+    /// (`process_group(0)`), so never 0 or 1. The `--` is required:
+    /// procps-ng 4.0's `kill -TERM -12345` reads only the first digit of
+    /// the negative id and signals `-1` (every process the caller may
+    /// signal) instead of the group.
+    fn signal(&self, signal: &str) {
+        let pgid = self.0.id();
+        assert!(pgid > 1, "not a process group of our own: {pgid}");
+        let _ = Command::new("kill")
+            .args(["-s", signal, "--", &format!("-{pgid}")])
+            .status();
+    }
+}
+
 impl Drop for Group {
     fn drop(&mut self) {
-        let pgid = self.0.id();
-        let _ = Command::new("kill").arg("-TERM").arg(format!("-{pgid}")).status();
+        self.signal("TERM");
+        // Bounded: the CLI exits on SIGTERM; if it does not, SIGKILL.
+        for _ in 0..100 {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.signal("KILL");
         let _ = self.0.wait();
     }
 }
@@ -44,7 +66,6 @@ fn trpc_query(procedure: &str, input: &Value) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "under investigation: in this sandbox the run is killed from outside during the streamed resume; run with --ignored"]
 async fn genkit_start_lists_runs_pauses_resumes_and_traces_the_agent() {
     let modules = PathBuf::from(
         std::env::var("HOLDPOINT_GENKIT_NODE_MODULES")
