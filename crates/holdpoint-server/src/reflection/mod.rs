@@ -20,7 +20,9 @@
 //! found by the CLI's rule ([`project_root`]), and removes it when the
 //! [`ReflectionHandle`] is dropped.
 
+mod actions;
 mod routes;
+mod run;
 mod runtime;
 mod trace;
 
@@ -235,8 +237,8 @@ pub(crate) struct Inner {
     /// A telemetry server from the environment wins over `/api/notify`
     /// (as in Genkit).
     pinned_telemetry: bool,
-    /// The running turns by trace id, for `/api/cancelAction`.
-    running: Mutex<HashMap<String, Arc<Connection>>>,
+    /// The running actions by trace id, for `/api/cancelAction`.
+    running: Mutex<HashMap<String, Cancel>>,
     http: trace::Http,
 }
 
@@ -261,14 +263,32 @@ impl Inner {
         }
     }
 
-    fn track(&self, trace_id: &str, conn: Arc<Connection>) {
+    fn track(&self, trace_id: &str, cancel: Cancel) {
         if let Ok(mut running) = self.running.lock() {
-            running.insert(trace_id.to_owned(), conn);
+            running.insert(trace_id.to_owned(), cancel);
         }
     }
 
-    fn untrack(&self, trace_id: &str) -> Option<Arc<Connection>> {
+    /// Stops tracking a run; `None` when it was cancelled (or never ran).
+    fn untrack(&self, trace_id: &str) -> Option<Cancel> {
         self.running.lock().ok().and_then(|mut r| r.remove(trace_id))
+    }
+}
+
+/// How a running action is stopped.
+pub(crate) enum Cancel {
+    /// An agent's turn: its connection.
+    Conn(Arc<Connection>),
+    /// A tool or model call running in a task of its own.
+    Task(tokio::task::AbortHandle),
+}
+
+impl Cancel {
+    fn cancel(&self) {
+        match self {
+            Cancel::Conn(conn) => conn.cancel(),
+            Cancel::Task(task) => task.abort(),
+        }
     }
 }
 
