@@ -129,10 +129,9 @@ fn agent_actions(agent: &Agent) -> Vec<(String, Value)> {
     let name = agent.name();
     let (input, output, init) = agent_schemas();
     let server = agent.is_server_managed();
-    let main = json!({
+    let mut main = json!({
         "key": format!("/agent/{name}"),
         "name": name,
-        "description": agent.description(),
         "inputSchema": input,
         "outputSchema": output,
         "metadata": {
@@ -145,6 +144,10 @@ fn agent_actions(agent: &Agent) -> Vec<(String, Value)> {
             },
         },
     });
+    // Absent rather than null: the CLI's schema takes a string or nothing.
+    if let Some(description) = agent.description() {
+        main["description"] = json!(description);
+    }
     let mut out = vec![(format!("/agent/{name}"), main)];
     // Only server-managed agents have snapshots to read or abort.
     if server {

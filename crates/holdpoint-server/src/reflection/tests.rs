@@ -290,13 +290,16 @@ async fn start_writes_a_runtime_file_and_drop_removes_it() {
     let (agents, _) = bank();
     let dir = tempfile::tempdir().unwrap();
     let handle = Reflection::new().project_root(dir.path()).start(agents).await.unwrap();
-    let file = handle.runtime_file().to_path_buf();
+    let file = handle.runtime_file().unwrap().to_path_buf();
     assert!(file.starts_with(dir.path().join(".genkit/runtimes")));
     let info: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(info["pid"], std::process::id());
-    assert_eq!(info["reflectionServerUrl"], format!("http://{}", handle.addr()));
+    assert_eq!(
+        info["reflectionServerUrl"],
+        format!("http://{}", handle.addr().unwrap())
+    );
     assert_eq!(info["reflectionApiSpecVersion"], 1);
-    assert!(handle.addr().ip().is_loopback());
+    assert!(handle.addr().unwrap().ip().is_loopback());
     drop(handle);
     assert!(!file.exists());
 }
