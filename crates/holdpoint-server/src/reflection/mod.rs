@@ -353,3 +353,6 @@ impl Cancel {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod v2_tests;

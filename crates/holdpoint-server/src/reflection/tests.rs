@@ -29,7 +29,7 @@ struct Account {
     account: String,
 }
 
-fn bank() -> (BTreeMap<String, Agent>, ScriptedModel) {
+pub(super) fn bank() -> (BTreeMap<String, Agent>, ScriptedModel) {
     let tool: ResumableTool<Transfer, String, Approval> = ResumableTool::define(
         "transferMoney",
         "Transfers money; needs approval",
@@ -90,7 +90,7 @@ async fn call(
 }
 
 /// A telemetry server that keeps what it is sent.
-async fn telemetry() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(super) async fn telemetry() -> (String, Arc<Mutex<Vec<Value>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let keep = Arc::clone(&got);
     let app = axum::Router::new().route(
