@@ -1,28 +1,37 @@
-//! Genkit's reflection API (v1), so the Genkit CLI and Developer UI
+//! Genkit's reflection API, so the Genkit CLI and Developer UI
 //! (`genkit start -- cargo run -p banking -- serve`) find the served agents
-//! as a runtime, list them, run and stream their turns, and show their
-//! traces (docs/reference.md §18).
+//! as a runtime, list them with their tools and models, run and stream
+//! their turns, and show their traces (docs/reference.md §18).
+//!
+//! v1 is an HTTP server of the runtime's own:
 //!
 //! | route | what |
 //! |---|---|
 //! | `GET /api/__health` | `OK`; 503 when `?id=` names another runtime |
-//! | `GET /api/actions` | `/agent/{name}`, `/agent-snapshot/{name}`, `/agent-abort/{name}` with Genkit's metadata |
+//! | `GET /api/actions` | `/agent/{name}`, `/agent-snapshot/{name}`, `/agent-abort/{name}`, `/tool/{name}`, `/model/{name}` with Genkit's metadata |
 //! | `POST /api/runAction` | `{key, input, init?}` → `{result, telemetry: {traceId}}`; NDJSON chunks first with `?stream=true` |
 //! | `POST /api/notify` | `{telemetryServerUrl, reflectionApiSpecVersion}`: where traces go |
-//! | `POST /api/cancelAction` | `{traceId}` cancels a running turn; 404 when none runs |
+//! | `POST /api/cancelAction` | `{traceId}` cancels a running action; 404 when none runs |
 //! | `GET /api/envs` | `["dev"]` |
+//!
+//! v2 (when `GENKIT_REFLECTION_V2_SERVER` is set) is a WebSocket client of
+//! the CLI speaking JSON-RPC, with bidirectional runs (the CLI's
+//! `sendBidiInput`); see the `v2` module.
 //!
 //! The reflection server is a development tool: it runs only when
 //! `GENKIT_ENV=dev` ([`Reflection::from_env`]), listens on `127.0.0.1`
-//! only, and runs turns with no principal (the developer's own sessions;
-//! it reads and aborts any snapshot of the agents it serves). It writes its
+//! only, and runs actions with no principal (the developer's own sessions;
+//! it reads and aborts any snapshot of the agents it serves). v1 writes its
 //! runtime file into `<project root>/.genkit/runtimes/`, the project root
 //! found by the CLI's rule ([`project_root`]), and removes it when the
 //! [`ReflectionHandle`] is dropped.
 
+mod actions;
 mod routes;
+mod run;
 mod runtime;
 mod trace;
+mod v2;
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -59,6 +68,14 @@ pub enum ReflectionError {
         /// Why.
         source: std::io::Error,
     },
+    /// The CLI's reflection v2 server could not be reached.
+    #[error("cannot connect to the Genkit reflection v2 server {url}: {reason}")]
+    Connect {
+        /// The `ws://` address.
+        url: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The reflection server's settings. Off unless built by
@@ -69,6 +86,7 @@ pub struct Reflection {
     root: Option<PathBuf>,
     telemetry: Option<String>,
     runtime_id: Option<String>,
+    v2_server: Option<String>,
 }
 
 impl Default for Reflection {
@@ -86,13 +104,16 @@ impl Reflection {
             root: None,
             telemetry: None,
             runtime_id: None,
+            v2_server: None,
         }
     }
 
     /// The reflection server Genkit's CLI asks for: `Some` only when
     /// `GENKIT_ENV=dev` (what `genkit start` sets), with its telemetry
-    /// server (`GENKIT_TELEMETRY_SERVER`), runtime id (`GENKIT_RUNTIME_ID`)
-    /// and port (`GENKIT_REFLECTION_PORT`, else any free one).
+    /// server (`GENKIT_TELEMETRY_SERVER`), runtime id (`GENKIT_RUNTIME_ID`),
+    /// port (`GENKIT_REFLECTION_PORT`, else any free one) and, when
+    /// `GENKIT_REFLECTION_V2_SERVER` names the CLI's WebSocket server, v2
+    /// instead of v1 (as Genkit's runtimes choose).
     pub fn from_env() -> Option<Self> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if var("GENKIT_ENV").as_deref() != Some("dev") {
@@ -102,6 +123,7 @@ impl Reflection {
         r.telemetry = var("GENKIT_TELEMETRY_SERVER");
         r.runtime_id = var("GENKIT_RUNTIME_ID");
         r.port = var("GENKIT_REFLECTION_PORT").and_then(|p| p.parse().ok()).unwrap_or(0);
+        r.v2_server = var("GENKIT_REFLECTION_V2_SERVER");
         Some(r)
     }
 
@@ -115,6 +137,14 @@ impl Reflection {
     /// project root found from the working directory.
     pub fn project_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.root = Some(dir.into());
+        self
+    }
+
+    /// Speaks reflection API v2: connects to the CLI's WebSocket server at
+    /// `url` (`ws://host:port`) instead of serving HTTP; no port is bound
+    /// and no runtime file written.
+    pub fn v2_server(mut self, url: impl Into<String>) -> Self {
+        self.v2_server = Some(url.into());
         self
     }
 
@@ -142,8 +172,26 @@ impl Reflection {
     }
 
     /// Binds `127.0.0.1`, serves the reflection API over `agents` in a task
-    /// of its own, and writes the runtime file the CLI watches for.
+    /// of its own, and writes the runtime file the CLI watches for. With a
+    /// [v2 server](Self::v2_server): connects to it, registers, and
+    /// answers it in a task of its own (reconnecting when it drops).
     pub async fn start(self, agents: BTreeMap<String, Agent>) -> Result<ReflectionHandle, ReflectionError> {
+        if let Some(url) = self.v2_server.clone() {
+            let ws = v2::connect(&url).await.map_err(|reason| ReflectionError::Connect {
+                url: url.clone(),
+                reason,
+            })?;
+            let pid = std::process::id();
+            let runtime_id = self.runtime_id.clone().unwrap_or_else(|| pid.to_string());
+            let shared = self.shared(agents, runtime_id);
+            let task = tokio::spawn(v2::session(shared, url.clone(), ws));
+            return Ok(ReflectionHandle {
+                addr: None,
+                runtime_file: None,
+                v2_server: Some(url),
+                task,
+            });
+        }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
             .await
             .map_err(|source| ReflectionError::Bind {
@@ -170,8 +218,9 @@ impl Reflection {
             let _ = axum::serve(listener, app).await;
         });
         Ok(ReflectionHandle {
-            addr,
-            runtime_file: file,
+            addr: Some(addr),
+            runtime_file: Some(file),
+            v2_server: None,
             task,
         })
     }
@@ -185,7 +234,11 @@ pub async fn start_if_dev(server: &crate::Server) -> Option<ReflectionHandle> {
     let reflection = Reflection::from_env()?;
     match reflection.start(server.state().agents().clone()).await {
         Ok(handle) => {
-            eprintln!("Genkit reflection API: http://{} (GENKIT_ENV=dev)", handle.addr());
+            match (handle.addr(), handle.v2_server()) {
+                (Some(addr), _) => eprintln!("Genkit reflection API: http://{addr} (GENKIT_ENV=dev)"),
+                (None, Some(url)) => eprintln!("Genkit reflection API v2: connected to {url} (GENKIT_ENV=dev)"),
+                (None, None) => {}
+            }
             Some(handle)
         }
         Err(e) => {
@@ -195,31 +248,39 @@ pub async fn start_if_dev(server: &crate::Server) -> Option<ReflectionHandle> {
     }
 }
 
-/// A running reflection server. Dropping it stops the server and removes
-/// its runtime file.
+/// A running reflection server (v1) or connection (v2). Dropping it stops
+/// it and removes its runtime file.
 #[derive(Debug)]
 pub struct ReflectionHandle {
-    addr: SocketAddr,
-    runtime_file: PathBuf,
+    addr: Option<SocketAddr>,
+    runtime_file: Option<PathBuf>,
+    v2_server: Option<String>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ReflectionHandle {
-    /// Where it listens.
-    pub fn addr(&self) -> SocketAddr {
+    /// Where it listens (v1; `None` for v2).
+    pub fn addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
-    /// The runtime file it wrote.
-    pub fn runtime_file(&self) -> &std::path::Path {
-        &self.runtime_file
+    /// The runtime file it wrote (v1; `None` for v2).
+    pub fn runtime_file(&self) -> Option<&std::path::Path> {
+        self.runtime_file.as_deref()
+    }
+
+    /// The CLI's WebSocket server it is connected to (v2).
+    pub fn v2_server(&self) -> Option<&str> {
+        self.v2_server.as_deref()
     }
 }
 
 impl Drop for ReflectionHandle {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.runtime_file);
+        if let Some(file) = &self.runtime_file {
+            let _ = std::fs::remove_file(file);
+        }
     }
 }
 
@@ -235,8 +296,8 @@ pub(crate) struct Inner {
     /// A telemetry server from the environment wins over `/api/notify`
     /// (as in Genkit).
     pinned_telemetry: bool,
-    /// The running turns by trace id, for `/api/cancelAction`.
-    running: Mutex<HashMap<String, Arc<Connection>>>,
+    /// The running actions by trace id, for `/api/cancelAction`.
+    running: Mutex<HashMap<String, Cancel>>,
     http: trace::Http,
 }
 
@@ -261,16 +322,37 @@ impl Inner {
         }
     }
 
-    fn track(&self, trace_id: &str, conn: Arc<Connection>) {
+    fn track(&self, trace_id: &str, cancel: Cancel) {
         if let Ok(mut running) = self.running.lock() {
-            running.insert(trace_id.to_owned(), conn);
+            running.insert(trace_id.to_owned(), cancel);
         }
     }
 
-    fn untrack(&self, trace_id: &str) -> Option<Arc<Connection>> {
+    /// Stops tracking a run; `None` when it was cancelled (or never ran).
+    fn untrack(&self, trace_id: &str) -> Option<Cancel> {
         self.running.lock().ok().and_then(|mut r| r.remove(trace_id))
+    }
+}
+
+/// How a running action is stopped.
+pub(crate) enum Cancel {
+    /// An agent's turn: its connection.
+    Conn(Arc<Connection>),
+    /// A tool or model call running in a task of its own.
+    Task(tokio::task::AbortHandle),
+}
+
+impl Cancel {
+    fn cancel(&self) {
+        match self {
+            Cancel::Conn(conn) => conn.cancel(),
+            Cancel::Task(task) => task.abort(),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod v2_tests;

@@ -24,7 +24,12 @@ struct Approval {
     approved: bool,
 }
 
-fn bank() -> (BTreeMap<String, Agent>, ScriptedModel) {
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct Account {
+    account: String,
+}
+
+pub(super) fn bank() -> (BTreeMap<String, Agent>, ScriptedModel) {
     let tool: ResumableTool<Transfer, String, Approval> = ResumableTool::define(
         "transferMoney",
         "Transfers money; needs approval",
@@ -36,10 +41,25 @@ fn bank() -> (BTreeMap<String, Agent>, ScriptedModel) {
         },
     )
     .unwrap();
+    let balance = holdpoint::tool(
+        "getBalance",
+        "The balance of an account",
+        |_ctx: ToolContext, account: Account| async move { Ok(format!("{}: $1200", account.account)) },
+    );
+    // Never answers: for cancelling a running call.
+    let stuck = holdpoint::tool(
+        "waitForever",
+        "Never returns",
+        |_ctx: ToolContext, _a: Account| async move {
+            futures::future::pending::<Result<String, holdpoint::ToolError>>().await
+        },
+    );
     let model = ScriptedModel::new("scripted");
     let agent = Agent::builder("bankingAgent")
         .model(Arc::new(model.clone()))
         .tool(tool)
+        .tool(balance)
+        .tool(stuck)
         .store(Arc::new(InMemoryStore::new()))
         .build()
         .unwrap();
@@ -70,7 +90,7 @@ async fn call(
 }
 
 /// A telemetry server that keeps what it is sent.
-async fn telemetry() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(super) async fn telemetry() -> (String, Arc<Mutex<Vec<Value>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let keep = Arc::clone(&got);
     let app = axum::Router::new().route(
@@ -270,13 +290,16 @@ async fn start_writes_a_runtime_file_and_drop_removes_it() {
     let (agents, _) = bank();
     let dir = tempfile::tempdir().unwrap();
     let handle = Reflection::new().project_root(dir.path()).start(agents).await.unwrap();
-    let file = handle.runtime_file().to_path_buf();
+    let file = handle.runtime_file().unwrap().to_path_buf();
     assert!(file.starts_with(dir.path().join(".genkit/runtimes")));
     let info: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(info["pid"], std::process::id());
-    assert_eq!(info["reflectionServerUrl"], format!("http://{}", handle.addr()));
+    assert_eq!(
+        info["reflectionServerUrl"],
+        format!("http://{}", handle.addr().unwrap())
+    );
     assert_eq!(info["reflectionApiSpecVersion"], 1);
-    assert!(handle.addr().ip().is_loopback());
+    assert!(handle.addr().unwrap().ip().is_loopback());
     drop(handle);
     assert!(!file.exists());
 }
@@ -297,4 +320,159 @@ fn off_unless_genkit_env_is_dev() {
     if std::env::var("GENKIT_ENV").as_deref() != Ok("dev") {
         assert!(Reflection::from_env().is_none());
     }
+}
+
+#[tokio::test]
+async fn actions_list_the_tools_and_models_with_genkit_metadata() {
+    let (agents, _) = bank();
+    let app = Reflection::new().router(agents, "rt-1");
+    let (_, body, _) = call(&app, "GET", "/api/actions", None).await;
+    let actions: Value = serde_json::from_str(&body).unwrap();
+    let tool = &actions["/tool/transferMoney"];
+    assert_eq!(tool["key"], "/tool/transferMoney", "{body}");
+    assert_eq!(tool["name"], "transferMoney");
+    assert_eq!(tool["description"], "Transfers money; needs approval");
+    assert_eq!(tool["metadata"]["type"], "tool");
+    assert_eq!(tool["inputSchema"]["properties"]["amount"]["type"], "number", "{tool}");
+    assert!(tool["outputSchema"].is_object(), "{tool}");
+    assert_eq!(actions["/tool/getBalance"]["metadata"]["type"], "tool");
+    let model = &actions["/model/scripted"];
+    assert_eq!(model["key"], "/model/scripted", "{body}");
+    assert_eq!(model["metadata"]["model"]["label"], "scripted");
+    assert_eq!(model["metadata"]["model"]["supports"]["tools"], true);
+    assert_eq!(model["metadata"]["model"]["supports"]["multiturn"], true);
+    assert!(model["inputSchema"]["properties"]["messages"].is_object(), "{model}");
+    assert!(
+        model["outputSchema"]["properties"]["finishReason"].is_object(),
+        "{model}"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_action_runs_once_and_an_interrupt_is_an_error_with_its_data() {
+    let (agents, _) = bank();
+    let (base, traces) = telemetry().await;
+    let app = Reflection::new().telemetry_server(base).router(agents, "rt-1");
+    let (status, body, _) = call(
+        &app,
+        "POST",
+        "/api/runAction",
+        Some(json!({"key": "/tool/getBalance", "input": {"account": "checking"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["result"], "checking: $1200", "{body}");
+
+    // A tool that pauses fails the run as Genkit's ToolInterruptError does,
+    // with the interrupt data beside the trace id.
+    let (_, body, trace_id) = call(
+        &app,
+        "POST",
+        "/api/runAction",
+        Some(json!({"key": "/tool/transferMoney", "input": {"amount": 500}})),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["error"]["code"], 13, "{body}");
+    assert_eq!(
+        answer["error"]["details"]["interrupt"]["details"], "Transfer $500 to savings",
+        "{body}"
+    );
+    let trace_id = trace_id.unwrap();
+    assert_eq!(answer["error"]["details"]["traceId"], trace_id.as_str());
+    {
+        let traces = traces.lock().unwrap();
+        let trace = traces.iter().find(|t| t["traceId"] == trace_id.as_str()).unwrap();
+        let root = trace["spans"].as_object().unwrap().values().next().unwrap();
+        assert_eq!(root["attributes"]["genkit:metadata:subtype"], "tool");
+        assert_eq!(root["attributes"]["genkit:key"], "/tool/transferMoney");
+        assert!(root["attributes"]["genkit:metadata:interrupt"].is_string(), "{root}");
+    }
+
+    // Bad input is a typed error, and an unknown tool is not found.
+    let (_, body, _) = call(
+        &app,
+        "POST",
+        "/api/runAction",
+        Some(json!({"key": "/tool/getBalance", "input": {"account": 7}})),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["error"]["code"], 3, "{body}");
+    let (status, _, _) = call(
+        &app,
+        "POST",
+        "/api/runAction",
+        Some(json!({"key": "/tool/nope", "input": {}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_model_action_runs_and_streams_its_chunks() {
+    let (agents, model) = bank();
+    model.push(ScriptedTurn::streamed_text(["Hello ", "there"]));
+    let app = Reflection::new().router(agents, "rt-1");
+    let request = json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}]});
+    let (status, body, _) = call(
+        &app,
+        "POST",
+        "/api/runAction?stream=true",
+        Some(json!({"key": "/model/scripted", "input": request})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let lines: Vec<Value> = body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (last, chunks) = lines.split_last().unwrap();
+    let streamed: String = chunks
+        .iter()
+        .flat_map(|c| c["content"].as_array().unwrap().iter())
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "Hello there", "{body}");
+    assert_eq!(last["result"]["finishReason"], "stop", "{body}");
+    assert_eq!(last["result"]["message"]["content"][0]["text"], "Hello there", "{body}");
+    assert!(last["result"]["latencyMs"].is_number(), "{body}");
+    assert_eq!(model.requests()[0].messages[0].text(), "hi");
+
+    let (_, body, _) = call(
+        &app,
+        "POST",
+        "/api/runAction",
+        Some(json!({"key": "/model/scripted", "input": {"messages": "no"}})),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["error"]["code"], 3, "{body}");
+}
+
+#[tokio::test]
+async fn cancel_action_stops_a_running_tool_call() {
+    let (agents, _) = bank();
+    let app = Reflection::new().router(agents, "rt-1");
+    let request = Request::post("/api/runAction")
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"key": "/tool/waitForever", "input": {"account": "a"}}).to_string(),
+        ))
+        .unwrap();
+    // The trace id comes first, in the headers, while the call runs.
+    let response = app.clone().oneshot(request).await.unwrap();
+    let trace_id = response.headers()["x-genkit-trace-id"].to_str().unwrap().to_owned();
+    let mut cancelled = false;
+    for _ in 0..200 {
+        let (status, _, _) = call(&app, "POST", "/api/cancelAction", Some(json!({"traceId": trace_id}))).await;
+        if status == StatusCode::OK {
+            cancelled = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(cancelled, "the call was never seen running");
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(answer["error"]["code"], 1, "{answer}");
+    assert_eq!(answer["error"]["details"]["traceId"], trace_id.as_str());
 }

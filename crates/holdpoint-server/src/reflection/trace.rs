@@ -108,11 +108,13 @@ pub(crate) struct Trace {
 
 impl Trace {
     /// A trace for running the action `name` of `subtype` (`agent`,
-    /// `agent-snapshot`, `agent-abort`) on `input`.
-    pub fn start(name: &str, subtype: &str, input: &Value) -> Self {
+    /// `agent-snapshot`, `agent-abort`, `tool`, `model`) under `key` on
+    /// `input`.
+    pub fn start(name: &str, subtype: &str, key: &str, input: &Value) -> Self {
         let root_path = format!("/{{{name},t:action,s:{subtype}}}");
         let mut root = Span::new(name, None, root_path.clone(), subtype);
         root.set("genkit:isRoot", json!(true));
+        root.set("genkit:key", json!(key));
         root.set("genkit:input", json!(input.to_string()));
         Trace {
             id: random_hex(16),

@@ -146,6 +146,16 @@ impl AgentBuilder {
         // Only prompt agents run their tool calls through the rule gate.
         let has_policy = self.policy.is_some() && self.custom.is_none();
         let definitions = self.tools.iter().map(|t| t.definition().clone()).collect();
+        let runnable_tools = if self.custom.is_none() {
+            self.tools.clone()
+        } else {
+            Vec::new()
+        };
+        let kept_model = if self.custom.is_none() {
+            self.model.clone()
+        } else {
+            None
+        };
         let handler: Arc<dyn TurnHandler> = match self.custom {
             Some(h) => h,
             None => {
@@ -207,6 +217,8 @@ impl AgentBuilder {
                 resume_lease: self.resume_lease,
                 has_policy,
                 tools: definitions,
+                runnable_tools,
+                model: kept_model,
             }),
         })
     }

@@ -120,6 +120,10 @@ pub(crate) struct AgentDef {
     pub has_policy: bool,
     /// The definitions of the tools of a prompt agent (empty for a custom one).
     pub tools: Vec<crate::model::ToolDefinition>,
+    /// The tools themselves, in the order of `tools`.
+    pub runnable_tools: Vec<Arc<dyn Tool>>,
+    /// The model of a prompt agent (`None` for a custom one).
+    pub model: Option<Arc<dyn Model>>,
 }
 
 impl AgentDef {
@@ -191,6 +195,17 @@ impl Agent {
     /// schemas), as the model sees them; empty for a custom agent.
     pub fn tool_definitions(&self) -> &[crate::model::ToolDefinition] {
         &self.def.tools
+    }
+
+    /// Its tools, to call one directly (a development tool lists and runs
+    /// them); empty for a custom agent.
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.def.runnable_tools
+    }
+
+    /// The model of a prompt agent; `None` for a custom agent.
+    pub fn model(&self) -> Option<&Arc<dyn Model>> {
+        self.def.model.as_ref()
     }
 
     /// The same agent with another state codec (a server installs its
