@@ -8,6 +8,8 @@
 //! ```
 
 mod cycle;
+mod report;
+mod run;
 mod sys;
 
 /// mimalloc, as a deployment of the server would run (the default
@@ -30,9 +32,10 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use holdpoint::session::{InMemoryStore, SessionStore};
-use serde_json::json;
 
 use cycle::CountingStore;
+use report::{Floor, Report, print};
+use run::{run_cycles, run_paused};
 
 /// Benchmark the pause → approve → resume cycle.
 #[derive(Parser, Debug)]
@@ -112,234 +115,6 @@ fn durable_dir(url: &str) -> Option<std::path::PathBuf> {
 /// The fsync latency of the disk holding `dir` (median of 200 rounds).
 fn probe_fsync(dir: &std::path::Path, probe: sys::Probe) -> Result<Duration, String> {
     sys::fsync_latency(dir, 200, probe).map_err(|e| format!("fsync probe ({probe:?}) in {}: {e}", dir.display()))
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
-struct Floor {
-    /// The lower of the two probes: the strictest floor.
-    fsync: Duration,
-    /// The probe before the cycles (disk idle) and after them.
-    fsync_before: Duration,
-    fsync_after: Duration,
-    cycles_per_sec: f64,
-    /// A 4 KiB in-place rewrite + fsync after the cycles, and the floor it
-    /// gives: stricter than the append probe (no metadata to write).
-    overwrite: Duration,
-    overwrite_cycles_per_sec: f64,
-}
-
-struct Report {
-    cycles: usize,
-    elapsed: Duration,
-    cycle_times: Vec<Duration>,
-    resume_times: Vec<Duration>,
-    commits: u64,
-    bytes_per_paused: Option<f64>,
-    floor: Option<Floor>,
-}
-
-async fn run_cycles(
-    agent: &cycle::Driver,
-    tool: &cycle::TransferTool,
-    n: usize,
-    concurrency: usize,
-) -> holdpoint::Result<(Vec<Duration>, Vec<Duration>)> {
-    let per_worker = n.div_ceil(concurrency.max(1));
-    let mut workers = Vec::new();
-    for w in 0..concurrency.max(1) {
-        let agent = agent.clone();
-        let tool = tool.clone();
-        let count = per_worker.min(n.saturating_sub(w * per_worker));
-        workers.push(tokio::spawn(async move {
-            let mut cycles = Vec::with_capacity(count);
-            let mut resumes = Vec::with_capacity(count);
-            for _ in 0..count {
-                let started = Instant::now();
-                let paused = agent.pause().await?;
-                resumes.push(agent.approve(&tool, paused).await?);
-                cycles.push(started.elapsed());
-            }
-            Ok::<_, holdpoint::Error>((cycles, resumes))
-        }));
-    }
-    let mut cycles = Vec::with_capacity(n);
-    let mut resumes = Vec::with_capacity(n);
-    for w in workers {
-        let (c, r) = w
-            .await
-            .map_err(|e| holdpoint::Error::Internal(format!("worker panicked: {e}")))??;
-        cycles.extend(c);
-        resumes.extend(r);
-    }
-    Ok((cycles, resumes))
-}
-
-/// What the caller keeps of a paused session until it approves it.
-enum Held {
-    /// The session id only.
-    Id(String),
-    /// The paused part as the turn returned it.
-    Part(Box<cycle::Paused>),
-}
-
-async fn run_paused(
-    agent: &cycle::Driver,
-    tool: &cycle::TransferTool,
-    k: usize,
-    concurrency: usize,
-) -> holdpoint::Result<(Vec<Duration>, f64)> {
-    // In process the caller keeps only the session ids (what a ticket or a
-    // queue would hold) and reads each waiting call back when approving, so
-    // the figure is what the agent and its store keep per paused session.
-    // Over HTTP it keeps the paused part the response carried.
-    let in_process = matches!(agent, cycle::Driver::Direct(_));
-    let before = sys::rss_bytes();
-    let mut paused: Vec<Held> = Vec::with_capacity(k);
-    for _ in 0..k {
-        let p = agent.pause().await?;
-        paused.push(if in_process {
-            Held::Id(p.session_id)
-        } else {
-            Held::Part(Box::new(p))
-        });
-    }
-    let after = sys::rss_bytes();
-    let per_session = after.saturating_sub(before) as f64 / k.max(1) as f64;
-    let chunks: Vec<Vec<Held>> = {
-        let mut chunks: Vec<Vec<Held>> = (0..concurrency.max(1)).map(|_| Vec::new()).collect();
-        for (i, p) in paused.into_iter().enumerate() {
-            chunks[i % concurrency.max(1)].push(p);
-        }
-        chunks
-    };
-    let mut workers = Vec::new();
-    for chunk in chunks {
-        let agent = agent.clone();
-        let tool = tool.clone();
-        workers.push(tokio::spawn(async move {
-            let mut times = Vec::with_capacity(chunk.len());
-            for held in chunk {
-                let p = match held {
-                    Held::Part(p) => *p,
-                    Held::Id(id) => agent
-                        .reload(id)
-                        .await?
-                        .ok_or_else(|| holdpoint::Error::Internal("cannot read a paused call back".into()))?,
-                };
-                times.push(agent.approve(&tool, p).await?);
-            }
-            Ok::<_, holdpoint::Error>(times)
-        }));
-    }
-    let mut resumes = Vec::with_capacity(k);
-    for w in workers {
-        resumes.extend(
-            w.await
-                .map_err(|e| holdpoint::Error::Internal(format!("worker panicked: {e}")))??,
-        );
-    }
-    Ok((resumes, per_session))
-}
-
-fn print(args: &Args, r: &Report) {
-    let mut cycles = r.cycle_times.clone();
-    cycles.sort();
-    let mut resumes = r.resume_times.clone();
-    resumes.sort();
-    let rate = r.cycles as f64 / r.elapsed.as_secs_f64();
-    let mean = if cycles.is_empty() {
-        0.0
-    } else {
-        cycles.iter().map(|d| us(*d)).sum::<f64>() / cycles.len() as f64
-    };
-    let commits = r.commits as f64 / r.cycles.max(1) as f64;
-    let peak = sys::peak_rss_bytes();
-    if args.json {
-        let out = json!({
-            "store": args.store,
-            "http": args.http,
-            "subagent": args.subagent,
-            "policy": args.policy,
-            "cycles": r.cycles,
-            "concurrency": args.concurrency,
-            "paused": args.paused,
-            "cyclesPerSec": rate,
-            "cycleUs": {"mean": mean, "p50": us(percentile(&cycles, 0.5)), "p99": us(percentile(&cycles, 0.99))},
-            "resumeUs": {"p50": us(percentile(&resumes, 0.5)), "p99": us(percentile(&resumes, 0.99))},
-            "commitsPerCycle": commits,
-            "bytesPerPausedSession": r.bytes_per_paused,
-            "peakRssBytes": peak,
-            "fsyncUs": r.floor.as_ref().map(|f| us(f.fsync)),
-            "fsyncBeforeUs": r.floor.as_ref().map(|f| us(f.fsync_before)),
-            "fsyncAfterUs": r.floor.as_ref().map(|f| us(f.fsync_after)),
-            "floorCyclesPerSec": r.floor.as_ref().map(|f| f.cycles_per_sec),
-            "fsyncOverwriteUs": r.floor.as_ref().map(|f| us(f.overwrite)),
-            "floorOverwriteCyclesPerSec": r.floor.as_ref().map(|f| f.overwrite_cycles_per_sec),
-            "allocator": ALLOCATOR_NAME,
-        });
-        println!("{out}");
-        return;
-    }
-    println!(
-        "holdpoint-bench: store={} cycles={} concurrency={} allocator={ALLOCATOR_NAME}{}",
-        args.store,
-        r.cycles,
-        args.concurrency,
-        if args.http {
-            " via HTTP (loopback, keep-alive)"
-        } else {
-            ""
-        }
-    );
-    println!("| metric | value |");
-    println!("|---|---|");
-    println!("| cycles/s | {rate:.0} |");
-    if !cycles.is_empty() {
-        println!("| µs per cycle (mean) | {mean:.1} |");
-        println!("| µs per cycle (p50) | {:.1} |", us(percentile(&cycles, 0.5)));
-        println!("| µs per cycle (p99) | {:.1} |", us(percentile(&cycles, 0.99)));
-    }
-    println!("| resume latency p50 (µs) | {:.1} |", us(percentile(&resumes, 0.5)));
-    println!("| resume latency p99 (µs) | {:.1} |", us(percentile(&resumes, 0.99)));
-    println!("| store commits per cycle | {commits:.2} |");
-    if let Some(b) = r.bytes_per_paused {
-        println!("| bytes per paused session | {b:.0} |");
-    }
-    if let Some(p) = peak {
-        println!("| peak RSS (MiB) | {:.1} |", p as f64 / (1024.0 * 1024.0));
-    }
-    if let Some(f) = &r.floor {
-        println!(
-            "| fsync latency, same disk (µs, p50; lower of before / after the cycles) | {:.0} ({:.0} / {:.0}) |",
-            us(f.fsync),
-            us(f.fsync_before),
-            us(f.fsync_after)
-        );
-        println!(
-            "| floor: cycles/s at one fsync per commit, sequential | {:.0} |",
-            f.cycles_per_sec
-        );
-        println!(
-            "| share of the floor reached | {:.0}% |",
-            100.0 * rate / f.cycles_per_sec
-        );
-        println!(
-            "| fsync latency of a 4 KiB rewrite in place (µs, p50) and its floor (cycles/s) | {:.0}; {:.0} |",
-            us(f.overwrite),
-            f.overwrite_cycles_per_sec
-        );
-    }
 }
 
 /// Serves `agent` on 127.0.0.1:0 on this runtime; a client with a

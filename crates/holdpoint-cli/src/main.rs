@@ -1,8 +1,8 @@
 //! The stock `holdpoint` binary: the operator CLI with no agents of its
 //! own (approve, deny and respond go through `--server`).
 
-/// mimalloc (the default feature): allocation-heavy request handling runs
-/// markedly faster on it than on glibc's malloc (see BENCHMARKS.md).
+/// mimalloc (the default feature), for allocation-heavy request handling
+/// (BENCHMARKS.md compares it with glibc's malloc).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -191,9 +191,9 @@ impl Model for LocalModel {
 }
 
 /// Half the cores, at most 4, at least 1. A model this small gains little
-/// from more threads, and llama.cpp's threads spin at every barrier: with
-/// as many threads as cores on a busy machine, generation slows down by
-/// an order of magnitude (BENCHMARKS.md, "The local model").
+/// from more threads, and llama.cpp's threads spin at every barrier, so
+/// threads beyond the free cores stall generation rather than speed it
+/// (BENCHMARKS.md, "The local model").
 fn default_threads() -> i32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cores / 2).clamp(1, 4) as i32

@@ -1,3 +1,4 @@
+use super::text::rule_name;
 use super::*;
 use serde_json::json;
 

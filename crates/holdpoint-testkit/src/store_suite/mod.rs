@@ -11,6 +11,7 @@
 mod abort;
 mod approvals;
 mod basic;
+mod claim;
 mod concurrency;
 mod grants;
 mod listing;
@@ -40,6 +41,10 @@ pub use basic::{
     id_is_minted_when_absent, missing_session_id_is_rejected, reads_are_copies, session_id_never_changes,
     skip_write_writes_nothing, unusual_content_round_trips, update_error_writes_nothing,
 };
+pub use claim::{
+    audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
+    in_doubt_looks_past_a_died_detached_row, lapsed_claims_are_in_doubt_and_taken_over_once,
+};
 pub use concurrency::{
     RACERS, concurrent_claim_resumes_have_one_winner, concurrent_claims_have_one_winner,
     concurrent_creators_of_one_id_serialise, concurrent_increments_all_land, inserts_write_an_id_once,
@@ -50,11 +55,7 @@ pub use grants::{
     audited_saves_write_both_or_neither, expired_grants_are_never_used, grant_uses_are_spent_once,
     grants_are_kept_listed_and_revoked, two_handles_spend_a_last_use_once,
 };
-pub use listing::{
-    audit_appends_and_lists, claim_changes_only_the_claim_fields, claim_resume_once_with_audit,
-    count_waiting_matches_the_listing, in_doubt_looks_past_a_died_detached_row,
-    lapsed_claims_are_in_doubt_and_taken_over_once, list_filters_and_orders, list_waiting_only,
-};
+pub use listing::{count_waiting_matches_the_listing, list_filters_and_orders, list_waiting_only};
 pub use outbox::{
     outbox_events_are_written_with_the_hold, outbox_settles_need_the_claim, outbox_timers_fire_once,
     two_handles_claim_outbox_once,

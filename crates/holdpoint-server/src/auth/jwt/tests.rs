@@ -3,11 +3,14 @@
 use std::path::Path;
 use std::process::Command;
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use jsonwebtoken::EncodingKey;
 use sha2::Sha256;
 
 use super::*;
+use crate::auth::AgentScope;
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 

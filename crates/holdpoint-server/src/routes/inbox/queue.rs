@@ -1,38 +1,22 @@
-//! `GET /inbox` and `GET /audit`: the approver's queue and the audit trail
-//! across every agent the caller may use, filtered, sorted and paged on a
-//! cursor, with the true total (docs/reference.md §12.8).
-//!
-//! Both walk every row the caller may see (up to [`SCAN_LIMIT`] per agent;
-//! beyond it the answer says `truncated`, never a silent cap), filter and
-//! sort them, and return one page. The cursor is the sort key of the last
-//! item of a page: the next page starts strictly after it, so holds that
-//! arrive or go between two pages neither repeat nor push others out.
+//! `GET /inbox`: the holds the caller may answer or watch, filtered,
+//! sorted in the asked [`Order`] and paged.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chrono::{DateTime, Utc};
-use holdpoint::agent::{Agent, PendingApproval};
-use holdpoint::session::{AuditQuery, AuditRecord, SnapshotQuery};
+use holdpoint::agent::PendingApproval;
+use holdpoint::session::SnapshotQuery;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::{SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_size};
 use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiQuery, reply};
 use crate::error::ApiError;
 use crate::routes::pending::{access, roles};
 use crate::state::AppState;
-
-/// How many rows of one agent a listing reads at most before it answers
-/// `truncated: true`.
-pub(crate) const SCAN_LIMIT: usize = 100_000;
-
-/// A page size when none is asked for.
-const DEFAULT_PAGE: usize = 50;
 
 /// The order of the queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -204,42 +188,6 @@ fn compare(order: Order, a: &(i64, i64, String), b: &(i64, i64, String)) -> Orde
     }
 }
 
-fn encode_cursor(key: &(i64, i64, String)) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}\u{1e}{}\u{1e}{}", key.0, key.1, key.2))
-}
-
-/// The position a listing's `cursor` names (`None`: from the start).
-fn after_cursor(cursor: Option<&str>) -> Result<Option<(i64, i64, String)>, ApiError> {
-    cursor.filter(|c| !c.is_empty()).map(decode_cursor).transpose()
-}
-
-fn decode_cursor(cursor: &str) -> Result<(i64, i64, String), ApiError> {
-    let bad = || ApiError::invalid("cursor: not a cursor this listing gave out");
-    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?).map_err(|_| bad())?;
-    let mut parts = text.splitn(3, '\u{1e}');
-    let expires = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-    let held = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-    let id = parts.next().ok_or_else(bad)?.to_owned();
-    Ok((expires, held, id))
-}
-
-/// The agents of `caller` that `only` (an agent name, if any) selects:
-/// 404 for an unknown one, 403 for one outside the caller's scope.
-fn agents_of<'a>(state: &'a AppState, caller: &Identity, only: Option<&str>) -> Result<Vec<&'a Agent>, ApiError> {
-    match only.filter(|a| !a.is_empty()) {
-        Some(name) => Ok(vec![state.agent(caller, name)?]),
-        None => Ok(state
-            .agents()
-            .values()
-            .filter(|a| a.is_server_managed() && caller.scope.allows(a.name()))
-            .collect()),
-    }
-}
-
-fn page_size(state: &AppState, limit: Option<usize>) -> usize {
-    limit.unwrap_or(DEFAULT_PAGE).clamp(1, state.limits().max_list)
-}
-
 /// `GET /inbox?agent=&tool=&role=&expired=&mine=&partial=&q=&order=&cursor=&limit=`:
 /// the holds the caller may answer or watch, across its agents.
 pub(crate) async fn inbox(
@@ -361,142 +309,6 @@ pub(crate) async fn inbox(
             principal: caller.principal().map(str::to_owned),
             roles,
         },
-    })
-    .into_response())
-}
-
-/// `GET /audit` query parameters; every filter is optional and they combine.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct AuditFilter {
-    #[serde(default)]
-    agent: Option<String>,
-    #[serde(default)]
-    tool: Option<String>,
-    /// Who acted (the record's actor, else its principal).
-    #[serde(default)]
-    actor: Option<String>,
-    #[serde(default)]
-    decision: Option<String>,
-    #[serde(default)]
-    session_id: Option<String>,
-    /// Only the decisions about this held snapshot; readable by whoever may
-    /// see the hold (an approver too, after it was answered), 404 otherwise.
-    #[serde(default)]
-    snapshot_id: Option<String>,
-    /// Only records at or after this time (RFC 3339).
-    #[serde(default)]
-    since: Option<DateTime<Utc>>,
-    /// Only records before this time (RFC 3339).
-    #[serde(default)]
-    until: Option<DateTime<Utc>>,
-    #[serde(default)]
-    cursor: Option<String>,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
-/// One page of the audit trail, newest first.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AuditPage {
-    items: Vec<AuditRecord>,
-    total: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next_cursor: Option<String>,
-    truncated: bool,
-}
-
-/// Whether `record` is the decision `wanted` names: its wire name, an older
-/// spelling of it (`expired`, `abandoned`), or `settle` for any decision of
-/// a settlement.
-fn is_decision(record: &AuditRecord, wanted: &str) -> bool {
-    let name = record.decision.as_str();
-    name == wanted
-        || (wanted == "settle" && record.settles)
-        || matches!((name, wanted), ("expire", "expired") | ("abandon", "abandoned"))
-}
-
-/// Whether `caller` may read `record` in the whole-trail listing: a
-/// decision on its behalf or by it (an anonymous caller: the unowned ones).
-fn readable(record: &AuditRecord, caller: &Identity) -> bool {
-    match caller.principal() {
-        Some(p) => record.principal.as_deref() == Some(p) || record.actor.as_deref() == Some(p),
-        None => record.principal.is_none(),
-    }
-}
-
-/// `GET /audit?agent=&tool=&actor=&decision=&sessionId=&snapshotId=&since=&until=&cursor=&limit=`:
-/// the decisions the caller made or that were made on its behalf, newest
-/// first; with `snapshotId`, the decisions about that hold for anyone who
-/// may see it (404 for anyone else).
-pub(crate) async fn audit(
-    State(state): State<AppState>,
-    Caller(caller): Caller,
-    ApiQuery(query): ApiQuery<AuditFilter>,
-) -> Result<Response, ApiError> {
-    let after = after_cursor(query.cursor.as_deref())?;
-    let limit = page_size(&state, query.limit);
-    let mut truncated = false;
-    let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
-    let nonempty = |o: &Option<String>| o.clone().filter(|s| !s.is_empty());
-    let (tool, actor, decision) = (nonempty(&query.tool), nonempty(&query.actor), nonempty(&query.decision));
-    let snapshot_id = nonempty(&query.snapshot_id);
-    let caller_roles = roles(&caller);
-    let mut seen_hold = false;
-    for agent in agents_of(&state, &caller, query.agent.as_deref())? {
-        // The hold's own decisions are readable by whoever may see the hold.
-        let hold_visible = match &snapshot_id {
-            Some(id) => agent.snapshot(id, access(&caller, &caller_roles)).await?.is_some(),
-            None => false,
-        };
-        if snapshot_id.is_some() && !hold_visible {
-            continue;
-        }
-        seen_hold |= hold_visible;
-        let records = agent
-            .audit(AuditQuery {
-                session_id: nonempty(&query.session_id),
-                limit: Some(SCAN_LIMIT),
-                ..AuditQuery::default()
-            })
-            .await?;
-        truncated |= records.len() >= SCAN_LIMIT;
-        for r in records {
-            let who = r.actor.as_deref().or(r.principal.as_deref());
-            let keep = (hold_visible || readable(&r, &caller))
-                && snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
-                && tool.as_deref().is_none_or(|t| t == r.tool)
-                && actor.as_deref().is_none_or(|a| who == Some(a))
-                && decision.as_deref().is_none_or(|d| is_decision(&r, d))
-                && query.since.is_none_or(|t| r.at >= t)
-                && query.until.is_none_or(|t| r.at < t);
-            if keep {
-                // Newest first: the key sorts descending by negating time.
-                let at = r.at.timestamp_nanos_opt().unwrap_or(0);
-                rows.push(((0, -at, format!("{}\u{1f}{}", agent.name(), r.id)), r));
-            }
-        }
-    }
-    if let Some(id) = &snapshot_id
-        && rows.is_empty()
-        && !seen_hold
-    {
-        return Err(ApiError::not_found(format!("snapshot {id} not found")));
-    }
-    let total = rows.len();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let start = after.map_or(0, |after| rows.partition_point(|(k, _)| *k <= after));
-    let rest = rows.len() - start;
-    let page: Vec<_> = rows.into_iter().skip(start).take(limit).collect();
-    let next_cursor = (rest > page.len())
-        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
-        .flatten();
-    Ok(reply(AuditPage {
-        items: page.into_iter().map(|(_, r)| r).collect(),
-        total,
-        next_cursor,
-        truncated,
     })
     .into_response())
 }

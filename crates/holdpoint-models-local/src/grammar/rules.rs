@@ -1,29 +1,13 @@
-//! GBNF grammars (llama.cpp's grammar format) generated from JSON Schemas,
-//! for grammar-constrained decoding.
-//!
-//! The JSON the grammars accept is compact with fixed separators (`": "`
-//! and `", "`, no other whitespace), so a weak model cannot wander off
-//! into endless spaces or newlines. Numbers are bounded in length.
-//!
-//! Supported keywords: `type` (a name or a list of names), `properties`
-//! and `required` (properties in declared order, required ones always
-//! present, the others optional; no extra properties), `items`,
-//! `minItems`/`maxItems`, `minLength`/`maxLength`, `enum`, `const`,
-//! `anyOf`/`oneOf` (alternatives) and `allOf` (merged). `$ref`s are
-//! inlined first (a recursive one accepts any value there). Anything
-//! else (patterns, formats, minimum/maximum) is not enforced; an empty or
-//! unknown schema accepts any JSON value.
-//!
-//! One job, kept in one file (a little over 400 lines): the translation's
-//! rules call each other recursively over the schema, and share the
-//! rule-naming and inlining state of one [`Grammar`] being built.
+//! The translation itself: a [`Grammar`] under construction and the rules
+//! it emits for each schema keyword, recursively over the schema, sharing
+//! the rule names and shared rules of the one grammar being built.
 
 use std::collections::HashSet;
 
-use holdpoint::model::ToolDefinition;
 use serde_json::{Map, Value};
 
-use crate::schema::{inline_refs, tool_input};
+use super::merge::{merge_into, merge_siblings};
+use super::text::{compact, compact_key, literal, repeat, rule_name};
 
 /// How deep a schema may nest before the rest accepts any value.
 const MAX_DEPTH: usize = 32;
@@ -31,27 +15,20 @@ const MAX_DEPTH: usize = 32;
 /// grow with the count).
 const MAX_COUNT: u64 = 64;
 
-/// The key of a tool call's name in the output JSON.
-pub const TOOL_KEY: &str = "tool";
-/// The key of a tool call's arguments in the output JSON.
-pub const ARGUMENTS_KEY: &str = "arguments";
-/// The key of a text answer in the output JSON.
-pub const ANSWER_KEY: &str = "answer";
-
 /// Shared rules, defined once when first used.
 const STRING: &str = "string";
 const VALUE: &str = "value";
 
 /// Rules of a grammar under construction.
 #[derive(Debug, Default)]
-struct Grammar {
-    rules: Vec<(String, String)>,
-    names: HashSet<String>,
+pub(super) struct Grammar {
+    pub(super) rules: Vec<(String, String)>,
+    pub(super) names: HashSet<String>,
 }
 
 impl Grammar {
     /// The GBNF text, `root` first.
-    fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let mut out = String::new();
         let root = self.rules.iter().filter(|(n, _)| n == "root");
         let rest = self.rules.iter().filter(|(n, _)| n != "root");
@@ -65,7 +42,7 @@ impl Grammar {
     }
 
     /// Adds a rule under a fresh name derived from `hint`; returns the name.
-    fn add(&mut self, hint: &str, body: String) -> String {
+    pub(super) fn add(&mut self, hint: &str, body: String) -> String {
         let base = rule_name(hint);
         let mut name = base.clone();
         let mut n = 1;
@@ -86,7 +63,7 @@ impl Grammar {
         name.to_owned()
     }
 
-    fn string(&mut self) -> String {
+    pub(super) fn string(&mut self) -> String {
         self.shared(
             "char",
             r#"[^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] )"#,
@@ -120,7 +97,7 @@ impl Grammar {
     }
 
     /// Any JSON value.
-    fn value(&mut self) -> String {
+    pub(super) fn value(&mut self) -> String {
         if !self.names.contains(VALUE) {
             self.names.insert(VALUE.to_owned());
             self.rules.push((
@@ -140,7 +117,7 @@ impl Grammar {
         VALUE.to_owned()
     }
 
-    fn walk(&mut self, schema: &Value, hint: &str, depth: usize) -> String {
+    pub(super) fn walk(&mut self, schema: &Value, hint: &str, depth: usize) -> String {
         let Value::Object(obj) = schema else {
             // `true` (or anything odd) accepts any value; `false` is left
             // permissive too, as a tool schema that rejects everything is
@@ -305,167 +282,7 @@ impl Grammar {
     }
 }
 
-/// What the model may do when the request has tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolMode {
-    /// Call a tool or answer with text (`auto`).
-    CallOrAnswer,
-    /// Call a tool (`required`).
-    MustCall,
-    /// Answer with text (tools offered, but a call is not wanted now).
-    MustAnswer,
-}
-
-/// The grammar of a reply when tools are offered: one JSON object, either
-/// `{"tool": "NAME", "arguments": {…}}` with arguments matching that
-/// tool's input schema, or (unless `mode` is [`ToolMode::MustCall`])
-/// `{"answer": "…"}` (only that for [`ToolMode::MustAnswer`]).
-pub fn tool_grammar(tools: &[ToolDefinition], mode: ToolMode) -> String {
-    let mut g = Grammar::default();
-    g.names.insert("root".to_owned());
-    let mut alts = Vec::new();
-    let callable = if mode == ToolMode::MustAnswer { &[][..] } else { tools };
-    for tool in callable {
-        let schema = tool_input(tool.input_schema.as_ref());
-        let args = g.walk(&schema, &format!("{}-args", tool.name), 0);
-        let head = format!(
-            "{{{}: {}, {}: ",
-            compact_key(TOOL_KEY),
-            compact_key(&tool.name),
-            compact_key(ARGUMENTS_KEY)
-        );
-        alts.push(g.add(
-            &format!("call-{}", tool.name),
-            format!("{} {args} \"}}\"", literal(&head)),
-        ));
-    }
-    if mode != ToolMode::MustCall || alts.is_empty() {
-        let string = g.string();
-        let head = format!("{{{}: ", compact_key(ANSWER_KEY));
-        alts.push(g.add("answer", format!("{} {string} \"}}\"", literal(&head))));
-    }
-    g.rules.push(("root".to_owned(), alts.join(" | ")));
-    g.render()
-}
-
-/// The grammar of a JSON reply matching `schema` (any JSON value when
-/// there is none).
-pub fn json_grammar(schema: Option<&Value>) -> String {
-    let mut g = Grammar::default();
-    g.names.insert("root".to_owned());
-    let shaped = schema.map(inline_refs);
-    let expr = match &shaped {
-        Some(s) => g.walk(s, "output", 0),
-        None => g.value(),
-    };
-    g.rules.push(("root".to_owned(), expr));
-    g.render()
-}
-
-/// `value` as compact JSON.
-fn compact(value: &Value) -> String {
-    value.to_string()
-}
-
-/// A JSON string literal for a key or name.
-fn compact_key(key: &str) -> String {
-    Value::String(key.to_owned()).to_string()
-}
-
-/// A GBNF string literal matching exactly `text`.
-fn literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7F => out.push_str(&format!("\\x{:02X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// A rule name from a hint: ASCII letters, digits and `-` only.
-fn rule_name(hint: &str) -> String {
-    let mut name: String = hint
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    while name.contains("--") {
-        name = name.replace("--", "-");
-    }
-    let name = name.trim_matches('-');
-    if name.is_empty() || name == "root" {
-        format!("r-{name}")
-    } else {
-        name.to_owned()
-    }
-}
-
 /// A non-negative integer keyword, when present and small enough to unroll.
 fn count(obj: &Map<String, Value>, key: &str) -> Option<u64> {
     obj.get(key).and_then(Value::as_u64).map(|n| n.min(MAX_COUNT))
 }
-
-/// A repetition suffix: `*`, `{m,}`, `{m,n}`.
-fn repeat(min: u64, max: Option<u64>) -> String {
-    match (min, max) {
-        (0, None) => "*".to_owned(),
-        (1, None) => "+".to_owned(),
-        (m, None) => format!("{{{m},}}"),
-        (m, Some(n)) => format!("{{{m},{}}}", n.max(m)),
-    }
-}
-
-/// An `anyOf`/`oneOf` option with the keywords of the schema around it
-/// (other than the list itself), as JSON Schema reads them together.
-fn merge_siblings(parent: &Map<String, Value>, option: &Value, list_key: &str) -> Value {
-    let Value::Object(option) = option else {
-        return option.clone();
-    };
-    let mut merged: Map<String, Value> = parent
-        .iter()
-        .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "anyOf" | "oneOf" | "allOf" | "enum" | "const" | "description" | "title"
-            ) && k.as_str() != list_key
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    merge_into(&mut merged, option);
-    Value::Object(merged)
-}
-
-/// Merges `extra` into `base`: `properties` and `required` are combined,
-/// other keywords of `extra` win.
-fn merge_into(base: &mut Map<String, Value>, extra: &Map<String, Value>) {
-    for (key, value) in extra {
-        match (key.as_str(), base.get_mut(key), value) {
-            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
-                for (k, v) in theirs {
-                    mine.insert(k.clone(), v.clone());
-                }
-            }
-            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
-                for v in theirs {
-                    if !mine.contains(v) {
-                        mine.push(v.clone());
-                    }
-                }
-            }
-            _ => {
-                base.insert(key.clone(), value.clone());
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests;

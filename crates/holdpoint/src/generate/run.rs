@@ -1,0 +1,167 @@
+//! The loop's state and its course: a resume first, then iterations until
+//! the model answers, a call pauses, or `max_turns` is hit; on a failure
+//! the history as it stood at the last seam is handed to the seam hook.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::message::{Message, Part, Role};
+use crate::middleware::{Chain, IterationFn, IterationInfo};
+use crate::model::{FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
+
+use super::dispatch::{Dispatcher, Toolset};
+use super::iteration::{Step, iteration};
+use super::{GenerateOptions, Generation, INTERRUPTED_MESSAGE, Resume, resume};
+
+/// The state of one generate loop, lent to each iteration.
+pub(super) struct Loop {
+    pub(super) model: Arc<dyn Model>,
+    pub(super) system: Option<Message>,
+    pub(super) config: Option<Value>,
+    pub(super) dispatcher: Dispatcher,
+    pub(super) usage: Usage,
+    pub(super) index: u32,
+    pub(super) last_request: Option<GenerateRequest>,
+    /// Whether to keep `last_request` (a copy of every request) at all.
+    pub(super) keep_request: bool,
+    /// How long the history was at the last seam. The loop only appends
+    /// after a seam (and marks parts of messages appended since), so
+    /// `history[..seam]` is the history as it stood there.
+    pub(super) seam: Option<usize>,
+}
+
+impl Loop {
+    pub(super) fn request(&self, history: &[Message]) -> GenerateRequest {
+        let mut messages = Vec::with_capacity(history.len() + usize::from(self.system.is_some()));
+        messages.extend(self.system.iter().cloned());
+        messages.extend(history.iter().cloned());
+        let mut req = GenerateRequest::new(messages);
+        req.tools = Arc::clone(&self.dispatcher.tools.definitions);
+        req.config = self.config.clone();
+        req
+    }
+
+    pub(super) fn seam(&mut self, history: &[Message]) {
+        self.seam = Some(history.len());
+    }
+
+    pub(super) fn emit_tool_chunk(&self, parts: Vec<Part>) {
+        let mut chunk = GenerateChunk::new(Role::Tool, parts);
+        chunk.index = Some(self.index);
+        self.dispatcher.sink.send(chunk);
+    }
+
+    pub(super) fn interrupted(&mut self, history: Vec<Message>) -> Generation {
+        Generation {
+            response: GenerateResponse {
+                message: history.last().cloned(),
+                finish_reason: Some(FinishReason::Interrupted),
+                finish_message: Some(INTERRUPTED_MESSAGE.to_owned()),
+                usage: self.usage.clone(),
+                custom: Value::Object(Map::new()),
+                // The loop ends here: hand the request over, no copy.
+                request: self.last_request.take(),
+                latency_ms: None,
+            },
+            messages: history,
+        }
+    }
+}
+
+pub(super) async fn run(
+    options: GenerateOptions,
+    resume: Option<&Resume>,
+    tools: Arc<Toolset>,
+    keep_request: bool,
+) -> Result<Generation> {
+    let mut lp = Loop {
+        model: options.model,
+        system: options.system,
+        config: options.config,
+        dispatcher: Dispatcher {
+            tools,
+            chain: Chain::new(&options.middleware),
+            sink: options.chunks,
+            context: options.context,
+        },
+        usage: Usage::default(),
+        index: 0,
+        last_request: None,
+        keep_request,
+        seam: None,
+    };
+    let mut history = options.messages;
+    let on_seam = options.on_seam;
+    let result = run_loop(&mut lp, &mut history, resume, options.max_turns).await;
+    if result.is_err()
+        && let (Some(hook), Some(at)) = (on_seam, lp.seam)
+        && let Some(kept) = history.get(..at)
+    {
+        hook(kept);
+    }
+    result
+}
+
+/// The loop itself: resume, then model calls and tool rounds until the
+/// model answers or a call pauses.
+async fn run_loop(
+    lp: &mut Loop,
+    history: &mut Vec<Message>,
+    resume: Option<&Resume>,
+    max_turns: u32,
+) -> Result<Generation> {
+    match resume {
+        // The history as given is where a failed loop without a resume
+        // goes back to: nothing of this loop ran yet.
+        None => lp.seam(history),
+        Some(resume) => resume::validate(history, resume)?,
+    }
+    if let Some(resume) = resume {
+        match resume::apply(history, resume, &lp.dispatcher, lp.index).await? {
+            resume::Applied::Interrupted => return Ok(lp.interrupted(std::mem::take(history))),
+            resume::Applied::Continue(tool_message) => {
+                if lp.dispatcher.sink.is_listening() {
+                    lp.emit_tool_chunk(tool_message.content.clone());
+                }
+                history.push(tool_message);
+                lp.index += 1;
+                lp.seam(history);
+            }
+        }
+    }
+
+    let mut rounds: u32 = 0;
+    loop {
+        let step = if lp.dispatcher.chain.is_empty() {
+            iteration(lp, history, &mut rounds, max_turns).await?
+        } else {
+            let chain = lp.dispatcher.chain.clone();
+            let info = IterationInfo {
+                round: rounds,
+                context: Arc::clone(&lp.dispatcher.context),
+            };
+            let mut step = None;
+            let slot = &mut step;
+            let (lp, history, rounds) = (&mut *lp, &mut *history, &mut rounds);
+            let run: IterationFn<'_> = Box::new(move || {
+                Box::pin(async move {
+                    let done = iteration(lp, history, rounds, max_turns).await?;
+                    let report = done.report(history);
+                    *slot = Some(done);
+                    Ok(report)
+                })
+            });
+            chain.call_iteration(info, run).await?;
+            step.ok_or_else(|| {
+                Error::FailedPrecondition(
+                    "a middleware's iteration hook returned without running the iteration (call next.run())".into(),
+                )
+            })?
+        };
+        if let Step::Done(generation) = step {
+            return Ok(*generation);
+        }
+    }
+}
