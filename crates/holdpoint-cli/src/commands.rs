@@ -292,7 +292,8 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 .grant
                 .request()?
                 .ok_or_else(|| CliError::Usage("--grant needs a scope".into()))?;
-            crate::grants::approve(&backend, &d.snapshot, &d.reference, d.reason, grant, cli.json).await
+            let reference = backend.call_ref(&d.snapshot, d.reference.as_deref()).await?;
+            crate::grants::approve(&backend, &d.snapshot, &reference, d.reason, grant, cli.json).await
         }
         Command::Deny(d) if d.grant.grant.is_some() => {
             Err(CliError::Usage("--grant goes with approve, not deny".into()))

@@ -88,8 +88,13 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     // The file's notifications: the outbox of the store, delivered until
     // the server stops; expiry timers are answered by the agent holding the call.
     let notifications = match file {
-        Some(c) => holdpoint_cli::deploy::start_notifications(c, config.store, vec![agent.clone(), support.clone()])
-            .map_err(|e| e.to_string())?,
+        Some(c) => holdpoint_cli::deploy::start_notifications(
+            c,
+            Arc::clone(&config.store),
+            vec![agent.clone(), support.clone()],
+            &metrics,
+        )
+        .map_err(|e| e.to_string())?,
         None => None,
     };
     let mut builder = Server::builder()
@@ -98,6 +103,10 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         .agent(support)
         .data_dir(&config.data_dir)
         .metrics_open(config.metrics_open);
+    // Operators (the `operator` role) see the outbox at /notifications.
+    if notifications.is_some() {
+        builder = builder.notifications(Arc::clone(&config.store));
+    }
     if !config.allowed_hosts.is_empty() {
         builder = builder.allowed_hosts(config.allowed_hosts.iter().cloned());
     }

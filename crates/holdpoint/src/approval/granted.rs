@@ -87,6 +87,7 @@ impl RuleGate {
                 reason: Some(format!("standing grant {} ({})", grant.id, grant.scope.as_str())),
                 held_by: Some(RULE_GATE.to_owned()),
                 settles: false,
+                mcp: crate::session::McpOrigin::of_metadata(self.facts(call).tool_metadata),
                 grant: Some(GrantRef {
                     id: grant.id.clone(),
                     granted_by: grant.granted_by.clone(),
