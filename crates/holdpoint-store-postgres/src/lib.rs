@@ -35,6 +35,7 @@ mod latest;
 mod listen;
 mod options;
 mod outbox;
+mod prune;
 mod read;
 mod schema;
 mod store;

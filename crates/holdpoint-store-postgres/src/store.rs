@@ -22,7 +22,7 @@ use crate::listen::{self, Listening, Watchers};
 use crate::options::PostgresStoreOptions;
 use crate::{outbox, read, schema, write};
 use holdpoint::session::outbox::hold_events;
-use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery};
+use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, PruneOutcome, PruneRequest};
 
 const TARGET: &str = "holdpoint::store::postgres";
 
@@ -322,6 +322,16 @@ impl SessionStore for PostgresStore {
     )]
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
         outbox::list(&self.inner.pool, query).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "prune_sessions", store = "postgres"),
+        err(Display)
+    )]
+    async fn prune_sessions(&self, request: &PruneRequest) -> Result<PruneOutcome> {
+        crate::prune::step(&self.inner.pool, request).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "postgres", event_id = id), err(Display))]

@@ -46,6 +46,7 @@ mod files;
 mod group;
 mod options;
 mod outbox;
+mod prune;
 mod read;
 mod readers;
 mod schema;

@@ -14,6 +14,7 @@ mod basic;
 mod concurrency;
 mod listing;
 mod outbox;
+mod prune;
 mod quorum;
 mod recency;
 mod watch;
@@ -53,6 +54,7 @@ pub use outbox::{
     outbox_events_are_written_with_the_hold, outbox_settles_need_the_claim, outbox_timers_fire_once,
     two_handles_claim_outbox_once,
 };
+pub use prune::prune_deletes_only_old_sessions_that_are_over;
 pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -150,6 +152,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
         outbox_settles_need_the_claim(s).boxed()
     }),
     ("outbox_timers_fire_once", |s| outbox_timers_fire_once(s).boxed()),
+    ("prune_deletes_only_old_sessions_that_are_over", |s| {
+        prune_deletes_only_old_sessions_that_are_over(s).boxed()
+    }),
 ];
 
 /// How long one case may take before it counts as hung.

@@ -14,10 +14,13 @@ use chrono::{DateTime, Utc};
 use super::audit::AuditRecord;
 use super::claim::{ResumeClaim, apply_claim_to};
 use super::listing::filter_snapshots;
+mod prune;
+
 use super::outbox::{
     OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, apply_outcome, apply_retry, decided_events, hold_events,
     lease_lost,
 };
+use super::prune::{PruneOutcome, PruneRequest};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::store::{SessionStore, SnapshotUpdate, WaitingCount};
@@ -453,6 +456,10 @@ impl SessionStore for InMemoryStore {
         *held = None;
         apply_retry(event, Utc::now());
         Ok(Some(event.clone()))
+    }
+
+    async fn prune_sessions(&self, request: &PruneRequest) -> Result<PruneOutcome> {
+        self.lock().prune(request)
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]
