@@ -14,6 +14,7 @@
 //! | `respond SNAPSHOT [REF] --output JSON` | settle the call with an output, without running the tool — how an in-doubt call (one whose effect you checked by hand) is closed |
 //! | `audit [--session S]` | every decision, with principal and reason |
 //! | `serve [--addr A]` | serve the registered agents with the approval page |
+//! | `prune --older-than 30d [--audit] [--dry-run]` | delete sessions that are over and older than the age, in steps (store only) |
 //!
 //! Every listing takes `--json` (otherwise an aligned table) and `--agent
 //! NAME` to filter. While a slow listing runs, a spinner and a count are
@@ -75,6 +76,7 @@ pub mod error;
 pub mod http;
 mod mcp;
 pub mod output;
+pub mod prune;
 mod serve;
 
 use std::process::ExitCode;
