@@ -35,6 +35,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "outbox",
         sql: include_str!("../migrations/0004_outbox.sql"),
     },
+    Migration {
+        version: 8,
+        name: "waiting_by_agent",
+        sql: include_str!("../migrations/0008_waiting_by_agent.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (

@@ -358,6 +358,14 @@ pub fn indexed_snapshot_listings() -> Vec<(SnapshotQuery, &'static str)> {
             },
             "holdpoint_snapshots_waiting",
         ),
+        (
+            SnapshotQuery {
+                agent: Some("agent-7".into()),
+                waiting_only: true,
+                ..Default::default()
+            },
+            "holdpoint_snapshots_waiting_agent",
+        ),
     ]
 }
 
