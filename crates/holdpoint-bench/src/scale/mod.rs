@@ -249,7 +249,11 @@ fn store_kind(url: &str) -> &'static str {
 /// Fills and measures at each size; prints one JSON line per size.
 pub async fn run(run: ScaleRun) -> Result<(), String> {
     let rss_start = crate::sys::rss_bytes();
-    let url = if run.store == "memory" { "memory:" } else { run.store.as_str() };
+    let url = if run.store == "memory" {
+        "memory:"
+    } else {
+        run.store.as_str()
+    };
     let store = holdpoint_stores::open_store(url)
         .await
         .map_err(|e| format!("store {}: {e}", run.store))?;
