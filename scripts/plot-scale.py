@@ -76,15 +76,18 @@ def main():
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
     panels = (
-        (("pendingAgent", "p99Ms"), "pending, first page, one agent (p99)"),
-        (("pendingRole", "latency", "p99Ms"), "pending for one approver role, first page (p99)"),
-        (("auditSession", "p99Ms"), "audit listing of one session (p99)"),
-        (("getSnapshot", "p99Ms"), "getSnapshot by id (p99)"),
+        (("pendingAgent", "p99Ms"), "pending, first page (50), one agent"),
+        (("pendingRole", "latency", "p99Ms"), "pending for one approver role, first page (50)"),
+        (("auditSession", "p99Ms"), "audit listing of one session"),
+        (("getSnapshot", "p99Ms"), "getSnapshot by id"),
     )
     for ax, (path, title) in zip(axes.flat, panels):
-        for store, rows in sorted(runs.items()):
+        for i, (store, rows) in enumerate(sorted(runs.items())):
+            color = f"C{i}"
             xs, ys = series(rows, *path)
-            ax.plot(xs, ys, "-o", label=store)
+            ax.plot(xs, ys, "-o", color=color, label=f"{store} p99")
+            xs, ys = series(rows, *path[:-1], "p50Ms")
+            ax.plot(xs, ys, ":x", color=color, label=f"{store} p50")
         axis(ax, title, "ms", log_y=True)
     fig.text(0.01, 0.005, NOTE, fontsize=7)
     fig.tight_layout(rect=(0, 0.02, 1, 1))

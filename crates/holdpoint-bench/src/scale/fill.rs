@@ -105,7 +105,7 @@ impl Templates {
     /// A stored snapshot id among the first `k + 1` sessions: the hold of
     /// session `k`, or its finished turn.
     pub fn snapshot_id(&self, k: usize) -> String {
-        if k % 10 != 0 && k % 2 == 1 {
+        if !k.is_multiple_of(10) && !k.is_multiple_of(2) {
             format!("{}-d", session(k))
         } else {
             format!("{}-h", session(k))
@@ -123,7 +123,7 @@ impl Templates {
         };
         let owner = format!("user-{}", (i * 7919) % 1000);
         let at = self.base + Duration::milliseconds(10 * i as i64);
-        let waiting = i % 10 == 0;
+        let waiting = i.is_multiple_of(10);
         let mut hold = if waiting { &self.waiting[r] } else { &self.claimed[r] }.clone();
         let hold_id = format!("{id}-h");
         let lease = hold.resume_lease_until.zip(hold.resumed_at).map(|(u, r)| u - r);
@@ -169,8 +169,17 @@ impl Templates {
         (hold, Some((done, audit)))
     }
 
-    /// Writes sessions `from..to`.
+    /// Writes sessions `from..to`, unless an earlier run filled this
+    /// store that far (its last session's hold is there): then the run
+    /// measures the store as it is.
     pub async fn fill(self: &Arc<Self>, store: &Arc<dyn SessionStore>, from: usize, to: usize) -> Result<(), String> {
+        if to > from {
+            let last = format!("{}-h", session(to - 1));
+            if store.get_snapshot(&last).await.map_err(|e| e.to_string())?.is_some() {
+                eprintln!("scale: {to} sessions are there already; not filling");
+                return Ok(());
+            }
+        }
         let mut writers = Vec::new();
         for w in 0..WRITERS {
             let (store, templates) = (Arc::clone(store), Arc::clone(self));
