@@ -10,6 +10,7 @@
 mod cycle;
 mod report;
 mod run;
+mod scale;
 mod sys;
 
 /// mimalloc, as a deployment of the server would run (the default
@@ -75,6 +76,14 @@ struct Args {
     /// default, 10).
     #[arg(long)]
     pool: Option<u32>,
+    /// Fill the store to each of these sizes in turn (comma-separated,
+    /// ascending) and measure there (see `scale`): one JSON line per size.
+    /// --n cycles per cycle measurement, at 1 and at --concurrency.
+    #[arg(long, value_delimiter = ',')]
+    scale: Vec<usize>,
+    /// Samples per latency measurement of --scale.
+    #[arg(long, default_value_t = 200)]
+    samples: usize,
 }
 
 async fn open_store(url: &str, pool: Option<u32>) -> Result<Arc<dyn SessionStore>, String> {
@@ -152,6 +161,16 @@ async fn start_http(
 }
 
 async fn main_async(args: Args) -> Result<(), String> {
+    if !args.scale.is_empty() {
+        return scale::run(scale::ScaleRun {
+            store: args.store,
+            sizes: args.scale,
+            cycles: args.n,
+            samples: args.samples,
+            concurrency: args.concurrency,
+        })
+        .await;
+    }
     // The disk's fsync latency is probed before the store opens (nothing of
     // the run pending) and after the cycles; the floor takes the lower.
     let fsync_before = durable_dir(&args.store)

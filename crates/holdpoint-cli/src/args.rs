@@ -68,6 +68,10 @@ pub enum Command {
     Notifications(NotificationsCommand),
     /// Serve the registered agents over HTTP with the approval page.
     Serve(ServeArgs),
+    /// Delete sessions that are over (completed, failed, aborted; never
+    /// one waiting at a hold or in doubt) and older than --older-than
+    /// (needs --store).
+    Prune(crate::prune::PruneArgs),
 }
 
 /// `notifications …`.

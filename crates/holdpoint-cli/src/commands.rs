@@ -406,6 +406,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
         }
         Command::Notifications(c) => crate::notifications::run(c, cli.json, &backend).await,
         Command::Serve(s) => crate::serve::serve(s, cli.api_key, agents).await,
+        Command::Prune(p) => crate::prune::prune(p, &backend, agent, cli.json).await,
     }
 }
 

@@ -15,6 +15,7 @@
 //! | `audit [--session S]` | every decision, with principal and reason |
 //! | `grants list [--active]` / `grants revoke ID` | standing grants (`approve … --grant session\|principal\|tool [--grant-ttl 1h] [--grant-uses N] [--grant-when CEL]` makes one) |
 //! | `serve [--addr A]` | serve the registered agents with the approval page |
+//! | `prune --older-than 30d [--audit] [--dry-run]` | delete sessions that are over and older than the age, in steps (store only) |
 //!
 //! Every listing takes `--json` (otherwise an aligned table) and `--agent
 //! NAME` to filter. While a slow listing runs, a spinner and a count are
@@ -78,6 +79,7 @@ pub mod http;
 mod mcp;
 mod notifications;
 pub mod output;
+pub mod prune;
 mod serve;
 
 use std::process::ExitCode;

@@ -37,6 +37,7 @@ mod latest;
 mod listen;
 mod options;
 mod outbox;
+mod prune;
 mod read;
 mod schema;
 mod store;

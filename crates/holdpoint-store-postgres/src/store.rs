@@ -24,7 +24,8 @@ use crate::{endpoints, grants, outbox, read, schema, write};
 use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::outbox::hold_events;
 use holdpoint::session::{
-    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats,
+    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats, PruneOutcome,
+    PruneRequest,
 };
 
 const TARGET: &str = "holdpoint::store::postgres";
@@ -325,6 +326,16 @@ impl SessionStore for PostgresStore {
     )]
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
         outbox::list(&self.inner.pool, query).await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "prune_sessions", store = "postgres"),
+        err(Display)
+    )]
+    async fn prune_sessions(&self, request: &PruneRequest) -> Result<PruneOutcome> {
+        crate::prune::step(&self.inner.pool, request).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "postgres", event_id = id), err(Display))]

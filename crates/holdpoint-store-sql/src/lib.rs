@@ -7,4 +7,5 @@
 
 pub mod claim;
 pub mod outbox;
+pub mod prune;
 pub mod row;

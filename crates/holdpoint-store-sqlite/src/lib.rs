@@ -48,6 +48,7 @@ mod grants;
 mod group;
 mod options;
 mod outbox;
+mod prune;
 mod read;
 mod readers;
 mod schema;

@@ -45,6 +45,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "notify_endpoints",
         sql: include_str!("../migrations/0007_notify_endpoints.sql"),
     },
+    Migration {
+        version: 8,
+        name: "waiting_by_agent",
+        sql: include_str!("../migrations/0008_waiting_by_agent.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (

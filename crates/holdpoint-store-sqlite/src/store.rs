@@ -10,8 +10,8 @@ use futures::stream::BoxStream;
 use holdpoint::approval::{Grant, GrantQuery};
 use holdpoint::session::outbox::hold_events;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, ResumeClaim, SessionStore, Snapshot,
-    SnapshotQuery, SnapshotStatus, SnapshotUpdate, WaitingCount, prepare_row,
+    AuditQuery, AuditRecord, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, PruneOutcome, PruneRequest,
+    ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate, WaitingCount, prepare_row,
 };
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::row;
@@ -351,6 +351,18 @@ impl SessionStore for SqliteStore {
             .readers
             .run_blocking("list outbox events", move |conn| crate::outbox::list(conn, &query))
             .await
+    }
+
+    #[tracing::instrument(
+        name = "store",
+        skip_all,
+        fields(op = "prune_sessions", store = "sqlite"),
+        err(Display)
+    )]
+    async fn prune_sessions(&self, request: &PruneRequest) -> Result<PruneOutcome> {
+        request.check()?;
+        let request = request.clone();
+        self.outbox_write(move |conn| crate::prune::step(conn, &request)).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "retry_outbox", store = "sqlite", event_id = id), err(Display))]

@@ -12,7 +12,8 @@ use holdpoint::session::{
     WaitingCount,
 };
 use holdpoint::session::{
-    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats,
+    EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats, PruneOutcome,
+    PruneRequest,
 };
 
 use super::Metrics;
@@ -161,6 +162,10 @@ impl SessionStore for TimedStore {
 
     async fn retry_outbox(&self, id: &str) -> holdpoint::Result<Option<OutboxEvent>> {
         self.timed("retry_outbox", self.inner.retry_outbox(id)).await
+    }
+
+    async fn prune_sessions(&self, request: &PruneRequest) -> holdpoint::Result<PruneOutcome> {
+        self.timed("prune_sessions", self.inner.prune_sessions(request)).await
     }
 
     async fn outbox_stats(&self, now: chrono::DateTime<chrono::Utc>) -> holdpoint::Result<OutboxStats> {

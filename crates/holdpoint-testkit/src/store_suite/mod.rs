@@ -17,6 +17,7 @@ mod grants;
 mod listing;
 mod outbox;
 mod outbox_ops;
+mod prune;
 mod quorum;
 mod recency;
 mod watch;
@@ -61,6 +62,7 @@ pub use outbox::{
     two_handles_claim_outbox_once,
 };
 pub use outbox_ops::outbox_batches_pages_and_stopped_endpoints;
+pub use prune::prune_deletes_only_old_sessions_that_are_over;
 pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
@@ -170,6 +172,8 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("outbox_batches_pages_and_stopped_endpoints", |s| {
         outbox_batches_pages_and_stopped_endpoints(s).boxed()
+    ("prune_deletes_only_old_sessions_that_are_over", |s| {
+        prune_deletes_only_old_sessions_that_are_over(s).boxed()
     }),
 ];
 
@@ -380,6 +384,14 @@ pub fn indexed_snapshot_listings() -> Vec<(SnapshotQuery, &'static str)> {
                 ..Default::default()
             },
             "holdpoint_snapshots_waiting",
+        ),
+        (
+            SnapshotQuery {
+                agent: Some("agent-7".into()),
+                waiting_only: true,
+                ..Default::default()
+            },
+            "holdpoint_snapshots_waiting_agent",
         ),
     ]
 }

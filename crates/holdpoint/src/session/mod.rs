@@ -10,6 +10,7 @@ mod listing;
 mod memory;
 pub mod outbox;
 pub mod patch;
+mod prune;
 mod query;
 mod snapshot;
 mod store;
@@ -26,6 +27,7 @@ pub use outbox::{
     EndpointStop, HoldTimers, OnExpire, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle,
     OutboxState, OutboxStats,
 };
+pub use prune::{MAX_PRUNE_BATCH, PruneOutcome, PruneRequest, prunable, prunable_snapshot};
 pub use query::{AuditQuery, SnapshotQuery};
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,

@@ -12,6 +12,7 @@ use futures::stream::BoxStream;
 use super::audit::AuditRecord;
 use super::claim::{ResumeClaim, claim_update};
 use super::outbox::{EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats};
+use super::prune::{PruneOutcome, PruneRequest};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::write::insert_update;
@@ -253,6 +254,18 @@ pub trait SessionStore: Send + Sync {
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
         let _ = query;
         Err(unsupported("keep an outbox"))
+    }
+
+    /// One step of a prune (docs/reference.md §11.4): examines up to
+    /// `request.batch` sessions after `request.after`, in session-id order,
+    /// and deletes every snapshot of each one whose latest snapshot is
+    /// [`prunable`](super::prunable) — and, with `request.audit`, its audit
+    /// records — in one transaction. A session waiting at a hold, running,
+    /// in doubt, or changed since `older_than` is kept whole; a snapshot
+    /// written while the step runs is never deleted.
+    async fn prune_sessions(&self, request: &PruneRequest) -> Result<PruneOutcome> {
+        let _ = request;
+        Err(unsupported("prune sessions"))
     }
 
     /// Makes row `id` pending again, due now, its attempts reset (an

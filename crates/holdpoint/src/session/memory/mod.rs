@@ -5,6 +5,7 @@
 
 mod grants;
 mod outbox;
+mod prune;
 mod rows;
 mod stored;
 
@@ -225,6 +226,10 @@ impl SessionStore for InMemoryStore {
 
     async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
         Ok(self.lock().retry_outbox(id))
+    }
+
+    async fn prune_sessions(&self, request: &crate::session::PruneRequest) -> Result<crate::session::PruneOutcome> {
+        self.lock().prune(request)
     }
 
     async fn outbox_stats(&self, now: DateTime<Utc>) -> Result<crate::session::OutboxStats> {
