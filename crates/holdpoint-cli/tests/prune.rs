@@ -62,6 +62,8 @@ fn record(session: &str, snapshot: &str) -> AuditRecord {
         reason: None,
         held_by: None,
         settles: false,
+        mcp: None,
+        grant: None,
     }
 }
 

@@ -172,6 +172,7 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("outbox_batches_pages_and_stopped_endpoints", |s| {
         outbox_batches_pages_and_stopped_endpoints(s).boxed()
+    }),
     ("prune_deletes_only_old_sessions_that_are_over", |s| {
         prune_deletes_only_old_sessions_that_are_over(s).boxed()
     }),
