@@ -44,8 +44,30 @@ const SERVER_ERROR: i64 = -32000;
 /// The id of the one request the runtime sends (`register`).
 const REGISTER_ID: &str = "register-1";
 
-/// Opens the WebSocket to the CLI.
+/// Checks that `url` is a `ws://` address on this machine (`localhost` or a
+/// loopback IP), as the CLI's is: the connection gets the run of every
+/// agent with no principal, so it never leaves the machine.
+pub(crate) fn check_loopback(url: &str) -> Result<(), String> {
+    let uri: axum::http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
+    if uri.scheme_str() != Some("ws") {
+        return Err("expected a ws:// URL".into());
+    }
+    let host = uri.host().unwrap_or_default();
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback =
+        host.eq_ignore_ascii_case("localhost") || ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        Ok(())
+    } else {
+        Err(format!(
+            "{host} is not a loopback address; the reflection API stays on this machine"
+        ))
+    }
+}
+
+/// Opens the WebSocket to the CLI (a loopback `ws://` address only).
 pub(crate) async fn connect(url: &str) -> Result<Ws, String> {
+    check_loopback(url)?;
     let (ws, _) = tokio_tungstenite::connect_async(url).await.map_err(|e| e.to_string())?;
     Ok(ws)
 }

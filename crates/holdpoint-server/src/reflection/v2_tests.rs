@@ -236,3 +236,33 @@ async fn v2_errors_cancel_and_reconnect() {
     let (_ws, again) = accept(&listener, "http://127.0.0.1:9").await;
     assert_eq!(again["id"], first["id"]);
 }
+
+#[test]
+fn v2_connects_to_loopback_ws_addresses_only() {
+    for ok in ["ws://localhost:3200", "ws://127.0.0.1:3200", "ws://[::1]:3200"] {
+        assert!(super::v2::check_loopback(ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "ws://example.com:3200",
+        "ws://10.0.0.1:3200",
+        "wss://localhost:3200",
+        "http://localhost:1",
+        "nope",
+    ] {
+        assert!(super::v2::check_loopback(bad).is_err(), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn v2_start_refuses_a_remote_server() {
+    let (agents, _) = bank();
+    let err = Reflection::new()
+        .v2_server("ws://192.0.2.1:3200")
+        .start(agents)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, super::ReflectionError::Connect { reason, .. } if reason.contains("loopback")),
+        "{err}"
+    );
+}
