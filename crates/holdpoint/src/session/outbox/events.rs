@@ -33,6 +33,19 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
         let interrupt = part.interrupt_data().unwrap_or_default();
         let approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
         let expires_at = part.expires_at();
+        // What the timers need is read before the interrupt moves into
+        // the event's data.
+        let at = |key: &str| interrupt.get(key).and_then(Value::as_str).and_then(parse_time);
+        let remind_at = at(REMIND_AT);
+        let escalation = at(ESCALATE_AT).map(|due| {
+            let to = interrupt.get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([]));
+            (due, to)
+        });
+        let on_expire = interrupt
+            .get(ON_EXPIRE)
+            .and_then(Value::as_str)
+            .and_then(OnExpire::parse)
+            .unwrap_or_default();
         let mut data = json!({
             "agent": row.agent,
             "sessionId": row.session_id,
@@ -40,7 +53,7 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
             "ref": req.reference,
             "tool": req.name,
             "input": req.input.clone().unwrap_or(Value::Null),
-            "interrupt": Value::Object(interrupt.clone()),
+            "interrupt": Value::Object(interrupt),
             "approvers": approvers,
             "decisions": [],
         });
@@ -50,49 +63,38 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
         let event = |kind: &str, data: Value, due: DateTime<Utc>| {
             OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)
         };
-        out.push(event(HOLD_CREATED, data.clone(), now));
-        let at = |key: &str| interrupt.get(key).and_then(Value::as_str).and_then(parse_time);
-        if let Some(due) = at(REMIND_AT) {
-            out.push(event(HOLD_REMINDED, data.clone(), due).as_timer());
+        // The timers copy the data; `hold.created` takes it.
+        let mut timers = Vec::new();
+        if let Some(due) = remind_at {
+            timers.push(event(HOLD_REMINDED, data.clone(), due).as_timer());
         }
-        if let Some(due) = at(ESCALATE_AT) {
+        if let Some((due, to)) = escalation {
             let mut escalated = data.clone();
             let mut roles: Vec<Value> = escalated
                 .get(APPROVERS)
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            for extra in interrupt
-                .get(ESCALATE_TO)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for extra in to.as_array().into_iter().flatten() {
                 if !roles.contains(extra) {
                     roles.push(extra.clone());
                 }
             }
             if let Some(obj) = escalated.as_object_mut() {
                 obj.insert(APPROVERS.into(), Value::Array(roles));
-                obj.insert(
-                    ESCALATE_TO.into(),
-                    interrupt.get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([])),
-                );
+                obj.insert(ESCALATE_TO.into(), to);
             }
-            out.push(event(HOLD_ESCALATED, escalated, due).as_timer());
+            timers.push(event(HOLD_ESCALATED, escalated, due).as_timer());
         }
         if let Some(due) = expires_at {
             let mut expired = data.clone();
-            let on_expire = interrupt
-                .get(ON_EXPIRE)
-                .and_then(Value::as_str)
-                .and_then(OnExpire::parse)
-                .unwrap_or_default();
             if let Some(obj) = expired.as_object_mut() {
                 obj.insert(ON_EXPIRE.into(), Value::String(on_expire.as_str().into()));
             }
-            out.push(event(HOLD_EXPIRED, expired, due).as_timer());
+            timers.push(event(HOLD_EXPIRED, expired, due).as_timer());
         }
+        out.push(event(HOLD_CREATED, data, now));
+        out.append(&mut timers);
     }
     out
 }
@@ -107,9 +109,11 @@ pub fn decided_events(snapshot_id: &str, lease_until: DateTime<Utc>, audit: &[Au
         return Vec::new();
     };
     let now = Utc::now();
+    let decisions: Vec<Value> = audit.iter().map(decision_json).collect();
     let mut out: Vec<OutboxEvent> = audit
         .iter()
-        .map(|r| {
+        .zip(&decisions)
+        .map(|(r, decision)| {
             let data = json!({
                 "agent": r.agent,
                 "sessionId": r.session_id,
@@ -119,7 +123,7 @@ pub fn decided_events(snapshot_id: &str, lease_until: DateTime<Utc>, audit: &[Au
                 "input": r.input.clone().unwrap_or(Value::Null),
                 "interrupt": Value::Null,
                 "approvers": [],
-                "decisions": [decision_json(r)],
+                "decisions": [decision.clone()],
             });
             OutboxEvent::new(HOLD_DECIDED, snapshot_id, &r.session_id, r.agent.as_deref(), data, now)
         })
@@ -133,7 +137,7 @@ pub fn decided_events(snapshot_id: &str, lease_until: DateTime<Utc>, audit: &[Au
         "input": Value::Null,
         "interrupt": Value::Null,
         "approvers": [],
-        "decisions": audit.iter().map(decision_json).collect::<Vec<_>>(),
+        "decisions": decisions,
     });
     out.push(
         OutboxEvent::new(
