@@ -124,7 +124,7 @@ pub async fn grants_are_kept_listed_and_revoked(store: Arc<dyn SessionStore>) {
         .into_iter()
         .map(|g| g.id)
         .collect();
-    assert_eq!(ids, [second.id.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&second.id));
     let used = store
         .use_grant(&first.id, Utc::now(), vec![use_record(&first)])
         .await
@@ -183,7 +183,7 @@ pub async fn grant_uses_are_spent_once(store: Arc<dyn SessionStore>) {
         async move { store.use_grant(&g.id, Utc::now(), vec![use_record(&g)]).await }
     });
     let results = join_all(racers).await;
-    let spent: Vec<Grant> = results.into_iter().map(|r| r.expect("use")).flatten().collect();
+    let spent: Vec<Grant> = results.into_iter().filter_map(|r| r.expect("use")).collect();
     assert_eq!(spent.len(), 3, "three uses");
     let mut left: Vec<Option<u32>> = spent.iter().map(|g| g.uses_left).collect();
     left.sort();
