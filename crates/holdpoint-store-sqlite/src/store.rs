@@ -401,8 +401,6 @@ impl SessionStore for SqliteStore {
         self.read_row("read a grant", |conn| crate::grants::get(conn, id))
     }
 
-    /// Read from the database on every call (no cache): a revoke by any
-    /// handle or process is seen by the next read.
     #[tracing::instrument(name = "store", skip_all, fields(op = "list_grants", store = "sqlite"), err(Display))]
     async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
         self.read_row("list grants", |conn| crate::grants::list(conn, query))
@@ -476,31 +474,4 @@ impl SessionStore for SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::options::Synchronous;
-
-    async fn settings(store: &SqliteStore) -> (String, i64) {
-        store
-            .inner
-            .readers
-            .run("read settings", |conn| {
-                let journal: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
-                let sync: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
-                let checkpoint: i64 = conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap();
-                assert_eq!(checkpoint, crate::conn::CHECKPOINT_PAGES);
-                Ok((journal, sync))
-            })
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn wal_and_full_sync_by_default_and_configurable() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path().join("a.db")).await.unwrap();
-        assert_eq!(settings(&store).await, ("wal".to_owned(), 2));
-        let options = SqliteStoreOptions::new(dir.path().join("b.db")).synchronous(Synchronous::Normal);
-        let store = SqliteStore::open_with(options).await.unwrap();
-        assert_eq!(settings(&store).await, ("wal".to_owned(), 1));
-    }
-}
+mod tests;

@@ -4,7 +4,8 @@
 //! store step.
 //!
 //! Invariants: grants are read from the store on every check (no process
-//! cache), so a revoke stops them at once on every replica; a rule whose
+//! cache), so a revoke stops them at once on every replica; a grant
+//! stands in only for holds of the rule it was given under; a rule whose
 //! quorum is more than one, or whose condition failed, always holds (a
 //! grant never stands in for several approvers); under a rule that forbids
 //! self-approval a grant its own session's owner gave does not count.
@@ -60,7 +61,11 @@ impl RuleGate {
             variables: &variables,
         };
         for grant in candidates {
-            if !grant.covers(&facts, now) || (!rule.self_approval && principal == Some(grant.granted_by.as_str())) {
+            // A grant stands in only for holds of the rule it was given
+            // under: another rule's approvers never answered for it.
+            let same_rule = grant.rule.as_ref().is_some_and(|r| r.rule == rule.rule);
+            let own = !rule.self_approval && principal == Some(grant.granted_by.as_str());
+            if !same_rule || own || !grant.covers(&facts, now) {
                 continue;
             }
             // The audit row names the session's latest snapshot: the one

@@ -22,7 +22,7 @@ struct Setup {
 }
 
 /// `payBill` is held for `finance` (never its owner); over 10 000 it needs
-/// two approvers. The user's message is the amount.
+/// two approvers; under 10 it is `legal`'s. The user's message is the amount.
 fn setup() -> Setup {
     let paid = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&paid);
@@ -51,12 +51,13 @@ fn setup() -> Setup {
         name: Some(name.into()),
         tool: Some("payBill".into()),
         when: when.map(str::to_owned),
-        approvers: vec!["finance".into()],
+        approvers: vec![if name == "tiny bills" { "legal" } else { "finance" }.into()],
         quorum,
         self_approval: false,
         ..RuleSpec::default()
     };
     let policy = Policy::new([
+        rule("tiny bills", Some("input.amount < 10"), 1),
         rule("big bills", Some("input.amount > 10000"), 2),
         rule("bills", None, 1),
     ])
@@ -226,6 +227,15 @@ async fn uses_run_out_and_conditions_narrow_a_grant() {
         .await
         .unwrap();
     assert!(active.is_empty());
+}
+
+#[tokio::test]
+async fn a_grant_stands_in_only_for_the_rule_it_was_given_under() {
+    let s = setup();
+    let _ = granted(&s, 50, request(GrantScope::Tool)).await;
+    let small = ask(&s, "alice", None, 5).await;
+    assert!(held(&small), "legal's rule: finance's grant does not answer for it");
+    assert!(!held(&ask(&s, "alice", None, 70).await), "finance's own rule");
 }
 
 #[tokio::test]
