@@ -52,6 +52,9 @@ pub enum ConditionError {
 pub struct Condition {
     source: Arc<str>,
     program: Arc<Program>,
+    /// The names the expression reads as variables: only these are
+    /// converted into the evaluation's scope.
+    reads: Arc<[Box<str>]>,
 }
 
 impl fmt::Debug for Condition {
@@ -74,6 +77,7 @@ impl Condition {
         let program = parsed.map_err(|e| syntax(e.to_string()))?;
         Ok(Condition {
             source: source.into(),
+            reads: program.references().variables().into_iter().map(Box::from).collect(),
             program: Arc::new(program),
         })
     }
@@ -83,13 +87,19 @@ impl Condition {
         &self.source
     }
 
+    /// Whether the expression reads the variable `name` (a condition over
+    /// `input` alone never needs the caller's context converted).
+    pub fn reads(&self, name: &str) -> bool {
+        self.reads.iter().any(|r| &**r == name)
+    }
+
     /// Evaluates the condition with `variables` bound by name.
     pub fn evaluate(&self, variables: &serde_json::Map<String, Value>) -> Result<bool, ConditionError> {
         // The standard functions are registered once per process; each
         // evaluation binds its variables in a scope of its own over them.
         static FUNCTIONS: std::sync::LazyLock<Context<'static>> = std::sync::LazyLock::new(Context::default);
         let mut context = FUNCTIONS.new_inner_scope();
-        for (name, value) in variables {
+        for (name, value) in variables.iter().filter(|(name, _)| self.reads(name)) {
             context
                 .add_variable(name.as_str(), value)
                 .map_err(|e| self.evaluation(e.to_string()))?;
@@ -108,5 +118,35 @@ impl Condition {
             source_text: self.source.to_string(),
             message,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_variables_the_expression_reads_are_taken() {
+        let c = Condition::compile("input.amount > 10 && has(input.to)").unwrap();
+        assert!(c.reads("input"));
+        assert!(!c.reads("context") && !c.reads("principal"));
+        let vars = json!({"input": {"amount": 50, "to": "savings"}, "context": {"auth": {"deep": [1, 2, 3]}}});
+        assert!(c.evaluate(vars.as_object().unwrap()).unwrap());
+
+        let by_role = Condition::compile("'finance' in roles").unwrap();
+        assert!(by_role.reads("roles") && !by_role.reads("input"));
+        let vars = json!({"input": {}, "roles": ["finance"]});
+        assert!(by_role.evaluate(vars.as_object().unwrap()).unwrap());
+    }
+
+    #[test]
+    fn a_variable_read_but_not_given_is_an_evaluation_error() {
+        let c = Condition::compile("principal == 'alice'").unwrap();
+        let vars = json!({"input": {}});
+        assert!(matches!(
+            c.evaluate(vars.as_object().unwrap()),
+            Err(ConditionError::Evaluation { .. })
+        ));
     }
 }
