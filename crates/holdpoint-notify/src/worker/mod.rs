@@ -135,7 +135,6 @@ impl Worker {
     /// returns how many were claimed.
     pub async fn run_once(&self) -> holdpoint::Result<usize> {
         let options = &self.notifier.options;
-        self.stops.refresh(self.store.as_ref(), options.poll_interval).await;
         let leases = self
             .store
             .claim_outbox(Utc::now(), options.batch, options.lease)
@@ -144,6 +143,10 @@ impl Worker {
         if n == 0 {
             return Ok(0);
         }
+        // Each batch reads the stops after its claim: an operator's
+        // re-enable (one transaction with the retry) applies to the next
+        // batch on every worker, never skipped by a stale read.
+        self.stops.refresh(self.store.as_ref(), std::time::Duration::ZERO).await;
         self.metrics.claimed(n as u64);
         let settles: Vec<OutboxSettle> = futures::stream::iter(leases)
             .map(|lease| self.handle(lease))

@@ -1,6 +1,6 @@
 //! Endpoints stopped for good (HTTP 410), shared through the store: a stop
 //! one worker records holds for every replica and after a restart, and an
-//! operator's re-enable reaches every worker at its next refresh.
+//! operator's re-enable reaches every worker with its next batch.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,9 +30,8 @@ impl Stops {
     }
 
     /// Reads the store's stops again when the last read is older than
-    /// `every` (the poll interval: a re-enable reaches every worker within
-    /// it). A store without an outbox has none; a failed read keeps the
-    /// last one.
+    /// `every` (zero: always). A store without an outbox has none; a failed
+    /// read keeps the last one.
     pub(super) async fn refresh(&self, store: &dyn SessionStore, every: Duration) {
         let fresh = self.lock().read_at.is_some_and(|t| t.elapsed() < every);
         if fresh {
