@@ -1,4 +1,8 @@
 //! [`PostgresStore`]: the `SessionStore` over a PostgreSQL pool.
+//!
+//! One job, kept whole though it runs past 400 lines: the trait's methods,
+//! each a few lines that hand the work to the committer, a reader or a
+//! sibling module holding the SQL.
 
 use std::sync::Arc;
 

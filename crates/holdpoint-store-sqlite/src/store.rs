@@ -1,4 +1,8 @@
 //! [`SqliteStore`]: the `SessionStore` over one SQLite file.
+//!
+//! One job, kept whole though it runs past 400 lines: the trait's methods,
+//! each a few lines that hand the work to the writer or a reader; the SQL
+//! and the batching live in the sibling modules.
 
 use std::path::Path;
 use std::sync::Arc;
