@@ -111,6 +111,35 @@ impl SessionStore for CountingStore {
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.inner.insert_snapshot(id, row).await
     }
+    async fn save_snapshot_audited(
+        &self,
+        id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> holdpoint::Result<Option<Snapshot>> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.inner.save_snapshot_audited(id, update, audit).await
+    }
+    // A policy's gate reads the standing grants before it holds a call:
+    // forwarded, so the policy cycle pays that read as a deployment does.
+    async fn list_grants(
+        &self,
+        query: &holdpoint::approval::GrantQuery,
+    ) -> holdpoint::Result<Vec<holdpoint::approval::Grant>> {
+        self.inner.list_grants(query).await
+    }
+    async fn get_grant(&self, id: &str) -> holdpoint::Result<Option<holdpoint::approval::Grant>> {
+        self.inner.get_grant(id).await
+    }
+    async fn use_grant(
+        &self,
+        id: &str,
+        now: chrono::DateTime<chrono::Utc>,
+        audit: Vec<AuditRecord>,
+    ) -> holdpoint::Result<Option<holdpoint::approval::Grant>> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.inner.use_grant(id, now, audit).await
+    }
 }
 
 /// The scripted model of the workload: turn 1 asks for the transfer, turn 2
