@@ -114,7 +114,8 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     if let Some(key) = &config.api_key
         && !keys.contains(key)
     {
-        keys = keys.key(key, "operator");
+        // The operator's key may also see and steer the notification pipe.
+        keys = keys.key_with_roles(key, "operator", [holdpoint_server::OPERATOR_ROLE]);
     }
     let authenticated = !keys.is_empty() || file.is_some_and(|c| c.jwt().is_some());
     if !keys.is_empty() {
