@@ -1,8 +1,12 @@
 //! The `banking` binary, driven as a user would: answers piped on stdin.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
+
+use common::serve;
 
 fn banking(args: &[&str], stdin: &str) -> (bool, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_banking"))
@@ -68,50 +72,6 @@ fn demo_shows_three_ways_to_resume() {
     let (ok, out, err) = banking(&["demo"], "");
     assert!(ok, "{out}\n{err}");
     assert_eq!(out.matches("assistant: Done: txn-123").count(), 3, "{out}");
-}
-
-/// A running `banking serve` on a free loopback port, killed on drop.
-struct Served {
-    child: std::process::Child,
-    base: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(extra: &[&str]) -> Served {
-    use std::io::BufRead;
-    let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_banking"))
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .args(extra)
-        .env("XDG_DATA_HOME", data.path())
-        .env_remove("GEMINI_API_KEY")
-        .env_remove("GOOGLE_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("HOLDPOINT_MODEL")
-        .env_remove("HOLDPOINT_STORE")
-        .env_remove("HOLDPOINT_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap();
-    let base = url.split("/agents").next().unwrap().to_owned();
-    std::thread::spawn(move || for _ in lines {});
-    Served {
-        child,
-        base,
-        _data: data,
-    }
 }
 
 #[tokio::test]

@@ -10,8 +10,10 @@
 //! in `echo`, then answers with what the tool returned.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -103,51 +105,20 @@ async fn model_server() -> (String, Requests) {
     (format!("http://{addr}/v1"), seen)
 }
 
-struct Served {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(config: &std::path::Path, data: &std::path::Path, model_url: &str) -> Served {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_banking"))
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "memory:",
-            "--model",
-            "openai/gpt-4o-mini",
-        ])
+/// `banking serve --config` on the local model server, its log on
+/// standard error.
+fn serve(config: &std::path::Path, model_url: &str) -> common::Served {
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = common::serve_command(&data);
+    cmd.args(["--store", "memory:", "--model", "openai/gpt-4o-mini"])
         .arg("--config")
         .arg(config)
         .arg("--data-dir")
-        .arg(data)
-        .env("XDG_DATA_HOME", data)
+        .arg(data.path())
         .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
         .env("OPENAI_BASE_URL", model_url)
-        .env_remove("HOLDPOINT_MODEL")
-        .env_remove("HOLDPOINT_STORE")
-        .env_remove("HOLDPOINT_API_KEY")
-        .env_remove("HOLDPOINT_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap();
-    let base = url.split("/agents").next().unwrap().to_owned();
-    std::thread::spawn(move || for _ in lines {});
-    Served { child, base }
+        .stderr(Stdio::inherit());
+    common::start(cmd, data)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +156,7 @@ self_approval = false
         ),
     )
     .unwrap();
-    let served = serve(&config, dir.path(), &model_url);
+    let served = serve(&config, &model_url);
     let http = reqwest::Client::new();
     let agent_url = format!("{}/agents/bankingAgent", served.base);
 

@@ -4,50 +4,14 @@
 //! both turns.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::{Command, Stdio};
+mod common;
+
+use common::Served;
 
 use serde_json::{Value, json};
 
-struct Served {
-    child: std::process::Child,
-    base: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve() -> Served {
-    use std::io::BufRead;
-    let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_banking"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--store", "memory:"])
-        .env("XDG_DATA_HOME", data.path())
-        .env_remove("GEMINI_API_KEY")
-        .env_remove("GOOGLE_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("HOLDPOINT_MODEL")
-        .env_remove("HOLDPOINT_STORE")
-        .env_remove("HOLDPOINT_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap();
-    let base = url.split("/agents").next().unwrap().to_owned();
-    std::thread::spawn(move || for _ in lines {});
-    Served {
-        child,
-        base,
-        _data: data,
-    }
+    common::serve(&["--store", "memory:"])
 }
 
 async fn post(http: &reqwest::Client, url: &str, body: Value) -> Value {
