@@ -111,6 +111,10 @@ impl SessionStore for CountingStore {
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.inner.insert_snapshot(id, row).await
     }
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> holdpoint::Result<Vec<Snapshot>> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.inner.insert_snapshots(rows).await
+    }
     async fn save_snapshot_audited(
         &self,
         id: &str,

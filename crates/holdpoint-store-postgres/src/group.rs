@@ -211,7 +211,7 @@ const WRITE: &str = "WITH inserted AS ( \
 /// Runs [`WRITE`] for `ops`; returns the indexes (into `ops`) of the writes
 /// that took (a row written, a claim made), so a batch of one op is `[0]`
 /// exactly when it took.
-async fn write(pool: &PgPool, ops: &[Op]) -> std::result::Result<Vec<usize>, sqlx::Error> {
+async fn write<'e>(pool: impl sqlx::PgExecutor<'e>, ops: &[Op]) -> std::result::Result<Vec<usize>, sqlx::Error> {
     let mut rows = RowArrays::default();
     let mut claims = ClaimArrays::default();
     let mut events = OutboxArrays::default();
@@ -275,6 +275,24 @@ async fn write(pool: &PgPool, ops: &[Op]) -> std::result::Result<Vec<usize>, sql
             (None, None) => None,
         })
         .collect())
+}
+
+/// Inserts every row of `inserts` or none: [`WRITE`] in a transaction of
+/// its own (one commit), rolled back when any id is taken. `Ok(false)`
+/// then, with nothing written. Outside the group commit: these batches
+/// are a parent's write carrying its sub-agents' rows, rare next to the
+/// single writes the committer groups.
+pub(crate) async fn insert_all(pool: &PgPool, inserts: Vec<Insert>) -> Result<bool> {
+    let what = format!("insert {} snapshots", inserts.len());
+    let ops: Vec<Op> = inserts.into_iter().map(|i| Op::Insert(Box::new(i))).collect();
+    let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
+    let taken = write(&mut *tx, &ops).await.map_err(|e| store_error(&what, e))?;
+    if taken.len() != ops.len() {
+        tx.rollback().await.map_err(|e| store_error(&what, e))?;
+        return Ok(false);
+    }
+    tx.commit().await.map_err(|e| store_error(&what, e))?;
+    Ok(true)
 }
 
 /// A batch index as the statement's `int4` (batches are at most

@@ -216,6 +216,30 @@ impl SessionStore for PostgresStore {
         Ok(row)
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "insert_snapshots", store = "postgres", rows = rows.len()), err(Display))]
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> Result<Vec<Snapshot>> {
+        let mut written = Vec::with_capacity(rows.len());
+        let mut inserts = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            let row = prepare_row(&id, None, row)?;
+            let cols = Columns::of(&row)?;
+            let events = outbox::columns(&hold_events(false, &row))?;
+            inserts.push(Insert { cols, events });
+            written.push(row);
+        }
+        if !crate::group::insert_all(&self.inner.pool, inserts).await? {
+            let taken = written
+                .iter()
+                .map(|r| r.snapshot_id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(holdpoint::Error::FailedPrecondition(format!(
+                "one of snapshots {taken} already exists; nothing was written"
+            )));
+        }
+        Ok(written)
+    }
+
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "postgres", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         // LISTEN first, read second: a change committed after the read is

@@ -242,6 +242,23 @@ impl SessionStore for SqliteStore {
             .ok_or_else(|| Error::Internal(format!("sqlite store: snapshot {snapshot_id} was not written")))
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "insert_snapshots", store = "sqlite", rows = rows.len()), err(Display))]
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> Result<Vec<Snapshot>> {
+        // Built and encoded here, as for one insert; the batch writes them
+        // all or none, in one transaction of the group commit.
+        let mut written = Vec::with_capacity(rows.len());
+        let mut encoded = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            let row = prepare_row(&id, None, row)?;
+            let cols = row::Columns::of(&row)?;
+            let events = crate::outbox::columns(&hold_events(false, &row))?;
+            encoded.push((cols, events));
+            written.push(row);
+        }
+        self.inner.writer.write(Op::InsertAll { rows: encoded }).await?;
+        Ok(written)
+    }
+
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "sqlite", snapshot_id = snapshot_id), err(Display))]
     async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         let current = self

@@ -86,6 +86,10 @@ impl SessionStore for TimedStore {
             .await
     }
 
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> holdpoint::Result<Vec<Snapshot>> {
+        self.timed("insert_snapshots", self.inner.insert_snapshots(rows)).await
+    }
+
     async fn count_waiting(&self, agent: Option<&str>) -> holdpoint::Result<WaitingCount> {
         self.timed("count_waiting", self.inner.count_waiting(agent)).await
     }

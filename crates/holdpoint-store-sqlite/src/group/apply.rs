@@ -6,6 +6,7 @@ use holdpoint::session::outbox::decided_events;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, insert_refused};
 use holdpoint_store_sql::claim;
 use holdpoint_store_sql::outbox::OutboxColumns;
+use holdpoint_store_sql::row::Columns;
 use rusqlite::Connection;
 
 use super::{Op, control};
@@ -34,6 +35,7 @@ pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Sna
             outbox::insert(conn, &events).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
             Ok(Some(*row))
         }
+        Op::InsertAll { rows } => insert_all(conn, &rows).map(|()| None),
         Op::Claim { claim, audit } => {
             let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, &audit))
                 .map_err(Fail::Caller)?;
@@ -60,6 +62,24 @@ pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Sna
             Ok(None)
         }
     }
+}
+
+/// Every row or none, inside a savepoint: the first id found taken undoes
+/// the rows inserted before it and fails only this write's caller.
+fn insert_all(conn: &Connection, rows: &[(Columns, Vec<OutboxColumns>)]) -> std::result::Result<(), Fail> {
+    let step = |sql: &str| control(conn, sql).map_err(|e| Fail::Batch(store_error("insert snapshots", e)));
+    step("SAVEPOINT holdpoint_insert_all")?;
+    for (cols, events) in rows {
+        let what = || format!("save snapshot {}", cols.snapshot_id);
+        let inserted = write::insert(conn, cols).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+        if !inserted {
+            step("ROLLBACK TO holdpoint_insert_all")?;
+            step("RELEASE holdpoint_insert_all")?;
+            return Err(Fail::Caller(insert_refused(&cols.snapshot_id)));
+        }
+        outbox::insert(conn, events).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    }
+    step("RELEASE holdpoint_insert_all")
 }
 
 /// A first claim of a resume without decoding the row: refused when the

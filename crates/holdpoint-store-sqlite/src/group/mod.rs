@@ -66,6 +66,10 @@ pub(crate) enum Op {
         cols: Box<Columns>,
         events: Vec<OutboxColumns>,
     },
+    /// `insert_snapshots`: insert every row (with its outbox rows) only if
+    /// no row has any of their ids, inside a savepoint: all or none. The
+    /// caller keeps the rows it hears back.
+    InsertAll { rows: Vec<(Columns, Vec<OutboxColumns>)> },
     /// `claim_resume`: claim row `id` and append `audit`, both or neither.
     Claim {
         claim: ResumeClaim,

@@ -145,6 +145,57 @@ pub async fn inserts_write_an_id_once(store: Arc<dyn SessionStore>) {
     race_inserts(std::slice::from_ref(&store), &fresh_id("insert-race"), &session).await;
 }
 
+/// `insert_snapshots` writes every row under its id, in order, or none:
+/// one id taken (or named twice) refuses the whole batch with
+/// `FAILED_PRECONDITION` and leaves the store as it was. (The trait's
+/// default for stores that do not override it is weaker; every store of
+/// this repository makes it one step.)
+pub async fn batch_inserts_write_all_or_none(store: Arc<dyn SessionStore>) {
+    let session = fresh_session();
+    let (a, b, c) = (fresh_id("batch-a"), fresh_id("batch-b"), fresh_id("batch-c"));
+    let rows = vec![
+        (a.clone(), snapshot(&session)),
+        (b.clone(), snapshot(&fresh_session())),
+        (c.clone(), snapshot(&session)),
+    ];
+    let written = store.insert_snapshots(rows).await.expect("batch insert failed");
+    let ids: Vec<&str> = written.iter().map(|r| r.snapshot_id.as_str()).collect();
+    assert_eq!(ids, [a.as_str(), b.as_str(), c.as_str()], "the rows come back in order");
+    for row in &written {
+        assert_eq!(&get_present(&*store, &row.snapshot_id).await, row);
+    }
+
+    // One taken id in the middle: nothing of the batch is written.
+    let (d, e) = (fresh_id("batch-d"), fresh_id("batch-e"));
+    let mut taken = snapshot(&session);
+    taken.state.as_mut().expect("state").custom = json!({"n": 9});
+    let err = store
+        .insert_snapshots(vec![
+            (d.clone(), snapshot(&session)),
+            (b.clone(), taken),
+            (e.clone(), snapshot(&session)),
+        ])
+        .await
+        .expect_err("a batch naming a taken id is refused");
+    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+    for id in [&d, &e] {
+        assert!(
+            store.get_snapshot(id).await.expect("read").is_none(),
+            "{id} was written"
+        );
+    }
+    assert_eq!(get_present(&*store, &b).await, written[1], "the taken row is unchanged");
+
+    // The same new id twice: refused whole.
+    let f = fresh_id("batch-f");
+    let err = store
+        .insert_snapshots(vec![(f.clone(), snapshot(&session)), (f.clone(), snapshot(&session))])
+        .await
+        .expect_err("a batch naming one id twice is refused");
+    assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
+    assert!(store.get_snapshot(&f).await.expect("read").is_none(), "{f} was written");
+}
+
 /// `RACERS` inserts of one id split over two handles: one winner.
 pub async fn two_handles_insert_once(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
     race_inserts(&[a, b], &fresh_id("insert-race-2"), &fresh_session()).await;

@@ -49,10 +49,10 @@ pub use claim::{
     in_doubt_looks_past_a_died_detached_row, lapsed_claims_are_in_doubt_and_taken_over_once,
 };
 pub use concurrency::{
-    RACERS, concurrent_claim_resumes_have_one_winner, concurrent_claims_have_one_winner,
-    concurrent_creators_of_one_id_serialise, concurrent_increments_all_land, inserts_write_an_id_once,
-    two_handles_claim_once, two_handles_claim_resume_once, two_handles_increment, two_handles_insert_once,
-    two_handles_see_each_other,
+    RACERS, batch_inserts_write_all_or_none, concurrent_claim_resumes_have_one_winner,
+    concurrent_claims_have_one_winner, concurrent_creators_of_one_id_serialise, concurrent_increments_all_land,
+    inserts_write_an_id_once, two_handles_claim_once, two_handles_claim_resume_once, two_handles_increment,
+    two_handles_insert_once, two_handles_see_each_other,
 };
 pub use grants::{
     audited_saves_write_both_or_neither, expired_grants_are_never_used, grant_uses_are_spent_once,
@@ -131,6 +131,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
         concurrent_claim_resumes_have_one_winner(s).boxed()
     }),
     ("inserts_write_an_id_once", |s| inserts_write_an_id_once(s).boxed()),
+    ("batch_inserts_write_all_or_none", |s| {
+        batch_inserts_write_all_or_none(s).boxed()
+    }),
     ("list_filters_and_orders", |s| list_filters_and_orders(s).boxed()),
     ("list_waiting_only", |s| list_waiting_only(s).boxed()),
     ("count_waiting_matches_the_listing", |s| {

@@ -240,7 +240,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     if let Some(actor) = actor {
         run_context.insert(ACTOR.to_owned(), Value::String(actor));
     }
-    let out = agent.drive(session, input, run_context).await?;
+    let out = agent.drive(session, input, run_context, None).await?;
     match grant {
         Some(grant) => {
             store.insert_grant(grant.clone()).await?;

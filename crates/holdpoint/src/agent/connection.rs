@@ -88,6 +88,7 @@ impl Connection {
             responder: Responder::new(chunk_tx),
             output: Some(output_tx),
             ended: Arc::clone(&ended),
+            parent: None,
         };
         let handle = tokio::spawn(worker::run(def, session, context, io));
         Connection {

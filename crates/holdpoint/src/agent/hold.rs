@@ -121,6 +121,12 @@ impl Hold {
         }
     }
 
+    /// Whether the claim took over a lapsed one (a settlement): its outcome
+    /// may replace the unfinished row of the resume it took over.
+    pub(crate) fn takes_over(&self) -> bool {
+        self.takeover
+    }
+
     /// The id the turn's outcome is written under.
     pub(crate) fn successor(&self) -> String {
         successor_id(&self.snapshot_id)
@@ -155,7 +161,7 @@ impl Hold {
     /// What writing the outcome under [`successor`](Self::successor) failed
     /// with, said for the caller: an id already taken means the claim was
     /// taken over and its outcome written first.
-    fn outcome_refused(&self, error: Error) -> Error {
+    pub(crate) fn outcome_refused(&self, error: Error) -> Error {
         match error {
             Error::FailedPrecondition(_) => Error::FailedPrecondition(format!(
                 "the claim on snapshot {} was taken over and its outcome written first (snapshot {}); \

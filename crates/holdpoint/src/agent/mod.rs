@@ -297,7 +297,22 @@ impl Agent {
         input.validate()?;
         let RunOptions { init, context } = options;
         let session = load::load(&self.def, init, principal_of(&context)).await?;
-        self.drive(session, input, context).await
+        self.drive(session, input, context, None).await
+    }
+
+    /// [`run_with`](Self::run_with) as a foreground sub-agent call: the
+    /// child's outcome row goes to `parent`, its parent's turn, to be
+    /// written with the parent's own (see `subagent::defer`).
+    pub(crate) async fn run_as_child(
+        &self,
+        input: AgentInput,
+        options: RunOptions,
+        parent: Option<Arc<subagent::ChildWrites>>,
+    ) -> Result<AgentOutput> {
+        input.validate()?;
+        let RunOptions { init, context } = options;
+        let session = load::load(&self.def, init, principal_of(&context)).await?;
+        self.drive(session, input, context, parent).await
     }
 
     /// Runs one input on a loaded session in the caller's task (only what
@@ -307,9 +322,10 @@ impl Agent {
         session: load::Session,
         input: AgentInput,
         context: Map<String, Value>,
+        parent: Option<Arc<subagent::ChildWrites>>,
     ) -> Result<AgentOutput> {
         let held_since = input.resume.as_ref().filter(|r| !r.is_empty()).and(session.saved_at);
-        let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input);
+        let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input, parent);
         let out = tokio::select! {
             biased;
             () = &mut work => {

@@ -44,7 +44,7 @@ pub(super) async fn settle(
     input.validate()?;
     let mut session = load::from_snapshot(snapshot, principal);
     session.holds = Holds::InDoubt;
-    agent.drive(session, input, context).await
+    agent.drive(session, input, context, None).await
 }
 
 /// `FAILED_PRECONDITION`, saying why, unless `snapshot`'s calls are in

@@ -122,6 +122,24 @@ pub trait SessionStore: Send + Sync {
             .ok_or_else(|| Error::Internal(format!("snapshot {snapshot_id} was not written")))
     }
 
+    /// Writes each `(id, row)` as a new row, as
+    /// [`insert_snapshot`](Self::insert_snapshot) does, in order, and
+    /// returns the rows written. Durable stores write them in one
+    /// transaction: every row or none (`FAILED_PRECONDITION`, nothing
+    /// written, when any id is taken). A sub-agent's rows are written
+    /// with its parent's this way, so a parent's paused snapshot is never
+    /// durable without the child snapshot it names (docs/reference.md
+    /// §16.8). The default inserts them one by one and stops at the first
+    /// refusal, the rows before it staying written (what writing each
+    /// level on its own did); stores override it to make it one step.
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> Result<Vec<Snapshot>> {
+        let mut written = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            written.push(self.insert_snapshot(&id, row).await?);
+        }
+        Ok(written)
+    }
+
     /// Requests an abort: `pending` becomes `aborting` (the worker then
     /// writes `aborted`); other rows are unchanged. Returns the status the
     /// row had, or `None` when there is no such row.

@@ -499,6 +499,151 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }
 
+/// A store that records the snapshot ids each write carried (a claim as
+/// `claim:ID`), in order.
+struct Recording {
+    inner: Arc<dyn SessionStore>,
+    writes: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+impl Recording {
+    fn note(&self, ids: Vec<String>) {
+        self.writes.lock().unwrap().push(ids);
+    }
+
+    fn take(&self) -> Vec<Vec<String>> {
+        std::mem::take(&mut *self.writes.lock().unwrap())
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Recording {
+    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<holdpoint::session::Snapshot>> {
+        self.inner.get_snapshot(id).await
+    }
+    async fn get_latest_snapshot(&self, session: &str) -> holdpoint::Result<Option<holdpoint::session::Snapshot>> {
+        self.inner.get_latest_snapshot(session).await
+    }
+    async fn save_snapshot(
+        &self,
+        id: Option<&str>,
+        update: holdpoint::session::SnapshotUpdate,
+    ) -> holdpoint::Result<Option<holdpoint::session::Snapshot>> {
+        let saved = self.inner.save_snapshot(id, update).await?;
+        if let Some(row) = &saved {
+            self.note(vec![row.snapshot_id.clone()]);
+        }
+        Ok(saved)
+    }
+    async fn watch_status(
+        &self,
+        id: &str,
+    ) -> holdpoint::Result<futures::stream::BoxStream<'static, holdpoint::session::SnapshotStatus>> {
+        self.inner.watch_status(id).await
+    }
+    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<holdpoint::session::Snapshot>> {
+        self.inner.list_snapshots(query).await
+    }
+    async fn append_audit(&self, records: Vec<holdpoint::session::AuditRecord>) -> holdpoint::Result<()> {
+        self.inner.append_audit(records).await
+    }
+    async fn list_audit(
+        &self,
+        query: &holdpoint::session::AuditQuery,
+    ) -> holdpoint::Result<Vec<holdpoint::session::AuditRecord>> {
+        self.inner.list_audit(query).await
+    }
+    async fn claim_resume(
+        &self,
+        claim: holdpoint::session::ResumeClaim,
+        audit: Vec<holdpoint::session::AuditRecord>,
+    ) -> holdpoint::Result<()> {
+        let id = format!("claim:{}", claim.snapshot_id);
+        self.inner.claim_resume(claim, audit).await?;
+        self.note(vec![id]);
+        Ok(())
+    }
+    async fn insert_snapshot(
+        &self,
+        id: &str,
+        row: holdpoint::session::Snapshot,
+    ) -> holdpoint::Result<holdpoint::session::Snapshot> {
+        let written = self.inner.insert_snapshot(id, row).await?;
+        self.note(vec![id.to_owned()]);
+        Ok(written)
+    }
+    async fn insert_snapshots(
+        &self,
+        rows: Vec<(String, holdpoint::session::Snapshot)>,
+    ) -> holdpoint::Result<Vec<holdpoint::session::Snapshot>> {
+        let ids = rows.iter().map(|(id, _)| id.clone()).collect();
+        let written = self.inner.insert_snapshots(rows).await?;
+        self.note(ids);
+        Ok(written)
+    }
+}
+
+/// Each level's row is written in one step with its parent's (§16.8):
+/// the three paused snapshots of a hold two levels deep in one write,
+/// innermost first, and the three outcomes of its resume in another;
+/// besides those, only the claims (one per level) write.
+pub async fn levels_are_written_in_one_step(store: Arc<dyn SessionStore>) {
+    let recording = Arc::new(Recording {
+        inner: store,
+        writes: std::sync::Mutex::default(),
+    });
+    let t = tree_on(Arc::clone(&recording) as Arc<dyn SessionStore>, 2, None);
+    let held = t.root.run_text("Transfer $500 to my savings account.").await.unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted, "{held:?}");
+    let root_paused = held.snapshot_id.clone().unwrap();
+    let outer = SurfacedHold::of(&held.interrupts()[0]).unwrap();
+    let inner = SurfacedHold::of(&outer.interrupts[0]).unwrap();
+    assert_eq!(
+        recording.take(),
+        vec![vec![
+            inner.snapshot_id.clone(),
+            outer.snapshot_id.clone(),
+            root_paused.clone()
+        ]],
+        "the pause of three levels is one write"
+    );
+    for id in [&inner.snapshot_id, &outer.snapshot_id, &root_paused] {
+        assert!(waiting(&t.store, id).await, "{id} is durable and waiting");
+    }
+
+    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let done = t
+        .root
+        .run(answer(&[&entry], true), AgentInit::snapshot(root_paused.clone()))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    let latest = |agent: &Agent, session: String| {
+        let agent = agent.clone();
+        async move {
+            agent
+                .latest_snapshot(&session, Access::Full)
+                .await
+                .unwrap()
+                .unwrap()
+                .snapshot_id
+        }
+    };
+    let outcomes = vec![
+        latest(&t.banking, inner.session_id.clone()).await,
+        latest(t.middle.as_ref().unwrap(), outer.session_id.clone()).await,
+        done.snapshot_id.clone().unwrap(),
+    ];
+    let claims = [&root_paused, &outer.snapshot_id, &inner.snapshot_id].map(|id| vec![format!("claim:{id}")]);
+    let mut expected: Vec<Vec<String>> = claims.to_vec();
+    expected.push(outcomes);
+    assert_eq!(
+        recording.take(),
+        expected,
+        "each level claims once, outermost first, and the outcomes are one write"
+    );
+}
+
 /// Runs `case` on a fresh in-memory store, SQLite file and (when
 /// configured) PostgreSQL database.
 macro_rules! on_every_store {
@@ -538,6 +683,7 @@ on_every_store!(
     concurrent_double_answer_runs_inner_once,
     dying_mid_resume_leaves_the_child_in_doubt,
     abandoning_the_root_abandons_paused_children,
+    levels_are_written_in_one_step,
 );
 
 /// A child whose turn fails gives the parent a tool failure its model

@@ -19,6 +19,7 @@
 
 mod abandon;
 mod background;
+pub(crate) mod defer;
 mod nest;
 mod pending;
 mod tool;
@@ -34,6 +35,7 @@ use crate::model::ToolDefinition;
 use crate::tool::Tool;
 
 pub(crate) use abandon::abandon_children;
+pub(crate) use defer::ChildWrites;
 
 pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{check_nested, nest};
@@ -156,6 +158,17 @@ pub(crate) fn check_direct(
 /// Whether `definition` is a sub-agent tool's.
 pub(crate) fn is_subagent(definition: &ToolDefinition) -> bool {
     definition.metadata.as_ref().is_some_and(|m| m.contains_key(SUBAGENT))
+}
+
+/// Whether `def` has foreground sub-agent tools, whose children hand
+/// their rows to its turns ([`defer`]).
+pub(crate) fn collects(def: &super::AgentDef) -> bool {
+    def.tools.iter().any(|d| {
+        d.metadata
+            .as_ref()
+            .and_then(|m| m.get(SUBAGENT))
+            .is_some_and(|s| s.get("background").is_none())
+    })
 }
 
 /// The request context a turn of an agent with sub-agent tools hands its

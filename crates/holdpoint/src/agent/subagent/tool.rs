@@ -105,7 +105,11 @@ impl SubagentTool {
         context.insert(PARENT_CALL.to_owned(), Value::String(parent_token().to_owned()));
         let options = RunOptions::new(init).context(context);
         if !ctx.chunks.is_listening() {
-            return self.agent.run_with(input, options).await;
+            // In this task: the child's row goes up with the parent's.
+            return self
+                .agent
+                .run_as_child(input, options, super::defer::turn_writes())
+                .await;
         }
         let connection = self.agent.connect_with(options).await?;
         // The child's worker is a task of its own here: dropping the

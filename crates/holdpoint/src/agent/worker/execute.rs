@@ -17,6 +17,7 @@ use super::super::AgentDef;
 use super::super::hold::Hold;
 use super::super::io::AgentInput;
 use super::super::load::Session;
+use super::super::subagent::{self, ChildWrites, defer};
 use super::super::turn::{Responder, Turn};
 use super::claim::Claimed;
 use crate::error::Error;
@@ -31,6 +32,8 @@ pub(super) struct TurnDone {
     pub message: Option<Message>,
     pub finish: FinishReason,
     pub hold: Option<Box<Hold>>,
+    /// The rows its sub-agent calls handed up, written with its own.
+    pub children: Option<Arc<ChildWrites>>,
 }
 
 /// A turn that failed.
@@ -42,6 +45,8 @@ pub(super) struct TurnFailure {
     pub seam: Option<Box<SessionState>>,
     /// The turn's hold on its claim, to confirm before writing anything.
     pub hold: Option<Box<Hold>>,
+    /// The rows its sub-agent calls handed up, written with its own.
+    pub children: Option<Arc<ChildWrites>>,
 }
 
 /// How a turn ended.
@@ -75,6 +80,7 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> TurnFailure {
         claimed: false,
         seam: None,
         hold: None,
+        children: None,
     }
 }
 
@@ -89,6 +95,14 @@ async fn run_turn(
 ) -> TurnResult {
     let turn = Turn::new(input, session.state, responder, context);
     let work = def.handler.handle(turn.clone());
+    // Every turn scopes its own collector (none for an agent without
+    // sub-agent tools or a store), so a child never hands its rows to a
+    // turn other than its parent's.
+    let children = match &def.store {
+        Some(store) if subagent::collects(&def) => Some(ChildWrites::new(Arc::clone(store))),
+        _ => None,
+    };
+    let work = defer::collecting(children.clone(), work);
     let done = match &hold {
         Some(hold) => while_renewing(work, hold.keep()).await,
         None => work.await,
@@ -101,6 +115,7 @@ async fn run_turn(
                 message,
                 finish,
                 hold,
+                children,
             })
         }
         Err(error) => Err(TurnFailure {
@@ -108,6 +123,7 @@ async fn run_turn(
             claimed,
             seam: turn.seam_state().map(Box::new),
             hold,
+            children,
         }),
     }
 }

@@ -31,6 +31,7 @@ use tracing::Instrument;
 use super::AgentDef;
 use super::io::{AgentInput, AgentOutput};
 use super::load::Session;
+use super::subagent::ChildWrites;
 use super::turn::Responder;
 use crate::error::{Error, Result};
 use crate::message::Message;
@@ -47,6 +48,9 @@ pub(crate) struct WorkerIo {
     pub responder: Responder,
     pub output: Option<oneshot::Sender<Result<AgentOutput>>>,
     pub ended: Arc<AtomicBool>,
+    /// A foreground sub-agent call's parent turn, which writes this run's
+    /// outcome row with its own.
+    pub parent: Option<Arc<ChildWrites>>,
 }
 
 /// How one input ended, for the worker's loop.
@@ -86,6 +90,9 @@ struct Worker {
     /// How many turns started on this connection (the next `turnStart`'s
     /// index).
     turns: u32,
+    /// Where this run's outcome row goes when it is a foreground sub-agent
+    /// call (see [`WorkerIo::parent`]).
+    parent: Option<Arc<ChildWrites>>,
 }
 
 /// A worker's whole run, as a future to drive or spawn.
@@ -99,6 +106,7 @@ pub(crate) fn single(
     session: Session,
     context: Arc<Map<String, Value>>,
     input: AgentInput,
+    parent: Option<Arc<ChildWrites>>,
 ) -> (WorkerFuture, oneshot::Receiver<Result<AgentOutput>>) {
     let (output_tx, output_rx) = oneshot::channel();
     let io = WorkerIo {
@@ -107,6 +115,7 @@ pub(crate) fn single(
         responder: Responder::disconnected(),
         output: Some(output_tx),
         ended: Arc::new(AtomicBool::new(false)),
+        parent,
     };
     (Box::pin(run(def, session, context, io)), output_rx)
 }
@@ -119,6 +128,7 @@ pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<S
         responder,
         output,
         ended,
+        parent,
     } = io;
     let (abort_tx, abort_rx) = watch::channel(false);
     let span = tracing::info_span!("agent", agent = %def.name, session_id = %session.state.session_id);
@@ -134,6 +144,7 @@ pub(crate) async fn run(def: Arc<AgentDef>, session: Session, context: Arc<Map<S
         last_message: None,
         last_finish: FinishReason::Stop,
         turns: 0,
+        parent,
     };
     worker.run().instrument(span).await;
 }

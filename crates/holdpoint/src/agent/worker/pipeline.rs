@@ -19,8 +19,9 @@ use super::claim::{self, Claimed};
 use super::execute::{self, TurnDone, TurnFailure, TurnResult};
 use super::inbox::Arrival;
 use super::sink::Finished;
-use super::write;
+use super::write::{self, Levels};
 use super::{Outcome, Worker};
+use crate::agent::subagent::ChildWrites;
 use crate::error::Result;
 
 use super::super::io::{AgentInput, AgentStreamChunk, TurnStart};
@@ -193,12 +194,17 @@ impl Worker {
             message,
             finish,
             hold,
+            children,
         } = done;
         let finished = Finished {
             state,
             message: message.as_ref(),
             finish,
-            hold: hold.as_deref(),
+            hold,
+            levels: Levels {
+                children,
+                parent: self.parent_turn(),
+            },
         };
         if let Some(end) = self
             .sink
@@ -221,13 +227,16 @@ impl Worker {
             claimed,
             seam,
             hold,
+            children,
         } = failure;
+        let levels = Levels { children, parent: None };
         if let Some(hold) = &hold
             && let Err(e) = hold.confirm().await
         {
             // The claim is another process's now (or the store cannot
-            // say): write nothing, and answer why.
+            // say): write nothing of this turn, and answer why.
             tracing::warn!(error = %error, "a resume failed after losing its claim");
+            levels.write_children(&self.def).await;
             return Outcome::Refused(e);
         }
         let kept_seam = seam.is_some();
@@ -236,11 +245,18 @@ impl Worker {
         } else if lent && claimed && !write::restore_lent(&self.def, &mut self.session).await {
             // The session as it was cannot be read back: write no failed
             // snapshot rather than an emptied one.
+            levels.write_children(&self.def).await;
             return Outcome::Refused(error);
         }
         let record = claimed || kept_seam;
         self.sink
-            .failed(&self.def, &mut self.session, error, hold.as_deref(), record)
+            .failed(&self.def, &mut self.session, error, hold.as_deref(), record, &levels)
             .await
+    }
+
+    /// The parent's turn this run's outcome row is handed to: a
+    /// foreground sub-agent call's, for its one input.
+    fn parent_turn(&self) -> Option<std::sync::Arc<ChildWrites>> {
+        self.parent.clone().filter(|_| self.inbox.is_drained())
     }
 }

@@ -18,7 +18,7 @@ use super::super::hold::Hold;
 use super::super::io::{AgentOutput, AgentStreamChunk, TurnEnd};
 use super::super::load::Session;
 use super::super::turn::Responder;
-use super::write;
+use super::write::{self, Levels};
 use crate::error::{Error, Result};
 use crate::message::{Message, Role};
 use crate::model::{FinishReason, GenerateChunk};
@@ -44,7 +44,9 @@ pub(super) struct Finished<'a> {
     pub state: SessionState,
     pub message: Option<&'a Message>,
     pub finish: FinishReason,
-    pub hold: Option<&'a Hold>,
+    pub hold: Option<Box<Hold>>,
+    /// Its children's rows, and the parent to hand its row to.
+    pub levels: Levels,
 }
 
 impl Sink {
@@ -101,10 +103,15 @@ impl Sink {
         responder: &Responder,
         turn: Finished<'_>,
     ) -> Option<super::Outcome> {
-        let confirmed = match turn.hold {
+        let confirmed = match &turn.hold {
             Some(hold) => hold.confirm().await,
             None => Ok(()),
         };
+        // Only an attached outcome writes the children's rows with its
+        // own; every other end writes them on their own, first.
+        if !matches!((&*self, &confirmed), (Sink::Attached(_), Ok(()))) {
+            turn.levels.write_children(def).await;
+        }
         match (self, confirmed) {
             (Sink::Detached(_), Err(e)) => {
                 // Taken over while detached: the settlement owns the
@@ -123,8 +130,9 @@ impl Sink {
                     message,
                     finish,
                     hold,
+                    levels,
                 } = turn;
-                if let Err(e) = write::commit(def, session, state, finish, hold).await {
+                if let Err(e) = write::commit(def, session, state, finish, hold, levels).await {
                     return Some(super::Outcome::Refused(e));
                 }
                 announce(session, responder, message, finish);
@@ -144,11 +152,13 @@ impl Sink {
         error: Error,
         hold: Option<&Hold>,
         record: bool,
+        levels: &Levels,
     ) -> super::Outcome {
         if self.is_detached() || !record {
+            levels.write_children(def).await;
             return super::Outcome::Failed(error);
         }
-        match write::record_failure(def, session, &error, hold).await {
+        match write::record_failure(def, session, &error, hold, levels).await {
             Ok(()) => super::Outcome::Failed(error),
             Err(refused) => {
                 tracing::warn!(error = %error, "a resume failed after its claim was taken over");

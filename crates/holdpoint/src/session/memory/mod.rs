@@ -134,6 +134,31 @@ impl SessionStore for InMemoryStore {
         self.lock().save(&id, update)
     }
 
+    /// Every row under one lock, after checking that no id is taken: all
+    /// or none.
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> Result<Vec<Snapshot>> {
+        let mut table = self.lock();
+        // Everything that could refuse a row is checked before the first
+        // is written.
+        let mut seen = std::collections::HashSet::with_capacity(rows.len());
+        for (id, row) in &rows {
+            if table.rows.contains_key(id.as_str()) || !seen.insert(id.as_str()) {
+                return Err(super::write::insert_refused(id));
+            }
+            if row.session_id.is_empty() {
+                return Err(Error::InvalidArgument("a snapshot needs a session id".into()));
+            }
+        }
+        let mut written = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            let saved = table
+                .save(&id, super::write::insert_update(&id, row))?
+                .ok_or_else(|| Error::Internal(format!("snapshot {id} was not written")))?;
+            written.push(saved);
+        }
+        Ok(written)
+    }
+
     /// The row and its records under one lock: both or neither.
     async fn save_snapshot_audited(
         &self,
