@@ -10,6 +10,9 @@ pub struct AgentBuilder {
     pub(super) model: Option<Arc<dyn Model>>,
     pub(super) system: Option<String>,
     pub(super) tools: Vec<Arc<dyn Tool>>,
+    /// The agents added with `background_subagent` (their tools are in
+    /// `tools`), whose settled tasks turns tell of (§16.7).
+    pub(super) background: Vec<Agent>,
     pub(super) middleware: Vec<Arc<dyn Middleware>>,
     pub(super) policy: Option<Arc<Policy>>,
     pub(super) max_turns: u32,
@@ -30,6 +33,7 @@ impl AgentBuilder {
             model: None,
             system: None,
             tools: Vec::new(),
+            background: Vec::new(),
             middleware: Vec::new(),
             policy: None,
             max_turns: crate::generate::DEFAULT_MAX_TURNS,
@@ -197,6 +201,7 @@ impl AgentBuilder {
                     system: self.system,
                     toolset: Arc::new(crate::generate::Toolset::new(&self.tools)),
                     tools: self.tools,
+                    background: subagent::Notices::new(self.background),
                     middleware,
                     max_turns: self.max_turns,
                     config: self.config,

@@ -21,6 +21,8 @@ pub(crate) struct PromptHandler {
     pub model: Arc<dyn Model>,
     pub system: Option<String>,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Tells the model about settled background tasks (§16.7).
+    pub background: super::subagent::Notices,
     /// `tools` by name with their definitions, built once for every turn.
     pub toolset: Arc<Toolset>,
     pub middleware: Vec<Arc<dyn Middleware>>,
@@ -41,6 +43,7 @@ impl TurnHandler for PromptHandler {
             .as_ref()
             .map(|s| Message::new(Role::System, vec![Part::text(s.clone())]));
         options.messages = messages;
+        self.background.deliver(&turn, &mut options.messages).await;
         options.tools = self.tools.clone();
         options.middleware = self.middleware.clone();
         options.max_turns = self.max_turns;

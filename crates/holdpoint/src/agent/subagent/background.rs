@@ -2,7 +2,9 @@
 //! child detached and later checks, waits for (bounded) or aborts it
 //! through four tools. A background child's task id is its session id;
 //! its state is all in the store, so a parent rebuilt after a restart
-//! checks and collects it the same way.
+//! checks and collects it the same way. A settled task's result is also
+//! told to the parent's next turn unasked (`notice.rs`), read as `check`
+//! reads it.
 //!
 //! Invariant: a task id is honoured only for a child session the calling
 //! session started (the id carries a digest of the caller's session id)
@@ -37,10 +39,10 @@ enum Op {
 impl Op {
     fn suffix(self) -> &'static str {
         match self {
-            Op::Start => "start",
-            Op::Check => "check",
-            Op::Wait => "wait",
-            Op::Abort => "abort",
+            Op::Start => START,
+            Op::Check => REPORTING[0],
+            Op::Wait => REPORTING[1],
+            Op::Abort => REPORTING[2],
         }
     }
 }
@@ -131,26 +133,19 @@ impl BackgroundTool {
             .map(str::to_owned)
     }
 
-    /// The prefix of the task ids of children the calling session starts:
-    /// `bg-` and a digest of the caller's session id.
+    /// The prefix of the task ids of children the calling session starts.
     fn task_prefix(call: &ToolCall) -> Option<String> {
-        let caller = Self::caller_session(call)?;
-        let digest = crate::session::hash_json(&Value::String(caller));
-        Some(format!("bg-{}-", &digest[..32]))
+        Self::caller_session(call).map(|caller| task_prefix(&caller))
     }
 
     /// The latest snapshot of task `task`, when it is a child of the
-    /// calling session (its id has the caller's prefix) that the caller
-    /// may see.
+    /// calling session that the caller may see (see [`task_snapshot`]).
     async fn task(&self, call: &ToolCall, task: &str) -> Result<Option<Snapshot>> {
-        let Some(prefix) = Self::task_prefix(call) else {
+        let Some(caller) = Self::caller_session(call) else {
             return Ok(None);
         };
-        if !task.starts_with(&prefix) {
-            return Ok(None);
-        }
         let principal = principal_of(call.context.request_context());
-        self.agent.latest_snapshot(task, Access::As(principal)).await
+        task_snapshot(&self.agent, &caller, principal, task).await
     }
 
     async fn start(&self, call: &ToolCall) -> Result<ToolOutcome> {
@@ -231,10 +226,14 @@ impl BackgroundTool {
     }
 
     async fn check(&self, call: &ToolCall, task: &str) -> Result<ToolOutcome> {
-        let Some(latest) = self.task(call, task).await? else {
+        let Some(caller) = Self::caller_session(call) else {
             return Ok(unknown(task));
         };
-        Ok(ToolOutcome::output(report(task, &latest)))
+        let principal = principal_of(call.context.request_context());
+        Ok(match check_report(&self.agent, &caller, principal, task).await? {
+            Some(report) => ToolOutcome::output(report),
+            None => unknown(task),
+        })
     }
 
     async fn abort(&self, call: &ToolCall, task: &str) -> Result<ToolOutcome> {
@@ -262,6 +261,49 @@ impl BackgroundTool {
         Ok(ToolOutcome::output(out))
     }
 }
+
+/// The prefix of the task ids of children session `caller` starts: `bg-`
+/// and a digest of the caller's session id.
+fn task_prefix(caller: &str) -> String {
+    let digest = crate::session::hash_json(&Value::String(caller.to_owned()));
+    format!("bg-{}-", &digest[..32])
+}
+
+/// The latest snapshot of task `task` of `agent`, when it is a child of
+/// session `caller` (its id has the caller's prefix) that `principal` may
+/// see: the one read behind every tool of a task, and behind its notice.
+async fn task_snapshot(agent: &Agent, caller: &str, principal: Option<&str>, task: &str) -> Result<Option<Snapshot>> {
+    if !task.starts_with(&task_prefix(caller)) {
+        return Ok(None);
+    }
+    agent.latest_snapshot(task, Access::As(principal)).await
+}
+
+/// What `check` would answer about task `task` of `agent` in a turn of
+/// session `caller` for `principal`: `None` for a task that is not that
+/// session's or not visible (one store read, none for a foreign id).
+pub(super) async fn check_report(
+    agent: &Agent,
+    caller: &str,
+    principal: Option<&str>,
+    task: &str,
+) -> Result<Option<Value>> {
+    Ok(task_snapshot(agent, caller, principal, task)
+        .await?
+        .map(|latest| report(task, &latest)))
+}
+
+/// Whether a report's `status` is final: the task will not change on its
+/// own (`running` and `paused` tasks still may).
+pub(super) fn is_settled(status: &str) -> bool {
+    matches!(status, "done" | "failed" | "aborted" | "expired" | "closed")
+}
+
+/// The suffix of the `start` tool's name (`NAME_start`).
+pub(super) const START: &str = "start";
+
+/// The suffixes of the tools whose outputs report a task's status.
+pub(super) const REPORTING: [&str; 3] = ["check", "wait", "abort"];
 
 fn unknown(task: &str) -> ToolOutcome {
     ToolOutcome::Failed(format!("no background task {task} of this conversation"))

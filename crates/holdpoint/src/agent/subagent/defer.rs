@@ -16,7 +16,10 @@
 //! - Rows handed up and never written with a parent's row (the parent's
 //!   turn was dropped, detached or lost its claim) are still written on
 //!   their own, as each level did before; a child's claim is kept renewed
-//!   until its row is written.
+//!   until its row is written. A parent's write refused after its hold was
+//!   confirmed (a claim taken over in between) takes its children's rows
+//!   with it: those levels are then in doubt, settled like any call in
+//!   doubt (docs/reference.md §16.4), never re-run.
 
 use std::sync::{Arc, Mutex, PoisonError};
 

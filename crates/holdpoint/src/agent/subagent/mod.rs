@@ -21,6 +21,7 @@ mod abandon;
 mod background;
 pub(crate) mod defer;
 mod nest;
+mod notice;
 mod pending;
 mod tool;
 
@@ -39,6 +40,8 @@ pub(crate) use defer::ChildWrites;
 
 pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{check_nested, nest};
+pub use notice::BACKGROUND_TASK;
+pub(crate) use notice::Notices;
 pub(crate) use pending::expand;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
 
@@ -205,9 +208,20 @@ impl AgentBuilder {
     /// "timeoutMs"}`, bounded by `max_wait` and [`BACKGROUND_MAX_WAIT`]) and
     /// `NAME_abort` (docs/reference.md §16.7). A background child's holds
     /// are its own: listed and answered on `agent`.
+    ///
+    /// A task's result also reaches this agent's session unasked: when a
+    /// turn of it starts from a new message, each task the session started
+    /// that settled since (done, failed, aborted, expired or closed) and
+    /// whose final status no `check`, `wait` or `abort` output reported yet
+    /// is told once, in a `user` message right before the new one, whose
+    /// metadata carries [`BACKGROUND_TASK`] `{"taskId", "agent", "status",
+    /// "answer"?, "error"?}`. The notice is saved with the turn, so it is
+    /// told once, also by an agent rebuilt on the same store after a
+    /// restart.
     pub fn background_subagent(mut self, agent: Agent, max_wait: std::time::Duration) -> Self {
         let tools = background::tools(&self.name, &agent, max_wait);
         self.tools.extend(tools);
+        self.background.push(agent);
         self
     }
 
