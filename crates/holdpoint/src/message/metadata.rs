@@ -119,9 +119,19 @@ pub fn is_set(meta: Option<&Metadata>, key: &str) -> bool {
 /// be JSON objects (or `true`).
 pub fn validate(meta: &Metadata) -> Result<()> {
     for key in [INTERRUPT, RESUMED, INTERRUPT_RESPONSE, RESOLVED_INTERRUPT] {
-        marker(Some(meta), key)?;
+        // The shape only: nothing is copied (every decoded part passes here).
+        match meta.get(key) {
+            None | Some(Value::Null | Value::Bool(_) | Value::Object(_)) => {}
+            Some(other) => return Err(not_an_object(key, other)),
+        }
     }
     Ok(())
+}
+
+/// The data object of a marker key, borrowed: `None` when absent, not set,
+/// a bare flag, or not an object.
+pub fn marker_object<'a>(meta: Option<&'a Metadata>, key: &str) -> Option<&'a Map<String, Value>> {
+    meta?.get(key)?.as_object()
 }
 
 #[cfg(test)]

@@ -644,6 +644,82 @@ pub async fn levels_are_written_in_one_step(store: Arc<dyn SessionStore>) {
     );
 }
 
+/// A parent turn dropped after its child finished (here: while a later
+/// tool of the parent runs) does not lose the child's outcome: the rows
+/// handed to it are written on their own (§16.8), so the child is done,
+/// not in doubt, and its transfer ran once.
+pub async fn a_dropped_parent_still_writes_its_finished_child(store: Arc<dyn SessionStore>) {
+    let t = tree_on(Arc::clone(&store), 1, None);
+    let slow = DynamicTool::new(
+        "audit",
+        "records the transfer (slowly)",
+        json!({"type": "object"}),
+        |_ctx: ToolContext, _input: Value| async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(json!("never"))
+        },
+    )
+    .into_tool();
+    let model = ScriptedModel::from_fn("scripted/slow-root", |request, _| {
+        let last = request.messages.last()?;
+        if last.role != Role::Tool {
+            return Some(ScriptedTurn::tool_call("banking", json!({"input": last.text()})));
+        }
+        let from_child = last
+            .content
+            .iter()
+            .any(|p| p.as_tool_response().is_some_and(|r| r.name == "banking"));
+        Some(if from_child {
+            ScriptedTurn::tool_call("audit", json!({}))
+        } else {
+            ScriptedTurn::text("done")
+        })
+    });
+    let root = Agent::builder("slowSupport")
+        .model(Arc::new(model))
+        .subagent(t.banking.clone())
+        .tools(vec![slow])
+        .store(store)
+        .resume_lease(LEASE)
+        .build()
+        .unwrap();
+    let held = root.run_text("Transfer $500").await.unwrap();
+    assert_eq!(held.finish_reason, FinishReason::Interrupted, "{held:?}");
+    let child = SurfacedHold::of(&held.interrupts()[0]).unwrap();
+    let entry = root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let resume = root.run(
+        answer(&[&entry], true),
+        AgentInit::snapshot(held.snapshot_id.clone().unwrap()),
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), resume).await.is_err(),
+        "the parent's later tool is still running when its turn is dropped"
+    );
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
+    let mut finished = None;
+    for _ in 0..100 {
+        let latest = t
+            .banking
+            .latest_snapshot(&child.session_id, Access::Full)
+            .await
+            .unwrap()
+            .unwrap();
+        if latest.snapshot_id != child.snapshot_id {
+            finished = Some(latest);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let finished = finished.expect("the finished child's outcome was written");
+    assert_eq!(finished.finish_reason, Some(FinishReason::Stop), "{finished:?}");
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    assert!(
+        t.banking.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty(),
+        "the child is done, not in doubt"
+    );
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "never re-run");
+}
+
 /// Runs `case` on a fresh in-memory store, SQLite file and (when
 /// configured) PostgreSQL database.
 macro_rules! on_every_store {
@@ -684,6 +760,7 @@ on_every_store!(
     dying_mid_resume_leaves_the_child_in_doubt,
     abandoning_the_root_abandons_paused_children,
     levels_are_written_in_one_step,
+    a_dropped_parent_still_writes_its_finished_child,
 );
 
 /// A child whose turn fails gives the parent a tool failure its model

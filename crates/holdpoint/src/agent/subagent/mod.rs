@@ -83,11 +83,14 @@ pub struct SurfacedHold {
 impl SurfacedHold {
     /// The surfaced hold a paused request part carries, if it is one.
     pub fn of(part: &Part) -> Option<SurfacedHold> {
-        if !part.is_interrupt() {
-            return None;
-        }
-        let data = part.interrupt_data()?;
-        serde_json::from_value(data.get(SUBAGENT)?.clone()).ok()
+        // Decoded from the part's own JSON, borrowed: nothing is copied
+        // first (a hold carries its child's whole paused request).
+        SurfacedHold::deserialize(surfaced(part)?).ok()
+    }
+
+    /// Whether `part` carries a surfaced hold (without decoding it).
+    pub fn is_surfaced(part: &Part) -> bool {
+        surfaced(part).is_some()
     }
 
     /// The interrupt data that carries this hold.
@@ -98,6 +101,14 @@ impl SurfacedHold {
         }
         data
     }
+}
+
+/// The surfaced hold's JSON in a paused request part's interrupt data.
+fn surfaced(part: &Part) -> Option<&Value> {
+    if !part.is_interrupt() {
+        return None;
+    }
+    crate::message::metadata::marker_object(part.metadata.as_ref(), crate::message::metadata::INTERRUPT)?.get(SUBAGENT)
 }
 
 /// One level of the way from a root session to a nested hold: the call

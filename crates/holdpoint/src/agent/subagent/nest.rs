@@ -130,7 +130,7 @@ async fn check_level(store: &dyn SessionStore, history: &[Message], resume: &Res
     let Some(pending) = last_model(history) else {
         return Ok(());
     };
-    if !pending.interrupts().any(|p| SurfacedHold::of(p).is_some()) {
+    if !pending.interrupts().any(SurfacedHold::is_surfaced) {
         return Ok(());
     }
     if depth >= MAX_DEPTH {
