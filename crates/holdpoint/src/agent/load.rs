@@ -129,6 +129,19 @@ impl Session {
     }
 }
 
+/// The session of a snapshot read already (a sub-agent's, read by its
+/// parent's claim), under the same checks as a snapshot loaded by id.
+pub(crate) fn from_read(def: &AgentDef, snapshot: Snapshot, principal: Option<&str>) -> Result<Session> {
+    if !(snapshot.visible_to(principal) && snapshot.belongs_to(&def.name)) {
+        return Err(not_found(&snapshot.snapshot_id));
+    }
+    loaded(def, snapshot, principal)
+}
+
+fn not_found(snapshot_id: &str) -> Error {
+    Error::NotFound(format!("snapshot {snapshot_id} not found"))
+}
+
 fn fresh_session_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
@@ -243,7 +256,7 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
             .get_snapshot(snapshot_id)
             .await?
             .filter(|s| s.visible_to(principal) && s.belongs_to(&def.name))
-            .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
+            .ok_or_else(|| not_found(snapshot_id))?;
         if let Some(session_id) = &init.session_id
             && *session_id != snapshot.session_id
         {

@@ -302,16 +302,25 @@ impl Agent {
 
     /// [`run_with`](Self::run_with) as a foreground sub-agent call: the
     /// child's outcome row goes to `parent`, its parent's turn, to be
-    /// written with the parent's own (see `subagent::defer`).
+    /// written with the parent's own (see `subagent::defer`); a resume
+    /// starts from `preloaded`, the child snapshot its parent's claim
+    /// checked, when that is the one `options` names.
     pub(crate) async fn run_as_child(
         &self,
         input: AgentInput,
         options: RunOptions,
         parent: Option<Arc<subagent::ChildWrites>>,
+        preloaded: Option<crate::session::Snapshot>,
     ) -> Result<AgentOutput> {
         input.validate()?;
         let RunOptions { init, context } = options;
-        let session = load::load(&self.def, init, principal_of(&context)).await?;
+        let principal = principal_of(&context);
+        let session = match preloaded {
+            Some(snapshot) if init.snapshot_id.as_deref() == Some(snapshot.snapshot_id.as_str()) => {
+                load::from_read(&self.def, snapshot, principal)?
+            }
+            _ => load::load(&self.def, init, principal).await?,
+        };
         self.drive(session, input, context, parent).await
     }
 

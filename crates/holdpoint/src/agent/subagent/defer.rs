@@ -41,16 +41,29 @@ pub(crate) struct ChildWrites {
     store: Arc<dyn SessionStore>,
     rows: Mutex<Vec<(String, Snapshot)>>,
     renewals: Mutex<Vec<AbortOnDrop<()>>>,
+    /// The child snapshots this turn's resume checked its nested answers
+    /// against (read just before its claim): where the children it
+    /// restarts start from, without reading them again.
+    preloaded: Mutex<Vec<Snapshot>>,
 }
 
 impl ChildWrites {
-    /// A collector for rows of `store`.
-    pub(crate) fn new(store: Arc<dyn SessionStore>) -> Arc<Self> {
+    /// A collector for rows of `store`, holding the `preloaded` child
+    /// snapshots.
+    pub(crate) fn new(store: Arc<dyn SessionStore>, preloaded: Vec<Snapshot>) -> Arc<Self> {
         Arc::new(ChildWrites {
             store,
             rows: Mutex::default(),
             renewals: Mutex::default(),
+            preloaded: Mutex::new(preloaded),
         })
+    }
+
+    /// The preloaded child snapshot `id`, taken (each is resumed once).
+    pub(crate) fn preloaded(&self, id: &str) -> Option<Snapshot> {
+        let mut all = self.preloaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = all.iter().position(|s| s.snapshot_id == id)?;
+        Some(all.swap_remove(at))
     }
 
     /// Whether rows of `store` can be written with this collector's.

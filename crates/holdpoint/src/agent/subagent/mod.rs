@@ -147,6 +147,12 @@ pub(crate) fn parent_link(messages: &[crate::message::Message]) -> Option<&Value
     (link.get("background") != Some(&Value::Bool(true))).then_some(link)
 }
 
+/// Whether `context` is a foreground sub-agent call's, set by its parent's
+/// call in this process (no caller can forge the token).
+pub(crate) fn from_parent_call(context: &Map<String, Value>) -> bool {
+    context.get(PARENT_CALL).and_then(Value::as_str) == Some(parent_token())
+}
+
 /// Refuses a resume of a foreground child's paused calls that does not
 /// come from its parent's call: its holds are answered at the root (§16.3),
 /// where an answer here would leave the parent waiting on a stale hold.
@@ -159,7 +165,7 @@ pub(crate) fn check_direct(
     let Some(link) = parent_link(messages) else {
         return Ok(());
     };
-    if settles || context.get(PARENT_CALL).and_then(Value::as_str) == Some(parent_token()) {
+    if settles || from_parent_call(context) {
         return Ok(());
     }
     Err(crate::error::Error::FailedPrecondition(format!(

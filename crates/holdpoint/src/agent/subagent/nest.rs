@@ -8,7 +8,7 @@ use super::{REF_SEPARATOR, SUBAGENT, SurfacedHold};
 use crate::error::{Error, Result};
 use crate::generate::{Resume, validate_resume};
 use crate::message::{Message, Part, Role, metadata};
-use crate::session::SessionStore;
+use crate::session::{SessionStore, Snapshot};
 
 /// How deep nested answers are followed (a parent calling itself through
 /// its children would otherwise recurse without end).
@@ -121,12 +121,26 @@ pub(crate) fn nest(history: &[Message], resume: &mut Resume) -> Result<()> {
 /// validated against `history`) against the child's paused snapshot in
 /// `store`, level by level: the child snapshot must be its agent's and
 /// still wait for an answer, and the nested answers must be valid for it.
-/// Reads only; nothing is claimed or written.
-pub(crate) async fn check_nested(store: &dyn SessionStore, history: &[Message], resume: &Resume) -> Result<()> {
-    check_level(store, history, resume, 0).await
+/// Reads only; nothing is claimed or written. Returns the child snapshots
+/// of this level as read, for the children's resumes to start from
+/// (their claims, not these reads, guard them).
+pub(crate) async fn check_nested(
+    store: &dyn SessionStore,
+    history: &[Message],
+    resume: &Resume,
+) -> Result<Vec<Snapshot>> {
+    let mut read = Vec::new();
+    check_level(store, history, resume, 0, &mut read).await?;
+    Ok(read)
 }
 
-async fn check_level(store: &dyn SessionStore, history: &[Message], resume: &Resume, depth: usize) -> Result<()> {
+async fn check_level(
+    store: &dyn SessionStore,
+    history: &[Message],
+    resume: &Resume,
+    depth: usize,
+    read: &mut Vec<Snapshot>,
+) -> Result<()> {
     let Some(pending) = last_model(history) else {
         return Ok(());
     };
@@ -167,10 +181,12 @@ async fn check_level(store: &dyn SessionStore, history: &[Message], resume: &Res
         if !snapshot.is_waiting() {
             return Err(Error::AlreadyResumed(hold.snapshot_id));
         }
-        let messages = snapshot.state.map(|s| s.messages).unwrap_or_default();
-        nest(&messages, &mut nested)?;
-        validate_resume(&messages, &nested).map_err(|e| nested_error(name, e))?;
-        Box::pin(check_level(store, &messages, &nested, depth + 1)).await?;
+        let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
+        nest(messages, &mut nested)?;
+        validate_resume(messages, &nested).map_err(|e| nested_error(name, e))?;
+        // Deeper levels are checked, not kept: each child reads its own.
+        Box::pin(check_level(store, messages, &nested, depth + 1, &mut Vec::new())).await?;
+        read.push(snapshot);
     }
     Ok(())
 }

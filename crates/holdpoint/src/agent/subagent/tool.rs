@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{CALLER, PARENT_CALL, SUBAGENT, SUBAGENT_OF, SurfacedHold, parent_token};
@@ -103,14 +104,18 @@ impl SubagentTool {
         let mut context = ctx.request_context().clone();
         context.remove(CALLER);
         context.insert(PARENT_CALL.to_owned(), Value::String(parent_token().to_owned()));
-        let options = RunOptions::new(init).context(context);
         if !ctx.chunks.is_listening() {
-            // In this task: the child's row goes up with the parent's.
-            return self
-                .agent
-                .run_as_child(input, options, super::defer::turn_writes())
-                .await;
+            // In this task: the child starts from the snapshot its parent's
+            // claim checked, and its row goes up with the parent's.
+            let parent = super::defer::turn_writes();
+            let preloaded = init
+                .snapshot_id
+                .as_deref()
+                .and_then(|id| parent.as_ref()?.preloaded(id));
+            let options = RunOptions::new(init).context(context);
+            return self.agent.run_as_child(input, options, parent, preloaded).await;
         }
+        let options = RunOptions::new(init).context(context);
         let connection = self.agent.connect_with(options).await?;
         // The child's worker is a task of its own here: dropping the
         // parent's call (its turn dropped, its process stopping) must stop
@@ -208,7 +213,7 @@ pub(super) fn nested_resume(tool: &str, resumed: &Map<String, Value>) -> Result<
         ))
     };
     let value = resumed.get(SUBAGENT).ok_or_else(refuse)?;
-    let resume: Resume = serde_json::from_value(value.clone())
+    let resume = Resume::deserialize(value)
         .map_err(|e| Error::InvalidArgument(format!("sub-agent call \"{tool}\": bad nested answers: {e}")))?;
     if resume.is_empty() {
         return Err(refuse());
@@ -253,7 +258,7 @@ impl Tool for SubagentTool {
                 let hold = ctx
                     .answered_interrupt()
                     .and_then(|d| d.get(SUBAGENT))
-                    .and_then(|v| serde_json::from_value::<SurfacedHold>(v.clone()).ok())
+                    .and_then(|v| SurfacedHold::deserialize(v).ok())
                     .ok_or_else(|| {
                         Error::FailedPrecondition(format!(
                             "sub-agent call \"{}\" was not paused by its child: nothing to resume",

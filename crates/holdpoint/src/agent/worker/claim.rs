@@ -22,7 +22,7 @@ use crate::approval::{HoldRule, roles_of};
 use crate::error::{Error, Result};
 use crate::generate::{Resume, validate_resume};
 use crate::session::AuditDecision;
-use crate::session::{ResumeClaim, SessionStore};
+use crate::session::{ResumeClaim, SessionStore, Snapshot};
 
 /// What a turn claimed before its tools run: `claimed` once the store
 /// recorded a claim on the paused snapshot (or on client-held state), and
@@ -31,6 +31,9 @@ use crate::session::{ResumeClaim, SessionStore};
 pub(super) struct Claimed {
     pub claimed: bool,
     pub hold: Option<Box<Hold>>,
+    /// The child snapshots the nested answers were checked against, for
+    /// the sub-agent calls this resume restarts to start from.
+    pub nested: Vec<Snapshot>,
 }
 
 impl Claimed {
@@ -38,6 +41,7 @@ impl Claimed {
         Claimed {
             claimed: true,
             hold: Some(Box::new(hold)),
+            nested: Vec::new(),
         }
     }
 
@@ -101,8 +105,10 @@ async fn claim_resume(
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
         // Sub-agents: nested answers are checked against the children's
         // paused snapshots before this level claims anything.
-        super::super::subagent::check_nested(store.as_ref(), &session.state.messages, resume).await?;
-        return claim_snapshot(def, store, session, id, resume, kind, context).await;
+        let nested = super::super::subagent::check_nested(store.as_ref(), &session.state.messages, resume).await?;
+        let mut claimed = claim_snapshot(def, store, session, id, resume, kind, context).await?;
+        claimed.nested = nested;
+        return Ok(claimed);
     }
     if let (Some(claims), Some(key)) = (&def.claims, &session.state_claim) {
         let span = tracing::info_span!("resume_decision", state_claim = %key);
@@ -180,7 +186,13 @@ async fn claim_snapshot(
     context: &Map<String, Value>,
 ) -> Result<Claimed> {
     let settles = kind == TurnKind::Settle;
-    check_not_left_behind(store.as_ref(), session, id).await?;
+    // A sub-agent call resumed by its parent names the child snapshot its
+    // parent's paused (trusted) snapshot holds: the session cannot have
+    // gone on past it but through that parent, and an abandonment claims
+    // it, which the claim below finds.
+    if !super::super::subagent::from_parent_call(context) {
+        check_not_left_behind(store.as_ref(), session, id).await?;
+    }
     let ctx = audit_context(def, session, id, context);
     let mut records = audit::records(&ctx, &session.state.messages, resume);
     for r in &mut records {

@@ -91,7 +91,7 @@ async fn run_turn(
     input: AgentInput,
     responder: Responder,
     context: Arc<Map<String, Value>>,
-    Claimed { claimed, hold }: Claimed,
+    Claimed { claimed, hold, nested }: Claimed,
 ) -> TurnResult {
     let turn = Turn::new(input, session.state, responder, context);
     let work = def.handler.handle(turn.clone());
@@ -99,7 +99,7 @@ async fn run_turn(
     // sub-agent tools or a store), so a child never hands its rows to a
     // turn other than its parent's.
     let children = match &def.store {
-        Some(store) if subagent::collects(&def) => Some(ChildWrites::new(Arc::clone(store))),
+        Some(store) if subagent::collects(&def) => Some(ChildWrites::new(Arc::clone(store), nested)),
         _ => None,
     };
     let work = defer::collecting(children.clone(), work);
