@@ -8,6 +8,8 @@
 //! ```
 
 mod cycle;
+#[cfg(test)]
+mod cycle_tests;
 mod report;
 mod run;
 mod scale;

@@ -105,7 +105,7 @@ pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
             .await
             .map_err(err)?;
     }
-    backfill_approvers(&mut *tx).await?;
+    backfill_approvers(&mut tx).await?;
     tx.commit().await.map_err(err)
 }
 

@@ -102,6 +102,9 @@ pub async fn an_approvers_page_lists_what_the_viewer_may_see(store: Arc<dyn Sess
         [1, 9, 8, 7, 6, 5]
     );
     assert_eq!(amounts(&agent, 10, &olga, &["fin\"an\u{1f}ce"]).await, [1, 500]);
+    // More roles than the stores bind one by one.
+    let many = ["audit", "ops", "hr", "it", "finance", "sales"];
+    assert_eq!(amounts(&agent, 10, &olga, &many).await, [1, 60, 50]);
     for near in [
         "financ",
         "fin",
