@@ -188,13 +188,9 @@ pub fn setup_with_policy(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Age
     Ok((builder.approval_policy(policy).build()?, tool))
 }
 
-/// The banking agent's builder; `reply`: the transfer declares its approval
-/// reply (as a tool an approval rule covers does).
-fn builder(
-    store: Arc<dyn SessionStore>,
-    reply: bool,
-) -> holdpoint::Result<(holdpoint::agent::AgentBuilder, TransferTool)> {
-    let tool = TransferTool::define(
+/// The transfer tool: pauses for an approval, then moves the money.
+pub fn transfer_tool() -> holdpoint::Result<TransferTool> {
+    TransferTool::define(
         "transferMoney",
         "Transfers money; needs approval",
         |ctx: ToolContext, t: Transfer, approval: Option<Approval>| async move {
@@ -209,7 +205,16 @@ fn builder(
                 Some(_) => Err(ctx.fail("declined")),
             }
         },
-    )?;
+    )
+}
+
+/// The banking agent's builder; `reply`: the transfer declares its approval
+/// reply (as a tool an approval rule covers does).
+fn builder(
+    store: Arc<dyn SessionStore>,
+    reply: bool,
+) -> holdpoint::Result<(holdpoint::agent::AgentBuilder, TransferTool)> {
+    let tool = transfer_tool()?;
     let tool = if reply { tool.approval_reply()? } else { tool };
     let builder = Agent::builder("bankingAgent")
         .model(Arc::new(model()))
@@ -239,6 +244,85 @@ pub fn setup_subagent(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent,
         .store(store)
         .build()?;
     Ok((agent, tool))
+}
+
+/// [`setup`] under a one-rule approval policy with a quorum of two: each
+/// hold is answered through `Agent::answer` by two distinct approvers
+/// with the `finance` role, the first approval recorded as partial (see
+/// [`Driver::Answered`]). Self-approval is off (the sessions have no
+/// owner, so it would not apply anyway).
+pub fn setup_with_quorum(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, TransferTool)> {
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        agent: Some("bankingAgent".into()),
+        tool: Some("transferMoney".into()),
+        approvers: vec!["finance".into()],
+        quorum: 2,
+        self_approval: false,
+        ..Default::default()
+    }])
+    .map_err(|e| holdpoint::Error::InvalidArgument(e.to_string()))?;
+    let (builder, tool) = builder(store, true)?;
+    Ok((builder.approval_policy(policy).build()?, tool))
+}
+
+/// Where .ci/run installs the reference MCP server's entry point.
+pub const EVERYTHING_JS: &str =
+    "/var/tmp/holdpoint-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+
+/// The message the MCP cycle's model asks `everything_echo` to echo.
+pub const ECHOED: &str = "Transfer $500 to savings";
+
+/// The cycle with an MCP tool as the held call: the reference server
+/// `@modelcontextprotocol/server-everything` started over stdio (`node
+/// {server_js} stdio`), its `echo` tool (`everything_echo`) held by a
+/// one-rule approval policy; the model calls it, an approver answers the
+/// hold through `Agent::answer`, the server echoes, and turn 2 reports the
+/// echo. The server stays connected while the returned [`McpServer`](holdpoint_mcp::McpServer) lives.
+pub async fn setup_mcp(
+    store: Arc<dyn SessionStore>,
+    server_js: &str,
+) -> holdpoint::Result<(Agent, holdpoint_mcp::McpServer)> {
+    let config = holdpoint_mcp::ServerConfig::stdio("everything", "node", [server_js, "stdio"]);
+    let server = holdpoint_mcp::McpServer::connect(config)
+        .await
+        .map_err(|e| Error::Unavailable(format!("MCP server {server_js}: {e}")))?;
+    let echo = server
+        .tools()
+        .into_iter()
+        .find(|t| t.definition().name == "everything_echo")
+        .ok_or_else(|| Error::Internal("the MCP server has no echo tool".into()))?;
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        tool: Some("everything_echo".into()),
+        approvers: vec!["finance".into()],
+        quorum: 1,
+        ..Default::default()
+    }])
+    .map_err(|e| holdpoint::Error::InvalidArgument(e.to_string()))?;
+    let model = ScriptedModel::from_fn("scripted/bench-mcp", |request, _| {
+        let last = request.messages.last()?;
+        Some(if last.role == Role::Tool {
+            let output = last.content.first()?.as_tool_response()?.output.clone()?;
+            ScriptedTurn::text(format!("Done: {}", output.as_str().unwrap_or("failed")))
+        } else {
+            ScriptedTurn::tool_call("everything_echo", json!({"message": ECHOED}))
+        })
+    })
+    .without_recording();
+    let agent = Agent::builder("bankingAgent")
+        .model(Arc::new(model))
+        .tool(echo)
+        .approval_policy(policy)
+        .store(store)
+        .build()?;
+    Ok((agent, server))
+}
+
+/// The request context of an approver with the `finance` role.
+fn approver(name: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut context = serde_json::Map::new();
+    context.insert(holdpoint::agent::PRINCIPAL.into(), json!(name));
+    context.insert(holdpoint::approval::ROLES.into(), json!(["finance"]));
+    context
 }
 
 /// The call to answer for a paused call: itself, or for a hold a
@@ -275,6 +359,8 @@ fn check(ok: bool, what: &str) -> holdpoint::Result<()> {
 /// A session paused at the transfer, ready to approve.
 pub struct Paused {
     pub session_id: String,
+    /// The held snapshot (empty over HTTP, which resumes by session).
+    pub snapshot_id: String,
     pub part: Part,
 }
 
@@ -287,6 +373,31 @@ pub enum Driver {
     Direct(Agent),
     /// `POST {uri}` (`/agents/bankingAgent` on a local server).
     Http(HttpClient),
+    /// `Agent::run`, each hold answered through `Agent::answer` by these
+    /// approvers in turn (principals with the `finance` role): every answer
+    /// but the last must be recorded as a partial approval, the last must
+    /// resume the session to the text `expect`.
+    Answered(Answerers),
+}
+
+/// The agent and approvers of [`Driver::Answered`].
+#[derive(Clone)]
+pub struct Answerers {
+    agent: Agent,
+    approvers: Vec<&'static str>,
+    expect: String,
+}
+
+impl Answerers {
+    /// `approvers` answer each hold of `agent`; the resumed turn must say
+    /// `expect`.
+    pub fn new(agent: Agent, approvers: Vec<&'static str>, expect: impl Into<String>) -> Self {
+        Answerers {
+            agent,
+            approvers,
+            expect: expect.into(),
+        }
+    }
 }
 
 /// The HTTP side of the bench: hyper's client with a keep-alive pool, and
@@ -350,7 +461,7 @@ struct RunRequest<'a> {
 impl Driver {
     async fn turn(&self, input: AgentInput, init: AgentInit) -> holdpoint::Result<AgentOutput> {
         match self {
-            Driver::Direct(agent) => agent.run(input, init).await,
+            Driver::Direct(agent) | Driver::Answered(Answerers { agent, .. }) => agent.run(input, init).await,
             Driver::Http(http) => {
                 let body = serde_json::to_vec(&RunRequest {
                     data: &input,
@@ -376,6 +487,7 @@ impl Driver {
             .ok_or_else(|| Error::Internal("no interrupt".into()))?;
         Ok(Paused {
             session_id: out.session_id,
+            snapshot_id: out.snapshot_id.unwrap_or_default(),
             part: answerable(part),
         })
     }
@@ -384,8 +496,9 @@ impl Driver {
     /// session id alone, as an approval screen does; `None` over HTTP (the
     /// caller keeps the part it got).
     pub async fn reload(&self, session_id: String) -> holdpoint::Result<Option<Paused>> {
-        let Driver::Direct(agent) = self else {
-            return Ok(None);
+        let agent = match self {
+            Driver::Direct(agent) | Driver::Answered(Answerers { agent, .. }) => agent,
+            Driver::Http(_) => return Ok(None),
         };
         let snapshot = agent
             .latest_snapshot(&session_id, holdpoint::agent::Access::Full)
@@ -399,6 +512,7 @@ impl Driver {
             .ok_or_else(|| Error::Internal(format!("session {session_id} is not waiting")))?;
         Ok(Some(Paused {
             session_id,
+            snapshot_id: snapshot.snapshot_id.clone(),
             part: answerable(part),
         }))
     }
@@ -406,6 +520,9 @@ impl Driver {
     /// Claims and approves a paused session by its id; returns the resume
     /// latency.
     pub async fn approve(&self, tool: &TransferTool, paused: Paused) -> holdpoint::Result<Duration> {
+        if let Driver::Answered(answerers) = self {
+            return answerers.answer(paused).await;
+        }
         let call = tool
             .interrupted(&paused.part)
             .ok_or_else(|| Error::Internal("claim refused".into()))?;
@@ -422,6 +539,46 @@ impl Driver {
         let latency = started.elapsed();
         check(done.finish_reason == FinishReason::Stop, "turn 2 finishes")?;
         check(done.text() == "Done: txn-123", "tool result and final text")?;
+        Ok(latency)
+    }
+}
+
+impl Answerers {
+    /// Answers `paused` as each approver in turn; the latency from the
+    /// first answer to the resumed turn's end.
+    async fn answer(&self, paused: Paused) -> holdpoint::Result<Duration> {
+        use holdpoint::agent::{Answer, Answered};
+        let started = Instant::now();
+        let (last, partial) = self
+            .approvers
+            .split_last()
+            .ok_or_else(|| Error::Internal("no approvers".into()))?;
+        for (n, who) in partial.iter().enumerate() {
+            let answered = self
+                .agent
+                .answer(Answer::approve(&paused.snapshot_id), approver(who))
+                .await?;
+            let Answered::Recorded { call, counted } = answered else {
+                return Err(Error::Internal(format!(
+                    "cycle check failed: approval {} resumed early",
+                    n + 1
+                )));
+            };
+            check(
+                counted && call.approvals.len() == n + 1,
+                "the partial approval is recorded",
+            )?;
+        }
+        let answered = self
+            .agent
+            .answer(Answer::approve(&paused.snapshot_id), approver(last))
+            .await?;
+        let latency = started.elapsed();
+        let Answered::Resumed(done) = answered else {
+            return Err(Error::Internal("cycle check failed: the last approval resumes".into()));
+        };
+        check(done.finish_reason == FinishReason::Stop, "turn 2 finishes")?;
+        check(done.text() == self.expect, "tool result and final text")?;
         Ok(latency)
     }
 }

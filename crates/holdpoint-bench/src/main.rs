@@ -8,6 +8,8 @@
 //! ```
 
 mod cycle;
+#[cfg(test)]
+mod cycle_tests;
 mod report;
 mod run;
 mod scale;
@@ -69,6 +71,18 @@ struct Args {
     /// metadata rides on each hold and the claim checks it).
     #[arg(long)]
     policy: bool,
+    /// Govern the agent with a one-rule policy of quorum 2: two distinct
+    /// approvers answer each hold through `Agent::answer`, the first
+    /// answer recorded as a partial approval, the second resuming.
+    #[arg(long)]
+    quorum: bool,
+    /// Hold an MCP tool instead: `everything_echo` of the reference server
+    /// `@modelcontextprotocol/server-everything` over stdio (`node PATH
+    /// stdio`; PATH defaults to $HOLDPOINT_MCP_EVERYTHING or the npm
+    /// prefix .ci/run installs it under), held by a one-rule policy and
+    /// answered through `Agent::answer`.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    mcp: Option<String>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -178,19 +192,45 @@ async fn main_async(args: Args) -> Result<(), String> {
         .transpose()?;
     let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
     let store = Arc::clone(&counting) as Arc<dyn SessionStore>;
-    let built = if args.subagent {
-        cycle::setup_subagent(store)
-    } else if args.policy {
-        cycle::setup_with_policy(store)
+    let answered = args.quorum || args.mcp.is_some();
+    if answered && (args.http || args.subagent || args.policy) {
+        return Err("--quorum and --mcp run in process, without --http, --subagent or --policy".into());
+    }
+    // The MCP server's process lives as long as this handle.
+    let mut _mcp_server = None;
+    let (agent, tool) = if let Some(path) = &args.mcp {
+        let path = match path.as_str() {
+            "" => std::env::var("HOLDPOINT_MCP_EVERYTHING").unwrap_or_else(|_| cycle::EVERYTHING_JS.into()),
+            given => given.to_owned(),
+        };
+        let (agent, server) = cycle::setup_mcp(store, &path).await.map_err(|e| e.to_string())?;
+        _mcp_server = Some(server);
+        let expect = format!("Done: Echo: {}", cycle::ECHOED);
+        let driver = cycle::Driver::Answered(cycle::Answerers::new(agent, vec!["olga"], expect));
+        (driver, cycle::transfer_tool().map_err(|e| e.to_string())?)
     } else {
-        cycle::setup(store)
+        let built = if args.subagent {
+            cycle::setup_subagent(store)
+        } else if args.policy {
+            cycle::setup_with_policy(store)
+        } else if args.quorum {
+            cycle::setup_with_quorum(store)
+        } else {
+            cycle::setup(store)
+        };
+        let (agent, tool) = built.map_err(|e| e.to_string())?;
+        (cycle::Driver::Direct(agent), tool)
     };
-    let (agent, tool) = built.map_err(|e| e.to_string())?;
-    let (agent, _server) = if args.http {
-        let (driver, stop) = start_http(agent, args.concurrency).await?;
-        (driver, Some(stop))
-    } else {
-        (cycle::Driver::Direct(agent), None)
+    let (agent, _server) = match agent {
+        cycle::Driver::Direct(agent) if args.http => {
+            let (driver, stop) = start_http(agent, args.concurrency).await?;
+            (driver, Some(stop))
+        }
+        cycle::Driver::Direct(agent) if args.quorum => (
+            cycle::Driver::Answered(cycle::Answerers::new(agent, vec!["olga", "pete"], "Done: txn-123")),
+            None,
+        ),
+        driver => (driver, None),
     };
     if args.warmup > 0 && args.paused.is_none() {
         run_cycles(&agent, &tool, args.warmup, args.concurrency)

@@ -61,6 +61,8 @@ pub(crate) fn print(args: &Args, r: &Report) {
             "http": args.http,
             "subagent": args.subagent,
             "policy": args.policy,
+            "quorum": args.quorum,
+            "mcp": args.mcp.is_some(),
             "cycles": r.cycles,
             "concurrency": args.concurrency,
             "paused": args.paused,

@@ -170,18 +170,18 @@ async fn flush(pool: &PgPool, batch: Vec<Job>) {
 /// by one), `$17`–`$24` the claims' audit rows (with the index of their
 /// claim), `$25`–`$31` the outbox rows of inserts and claims (with the
 /// index of their write, and whether it is a claim), written only with a
-/// write that took. Returns one row per write that took: a claim's batch
+/// write that took; `$32` the inserted rows' `approvers` (migration 0009). Returns one row per write that took: a claim's batch
 /// index, or an inserted row's id.
 const WRITE: &str = "WITH inserted AS ( \
        INSERT INTO holdpoint_snapshots \
               (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
-               resumed_at_ns, status, finish_reason, agent, owner, data) \
+               resumed_at_ns, status, finish_reason, agent, owner, data, approvers) \
        SELECT r.snapshot_id, r.session_id, r.parent_id, r.created_at_ns, r.updated_at_ns, r.heartbeat_at_ns, \
-              r.resumed_at_ns, r.status, r.finish_reason, r.agent, r.owner, r.data::json \
+              r.resumed_at_ns, r.status, r.finish_reason, r.agent, r.owner, r.data::json, r.approvers \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], \
-                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) WITH ORDINALITY \
+                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $32::text[]) WITH ORDINALITY \
               AS r(snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
-                   resumed_at_ns, status, finish_reason, agent, owner, data, k) \
+                   resumed_at_ns, status, finish_reason, agent, owner, data, approvers, k) \
         ORDER BY r.k \
        ON CONFLICT (snapshot_id) DO NOTHING \
        RETURNING snapshot_id \
@@ -259,6 +259,7 @@ async fn write<'e>(pool: impl sqlx::PgExecutor<'e>, ops: &[Op]) -> std::result::
         .bind(events.state)
         .bind(events.due_at_ns)
         .bind(events.data)
+        .bind(rows.approvers)
         .fetch_all(pool)
         .await?;
     // Two inserts of one id in a batch: the rows go in in batch order, so
@@ -316,6 +317,7 @@ struct RowArrays<'a> {
     agent: Vec<Option<&'a str>>,
     owner: Vec<Option<&'a str>>,
     data: Vec<&'a str>,
+    approvers: Vec<&'a str>,
 }
 
 impl<'a> RowArrays<'a> {
@@ -332,6 +334,7 @@ impl<'a> RowArrays<'a> {
         self.agent.push(cols.agent.as_deref());
         self.owner.push(cols.owner.as_deref());
         self.data.push(&cols.data);
+        self.approvers.push(&cols.approvers);
     }
 }
 

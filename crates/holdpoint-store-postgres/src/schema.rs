@@ -54,6 +54,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "waiting_by_agent",
         sql: include_str!("../migrations/0008_waiting_by_agent.sql"),
     },
+    Migration {
+        version: 9,
+        name: "waiting_approvers",
+        sql: include_str!("../migrations/0009_waiting_approvers.sql"),
+    },
 ];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two
@@ -100,7 +105,45 @@ pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
             .await
             .map_err(err)?;
     }
+    backfill_approvers(&mut tx).await?;
     tx.commit().await.map_err(err)
+}
+
+/// Rows filled per statement by [`backfill_approvers`].
+const BACKFILL_BATCH: i64 = 500;
+
+/// Fills in the `approvers` of the waiting rows written before migration
+/// 0009 (or by an older build since), in the migration's transaction: one
+/// walk of the partial index of waiting rows when there is nothing to do.
+async fn backfill_approvers(tx: &mut sqlx::PgConnection) -> Result<()> {
+    let err = |e| store_error("fill in the approvers of waiting rows", e);
+    let select = holdpoint_store_sql::row::approvers_backfill(holdpoint_store_sql::row::Placeholder::Dollar)
+        .replace("s.data FROM", "s.data::text FROM");
+    loop {
+        let rows: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(select.as_str()))
+            .bind(BACKFILL_BATCH)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(err)?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut approvers = Vec::with_capacity(rows.len());
+        for (id, data) in &rows {
+            approvers.push(holdpoint_store_sql::row::approvers_of_stored(id, data)?);
+            ids.push(id.as_str());
+        }
+        sqlx::query(
+            "UPDATE holdpoint_snapshots s SET approvers = a.approvers \
+             FROM unnest($1::text[], $2::text[]) AS a(id, approvers) WHERE s.snapshot_id = a.id",
+        )
+        .bind(&ids)
+        .bind(&approvers)
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+        if (rows.len() as i64) < BACKFILL_BATCH {
+            return Ok(());
+        }
+    }
 }
 
 #[cfg(test)]

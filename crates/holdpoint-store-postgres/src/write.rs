@@ -18,14 +18,14 @@ const SELECT_FOR_UPDATE: &str = "SELECT data::text FROM holdpoint_snapshots WHER
 
 const UPSERT: &str = "INSERT INTO holdpoint_snapshots \
        (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, resumed_at_ns, \
-        status, finish_reason, agent, owner, data) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::json) \
+        status, finish_reason, agent, owner, data, approvers) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::json, $13) \
      ON CONFLICT (snapshot_id) DO UPDATE SET \
        session_id = EXCLUDED.session_id, parent_id = EXCLUDED.parent_id, \
        created_at_ns = EXCLUDED.created_at_ns, updated_at_ns = EXCLUDED.updated_at_ns, \
        heartbeat_at_ns = EXCLUDED.heartbeat_at_ns, resumed_at_ns = EXCLUDED.resumed_at_ns, \
        status = EXCLUDED.status, finish_reason = EXCLUDED.finish_reason, \
-       agent = EXCLUDED.agent, owner = EXCLUDED.owner, data = EXCLUDED.data";
+       agent = EXCLUDED.agent, owner = EXCLUDED.owner, data = EXCLUDED.data, approvers = EXCLUDED.approvers";
 
 const INSERT_AUDIT: &str = "INSERT INTO holdpoint_audit \
        (record_id, at_ns, principal, agent, session_id, snapshot_id, data) \
@@ -89,6 +89,7 @@ async fn upsert(conn: &mut PgConnection, cols: &Columns) -> std::result::Result<
         .bind(&cols.agent)
         .bind(&cols.owner)
         .bind(&cols.data)
+        .bind(&cols.approvers)
         .execute(conn)
         .await?;
     Ok(())

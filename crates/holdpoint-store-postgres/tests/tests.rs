@@ -2,6 +2,7 @@
 //! `holdpoint_testkit::TempPostgres`): one binary, a module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvers;
 mod group;
 mod replicas;
 mod state_machine;

@@ -50,6 +50,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "waiting_by_agent",
         sql: include_str!("../migrations/0008_waiting_by_agent.sql"),
     },
+    Migration {
+        version: 9,
+        name: "waiting_approvers",
+        sql: include_str!("../migrations/0009_waiting_approvers.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (
@@ -88,7 +93,36 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
         )
         .map_err(err)?;
     }
+    backfill_approvers(&tx)?;
     tx.commit().map_err(err)
+}
+
+/// Rows filled per statement by [`backfill_approvers`].
+const BACKFILL_BATCH: i64 = 500;
+
+/// Fills in the `approvers` of the waiting rows written before migration
+/// 0009 (or by an older build since), in the migration's transaction: one
+/// walk of the partial index of waiting rows when there is nothing to do.
+fn backfill_approvers(tx: &Connection) -> Result<()> {
+    let err = |e| store_error("fill in the approvers of waiting rows", e);
+    let select = holdpoint_store_sql::row::approvers_backfill(holdpoint_store_sql::row::Placeholder::Question);
+    loop {
+        let rows: Vec<(String, String)> = tx
+            .prepare(&select)
+            .and_then(|mut s| s.query_map([BACKFILL_BATCH], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .map_err(err)?;
+        for (id, data) in &rows {
+            let approvers = holdpoint_store_sql::row::approvers_of_stored(id, data)?;
+            tx.execute(
+                "UPDATE holdpoint_snapshots SET approvers = ?2 WHERE snapshot_id = ?1",
+                rusqlite::params![id, approvers],
+            )
+            .map_err(err)?;
+        }
+        if (rows.len() as i64) < BACKFILL_BATCH {
+            return Ok(());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub(crate) struct Stored {
     finish_reason: Option<String>,
     agent: Option<String>,
     owner: Option<String>,
+    approvers: Option<String>,
 }
 
 impl Stored {
@@ -39,7 +40,7 @@ impl Stored {
 pub(crate) fn stored(conn: &Connection, id: &str) -> rusqlite::Result<Option<Stored>> {
     conn.prepare_cached(
         "SELECT data, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, resumed_at_ns, \
-                status, finish_reason, agent, owner \
+                status, finish_reason, agent, owner, approvers \
          FROM holdpoint_snapshots WHERE snapshot_id = ?1",
     )?
     .query_row([id], |r| {
@@ -54,6 +55,7 @@ pub(crate) fn stored(conn: &Connection, id: &str) -> rusqlite::Result<Option<Sto
             finish_reason: r.get(7)?,
             agent: r.get(8)?,
             owner: r.get(9)?,
+            approvers: r.get(10)?,
         })
     })
     .optional()
@@ -90,7 +92,7 @@ pub(crate) fn audit_columns(records: &[AuditRecord]) -> Result<Vec<AuditColumns>
 /// others: a claim rewrites the row and the waiting index, not the five
 /// other indexes).
 pub(crate) fn update(conn: &Connection, old: &Stored, cols: &Columns) -> rusqlite::Result<()> {
-    let changes: [(&str, bool, &dyn ToSql); 9] = [
+    let changes: [(&str, bool, &dyn ToSql); 10] = [
         ("parent_id", old.parent_id != cols.parent_id, &cols.parent_id),
         (
             "created_at_ns",
@@ -120,6 +122,11 @@ pub(crate) fn update(conn: &Connection, old: &Stored, cols: &Columns) -> rusqlit
         ),
         ("agent", old.agent != cols.agent, &cols.agent),
         ("owner", old.owner != cols.owner, &cols.owner),
+        (
+            "approvers",
+            old.approvers.as_ref() != Some(&cols.approvers),
+            &cols.approvers,
+        ),
     ];
     let mut sql = String::from("UPDATE holdpoint_snapshots SET data = ?2");
     let mut args: Vec<&dyn ToSql> = vec![&cols.snapshot_id, &cols.data];
@@ -137,14 +144,15 @@ pub(crate) fn upsert(conn: &Connection, cols: &Columns) -> rusqlite::Result<()> 
     let mut stmt = conn.prepare_cached(
         "INSERT INTO holdpoint_snapshots \
            (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
-            resumed_at_ns, status, finish_reason, agent, owner, data) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+            resumed_at_ns, status, finish_reason, agent, owner, data, approvers) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
          ON CONFLICT (snapshot_id) DO UPDATE SET \
            session_id = excluded.session_id, parent_id = excluded.parent_id, \
            created_at_ns = excluded.created_at_ns, updated_at_ns = excluded.updated_at_ns, \
            heartbeat_at_ns = excluded.heartbeat_at_ns, resumed_at_ns = excluded.resumed_at_ns, \
            status = excluded.status, finish_reason = excluded.finish_reason, \
-           agent = excluded.agent, owner = excluded.owner, data = excluded.data",
+           agent = excluded.agent, owner = excluded.owner, data = excluded.data, \
+           approvers = excluded.approvers",
     )?;
     stmt.execute(row_params(cols).as_slice())?;
     Ok(())
@@ -167,16 +175,16 @@ pub(crate) fn insert(conn: &Connection, cols: &Columns) -> rusqlite::Result<bool
     let mut stmt = conn.prepare_cached(
         "INSERT INTO holdpoint_snapshots \
            (snapshot_id, session_id, parent_id, created_at_ns, updated_at_ns, heartbeat_at_ns, \
-            resumed_at_ns, status, finish_reason, agent, owner, data) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+            resumed_at_ns, status, finish_reason, agent, owner, data, approvers) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
          ON CONFLICT (snapshot_id) DO NOTHING",
     )?;
     let written = stmt.execute(row_params(cols).as_slice())?;
     Ok(written == 1)
 }
 
-/// A row's columns as the `?1` – `?12` of [`upsert`] and [`insert`].
-fn row_params(cols: &Columns) -> [&dyn ToSql; 12] {
+/// A row's columns as the `?1` – `?13` of [`upsert`] and [`insert`].
+fn row_params(cols: &Columns) -> [&dyn ToSql; 13] {
     [
         &cols.snapshot_id,
         &cols.session_id,
@@ -190,6 +198,7 @@ fn row_params(cols: &Columns) -> [&dyn ToSql; 12] {
         &cols.agent,
         &cols.owner,
         &cols.data,
+        &cols.approvers,
     ]
 }
 

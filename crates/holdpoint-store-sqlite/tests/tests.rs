@@ -1,6 +1,7 @@
 //! Integration tests of `SqliteStore`: one binary, a module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvers;
 mod columns;
 mod group;
 mod locked;

@@ -7,7 +7,8 @@
 //! store writes its `hold.created` outbox row). The copies are spread over
 //! ten agent names, a thousand owners and twenty approver roles. At each
 //! size it measures the approval cycle (sequential and concurrent), the
-//! first page of `pending` for one agent and for one approver role, one
+//! first page of `pending` for one agent and for one approver role (the
+//! inbox's whole read of the role's holds, and the first page alone), one
 //! session's audit listing, `getSnapshot` by id, the bytes on disk per
 //! session and the process's resident memory per session.
 
@@ -157,7 +158,9 @@ async fn measure(
     let concurrent = cycles(plain.0, plain.1, run.cycles, run.concurrency).await?;
     let banking = match plain.0 {
         cycle::Driver::Direct(agent) => agent.clone(),
-        cycle::Driver::Http(_) => return Err("--scale drives the agent in process".into()),
+        cycle::Driver::Http(_) | cycle::Driver::Answered(_) => {
+            return Err("--scale drives the plain cycle in process".into());
+        }
     };
     let pending_agent = timed(run.samples, |_| {
         let agent = banking.clone();
@@ -196,6 +199,27 @@ async fn measure(
         role_times.push(started.elapsed());
         listed = calls.len();
     }
+    // An approver's first page: `pending_for` with a page's limit, as an
+    // approval screen asks for it (no inbox totals).
+    let role_page = timed(run.samples, |i| {
+        let agent = governed.clone();
+        async move {
+            let roles = [fill::role(i % fill::ROLES)];
+            agent
+                .pending_for(
+                    SnapshotQuery {
+                        limit: Some(PAGE),
+                        ..SnapshotQuery::default()
+                    },
+                    Access::Caller {
+                        principal: Some("approver"),
+                        roles: &roles,
+                    },
+                )
+                .await
+        }
+    })
+    .await?;
     let mut picks = Picks(0x9e37_79b9_7f4a_7c15 ^ size as u64);
     let audit = timed(run.samples, |_| {
         let session = templates.finished_session(picks.below(size));
@@ -226,6 +250,7 @@ async fn measure(
         "cyclesPerSec": {"sequential": sequential, "concurrent": concurrent, "concurrency": run.concurrency, "cycles": run.cycles},
         "pendingAgent": percentiles(pending_agent),
         "pendingRole": {"listed": listed, "latency": percentiles(role_times)},
+        "pendingRolePage": percentiles(role_page),
         "auditSession": percentiles(audit),
         "getSnapshot": percentiles(get),
         "disk": disk,

@@ -40,6 +40,9 @@ pub struct Columns {
     pub agent: Option<String>,
     /// The owning principal.
     pub owner: Option<String>,
+    /// The roles that approve its paused calls, as [`approvers_column`]
+    /// encodes them (migration 0009).
+    pub approvers: String,
     /// The whole snapshot as JSON.
     pub data: String,
 }
@@ -66,10 +69,74 @@ impl Columns {
             finish_reason,
             agent: row.agent.clone(),
             owner: row.owner.clone(),
+            approvers: approvers_column(&row.hold_approvers()),
             data: serde_json::to_string(row)
                 .map_err(|e| Error::Internal(format!("snapshot {} does not encode: {e}", row.snapshot_id)))?,
         })
     }
+}
+
+/// The longest `approvers` value a row keeps; a longer one is stored as
+/// [`APPROVERS_NOT_RECORDED`], so that the index holding it never meets a
+/// value too long for an index entry.
+const MAX_APPROVERS: usize = 1024;
+
+/// The `approvers` value of a row whose roles are not recorded (too many
+/// to keep): a listing for a viewer always reads such a row and filters it
+/// after decoding, as it does a row written before migration 0009 (`NULL`)
+/// until the store fills those in on opening ([`approvers_backfill`]).
+pub const APPROVERS_NOT_RECORDED: &str = "*";
+
+/// The `approvers` column of a row whose paused calls these roles approve
+/// ([`Snapshot::hold_approvers`]): every role as its JSON string, each
+/// between two U+001F characters (`""` for none). JSON escapes U+001F
+/// inside a string, so the column contains [`approver_needle`]`(r)`
+/// exactly when `r` is one of the roles: a listing tests each of the
+/// caller's roles with a plain substring search.
+/// [`APPROVERS_NOT_RECORDED`] when it would exceed [`MAX_APPROVERS`] bytes.
+pub fn approvers_column(roles: &[String]) -> String {
+    let mut column = String::new();
+    for role in roles {
+        if column.is_empty() {
+            column.push('\u{1f}');
+        }
+        column.push_str(&serde_json::Value::from(role.as_str()).to_string());
+        column.push('\u{1f}');
+    }
+    if column.len() > MAX_APPROVERS {
+        return APPROVERS_NOT_RECORDED.to_owned();
+    }
+    column
+}
+
+/// What an `approvers` column ([`approvers_column`]) contains when `role`
+/// is one of its roles.
+pub fn approver_needle(role: &str) -> String {
+    format!("\u{1f}{}\u{1f}", serde_json::Value::from(role))
+}
+
+/// The most roles of a [`Viewer`](holdpoint::session::Viewer) bound one
+/// parameter each; a caller with more is tested against one JSON array
+/// (so the statement texts stay few for the stores' statement caches).
+const MAX_ROLE_PARAMETERS: usize = 4;
+
+/// The statement that reads up to its limit (the parameter `1`) waiting
+/// rows whose `approvers` is `NULL`: those written before migration 0009,
+/// which a store fills in when it opens, before it takes any work, so
+/// that a viewer's listing reads them from the index like any other.
+pub fn approvers_backfill(placeholder: Placeholder) -> String {
+    format!(
+        "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s \
+         WHERE s.status = 'completed' AND s.finish_reason = 'interrupted' AND s.resumed_at_ns IS NULL \
+           AND s.approvers IS NULL LIMIT {}",
+        placeholder.nth(1)
+    )
+}
+
+/// The `approvers` value of the stored row `id` whose document is `data`
+/// (see [`approvers_backfill`]).
+pub fn approvers_of_stored(id: &str, data: &str) -> Result<String> {
+    Ok(approvers_column(&decode(id, data)?.hold_approvers()))
 }
 
 /// The row a save under a freshly minted id writes, and its columns
@@ -234,12 +301,28 @@ impl Listing {
 /// its session is newer; for `in_doubt_only` this selects the claimed rows,
 /// and the claim's lease (inside the document) is checked after decoding
 /// ([`decode_listed`]).
+///
+/// With a [`viewer`](SnapshotQuery::viewer), the rows are first chosen by
+/// id alone (`s.snapshot_id IN (SELECT s.snapshot_id … LIMIT n)`), from the
+/// partial index of waiting rows that holds the owner and the approvers
+/// beside the agent and the order (migration 0009), so the rows the caller
+/// may not see are skipped without reading them; then only the chosen rows
+/// are read.
 pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeholder) -> Listing {
-    snapshot_filter(query, select, placeholder).finish(
-        "s.created_at_ns DESC, s.snapshot_id DESC",
-        list_limit(query),
-        placeholder,
-    )
+    const ORDER: &str = "s.created_at_ns DESC, s.snapshot_id DESC";
+    if query.viewer.is_none() {
+        return snapshot_filter(query, select, placeholder).finish(ORDER, list_limit(query), placeholder);
+    }
+    let inner = snapshot_filter(query, "SELECT s.snapshot_id FROM holdpoint_snapshots s", placeholder);
+    let limit = placeholder.nth(inner.args.len() + 1);
+    Listing {
+        sql: format!(
+            "{select} WHERE s.snapshot_id IN ({} ORDER BY {ORDER} LIMIT {limit}) ORDER BY {ORDER} LIMIT {limit}",
+            inner.sql
+        ),
+        args: inner.args,
+        limit: list_limit(query),
+    }
 }
 
 /// The terms of [`snapshot_listing`], without order and limit.
@@ -269,6 +352,46 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
             listing
                 .sql
                 .push_str(" AND NOT (t.parent_id = s.snapshot_id AND t.status IN ('pending', 'aborting'))");
+        }
+        listing.sql.push(')');
+    }
+    if let Some(viewer) = &query.viewer {
+        listing.sql.push_str(" AND (s.owner IS NULL");
+        if let Some(principal) = &viewer.principal {
+            listing.args.push(principal.clone());
+            let parameter = placeholder.nth(listing.args.len());
+            listing.sql.push_str(&format!(" OR s.owner = {parameter}"));
+        }
+        if !viewer.roles.is_empty() {
+            listing.sql.push_str(" OR s.approvers IS NULL OR s.approvers = '*'");
+        }
+        if (1..=MAX_ROLE_PARAMETERS).contains(&viewer.roles.len()) {
+            // One substring test per role, each its own parameter: what
+            // SQLite runs fastest (a JSON array of needles, parsed again
+            // for every row it tests, cost it seven times as much).
+            for role in &viewer.roles {
+                listing.args.push(approver_needle(role));
+                let parameter = placeholder.nth(listing.args.len());
+                listing.sql.push_str(&match placeholder {
+                    Placeholder::Question => format!(" OR instr(s.approvers, {parameter}) > 0"),
+                    Placeholder::Dollar => format!(" OR strpos(s.approvers, {parameter}) > 0"),
+                });
+            }
+        } else if !viewer.roles.is_empty() {
+            // More roles: one JSON array of needles, one statement text
+            // whatever their number.
+            let needles: Vec<String> = viewer.roles.iter().map(|r| approver_needle(r)).collect();
+            listing.args.push(serde_json::Value::from(needles).to_string());
+            let parameter = placeholder.nth(listing.args.len());
+            listing.sql.push_str(&match placeholder {
+                Placeholder::Question => {
+                    format!(" OR EXISTS (SELECT 1 FROM json_each({parameter}) r WHERE instr(s.approvers, r.value) > 0)")
+                }
+                Placeholder::Dollar => format!(
+                    " OR EXISTS (SELECT 1 FROM json_array_elements_text({parameter}::json) AS r(v) \
+                       WHERE strpos(s.approvers, r.v) > 0)"
+                ),
+            });
         }
         listing.sql.push(')');
     }

@@ -22,6 +22,7 @@ mod outbox_ops;
 mod prune;
 mod quorum;
 mod recency;
+mod viewer;
 mod watch;
 
 use std::future::Future;
@@ -68,6 +69,9 @@ pub use prune::prune_deletes_only_old_sessions_that_are_over;
 pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
     heartbeat_does_not_move_recency, latest_by_created_at, latest_ties_by_snapshot_id, stale_pending_reads_expired,
+};
+pub use viewer::{
+    an_approvers_page_lists_what_the_viewer_may_see, rows_without_approvers_are_listed_and_filled_in_on_opening,
 };
 pub use watch::{
     watch_ends_for_missing_id, watch_reports_changes, watch_starts_with_current_value, watch_stops_when_dropped,
@@ -180,6 +184,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("prune_deletes_only_old_sessions_that_are_over", |s| {
         prune_deletes_only_old_sessions_that_are_over(s).boxed()
+    }),
+    ("an_approvers_page_lists_what_the_viewer_may_see", |s| {
+        an_approvers_page_lists_what_the_viewer_may_see(s).boxed()
     }),
 ];
 
@@ -358,7 +365,8 @@ async fn save(store: &dyn SessionStore, id: Option<&str>, update: SnapshotUpdate
 
 /// The filtered `list_snapshots` queries a SQL store must answer from an
 /// index, each with the index it should read (both SQL stores name their
-/// indexes alike): by session, agent, owner, and the waiting rows. The
+/// indexes alike): by session, agent, owner, the waiting rows, and the
+/// waiting rows an approver may see. The
 /// values match the rows the stores' query-plan tests insert (`session-7`,
 /// `agent-7`, `owner-8`).
 pub fn indexed_snapshot_listings() -> Vec<(SnapshotQuery, &'static str)> {
@@ -395,6 +403,18 @@ pub fn indexed_snapshot_listings() -> Vec<(SnapshotQuery, &'static str)> {
             SnapshotQuery {
                 agent: Some("agent-7".into()),
                 waiting_only: true,
+                ..Default::default()
+            },
+            "holdpoint_snapshots_waiting_agent",
+        ),
+        (
+            SnapshotQuery {
+                agent: Some("agent-7".into()),
+                waiting_only: true,
+                viewer: Some(holdpoint::session::Viewer {
+                    principal: Some("owner-8".into()),
+                    roles: vec!["legal".into(), "finance".into()],
+                }),
                 ..Default::default()
             },
             "holdpoint_snapshots_waiting_agent",

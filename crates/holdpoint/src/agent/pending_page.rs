@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use super::{Access, Agent, PendingApproval, audit};
 use crate::error::Result;
-use crate::session::SnapshotQuery;
+use crate::session::{SnapshotQuery, Viewer};
 
 /// The most waiting snapshots one listing reads before it answers with
 /// what it found.
@@ -24,12 +24,27 @@ pub(super) async fn approvers_page(
 ) -> Result<Vec<PendingApproval>> {
     let store = agent.require_store()?;
     let want = query.limit();
+    // The store narrows the rows to those the caller may see (an indexed
+    // query in the SQL stores); the calls are still filtered here, one by
+    // one, as a row is listed when any one of its calls is visible.
+    let viewer = match access {
+        Access::Caller { principal, roles } => Some(Viewer {
+            principal: principal.map(str::to_owned),
+            roles: roles.to_vec(),
+        }),
+        Access::As(principal) => Some(Viewer {
+            principal: principal.map(str::to_owned),
+            roles: Vec::new(),
+        }),
+        Access::Full => None,
+    };
     let mut window = want.max(1);
     loop {
         let read = SnapshotQuery {
             agent: Some(agent.name().to_owned()),
             waiting_only: true,
             limit: Some(window),
+            viewer: viewer.clone(),
             ..query.clone()
         };
         let snapshots = store.list_snapshots(&read).await?;

@@ -28,7 +28,7 @@ pub use outbox::{
     OutboxState, OutboxStats,
 };
 pub use prune::{MAX_PRUNE_BATCH, PruneOutcome, PruneRequest, prunable, prunable_snapshot};
-pub use query::{AuditQuery, SnapshotQuery};
+pub use query::{AuditQuery, SnapshotQuery, Viewer};
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,
     check_session_id, upsert_artifact,

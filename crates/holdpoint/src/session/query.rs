@@ -55,6 +55,33 @@ pub struct SnapshotQuery {
     pub in_doubt_only: bool,
     /// At most this many (default 100), newest first.
     pub limit: Option<usize>,
+    /// Only rows this caller may see as an approver (docs/reference.md
+    /// §10.7): rows without an owner, rows it owns, and rows with a paused
+    /// call whose approval rule names one of its roles (see
+    /// [`Viewer::sees_row`]). The SQL stores answer it from the `approvers`
+    /// column (migration 0009), so an approver's first page is one indexed
+    /// query rather than a walk of every waiting row of the agent.
+    pub viewer: Option<Viewer>,
+}
+
+/// The caller a [`SnapshotQuery::viewer`] lists for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Viewer {
+    /// The caller's principal (`None`: anonymous).
+    pub principal: Option<String>,
+    /// The caller's roles.
+    pub roles: Vec<String>,
+}
+
+impl Viewer {
+    /// Whether this caller may see `s` in an approver's listing: it has no
+    /// owner, the caller owns it, or one of its paused calls is held under
+    /// a rule naming one of the caller's roles ([`Snapshot::hold_approvers`]).
+    pub fn sees_row(&self, s: &Snapshot) -> bool {
+        s.owner.is_none()
+            || s.owner == self.principal
+            || (!self.roles.is_empty() && s.hold_approvers().iter().any(|a| self.roles.contains(a)))
+    }
 }
 
 impl SnapshotQuery {
@@ -66,6 +93,7 @@ impl SnapshotQuery {
             && self.owner.as_ref().is_none_or(|o| s.owner.as_ref() == Some(o))
             && (!self.waiting_only || s.is_waiting())
             && (!self.in_doubt_only || s.resume_lapsed(chrono::Utc::now()))
+            && self.viewer.as_ref().is_none_or(|v| v.sees_row(s))
     }
 
     /// Whether only the latest snapshot of each session may match.

@@ -196,6 +196,24 @@ fn age(d: chrono::TimeDelta) -> String {
     }
 }
 
+impl Snapshot {
+    /// The roles that approve this snapshot's paused calls: the approvers
+    /// of the approval rules its listed calls are held under (those a
+    /// sub-agent surfaced included; none for a child session, whose holds
+    /// are listed on its root), sorted and without repeats. The SQL stores
+    /// keep them in the `approvers` column for [`crate::session::Viewer`].
+    pub fn hold_approvers(&self) -> Vec<String> {
+        let mut roles: Vec<String> = pending_of(self)
+            .into_iter()
+            .filter_map(|call| call.rule)
+            .flat_map(|rule| rule.approvers)
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
+        roles
+    }
+}
+
 /// The paused calls of a waiting snapshot.
 pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
     // Sub-agents: a child's holds are listed on the root that surfaced them.
