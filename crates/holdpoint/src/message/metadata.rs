@@ -47,6 +47,17 @@ pub const CARRIED_META: [(&str, &str); 2] = [
 /// an approval gate's hold.
 pub const TOOL_APPROVED: &str = "toolApproved";
 
+/// The key of a surfaced sub-agent hold in a paused call's interrupt data
+/// (docs/reference.md §16.2).
+pub const SUBAGENT: &str = "subagent";
+
+/// The key, on the first user message of a sub-agent's session, of its
+/// link to the parent (docs/reference.md §16.1).
+pub const SUBAGENT_OF: &str = "subagentOf";
+
+/// The separator of a nested call's compound ref (docs/reference.md §16.2).
+pub const REF_SEPARATOR: char = '/';
+
 /// A metadata marker that is either set without data (`true`) or set with a
 /// JSON object. Absent, `null` and `false` mean "not set".
 #[derive(Debug, Clone, PartialEq)]

@@ -48,11 +48,11 @@ pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
 /// The key of a surfaced hold in a paused call's interrupt data, of the
 /// nested answers in a restart's resume data, and of the sub-agent marker
 /// in a tool definition's metadata.
-pub const SUBAGENT: &str = "subagent";
+pub use crate::message::metadata::SUBAGENT;
 
 /// The metadata key, on the first user message of a child's session, of
 /// its link to the parent: `{"agent", "sessionId", "tool", "ref"}`.
-pub const SUBAGENT_OF: &str = "subagentOf";
+pub use crate::message::metadata::SUBAGENT_OF;
 
 /// The request-context key under which a parent's turn tells its
 /// sub-agent tools its session (`{"sessionId": …}`); never passed on to
@@ -62,7 +62,7 @@ pub const CALLER: &str = "holdpoint.caller";
 /// The separator of a nested call's compound ref in listings: the refs of
 /// the sub-agent calls it is nested in, outermost first, then its own
 /// (a call without a ref is named by its tool).
-pub const REF_SEPARATOR: char = '/';
+pub use crate::message::metadata::REF_SEPARATOR;
 
 /// A child's hold as its parent's paused call carries it (the interrupt
 /// data under [`SUBAGENT`]).

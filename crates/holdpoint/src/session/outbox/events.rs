@@ -2,7 +2,10 @@
 //! a hold's `hold.created` and timers, a claim's `hold.decided` and
 //! in-doubt timer, a partial approval.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::event::OutboxEvent;
@@ -11,6 +14,7 @@ use super::{
     APPROVERS, ESCALATE_AT, ESCALATE_TO, HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT,
     HOLD_PARTIALLY_APPROVED, HOLD_REMINDED, ON_EXPIRE, REMIND_AT,
 };
+use crate::message::{Part, metadata};
 use crate::session::audit::AuditRecord;
 use crate::session::snapshot::Snapshot;
 
@@ -19,16 +23,32 @@ use crate::session::snapshot::Snapshot;
 /// `hold.created` per paused call, and the timer rows its interrupt data
 /// asks for ([`REMIND_AT`], [`ESCALATE_AT`], `expiresAt`). Nothing for any
 /// other save, and nothing for a claim marker.
+///
+/// A hold is told where it is answered (docs/reference.md §16.3): a paused
+/// call that surfaces a sub-agent's holds is told as those nested calls
+/// (their tool, input and interrupt data, under the compound ref, on this
+/// row), and the row of a foreground sub-agent's session tells nothing.
 pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
     if was_waiting || !row.is_waiting() || row.is_state_claim() {
         return Vec::new();
     }
-    let Some(last) = row.state.as_ref().and_then(|s| s.messages.last()) else {
+    let Some(state) = row.state.as_ref() else {
+        return Vec::new();
+    };
+    if runs_as_subagent(state) {
+        return Vec::new();
+    }
+    let Some(last) = state.messages.last() else {
         return Vec::new();
     };
     let now = Utc::now();
     let mut out = Vec::new();
+    let mut calls = Vec::new();
     for part in last.interrupts() {
+        let own = part.as_tool_request().and_then(|r| r.reference.clone());
+        nested_calls(Cow::Borrowed(part), own, 0, &mut calls);
+    }
+    for (part, reference) in &calls {
         let Some(req) = part.as_tool_request() else { continue };
         let interrupt = part.interrupt_data().unwrap_or_default();
         let approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
@@ -50,7 +70,7 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
             "agent": row.agent,
             "sessionId": row.session_id,
             "snapshotId": row.snapshot_id,
-            "ref": req.reference,
+            "ref": reference,
             "tool": req.name,
             "input": req.input.clone().unwrap_or(Value::Null),
             "interrupt": Value::Object(interrupt),
@@ -97,6 +117,55 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
         out.append(&mut timers);
     }
     out
+}
+
+/// How deep [`nested_calls`] follows surfaced holds (a bound on what a
+/// stored row can make it do; real trees are a few levels).
+const MAX_NESTING: usize = 16;
+
+/// Whether `state` is a foreground sub-agent's session: its first message
+/// links it to a parent call, not as a background task.
+fn runs_as_subagent(state: &crate::session::SessionState) -> bool {
+    state
+        .messages
+        .first()
+        .and_then(|m| m.metadata.as_ref())
+        .and_then(|m| m.get(metadata::SUBAGENT_OF))
+        .is_some_and(|link| link.get("background") != Some(&Value::Bool(true)))
+}
+
+/// The calls a paused `part` stands for, with the refs they are answered
+/// by: itself under `reference`, or for a surfaced sub-agent hold the
+/// child's paused calls (to any depth) under compound refs.
+fn nested_calls<'a>(
+    part: Cow<'a, Part>,
+    reference: Option<String>,
+    depth: usize,
+    out: &mut Vec<(Cow<'a, Part>, Option<String>)>,
+) {
+    let inner = metadata::marker_object(part.metadata.as_ref(), metadata::INTERRUPT)
+        .and_then(|d| d.get(metadata::SUBAGENT))
+        .and_then(|h| h.get("interrupts"))
+        .and_then(Value::as_array);
+    let (Some(inner), true) = (inner, depth < MAX_NESTING) else {
+        out.push((part, reference));
+        return;
+    };
+    let prefix = segment(&part, reference.as_deref());
+    for value in inner {
+        let Ok(child) = Part::deserialize(value) else { continue };
+        let own = child.as_tool_request().and_then(|r| r.reference.clone());
+        let compound = format!("{prefix}{}{}", metadata::REF_SEPARATOR, segment(&child, own.as_deref()));
+        nested_calls(Cow::Owned(child), Some(compound), depth + 1, out);
+    }
+}
+
+/// A call's segment of a compound ref: its ref, or its tool's name.
+fn segment(part: &Part, reference: Option<&str>) -> String {
+    reference
+        .map(str::to_owned)
+        .or_else(|| part.as_tool_request().map(|r| r.name.clone()))
+        .unwrap_or_default()
 }
 
 /// The events a store writes with a resume claim carrying `audit` (the

@@ -161,3 +161,62 @@ fn an_escalation_adds_its_roles_to_the_hold_once() {
     done.finish_reason = Some(FinishReason::Stop);
     assert!(escalated_hold(&done, Some("r1"), "transferMoney", &roles).is_none());
 }
+
+/// A root's paused call that surfaces a sub-agent's holds (two levels
+/// down) is told as the innermost call, on the root's row under the
+/// compound ref, with that call's approvers and timers; the sub-agents'
+/// own waiting rows tell nothing (their holds are answered at the root).
+#[test]
+fn a_surfaced_hold_is_told_as_its_nested_call_on_the_root_only() {
+    let mut leaf = Part::tool_request("transferMoney", Some("t1".into()), Some(json!({"amount": 500})));
+    leaf.set_meta(
+        metadata::INTERRUPT,
+        json!({APPROVERS: ["finance"], "expiresAt": "2999-01-01T00:00:00Z"}),
+    );
+    let surface = |name: &str, reference: &str, inner: &Part| {
+        let mut part = Part::tool_request(name, Some(reference.into()), Some(json!({"input": "pay"})));
+        part.set_meta(
+            metadata::INTERRUPT,
+            json!({"subagent": {"agent": name, "sessionId": "c", "snapshotId": "c-1", "interrupts": [inner]}}),
+        );
+        part
+    };
+    let middle = surface("bankingAgent", "b1", &leaf);
+    let top = surface("deskAgent", "d1", &middle);
+    let mut root = held(json!(true));
+    if let Some(state) = root.state.as_mut() {
+        state.messages[1] = Message::new(Role::Model, vec![top]);
+    }
+    let events = hold_events(false, &root);
+    let kinds: Vec<_> = events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, [HOLD_CREATED, HOLD_EXPIRED], "{events:#?}");
+    let told = &events[0].data;
+    assert_eq!(told["tool"], "transferMoney");
+    assert_eq!(told["ref"], "d1/b1/t1");
+    assert_eq!(told["input"]["amount"], 500);
+    assert_eq!(told["approvers"], json!(["finance"]));
+    assert_eq!(told["snapshotId"], "snap");
+    assert_eq!(events[0].snapshot_id, "snap");
+
+    // The child's own waiting row, linked to its parent's call.
+    let mut child = held(json!({APPROVERS: ["finance"]}));
+    if let Some(state) = child.state.as_mut() {
+        let mut meta = Map::new();
+        meta.insert(
+            metadata::SUBAGENT_OF.into(),
+            json!({"agent": "deskAgent", "sessionId": "p"}),
+        );
+        state.messages[0].metadata = Some(meta);
+    }
+    assert!(hold_events(false, &child).is_empty(), "a sub-agent's row tells nothing");
+    // A background task's holds are its own: told on its row.
+    if let Some(state) = child.state.as_mut()
+        && let Some(meta) = state.messages[0].metadata.as_mut()
+    {
+        meta.insert(
+            metadata::SUBAGENT_OF.into(),
+            json!({"agent": "deskAgent", "sessionId": "p", "background": true}),
+        );
+    }
+    assert_eq!(hold_events(false, &child).len(), 1);
+}
