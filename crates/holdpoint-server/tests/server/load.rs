@@ -87,11 +87,16 @@ async fn paused_sessions_and_concurrent_streams_under_load() {
     let turn_p99 = p99(turns.into_iter().flatten().collect());
     let paused_took = started.elapsed();
 
-    // Concurrent SSE streams, all open at once.
+    // Concurrent SSE streams, all open at once, each on a connection of its
+    // own: a client that reused the pooled connections of the phase above
+    // could pick one the server is closing as idle just then (hyper's
+    // "connection closed before message completed"), a client race, not
+    // the server's behaviour under load.
+    let fresh = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     let started_streams = Instant::now();
     let tasks: Vec<_> = (0..streams)
         .map(|i| {
-            let client = client.clone();
+            let client = fresh.clone();
             let url = format!("{url}?stream=true");
             tokio::spawn(async move {
                 let t = Instant::now();
@@ -100,7 +105,7 @@ async fn paused_sessions_and_concurrent_streams_under_load() {
                     .json(&json!({"data": user(&format!("close stream-{i}"))}))
                     .send()
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| format!("{e:?}"))?;
                 if r.status() != 200 {
                     return Err(format!("status {}", r.status()));
                 }

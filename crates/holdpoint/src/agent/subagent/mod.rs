@@ -215,6 +215,70 @@ impl AgentBuilder {
     /// final text is the call's output; its holds surface on this agent's
     /// turn (docs/reference.md §16). The child must keep its sessions in
     /// this agent's store.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use holdpoint::agent::{Agent, AgentInit, AgentInput};
+    /// use holdpoint::middleware::ToolApproval;
+    /// use holdpoint::session::{InMemoryStore, SessionStore, SnapshotQuery};
+    /// use holdpoint::tool::{DynamicTool, ToolContext};
+    /// use holdpoint::{FinishReason, Resume, Role, ScriptedModel, ScriptedTurn};
+    /// use serde_json::{Value, json};
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    /// // The child: its transfer is held by ToolApproval.
+    /// let transfer = DynamicTool::new(
+    ///     "transferMoney",
+    ///     "moves money",
+    ///     json!({"type": "object"}),
+    ///     |_ctx: ToolContext, input: Value| async move { Ok(json!({"transactionId": "txn-1", "amount": input["amount"]})) },
+    /// )
+    /// .into_tool();
+    /// let banking_model = ScriptedModel::from_fn("scripted/banking", |request, _| {
+    ///     let last = request.messages.last()?;
+    ///     Some(if last.role == Role::Tool {
+    ///         ScriptedTurn::text("moved $500")
+    ///     } else {
+    ///         ScriptedTurn::tool_call("transferMoney", json!({"amount": 500, "toAccount": "savings"}))
+    ///     })
+    /// });
+    /// let banking = Agent::builder("bankingAgent")
+    ///     .model(Arc::new(banking_model))
+    ///     .tools(vec![transfer])
+    ///     .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
+    ///     .store(Arc::clone(&store))
+    ///     .build()?;
+    /// // The root hands the request to the child and relays its answer.
+    /// let support_model = ScriptedModel::from_fn("scripted/support", |request, _| {
+    ///     let last = request.messages.last()?;
+    ///     Some(if last.role == Role::Tool {
+    ///         let out = last.content.first()?.as_tool_response()?.output.clone()?;
+    ///         ScriptedTurn::text(out.as_str()?.to_owned())
+    ///     } else {
+    ///         ScriptedTurn::tool_call("bankingAgent", json!({"input": last.text()}))
+    ///     })
+    /// });
+    /// let support = Agent::builder("supportAgent")
+    ///     .model(Arc::new(support_model))
+    ///     .subagent(banking)
+    ///     .store(store)
+    ///     .build()?;
+    ///
+    /// let held = support.run_text("Transfer $500 to savings").await?;
+    /// assert_eq!(held.finish_reason, FinishReason::Interrupted);
+    /// // The root lists the real question, under a compound ref.
+    /// let entry = support.pending(SnapshotQuery::default()).await?.remove(0);
+    /// assert_eq!(entry.tool, "transferMoney");
+    /// assert_eq!(entry.path[0].agent, "bankingAgent");
+    /// // Answered at the root: the child resumes in place, then the root.
+    /// let approve = ToolApproval::interrupted(&entry.part).expect("an approval hold").approve(Some("ok"))?;
+    /// let init = AgentInit::snapshot(held.snapshot_id.clone().expect("a paused snapshot"));
+    /// let done = support.run(AgentInput::resume(Resume::from_parts([approve])), init).await?;
+    /// assert_eq!(done.text(), "moved $500");
+    /// # Ok::<(), holdpoint::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn subagent(self, agent: Agent) -> Self {
         self.subagent_with(agent, SubagentOptions::default())
     }
