@@ -332,15 +332,16 @@ fn answerable(part: Part) -> Part {
     let Some(hold) = holdpoint::agent::subagent::SurfacedHold::of(&part) else {
         return part;
     };
-    let outer = part
-        .as_tool_request()
-        .and_then(|r| r.reference.clone())
-        .unwrap_or_default();
+    let outer = part.ref_segment().unwrap_or_default();
     match hold.interrupts.into_iter().next() {
         Some(mut inner) => {
+            let compound = format!(
+                "{outer}{}{}",
+                holdpoint::agent::subagent::REF_SEPARATOR,
+                inner.ref_segment().unwrap_or_default()
+            );
             if let Some(r) = inner.as_tool_request_mut() {
-                let own = r.reference.clone().unwrap_or_else(|| r.name.clone());
-                r.reference = Some(format!("{outer}{}{own}", holdpoint::agent::subagent::REF_SEPARATOR));
+                r.reference = Some(compound);
             }
             answerable(inner)
         }

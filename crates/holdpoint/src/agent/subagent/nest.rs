@@ -31,13 +31,6 @@ fn is_call(part: &Part, name: &str, reference: Option<&str>) -> bool {
         .is_some_and(|r| r.name == name && r.reference.as_deref() == reference)
 }
 
-/// The segment naming `part` in a compound ref: its ref, or its tool when
-/// it has none.
-fn segment(part: &Part) -> Option<&str> {
-    let req = part.as_tool_request()?;
-    Some(req.reference.as_deref().unwrap_or(&req.name))
-}
-
 fn with_ref(part: &Part, reference: Option<&str>) -> Part {
     let mut part = part.clone();
     match &mut part.kind {
@@ -63,7 +56,7 @@ fn route(pending: &Message, directive: &Part) -> Option<(usize, Part)> {
         .content
         .iter()
         .enumerate()
-        .filter(|(_, p)| segment(p) == Some(head))
+        .filter(|(_, p)| p.ref_segment() == Some(head))
         .find_map(|(i, p)| SurfacedHold::of(p).map(|h| (i, h)))?;
     let unnamed = rest == name
         && !hold.interrupts.iter().any(|p| is_call(p, name, Some(rest)))

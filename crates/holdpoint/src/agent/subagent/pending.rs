@@ -4,7 +4,6 @@
 
 use super::{REF_SEPARATOR, SubagentStep, SurfacedHold};
 use crate::agent::PendingApproval;
-use crate::message::Part;
 
 /// `entry` as listings show it: itself for a call of its own, else one
 /// entry per hold its child (and the child's children) surfaced. A nested
@@ -25,7 +24,7 @@ fn expand_at(entry: PendingApproval, own: Option<String>) -> Vec<PendingApproval
         return vec![entry];
     };
     let mut out = Vec::new();
-    let prefix = segment(&entry.part).unwrap_or_default();
+    let prefix = entry.part.ref_segment().unwrap_or_default().to_owned();
     let step = SubagentStep {
         tool: entry.tool.clone(),
         reference: own,
@@ -35,7 +34,7 @@ fn expand_at(entry: PendingApproval, own: Option<String>) -> Vec<PendingApproval
     };
     for inner in &hold.interrupts {
         let Some(req) = inner.as_tool_request() else { continue };
-        let own = segment(inner).unwrap_or_default();
+        let own = inner.ref_segment().unwrap_or_default();
         let compound = format!("{prefix}{REF_SEPARATOR}{own}");
         let mut part = inner.clone();
         if let Some(r) = part.as_tool_request_mut() {
@@ -65,9 +64,4 @@ fn expand_at(entry: PendingApproval, own: Option<String>) -> Vec<PendingApproval
         out.extend(expand_at(nested, req.reference.clone()));
     }
     out
-}
-
-fn segment(part: &Part) -> Option<String> {
-    let req = part.as_tool_request()?;
-    Some(req.reference.clone().unwrap_or_else(|| req.name.clone()))
 }

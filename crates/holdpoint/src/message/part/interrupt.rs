@@ -36,6 +36,14 @@ impl From<InterruptAsError> for Error {
 }
 
 impl Part {
+    /// The segment naming this tool request in a sub-agent's compound ref
+    /// (docs/reference.md §16.2): its ref, or its tool's name when it has
+    /// none. `None` for a part that is not a tool request.
+    pub fn ref_segment(&self) -> Option<&str> {
+        let req = self.as_tool_request()?;
+        Some(req.reference.as_deref().unwrap_or(&req.name))
+    }
+
     /// Whether this is a tool request that is paused and not yet answered.
     pub fn is_interrupt(&self) -> bool {
         self.as_tool_request().is_some() && metadata::is_set(self.metadata.as_ref(), metadata::INTERRUPT)

@@ -45,10 +45,9 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
     let mut out = Vec::new();
     let mut calls = Vec::new();
     for part in last.interrupts() {
-        let own = part.as_tool_request().and_then(|r| r.reference.clone());
-        nested_calls(Cow::Borrowed(part), own, 0, &mut calls);
+        nested_calls(Cow::Borrowed(part), 0, &mut calls);
     }
-    for (part, reference) in &calls {
+    for part in &calls {
         let Some(req) = part.as_tool_request() else { continue };
         let interrupt = part.interrupt_data().unwrap_or_default();
         let approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
@@ -70,7 +69,7 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
             "agent": row.agent,
             "sessionId": row.session_id,
             "snapshotId": row.snapshot_id,
-            "ref": reference,
+            "ref": req.reference,
             "tool": req.name,
             "input": req.input.clone().unwrap_or(Value::Null),
             "interrupt": Value::Object(interrupt),
@@ -134,38 +133,33 @@ fn runs_as_subagent(state: &crate::session::SessionState) -> bool {
         .is_some_and(|link| link.get("background") != Some(&Value::Bool(true)))
 }
 
-/// The calls a paused `part` stands for, with the refs they are answered
-/// by: itself under `reference`, or for a surfaced sub-agent hold the
-/// child's paused calls (to any depth) under compound refs.
-fn nested_calls<'a>(
-    part: Cow<'a, Part>,
-    reference: Option<String>,
-    depth: usize,
-    out: &mut Vec<(Cow<'a, Part>, Option<String>)>,
-) {
+/// The calls a paused `part` stands for: itself, or for a surfaced
+/// sub-agent hold the child's paused calls (to any depth), each carrying
+/// the compound ref it is answered by (as listings show it).
+fn nested_calls<'a>(part: Cow<'a, Part>, depth: usize, out: &mut Vec<Cow<'a, Part>>) {
     let inner = metadata::marker_object(part.metadata.as_ref(), metadata::INTERRUPT)
         .and_then(|d| d.get(metadata::SUBAGENT))
         .and_then(|h| h.get("interrupts"))
         .and_then(Value::as_array);
     let (Some(inner), true) = (inner, depth < MAX_NESTING) else {
-        out.push((part, reference));
+        out.push(part);
         return;
     };
-    let prefix = segment(&part, reference.as_deref());
+    let prefix = part.ref_segment().unwrap_or_default();
     for value in inner {
-        let Ok(child) = Part::deserialize(value) else { continue };
-        let own = child.as_tool_request().and_then(|r| r.reference.clone());
-        let compound = format!("{prefix}{}{}", metadata::REF_SEPARATOR, segment(&child, own.as_deref()));
-        nested_calls(Cow::Owned(child), Some(compound), depth + 1, out);
+        let Ok(mut child) = Part::deserialize(value) else {
+            continue;
+        };
+        let compound = format!(
+            "{prefix}{}{}",
+            metadata::REF_SEPARATOR,
+            child.ref_segment().unwrap_or_default()
+        );
+        if let Some(req) = child.as_tool_request_mut() {
+            req.reference = Some(compound);
+        }
+        nested_calls(Cow::Owned(child), depth + 1, out);
     }
-}
-
-/// A call's segment of a compound ref: its ref, or its tool's name.
-fn segment(part: &Part, reference: Option<&str>) -> String {
-    reference
-        .map(str::to_owned)
-        .or_else(|| part.as_tool_request().map(|r| r.name.clone()))
-        .unwrap_or_default()
 }
 
 /// The events a store writes with a resume claim carrying `audit` (the
