@@ -275,6 +275,64 @@ fn webhook_secrets_must_be_whsec_base64() {
     }
 }
 
+/// Every event the core's outbox writes is a name a channel may list, in
+/// each kind of channel: the constants one by one (so a constant missing
+/// from the core's `EVENT_TYPES` shows here too) and the whole list, and a
+/// channel that lists none takes every one of them.
+#[test]
+fn every_outbox_event_is_an_accepted_event_name() {
+    use holdpoint::session::outbox::{
+        EVENT_TYPES, HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT, HOLD_PARTIALLY_APPROVED,
+        HOLD_REMINDED,
+    };
+    let constants = [
+        HOLD_CREATED,
+        HOLD_PARTIALLY_APPROVED,
+        HOLD_DECIDED,
+        HOLD_REMINDED,
+        HOLD_ESCALATED,
+        HOLD_EXPIRED,
+        HOLD_IN_DOUBT,
+    ];
+    assert_eq!(EVENTS, EVENT_TYPES);
+    assert_eq!(EVENTS.len(), constants.len(), "{EVENTS:?}");
+    let channels = |events: &str| {
+        format!(
+            "[[notify.webhooks]]\nurl = \"http://h/hook\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n{events}\n\
+             [notify.smtp]\nhost = \"127.0.0.1\"\nfrom = \"holdpoint@example.com\"\n\
+             [[notify.email]]\nto = [\"finance@example.com\"]\n{events}\n\
+             [[notify.slack]]\nwebhook_url = \"http://h/slack\"\n{events}\n"
+        )
+    };
+    let routings = |c: &Config| {
+        let n = c.notify();
+        [&n.webhooks[0].routing, &n.email[0].routing, &n.slack[0].routing]
+            .into_iter()
+            .map(|r| r.events.iter().cloned().collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    for event in constants.iter().chain(EVENT_TYPES) {
+        let c = Config::parse(&channels(&format!("events = [\"{event}\"]")), FILE)
+            .unwrap_or_else(|e| panic!("`{event}` is refused: {e}"));
+        for routing in routings(&c) {
+            assert_eq!(routing, [event.to_string()]);
+        }
+    }
+    let quoted: Vec<String> = constants.iter().map(|e| format!("\"{e}\"")).collect();
+    let every = Config::parse(&channels(&format!("events = [{}]", quoted.join(", "))), FILE).unwrap();
+    // No `events` key: every event, `hold.reminded` included.
+    let default = Config::parse(&channels(""), FILE).unwrap();
+    for c in [&every, &default] {
+        for routing in routings(c) {
+            assert_eq!(routing.len(), constants.len(), "{routing:?}");
+            assert!(routing.iter().any(|e| e == HOLD_REMINDED), "{routing:?}");
+        }
+    }
+    let e = err(&channels("events = [\"hold.reminder\"]"));
+    assert_at(&e, ConfigErrorKind::Invalid, 4, "notify.webhooks[0].events[0]");
+    assert!(e.message.contains("hold.reminded"), "the known names are listed: {e}");
+}
+
 #[test]
 fn bad_durations_and_values_are_refused() {
     let rule = |extra: &str| format!("[auth]\nroles = [\"f\"]\n[[approval.rules]]\napprovers = [\"f\"]\n{extra}\n");

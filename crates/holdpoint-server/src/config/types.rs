@@ -131,14 +131,14 @@ pub struct RuleTimers {
     pub on_expire: OnExpire,
 }
 
-/// The Standard Webhooks events a channel can take.
-pub const EVENTS: [&str; 5] = [
-    "hold.created",
-    "hold.decided",
-    "hold.expired",
-    "hold.escalated",
-    "hold.in_doubt",
-];
+/// The Standard Webhooks events a channel can take: every event type the
+/// core's outbox writes ([`holdpoint::session::outbox::EVENT_TYPES`]).
+///
+/// Invariant: this is the core's list itself, not a copy, so an event the
+/// outbox writes is always one a channel can name, and the default (no
+/// `events` key) subscribes to all of them (`hold.reminded` and
+/// `hold.partially_approved` included).
+pub const EVENTS: &[&str] = holdpoint::session::outbox::EVENT_TYPES;
 
 /// Which events and roles a notification channel serves.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -51,6 +51,8 @@ fn a_waiting_row_makes_one_created_event_per_call_and_its_timers() {
     assert_eq!(events[0].data["tool"], "transferMoney");
     assert_eq!(events[0].data["input"]["amount"], 50000);
     assert_eq!(events[0].data["approvers"], json!(["finance"]));
+    // The reminder goes to the same approvers as the first notice.
+    assert_eq!(events[1].data["approvers"], events[0].data["approvers"]);
     assert_eq!(events[2].data["approvers"], json!(["finance", "cfo"]));
     assert_eq!(events[3].data[ON_EXPIRE], "deny");
     assert!(events[3].due_at > now + chrono::Duration::seconds(170));
@@ -219,4 +221,27 @@ fn a_surfaced_hold_is_told_as_its_nested_call_on_the_root_only() {
         );
     }
     assert_eq!(hold_events(false, &child).len(), 1);
+}
+
+/// Every `pub const HOLD_…` event name of this module is in [`EVENT_TYPES`]
+/// once: the list channels are configured against (the server's config
+/// validator and the notifier use it) cannot miss an event the outbox
+/// writes.
+#[test]
+fn every_event_constant_is_listed_in_event_types() {
+    let source = include_str!("mod.rs");
+    let declared: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub const HOLD_"))
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    assert!(declared.len() >= 7, "{declared:?}");
+    for name in &declared {
+        assert_eq!(
+            EVENT_TYPES.iter().filter(|e| *e == name).count(),
+            1,
+            "{name} is not listed in EVENT_TYPES exactly once"
+        );
+    }
+    assert_eq!(EVENT_TYPES.len(), declared.len(), "{EVENT_TYPES:?} vs {declared:?}");
 }
