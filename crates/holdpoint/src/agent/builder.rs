@@ -160,6 +160,9 @@ impl AgentBuilder {
         } else {
             None
         };
+        // What a direct tool call runs through (`Agent::call_tool`): the
+        // very stages of a turn's tool calls.
+        let mut tool_middleware = Vec::new();
         let handler: Arc<dyn TurnHandler> = match self.custom {
             Some(h) => h,
             None => {
@@ -196,6 +199,7 @@ impl AgentBuilder {
                     );
                     middleware.insert(0, Arc::new(gate));
                 }
+                tool_middleware.clone_from(&middleware);
                 Arc::new(prompt::PromptHandler {
                     model,
                     system: self.system,
@@ -223,6 +227,7 @@ impl AgentBuilder {
                 has_policy,
                 tools: definitions,
                 runnable_tools,
+                tool_middleware,
                 model: kept_model,
             }),
         })

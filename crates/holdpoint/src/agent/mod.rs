@@ -29,6 +29,7 @@ mod audit;
 mod builder;
 mod connection;
 mod detach;
+mod direct;
 mod grant_answer;
 mod grants;
 mod hold;
@@ -57,6 +58,7 @@ pub use answer::{Answer, AnswerKind, Answered};
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use builder::AgentBuilder;
 pub use connection::Connection;
+pub use direct::DirectCall;
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
 
@@ -122,6 +124,10 @@ pub(crate) struct AgentDef {
     pub tools: Vec<crate::model::ToolDefinition>,
     /// The tools themselves, in the order of `tools`.
     pub runnable_tools: Vec<Arc<dyn Tool>>,
+    /// The middleware around a prompt agent's tool calls, its rule gate
+    /// (when it has a policy) first: what `Agent::call_tool` runs a call
+    /// through. Empty for a custom agent.
+    pub tool_middleware: Vec<Arc<dyn Middleware>>,
     /// The model of a prompt agent (`None` for a custom one).
     pub model: Option<Arc<dyn Model>>,
 }
