@@ -10,6 +10,7 @@ mod auth;
 mod bank;
 mod browser;
 mod child;
+mod cursors;
 mod disk;
 mod grants;
 mod hardening;

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use holdpoint::session::{AuditQuery, AuditRecord};
 use serde::{Deserialize, Serialize};
 
-use super::{SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_size};
+use super::{Listing, SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_size};
 use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiQuery, reply};
 use crate::error::ApiError;
@@ -84,7 +84,7 @@ pub(crate) async fn audit(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<AuditFilter>,
 ) -> Result<Response, ApiError> {
-    let after = after_cursor(query.cursor.as_deref())?;
+    let after = after_cursor(state.keys(), Listing::Audit, query.cursor.as_deref())?;
     let limit = page_size(&state, query.limit);
     let mut truncated = false;
     let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
@@ -139,7 +139,7 @@ pub(crate) async fn audit(
     let rest = rows.len() - start;
     let page: Vec<_> = rows.into_iter().skip(start).take(limit).collect();
     let next_cursor = (rest > page.len())
-        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
+        .then(|| page.last().map(|(k, _)| encode_cursor(state.keys(), Listing::Audit, k)))
         .flatten();
     Ok(reply(AuditPage {
         items: page.into_iter().map(|(_, r)| r).collect(),

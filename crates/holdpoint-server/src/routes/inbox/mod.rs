@@ -8,6 +8,12 @@
 //! item of a page: the next page starts strictly after it, so holds that
 //! arrive or go between two pages neither repeat nor push others out.
 //!
+//! A cursor is authenticated: `payload.mac`, the MAC an HMAC-SHA256 with
+//! the server's state-signing key over the payload and the listing's name,
+//! so a cursor the server did not give (altered, made up, or from the other
+//! listing) is answered 400 `INVALID_ARGUMENT` before anything is read.
+//! Any key of the ring verifies, so cursors survive a key rotation.
+//!
 //! The cursor, the agents a listing reads and the page size are here;
 //! each listing is in its own submodule ([`queue`], [`audit`]).
 
@@ -16,10 +22,13 @@ mod queue;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
 use holdpoint::agent::Agent;
+use sha2::Sha256;
 
 use crate::auth::Identity;
 use crate::error::ApiError;
+use crate::signing::{KeyRing, SigningKey};
 use crate::state::AppState;
 
 pub(crate) use audit::audit;
@@ -32,18 +41,77 @@ pub(crate) const SCAN_LIMIT: usize = 100_000;
 /// A page size when none is asked for.
 const DEFAULT_PAGE: usize = 50;
 
-fn encode_cursor(key: &(i64, i64, String)) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}\u{1e}{}\u{1e}{}", key.0, key.1, key.2))
+/// Domain separation: these MACs authenticate listing cursors and nothing
+/// else (the state MACs begin with another context).
+const CURSOR_CONTEXT: &[u8] = b"holdpoint-cursor-v1\n";
+
+/// The listing a cursor belongs to: one listing's cursor is invalid in the
+/// other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    Inbox,
+    Audit,
 }
 
-/// The position a listing's `cursor` names (`None`: from the start).
-fn after_cursor(cursor: Option<&str>) -> Result<Option<(i64, i64, String)>, ApiError> {
-    cursor.filter(|c| !c.is_empty()).map(decode_cursor).transpose()
+impl Listing {
+    fn name(self) -> &'static str {
+        match self {
+            Listing::Inbox => "inbox",
+            Listing::Audit => "audit",
+        }
+    }
 }
 
-fn decode_cursor(cursor: &str) -> Result<(i64, i64, String), ApiError> {
-    let bad = || ApiError::invalid("cursor: not a cursor this listing gave out");
-    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?).map_err(|_| bad())?;
+/// The MAC of a cursor's payload (its base64 text) for `listing`.
+fn cursor_mac(key: &SigningKey, listing: Listing, payload: &str) -> Option<Hmac<Sha256>> {
+    // HMAC accepts keys of any length: `new_from_slice` does not fail.
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.secret()).ok()?;
+    mac.update(CURSOR_CONTEXT);
+    mac.update(listing.name().as_bytes());
+    mac.update(b"\n");
+    mac.update(payload.as_bytes());
+    Some(mac)
+}
+
+/// The cursor naming `key` in `listing`, signed with the ring's newest key.
+fn encode_cursor(keys: &KeyRing, listing: Listing, key: &(i64, i64, String)) -> String {
+    let payload = URL_SAFE_NO_PAD.encode(format!("{}\u{1e}{}\u{1e}{}", key.0, key.1, key.2));
+    let mac = cursor_mac(keys.current(), listing, &payload)
+        .map(|m| URL_SAFE_NO_PAD.encode(m.finalize().into_bytes()))
+        // Unreachable; an empty MAC never verifies, so the cursor is refused.
+        .unwrap_or_default();
+    format!("{payload}.{mac}")
+}
+
+/// The position a listing's `cursor` names (`None`: from the start); 400
+/// for a cursor this server did not give out for `listing`.
+fn after_cursor(
+    keys: &KeyRing,
+    listing: Listing,
+    cursor: Option<&str>,
+) -> Result<Option<(i64, i64, String)>, ApiError> {
+    cursor
+        .filter(|c| !c.is_empty())
+        .map(|c| decode_cursor(keys, listing, c))
+        .transpose()
+}
+
+fn decode_cursor(keys: &KeyRing, listing: Listing, cursor: &str) -> Result<(i64, i64, String), ApiError> {
+    let bad = || ApiError::invalid("cursor: invalid, not a cursor this listing gave out");
+    // Base64url has no '.', so the split is unambiguous.
+    let (payload, mac) = cursor.split_once('.').ok_or_else(bad)?;
+    let given = URL_SAFE_NO_PAD.decode(mac).map_err(|_| bad())?;
+    // Only a payload the server signed is parsed; the comparison is
+    // constant-time (`verify_slice`).
+    let genuine = keys
+        .kids()
+        .into_iter()
+        .filter_map(|kid| keys.get(kid))
+        .any(|key| cursor_mac(key, listing, payload).is_some_and(|m| m.verify_slice(&given).is_ok()));
+    if !genuine {
+        return Err(bad());
+    }
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).map_err(|_| bad())?).map_err(|_| bad())?;
     let mut parts = text.splitn(3, '\u{1e}');
     let expires = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
     let held = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
@@ -66,4 +134,35 @@ fn agents_of<'a>(state: &'a AppState, caller: &Identity, only: Option<&str>) -> 
 
 fn page_size(state: &AppState, limit: Option<usize>) -> usize {
     limit.unwrap_or(DEFAULT_PAGE).clamp(1, state.limits().max_list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring(secret: u8) -> KeyRing {
+        KeyRing::new(vec![SigningKey::new(format!("k{secret}"), vec![secret; 32]).unwrap()]).unwrap()
+    }
+
+    #[test]
+    fn a_cursor_decodes_only_where_it_was_given() {
+        let keys = ring(1);
+        let key = (7, -3, "opsAgent\u{1f}snap".to_owned());
+        let cursor = encode_cursor(&keys, Listing::Audit, &key);
+        assert_eq!(decode_cursor(&keys, Listing::Audit, &cursor).unwrap(), key);
+        // The other listing, another server's key, a bare payload, a tampered one.
+        assert!(decode_cursor(&keys, Listing::Inbox, &cursor).is_err());
+        assert!(decode_cursor(&ring(2), Listing::Audit, &cursor).is_err());
+        let (payload, mac) = cursor.split_once('.').unwrap();
+        assert!(decode_cursor(&keys, Listing::Audit, payload).is_err());
+        let forged = URL_SAFE_NO_PAD.encode("0\u{1e}0\u{1e}x");
+        assert!(decode_cursor(&keys, Listing::Audit, &format!("{forged}.{mac}")).is_err());
+        // A key rotated in: cursors of the old key still page.
+        let rotated = KeyRing::new(vec![
+            SigningKey::new("k1", vec![1; 32]).unwrap(),
+            SigningKey::new("k9", vec![9; 32]).unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(decode_cursor(&rotated, Listing::Audit, &cursor).unwrap(), key);
+    }
 }

@@ -11,7 +11,7 @@ use holdpoint::session::SnapshotQuery;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_size};
+use super::{Listing, SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_size};
 use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiQuery, reply};
 use crate::error::ApiError;
@@ -195,7 +195,7 @@ pub(crate) async fn inbox(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<Response, ApiError> {
-    let after = after_cursor(query.cursor.as_deref())?;
+    let after = after_cursor(state.keys(), Listing::Inbox, query.cursor.as_deref())?;
     let limit = page_size(&state, query.limit);
     let roles = roles(&caller);
     let needle = query
@@ -284,7 +284,7 @@ pub(crate) async fn inbox(
     let rest = keyed.len() - start;
     let page: Vec<((i64, i64, String), InboxItem)> = keyed.into_iter().skip(start).take(limit).collect();
     let next_cursor = (rest > page.len())
-        .then(|| page.last().map(|(k, _)| encode_cursor(k)))
+        .then(|| page.last().map(|(k, _)| encode_cursor(state.keys(), Listing::Inbox, k)))
         .flatten();
     let mut tools: BTreeMap<String, BTreeMap<String, ToolInfo>> = BTreeMap::new();
     for (_, item) in &page {
