@@ -20,6 +20,12 @@ pub trait DeliveryObserver: Send + Sync {
     fn stopped(&self, channel: &str) {
         let _ = channel;
     }
+    /// An event of type `kind` was due and no channel takes it (its type
+    /// and approvers match no channel's routing): nothing was sent, and
+    /// the row is settled `cancelled`, never `delivered`.
+    fn unrouted(&self, kind: &str) {
+        let _ = kind;
+    }
 }
 
 /// The worker's counters (monotonic, shared by clones of the worker).
@@ -29,6 +35,7 @@ pub struct NotifyMetrics {
     failed: AtomicU64,
     dead: AtomicU64,
     cancelled: AtomicU64,
+    unrouted: AtomicU64,
     claimed: AtomicU64,
     /// Milliseconds from an event's due time to its delivery, summed, and
     /// the largest seen (queue age).
@@ -47,6 +54,9 @@ pub struct MetricsSnapshot {
     pub dead: u64,
     /// Timers cancelled because their hold was answered.
     pub cancelled: u64,
+    /// Events no channel takes: sent nowhere, settled `cancelled`. Never
+    /// counted in `delivered`.
+    pub unrouted: u64,
     /// Rows claimed.
     pub claimed: u64,
     /// Sum of due-to-delivered delays, in milliseconds.
@@ -74,6 +84,10 @@ impl NotifyMetrics {
         self.cancelled.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn unrouted(&self) {
+        self.unrouted.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn claimed(&self, n: u64) {
         self.claimed.fetch_add(n, Ordering::Relaxed);
     }
@@ -86,6 +100,7 @@ impl NotifyMetrics {
             failed: get(&self.failed),
             dead: get(&self.dead),
             cancelled: get(&self.cancelled),
+            unrouted: get(&self.unrouted),
             claimed: get(&self.claimed),
             delay_ms_sum: get(&self.delay_ms_sum),
             delay_ms_max: get(&self.delay_ms_max),

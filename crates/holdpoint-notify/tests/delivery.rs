@@ -19,12 +19,12 @@ use axum::routing::post;
 use base64::Engine;
 use chrono::Utc;
 use holdpoint::message::metadata;
-use holdpoint::session::outbox::{HOLD_CREATED, HOLD_EXPIRED};
-use holdpoint::session::{InMemoryStore, OutboxQuery, OutboxState, SessionState, SessionStore, Snapshot};
+use holdpoint::session::outbox::{HOLD_CREATED, HOLD_DECIDED, HOLD_EXPIRED, HOLD_REMINDED};
+use holdpoint::session::{HoldTimers, InMemoryStore, OutboxQuery, OutboxState, SessionState, SessionStore, Snapshot};
 use holdpoint::{FinishReason, Message, Part, Role};
 use holdpoint_notify::{
-    EmailSpec, ExpireOutcome, HoldActions, HoldRef, Notifier, NotifyConfig, NotifyError, RetryPolicy, Secret,
-    SlackSpec, SmtpSpec, SmtpTls, WebhookSpec, Worker, WorkerOptions,
+    DeliveryObserver, EmailSpec, ExpireOutcome, HoldActions, HoldRef, Notifier, NotifyConfig, NotifyError, RetryPolicy,
+    Secret, SlackSpec, SmtpSpec, SmtpTls, WebhookSpec, Worker, WorkerOptions,
 };
 use serde_json::{Value, json};
 
@@ -459,6 +459,163 @@ async fn a_timer_whose_hold_was_answered_is_cancelled() {
     assert_eq!(receiver.on("/hook").len(), 1, "only hold.created went out");
 }
 
+/// The type and `data` of each payload a receiver got.
+fn payloads(got: &[Received]) -> Vec<(String, Value)> {
+    got.iter()
+        .map(|r| {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            (body["type"].as_str().unwrap().to_owned(), body["data"].clone())
+        })
+        .collect()
+}
+
+/// A rule's `remind_after` (stamped on the hold as the agent does) fires a
+/// `hold.reminded` that reaches, signed, the channels that take it — one
+/// that lists only `hold.reminded`, one that lists no events (all), and
+/// email over a real SMTP server — addressed to the same approvers as the
+/// first notice; a channel for other roles gets nothing.
+#[tokio::test]
+async fn a_rules_reminder_reaches_the_channels_that_take_it_with_the_same_approvers() {
+    let (receiver, addr) = Receiver::start(&[]).await;
+    let maildir = tempfile::tempdir().unwrap();
+    let smtp = if python_has("aiosmtpd") {
+        Some(smtp_server(maildir.path()).await)
+    } else {
+        None
+    };
+    let store = Arc::new(InMemoryStore::new());
+    let timers = HoldTimers {
+        remind_after: Some(Duration::from_millis(300)),
+        ..HoldTimers::default()
+    };
+    let mut data = serde_json::Map::new();
+    timers.stamp(&mut data, Utc::now());
+    let id = hold(&*store, "s-remind", Value::Object(data)).await;
+    let only = |path: &str, events: &[&str], roles: &[&str]| WebhookSpec {
+        events: events.iter().map(|e| (*e).to_owned()).collect(),
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        ..webhook(addr, path)
+    };
+    let config = NotifyConfig {
+        public_url: Some("https://holdpoint.example".into()),
+        webhooks: vec![
+            only("/reminders", &[HOLD_REMINDED], &[]),
+            only("/all", &[], &[]),
+            only("/hr", &[], &["hr"]),
+        ],
+        smtp: smtp.as_ref().map(|(_, spec)| spec.clone()),
+        email: if smtp.is_some() {
+            vec![EmailSpec {
+                to: vec!["finance@example.com".into()],
+                events: vec![HOLD_REMINDED.into()],
+                roles: vec!["finance".into()],
+            }]
+        } else {
+            vec![]
+        },
+        worker: fast(),
+        ..Default::default()
+    };
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
+    let settled = || {
+        let states = futures::executor::block_on(states(&*store));
+        states.len() == 2 && states.iter().all(|(_, s)| *s == OutboxState::Delivered)
+    };
+    drive(&worker, settled).await;
+
+    let reminders = receiver.on("/reminders");
+    assert_eq!(reminders.len(), 1, "{reminders:?}");
+    let verifier = standardwebhooks::Webhook::new(&secret()).unwrap();
+    verifier.verify(&reminders[0].body, &reminders[0].headers).unwrap();
+    if python_has("standardwebhooks") {
+        verify_with_python(&reminders[0], &secret()).unwrap();
+    }
+    let all = payloads(&receiver.on("/all"));
+    let kinds: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, [HOLD_CREATED, HOLD_REMINDED], "the default takes reminders too");
+    let (kind, reminder) = &payloads(&reminders)[0];
+    assert_eq!(kind, HOLD_REMINDED);
+    assert_eq!(reminder["approvers"], json!(["finance"]));
+    assert_eq!(
+        reminder["approvers"], all[0].1["approvers"],
+        "the same approvers as the first notice"
+    );
+    assert_eq!(reminder["snapshotId"], Value::String(id));
+    assert_eq!(reminder["ref"], "r1");
+    assert_eq!(reminder["tool"], "transferMoney");
+    assert!(receiver.on("/hr").is_empty(), "finance's hold is not hr's");
+
+    let outbox = store.list_outbox(&OutboxQuery::default()).await.unwrap();
+    let row = outbox.iter().find(|e| e.kind == HOLD_REMINDED).unwrap();
+    let mut expected = vec!["timer", "webhook:0", "webhook:1"];
+    if let Some((mut server, _)) = smtp {
+        expected.push("email:0");
+        let mails = mails_in(maildir.path());
+        assert_eq!(mails.len(), 1, "only the reminder is mailed: {mails:?}");
+        assert_eq!(mails[0]["to"], "finance@example.com");
+        let subject = mails[0]["subject"].as_str().unwrap();
+        assert!(
+            subject.contains("Reminder") && subject.contains("transferMoney"),
+            "{subject}"
+        );
+        server.kill().await.ok();
+    }
+    assert_eq!(row.done, expected);
+}
+
+/// Counts what the worker reports as unrouted.
+#[derive(Default)]
+struct Unrouted(Mutex<Vec<String>>);
+
+impl DeliveryObserver for Unrouted {
+    fn delivered(&self, _: &str, _: Duration) {}
+    fn failed(&self, _: &str) {}
+    fn dead(&self, _: &str) {}
+    fn unrouted(&self, kind: &str) {
+        self.0.lock().unwrap().push(kind.to_owned());
+    }
+}
+
+/// An event no channel takes (here: the only channel takes `hold.decided`)
+/// is sent nowhere and recorded so: `cancelled` with the reason, counted
+/// as unrouted and not as delivered.
+#[tokio::test]
+async fn an_event_no_channel_takes_is_recorded_as_sent_nowhere_not_delivered() {
+    let (receiver, addr) = Receiver::start(&[]).await;
+    let store = Arc::new(InMemoryStore::new());
+    hold(&*store, "s-nobody", json!({})).await;
+    let config = NotifyConfig {
+        webhooks: vec![WebhookSpec {
+            events: vec![HOLD_DECIDED.into()],
+            ..webhook(addr, "/hook")
+        }],
+        worker: fast(),
+        ..Default::default()
+    };
+    let observer = Arc::new(Unrouted::default());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).observer(observer.clone());
+    let settled = || {
+        futures::executor::block_on(states(&*store))
+            .iter()
+            .all(|(_, s)| *s != OutboxState::Pending)
+    };
+    drive(&worker, settled).await;
+    let outbox = store.list_outbox(&OutboxQuery::default()).await.unwrap();
+    assert_eq!(outbox.len(), 1);
+    let row = &outbox[0];
+    assert_eq!((row.kind.as_str(), row.state), (HOLD_CREATED, OutboxState::Cancelled));
+    assert!(row.done.is_empty(), "{row:?}");
+    let why = row.last_error.as_deref().unwrap();
+    assert!(
+        why.contains("no channel takes `hold.created`") && why.contains("finance"),
+        "{why}"
+    );
+    assert!(receiver.got().is_empty());
+    let m = worker.metrics().snapshot();
+    assert_eq!((m.delivered, m.unrouted, m.cancelled), (0, 1, 0), "{m:?}");
+    assert_eq!(*observer.0.lock().unwrap(), [HOLD_CREATED]);
+}
+
 #[tokio::test]
 async fn a_hold_written_before_a_crash_is_delivered_after_the_restart() {
     let (receiver, addr) = Receiver::start(&[]).await;
@@ -535,17 +692,15 @@ fn bad_urls_and_secrets_are_start_up_errors_and_secrets_stay_hidden() {
     assert!(!shown.contains(&secret()[6..]), "{shown}");
 }
 
-#[tokio::test]
-async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
-    if !python_has("aiosmtpd") {
-        return;
-    }
-    let maildir = tempfile::tempdir().unwrap();
+/// Starts an `aiosmtpd` server on loopback that writes what it gets into
+/// the maildir `dir/mail`, and waits (bounded) until it listens; returns it
+/// (killed on drop) and the relay settings that reach it.
+async fn smtp_server(dir: &Path) -> (tokio::process::Child, SmtpSpec) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut server = tokio::process::Command::new("python3")
+    let server = tokio::process::Command::new("python3")
         .args([
             "-m",
             "aiosmtpd",
@@ -555,12 +710,11 @@ async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
             "-c",
             "aiosmtpd.handlers.Mailbox",
         ])
-        .arg(maildir.path().join("mail"))
+        .arg(dir.join("mail"))
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    // Wait (bounded) for the server to listen: Python starts slowly on a
-    // busy machine.
+    // Python starts slowly on a busy machine.
     let mut up = false;
     for _ in 0..2400 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
@@ -570,18 +724,42 @@ async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert!(up, "aiosmtpd did not start");
+    let smtp = SmtpSpec {
+        host: "127.0.0.1".into(),
+        port: Some(port),
+        from: "holdpoint@example.com".into(),
+        tls: SmtpTls::None,
+        username: None,
+        password: None,
+    };
+    (server, smtp)
+}
+
+/// The mails [`smtp_server`] wrote into `dir/mail`: headers and decoded
+/// parts, as `mail_parts.py` prints them.
+fn mails_in(dir: &Path) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mail_parts.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(dir.join("mail"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
+    if !python_has("aiosmtpd") {
+        return;
+    }
+    let maildir = tempfile::tempdir().unwrap();
+    let (mut server, smtp) = smtp_server(maildir.path()).await;
     let store = Arc::new(InMemoryStore::new());
     hold(&*store, "s-mail", json!({})).await;
     let config = NotifyConfig {
         public_url: Some("https://holdpoint.example".into()),
-        smtp: Some(SmtpSpec {
-            host: "127.0.0.1".into(),
-            port: Some(port),
-            from: "holdpoint@example.com".into(),
-            tls: SmtpTls::None,
-            username: None,
-            password: None,
-        }),
+        smtp: Some(smtp),
         email: vec![EmailSpec {
             to: vec!["finance@example.com".into()],
             events: vec![HOLD_CREATED.into()],
@@ -597,15 +775,7 @@ async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
             .all(|(_, s)| *s == OutboxState::Delivered)
     };
     drive(&worker, settled).await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mail_parts.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(maildir.path().join("mail"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mails: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mails = mails.as_array().unwrap();
+    let mails = mails_in(maildir.path());
     assert_eq!(mails.len(), 1, "{mails:?}");
     let mail = &mails[0];
     assert_eq!(mail["type"], "multipart/alternative");

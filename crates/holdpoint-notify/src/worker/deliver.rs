@@ -16,6 +16,23 @@ use crate::message::Notification;
 /// deliveries does not check or act again.
 const TIMER_DONE: &str = "timer";
 
+/// Why a row that no channel serves was not sent: its type and the
+/// approvers it names (the routing a channel would need), and whether its
+/// timer fired first (an expiry's deny or an escalation still happened).
+fn unrouted_reason(event: &OutboxEvent, n: &Notification) -> String {
+    let approvers = n.approvers();
+    let whose = if approvers.is_empty() {
+        String::new()
+    } else {
+        format!(" for approvers {}", approvers.join(", "))
+    };
+    let fired = if event.timer { "the timer fired; " } else { "" };
+    format!(
+        "{fired}not sent: no channel takes `{}` events{whose} (see the channels' `events` and `roles`)",
+        event.kind
+    )
+}
+
 /// How one channel's delivery went.
 enum Sent {
     Delivered,
@@ -71,11 +88,24 @@ impl Worker {
                 }
             }
         }
-        if errors.is_empty() {
-            OutboxOutcome::Delivered { done }
-        } else {
-            self.retry_or_dead(event, errors.join("; "), done)
+        if !errors.is_empty() {
+            return self.retry_or_dead(event, errors.join("; "), done);
         }
+        // Invariant: a row is settled `delivered` only when a channel took
+        // it (on this attempt or an earlier one; an endpoint stopped by a
+        // 410 counts as reached, as everywhere). A row no channel serves
+        // was sent nowhere: it is settled `cancelled` with the reason, and
+        // counted as unrouted, never as delivered.
+        if !done.iter().any(|d| d != TIMER_DONE) {
+            let reason = unrouted_reason(event, &n);
+            self.metrics.unrouted();
+            for o in &self.observers {
+                o.unrouted(&event.kind);
+            }
+            tracing::debug!(target: TARGET, %reason, "no channel takes the event");
+            return OutboxOutcome::Cancelled { reason };
+        }
+        OutboxOutcome::Delivered { done }
     }
 
     /// One delivery to `channel`, unless its endpoint is stopped; a 410

@@ -12,11 +12,12 @@ use super::APPROVERS;
 pub enum OutboxState {
     /// Not yet delivered: due at `dueAt` (later for retries and timers).
     Pending,
-    /// Delivered to every channel that serves it.
+    /// Delivered to every channel that serves it (at least one).
     Delivered,
     /// Gave up after the last attempt (or a permanent refusal).
     Dead,
-    /// Not to be delivered: a timer whose hold was answered first.
+    /// Not to be delivered: a timer whose hold was answered first, or an
+    /// event no channel takes (sent nowhere; `lastError` says why).
     Cancelled,
 }
 
@@ -157,7 +158,8 @@ pub struct OutboxLease {
 /// How a claimed row ends its attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OutboxOutcome {
-    /// Delivered everywhere: the row is done.
+    /// Delivered to every channel that serves it, at least one: the row
+    /// is done.
     Delivered {
         /// The channels it reached.
         done: Vec<String>,
@@ -182,7 +184,8 @@ pub enum OutboxOutcome {
         /// The channels reached before.
         done: Vec<String>,
     },
-    /// Not to be delivered (a timer whose hold was answered).
+    /// Not to be delivered (a timer whose hold was answered, or an event
+    /// no channel takes).
     Cancelled {
         /// Why.
         reason: String,
