@@ -26,8 +26,9 @@ pub(crate) enum Target {
     Snapshot(Agent),
     /// Aborting a snapshot (`/agent-abort/{name}`).
     Abort(Agent),
-    /// Calling a tool once (`/tool/{name}`).
-    Tool(Arc<dyn Tool>),
+    /// Calling a tool once (`/tool/{name}`), through the approval gate of
+    /// the agent it was found in (that agent has a tool of this name).
+    Tool(Agent, Arc<dyn Tool>),
     /// Calling a model once (`/model/{name}`).
     Model(Arc<dyn Model>),
 }
@@ -39,19 +40,21 @@ impl Target {
             Target::Run(a) => (a.name().to_owned(), "agent"),
             Target::Snapshot(a) => (a.name().to_owned(), "agent-snapshot"),
             Target::Abort(a) => (a.name().to_owned(), "agent-abort"),
-            Target::Tool(t) => (t.name().to_owned(), "tool"),
+            Target::Tool(_, t) => (t.name().to_owned(), "tool"),
             Target::Model(m) => (m.name().to_owned(), "model"),
         }
     }
 }
 
-/// The tool named `name`, from the first agent (by name) that has one.
-fn find_tool(s: &Shared, name: &str) -> Option<Arc<dyn Tool>> {
-    s.agents
-        .values()
-        .flat_map(|a| a.tools().iter())
-        .find(|t| t.name() == name)
-        .cloned()
+/// The tool named `name`, from the first agent (by name) that has one,
+/// with that agent (whose approval gate a run goes through).
+fn find_tool(s: &Shared, name: &str) -> Option<(Agent, Arc<dyn Tool>)> {
+    s.agents.values().find_map(|a| {
+        a.tools()
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|t| (a.clone(), Arc::clone(t)))
+    })
 }
 
 /// The model named `name`, from the first agent (by name) that uses one.
@@ -68,7 +71,7 @@ fn find_model(s: &Shared, name: &str) -> Option<Arc<dyn Model>> {
 pub(crate) fn target(s: &Shared, key: &str) -> Option<Target> {
     let (kind, name) = key.strip_prefix('/')?.split_once('/')?;
     match kind {
-        "tool" => return find_tool(s, name).map(Target::Tool),
+        "tool" => return find_tool(s, name).map(|(agent, tool)| Target::Tool(agent, tool)),
         "model" => return find_model(s, name).map(Target::Model),
         _ => {}
     }

@@ -21,12 +21,19 @@
 //! The reflection server is a development tool: it runs only when
 //! `GENKIT_ENV=dev` ([`Reflection::from_env`]), listens on `127.0.0.1`
 //! only, and runs actions with no principal (the developer's own sessions;
-//! it reads and aborts any snapshot of the agents it serves). v1 writes its
+//! it reads and aborts any snapshot of the agents it serves). So v1 answers
+//! only the CLI on this machine: loopback `Host` and `Origin` (else 421 and
+//! 403, the main server's check), JSON `POST` bodies (else 415), loopback
+//! trace targets (else 400); see the `guard` module. A `/tool/{name}` run
+//! goes through the approval gate of the agent it is listed from
+//! ([`Agent::call_tool`]): a call a rule or ToolApproval would hold comes
+//! back as its interrupt, the tool not run. v1 writes its
 //! runtime file into `<project root>/.genkit/runtimes/`, the project root
 //! found by the CLI's rule ([`project_root`]), and removes it when the
 //! [`ReflectionHandle`] is dropped.
 
 mod actions;
+mod guard;
 mod routes;
 mod run;
 mod runtime;
@@ -313,8 +320,18 @@ impl Inner {
         self.telemetry.lock().ok().and_then(|t| t.clone())
     }
 
+    /// Points traces at `url`, unless a telemetry server from the
+    /// environment is pinned, or `url` is not an `http://` URL on a
+    /// loopback host: traces carry every tool's input and output, so they
+    /// never leave the machine on a caller's word (`/api/notify` refuses
+    /// such a URL with 400 before calling this; v2's CLI is only warned
+    /// about).
     fn set_telemetry(&self, url: String) {
         if self.pinned_telemetry {
+            return;
+        }
+        if let Err(why) = guard::check_telemetry_url(&url) {
+            tracing::warn!(%why, "reflection: telemetry server not changed");
             return;
         }
         if let Ok(mut t) = self.telemetry.lock() {
@@ -356,3 +373,6 @@ mod tests;
 
 #[cfg(test)]
 mod v2_tests;
+
+#[cfg(test)]
+mod guard_tests;

@@ -15,10 +15,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::actions;
+use super::guard;
 use super::run::{self, RunRequest, Sink};
 use super::trace::{self, Trace};
 use super::{REFLECTION_API_SPEC_VERSION, Shared};
 
+/// The routes, behind the guards of the `guard` module: the `Host` and
+/// `Origin` check runs first (the outer layer), then the JSON check of
+/// `POST` bodies, so no handler sees a request either refuses.
 pub(crate) fn router(shared: Shared) -> Router {
     Router::new()
         .route("/api/__health", get(health))
@@ -27,10 +31,17 @@ pub(crate) fn router(shared: Shared) -> Router {
         .route("/api/runAction", post(run_action))
         .route("/api/notify", post(notify))
         .route("/api/cancelAction", post(cancel_action))
+        .layer(axum::middleware::from_fn(guard::require_json))
+        .layer(axum::middleware::from_fn_with_state(
+            guard::host_policy(),
+            crate::hosts::guard,
+        ))
         .with_state(shared)
 }
 
-fn error(http: StatusCode, status: Status, message: impl Into<String>) -> Response {
+/// A refusal with the reflection API's JSON error body,
+/// `{"error": {"status", "message"}}`.
+pub(super) fn error(http: StatusCode, status: Status, message: impl Into<String>) -> Response {
     let body = json!({"error": {"status": status, "message": message.into()}});
     (http, Json(body)).into_response()
 }
@@ -62,6 +73,12 @@ async fn notify(State(s): State<Shared>, body: Bytes) -> Response {
             "expected {\"telemetryServerUrl\", \"reflectionApiSpecVersion\"}",
         );
     };
+    // Checked before anything changes: a refused notify changes nothing.
+    if let Some(url) = &body.telemetry_server_url
+        && let Err(why) = guard::check_telemetry_url(url)
+    {
+        return error(StatusCode::BAD_REQUEST, Status::InvalidArgument, why);
+    }
     if let Some(url) = body.telemetry_server_url {
         s.set_telemetry(url);
     }

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentStreamChunk, Connection, RunOptions};
+use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, AgentStreamChunk, Connection, DirectCall, RunOptions};
 use holdpoint::model::{ChunkSink, GenerateRequest, Model};
-use holdpoint::tool::{SchemaValidator, Tool, ToolCall, ToolContext, ToolOutcome};
+use holdpoint::tool::{SchemaValidator, Tool, ToolOutcome};
 use holdpoint::{ErrorBody, Status};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -123,7 +123,7 @@ pub(crate) async fn execute(
         Target::Run(agent) => run_turn(s, &agent, req, trace, sink, inputs).await,
         Target::Snapshot(agent) => snapshot(&agent, req.input).await,
         Target::Abort(agent) => abort(&agent, req.input).await,
-        Target::Tool(tool) => run_tool(s, tool, req.input, trace).await,
+        Target::Tool(agent, tool) => run_tool(s, agent, tool, req.input, trace).await,
         Target::Model(model) => run_model(s, model, req.input, trace, sink).await,
     }
 }
@@ -278,28 +278,39 @@ async fn converse(
     }
 }
 
-/// Calls a tool once, as Genkit runs a tool action: its output is the
-/// result; an interrupt fails the run (Genkit's `ToolInterruptError`)
-/// with the interrupt data in `details.interrupt` and on the trace.
-async fn run_tool(s: &Shared, tool: Arc<dyn Tool>, input: Value, trace: &mut Trace) -> Result<Value, Failure> {
+/// Calls a tool once, as Genkit runs a tool action, but through the
+/// approval gate of `agent` (the agent it is listed from,
+/// [`Agent::call_tool`]): its output is the result; a hold — the tool's
+/// own interrupt, or a rule's or ToolApproval's hold, the tool then not
+/// run — fails the run as Genkit's `ToolInterruptError` does, with the
+/// interrupt data in `details.interrupt` (and, for a middleware's hold,
+/// its label in `details.interruptedBy`) and on the trace. Nothing can
+/// answer such a hold: approving the call takes a turn of the agent.
+async fn run_tool(
+    s: &Shared,
+    agent: Agent,
+    tool: Arc<dyn Tool>,
+    input: Value,
+    trace: &mut Trace,
+) -> Result<Value, Failure> {
     let name = tool.name().to_owned();
     // Checked here, as Genkit's action checks its input schema: a typed
     // tool reports a bad input to the model as a soft failure instead.
     if let Some(schema) = &tool.definition().input_schema {
         SchemaValidator::new(schema.clone()).check(&format!("input of the tool {name}"), &input)?;
     }
-    let call = ToolCall {
-        input,
-        context: ToolContext::new(name.clone()),
-    };
-    let task = tokio::spawn(async move { tool.call(call).await });
+    let called = name.clone();
+    let task = tokio::spawn(async move { agent.call_tool(&called, input).await });
     s.track(&trace.id, Cancel::Task(task.abort_handle()));
     let joined = task.await;
     s.untrack(&trace.id);
-    let outcome = match joined {
-        Ok(outcome) => outcome?,
+    let call = match joined {
+        Ok(call) => call?,
         Err(e) if e.is_cancelled() => return Err(cancelled()),
         Err(e) => return Err(failure(Status::Internal, format!("the tool {name} panicked: {e}"))),
+    };
+    let Some(DirectCall { outcome, held_by, .. }) = call else {
+        return Err(failure(Status::NotFound, format!("the tool {name} is gone")));
     };
     match outcome {
         ToolOutcome::Output { output, .. } => Ok(output),
@@ -309,8 +320,17 @@ async fn run_tool(s: &Shared, tool: Arc<dyn Tool>, input: Value, trace: &mut Tra
                 .root
                 .attributes
                 .insert("genkit:metadata:interrupt".into(), json!(data.to_string()));
-            let mut f = failure(Status::Internal, format!("ToolInterruptError: {name} was interrupted"));
+            let message = match &held_by {
+                Some(by) => format!(
+                    "ToolInterruptError: {name} was held for approval by {by} and did not run; approve it in a turn of its agent"
+                ),
+                None => format!("ToolInterruptError: {name} was interrupted"),
+            };
+            let mut f = failure(Status::Internal, message);
             f.details.insert("interrupt".into(), data);
+            if let Some(by) = held_by {
+                f.details.insert("interruptedBy".into(), json!(by));
+            }
             Err(f)
         }
         ToolOutcome::Failed(message) => Err(failure(Status::Internal, message)),

@@ -72,9 +72,11 @@ async fn call(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, String, Option<String>) {
+    // As the Genkit CLI sends them: a loopback Host, JSON bodies.
     let request = Request::builder()
         .method(method)
         .uri(uri)
+        .header("host", "127.0.0.1:3400")
         .header("content-type", "application/json");
     let request = request
         .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
@@ -453,6 +455,7 @@ async fn cancel_action_stops_a_running_tool_call() {
     let (agents, _) = bank();
     let app = Reflection::new().router(agents, "rt-1");
     let request = Request::post("/api/runAction")
+        .header("host", "localhost:3400")
         .header("content-type", "application/json")
         .body(Body::from(
             json!({"key": "/tool/waitForever", "input": {"account": "a"}}).to_string(),

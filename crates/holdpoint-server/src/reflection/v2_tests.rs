@@ -266,3 +266,42 @@ async fn v2_start_refuses_a_remote_server() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn v2_a_gated_tool_is_held_and_does_not_run() {
+    let (agents, _, effects) = super::guard_tests::gated_bank();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let start = tokio::spawn(Reflection::new().v2_server(url).start(agents));
+    // A registration answer naming a remote telemetry server is ignored
+    // (`set_telemetry`; see v2_configure_cannot_send_traces_away_either).
+    let (mut ws, _) = accept(&listener, "http://evil.example:4033").await;
+    let handle = start.await.unwrap().unwrap();
+    let (_, held) = request(
+        &mut ws,
+        "1",
+        "runAction",
+        json!({"key": "/tool/closeAccount", "input": {"account": "savings"}}),
+    )
+    .await;
+    assert_eq!(held["error"]["code"], -32000, "{held}");
+    assert_eq!(
+        held["error"]["data"]["details"]["interruptedBy"],
+        holdpoint::middleware::TOOL_APPROVAL,
+        "{held}"
+    );
+    let (_, free) = request(
+        &mut ws,
+        "2",
+        "runAction",
+        json!({"key": "/tool/getBalance", "input": {"account": "savings"}}),
+    )
+    .await;
+    assert_eq!(free["result"]["result"], "savings: $1200", "{free}");
+    assert_eq!(
+        effects.closed.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "closeAccount ran"
+    );
+    drop(handle);
+}
