@@ -28,6 +28,7 @@ pub fn grant(agent: &str, uses: Option<u32>) -> Grant {
         uses_left: uses,
         used: 0,
         granted_by: "olga".into(),
+        granter_roles: vec!["finance".into()],
         created_at: Utc::now(),
         snapshot_id: fresh_id("held"),
         rule: None,

@@ -75,6 +75,41 @@ impl<'a> Access<'a> {
         }
     }
 
+    /// Whether this access may settle `call`, a call in doubt
+    /// (docs/reference.md §10.10): the roles that could answer its hold and
+    /// the [`OPERATOR_ROLE`](super::OPERATOR_ROLE); its owner only when they
+    /// could have answered it (no rule, or a rule that allows self-approval).
+    pub fn may_settle(self, call: &PendingApproval) -> bool {
+        match self {
+            Access::Full => true,
+            Access::As(principal) => {
+                call.owner.is_none()
+                    || (call.owner.as_deref() == principal && call.rule.as_ref().is_none_or(|r| r.self_approval))
+            }
+            Access::Caller { principal, roles } => {
+                if roles.iter().any(|r| r == super::OPERATOR_ROLE) {
+                    return true;
+                }
+                match &call.rule {
+                    Some(rule) => match principal {
+                        Some(p) => rule.may_answer(p, call.owner.as_deref(), roles).is_ok(),
+                        None => rule.is_approver(roles),
+                    },
+                    None => call.owner.is_none() || call.owner.as_deref() == principal,
+                }
+            }
+        }
+    }
+
+    /// Whether this access may act on `snapshot` as a settlement: what it
+    /// sees, and for an operator every snapshot.
+    pub(super) fn sees_to_settle(self, snapshot: &Snapshot) -> bool {
+        match self {
+            Access::Caller { roles, .. } if roles.iter().any(|r| r == super::OPERATOR_ROLE) => true,
+            other => other.sees(snapshot),
+        }
+    }
+
     /// Whether this access acts for the owner of `snapshot` (or is
     /// [`Access::Full`]): what an abort needs.
     pub(super) fn owns(self, snapshot: &Snapshot) -> bool {
@@ -85,20 +120,15 @@ impl<'a> Access<'a> {
     }
 }
 
-/// Whether `snapshot` waits on a paused call whose rule `roles` approve.
+/// Whether `snapshot` waits on a paused call whose rule `roles` approve,
+/// its own or one a sub-agent surfaced into it (docs/reference.md §16.2).
 fn approves_a_hold_of(snapshot: &Snapshot, roles: &[String]) -> bool {
-    let Some(state) = &snapshot.state else { return false };
-    let Some(last) = state
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m.role == crate::message::Role::Model)
-    else {
+    if snapshot.state.is_none() {
         return false;
-    };
-    last.interrupts()
-        .filter_map(crate::approval::HoldRule::on)
-        .any(|rule| rule.is_approver(roles))
+    }
+    super::audit::pending_of(snapshot)
+        .iter()
+        .any(|call| call.rule.as_ref().is_some_and(|rule| rule.is_approver(roles)))
 }
 
 /// Where a run or a connection starts and on whose behalf: the

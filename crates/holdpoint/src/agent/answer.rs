@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 use super::audit::{self, AuditContext, PendingApproval};
 use super::io::{AgentInput, AgentOutput};
 use super::worker::actor_of;
-use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of};
+use super::decide::{self, Purpose};
+use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of, subagent};
 use crate::approval::{Grant, GrantRequest, roles_of};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
@@ -174,13 +175,33 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             call.tool
         )));
     }
-    let grant = match &answer.grant {
-        Some(request) => {
-            Some(super::grant_answer::prepare(agent, store.as_ref(), request, call, approve, actor.as_deref()).await?)
+    // Decode and validate the answer whole (at every sub-agent level)
+    // before anything is recorded or claimed: a bad answer leaves the hold
+    // answerable.
+    let data = match &call.reply {
+        Some(shape) => shape.answer(approve, answer.reason.as_deref()),
+        None => {
+            let mut data = Map::new();
+            data.insert(TOOL_APPROVED.into(), Value::Bool(approve));
+            if let Some(r) = &answer.reason {
+                data.insert("reason".into(), json!(r));
+            }
+            data
         }
+    };
+    let directive = call.part.restart(Some(Value::Object(data)))?;
+    let call = call.clone();
+    let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
+    let mut nested = Resume::from_parts(vec![directive.clone()]);
+    subagent::nest(&session.state.messages, &mut nested)?;
+    decide::check(&agent.def, &session, &nested, Purpose::Record, &context).await?;
+    let grant = match &answer.grant {
+        Some(request) => Some(
+            super::grant_answer::prepare(agent, store.as_ref(), request, &call, approve, actor.as_deref(), &roles)
+                .await?,
+        ),
         None => None,
     };
-    let mut recorded = None;
     if let (true, Some(rule), Some(actor)) = (approve, &call.rule, &actor)
         && rule.quorum > 1
     {
@@ -194,7 +215,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             principal: owner.as_deref(),
             actor: Some(actor),
             agent: agent.name(),
-            session_id: &snapshot.session_id,
+            session_id: &session.state.session_id,
             snapshot_id: id,
         };
         // The row goes in with the approval it records, or not at all.
@@ -211,27 +232,11 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
                 counted: tally.counted,
             });
         }
-        recorded = Some(tally.approvals);
-    }
-    let data = match &call.reply {
-        Some(shape) => shape.answer(approve, answer.reason.as_deref()),
-        None => {
-            let mut data = Map::new();
-            data.insert(TOOL_APPROVED.into(), Value::Bool(approve));
-            if let Some(r) = &answer.reason {
-                data.insert("reason".into(), json!(r));
-            }
-            data
-        }
-    };
-    let directive = call.part.restart(Some(Value::Object(data)))?;
-    let input = AgentInput::resume(Resume::from_parts(vec![directive]));
-    let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
-    if let Some(approvals) = recorded {
         // The approvals the compare-and-set saw, which may be newer than
         // the snapshot read above.
-        session.approvals = approvals;
+        session.approvals = tally.approvals;
     }
+    let input = AgentInput::resume(Resume::from_parts(vec![directive]));
     let mut run_context = context;
     match &owner {
         Some(o) => run_context.insert(PRINCIPAL.to_owned(), Value::String(o.clone())),

@@ -13,6 +13,8 @@ pub struct AgentBuilder {
     /// The agents added with `background_subagent` (their tools are in
     /// `tools`), whose settled tasks turns tell of (§16.7).
     pub(super) background: Vec<Agent>,
+    /// The agents added with `subagent` (their tools are in `tools`).
+    pub(super) children: Vec<Agent>,
     pub(super) middleware: Vec<Arc<dyn Middleware>>,
     pub(super) policy: Option<Arc<Policy>>,
     pub(super) max_turns: u32,
@@ -34,6 +36,7 @@ impl AgentBuilder {
             system: None,
             tools: Vec::new(),
             background: Vec::new(),
+            children: Vec::new(),
             middleware: Vec::new(),
             policy: None,
             max_turns: crate::generate::DEFAULT_MAX_TURNS,
@@ -229,6 +232,7 @@ impl AgentBuilder {
                 runnable_tools,
                 tool_middleware,
                 model: kept_model,
+                children: self.children,
             }),
         })
     }

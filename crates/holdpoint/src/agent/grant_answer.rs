@@ -6,7 +6,7 @@ use chrono::Utc;
 
 use super::Agent;
 use super::audit::PendingApproval;
-use crate::approval::{Condition, Grant, GrantQuery, GrantRequest, parse_ttl};
+use crate::approval::{Condition, Grant, GrantQuery, GrantRequest, GrantScope, parse_ttl};
 use crate::error::{Error, Result};
 use crate::session::{SessionStore, mint_id};
 
@@ -20,6 +20,7 @@ pub(super) async fn prepare(
     call: &PendingApproval,
     approve: bool,
     actor: Option<&str>,
+    roles: &[String],
 ) -> Result<Grant> {
     let tool = &call.tool;
     if !approve {
@@ -47,6 +48,20 @@ pub(super) async fn prepare(
     if call.reply.is_some() || !call.path.is_empty() {
         return Err(Error::FailedPrecondition(format!(
             "{tool} asks for approval itself (or in a sub-agent): answer each of its holds; no standing grant"
+        )));
+    }
+    // The granter's authority: an approver role the rule names, or (an
+    // owner answering under self-approval) their own sessions only. The
+    // agent's own process answers as every approver.
+    let granter_roles: Vec<String> = match actor {
+        None => rule.approvers.clone(),
+        Some(_) => roles.iter().filter(|r| rule.approvers.contains(r)).cloned().collect(),
+    };
+    if granter_roles.is_empty() && request.scope == GrantScope::Tool {
+        return Err(Error::PermissionDenied(format!(
+            "approval rule \"{}\" refuses this grant: a grant of scope tool covers other people's calls and needs one of the approver roles ({}); as the session's owner, grant for your own sessions (scope session or principal)",
+            rule.rule,
+            rule.approvers.join(", ")
         )));
     }
     if let Some(when) = &request.when {
@@ -84,6 +99,7 @@ pub(super) async fn prepare(
         uses_left: request.uses,
         used: 0,
         granted_by: actor.unwrap_or("operator").to_owned(),
+        granter_roles,
         created_at: now,
         snapshot_id: call.snapshot_id.clone(),
         rule: Some(rule.clone()),

@@ -28,6 +28,7 @@ mod answer;
 mod audit;
 mod builder;
 mod connection;
+mod decide;
 mod detach;
 mod direct;
 mod grant_answer;
@@ -54,6 +55,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 pub use access::{ACTOR, Access, PRINCIPAL, RunOptions, principal_of};
+pub use decide::OPERATOR_ROLE;
 pub use answer::{Answer, AnswerKind, Answered};
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use builder::AgentBuilder;
@@ -130,6 +132,9 @@ pub(crate) struct AgentDef {
     pub tool_middleware: Vec<Arc<dyn Middleware>>,
     /// The model of a prompt agent (`None` for a custom one).
     pub model: Option<Arc<dyn Model>>,
+    /// Its foreground sub-agents, whose holds its answers reach
+    /// (checked by `decide.rs` level by level).
+    pub children: Vec<Agent>,
 }
 
 impl AgentDef {

@@ -104,6 +104,27 @@ impl Agent {
         Ok(calls)
     }
 
+    /// The calls in doubt `access` may settle, newest first
+    /// (docs/reference.md §10.10): for a caller, those of its own sessions
+    /// it could have answered, and of anyone's whose approval rule names
+    /// one of its roles; every call for the [`OPERATOR_ROLE`]. An owner a
+    /// rule excluded (self-approval off) does not see that rule's calls
+    /// here, since they may not settle them. `query.owner` is ignored for
+    /// a caller with roles.
+    pub async fn in_doubt_for(&self, query: SnapshotQuery, access: Access<'_>) -> Result<Vec<PendingApproval>> {
+        let query = match access {
+            Access::Full => query,
+            Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
+                owner: principal.map(str::to_owned),
+                ..query
+            },
+            Access::Caller { .. } => SnapshotQuery { owner: None, ..query },
+        };
+        let mut calls = self.in_doubt(query).await?;
+        calls.retain(|c| access.may_settle(c));
+        Ok(calls)
+    }
+
     /// Settles calls left in doubt (see [`in_doubt`](Self::in_doubt)) on
     /// behalf of the principal in `context`: `resume` answers the paused
     /// calls of `snapshot_id` — `respond` with the result the operator found

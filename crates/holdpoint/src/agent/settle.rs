@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use super::io::{AgentInput, AgentOutput};
 use super::load::{self, Holds};
-use super::{Agent, audit, principal_of};
+use super::{Access, Agent, audit, principal_of};
+use crate::approval::roles_of;
 use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::session::{SessionStore, Snapshot};
@@ -30,11 +31,16 @@ pub(super) async fn settle(
 ) -> Result<AgentOutput> {
     let store = agent.require_store()?;
     let principal = principal_of(&context);
+    let roles = roles_of(&context);
+    let access = Access::of(&context, &roles);
     let name = &agent.def.name;
+    // Who may settle each call is decided on the one decision path
+    // (`decide.rs`) before the claim; this read only hides what the
+    // caller could not see at all.
     let snapshot = store
         .get_snapshot(snapshot_id)
         .await?
-        .filter(|s| s.visible_to(principal) && s.belongs_to(name))
+        .filter(|s| s.belongs_to(name) && access.sees_to_settle(s))
         .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
     check_in_doubt(store.as_ref(), name, &snapshot).await?;
     let input = AgentInput {
@@ -42,9 +48,19 @@ pub(super) async fn settle(
         ..AgentInput::default()
     };
     input.validate()?;
+    let owner = snapshot.owner.clone();
     let mut session = load::from_snapshot(snapshot, principal);
     session.holds = Holds::InDoubt;
-    agent.drive(session, input, context, None).await
+    // The turn runs as the session's owner, the settler recorded as the
+    // actor (as an approver's answer does).
+    let mut run_context = context;
+    if let Some(actor) = super::worker::actor_of(&run_context).map(str::to_owned) {
+        run_context.insert(super::ACTOR.to_owned(), Value::String(actor));
+    }
+    if let Some(owner) = owner {
+        run_context.insert(super::PRINCIPAL.to_owned(), Value::String(owner));
+    }
+    agent.drive(session, input, run_context, None).await
 }
 
 /// `FAILED_PRECONDITION`, saying why, unless `snapshot`'s calls are in

@@ -146,6 +146,13 @@ pub struct Grant {
     pub used: u64,
     /// Who granted it (the approver who answered the hold).
     pub granted_by: String,
+    /// The roles of the rule's approvers the granter held when granting
+    /// (empty for an owner who answered under self-approval). At each use
+    /// the granter must still be one who could answer the call: the
+    /// call's owner under a rule that allows self-approval, or someone
+    /// holding one of these roles that the rule names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granter_roles: Vec<String>,
     /// When.
     pub created_at: DateTime<Utc>,
     /// The held snapshot whose answer created it.
@@ -178,6 +185,16 @@ pub struct GrantCall<'a> {
 }
 
 impl Grant {
+    /// Whether its granter could answer a hold of `rule` on a call of a
+    /// session owned by `owner`: the owner only under self-approval,
+    /// anyone else only with an approver role the rule names.
+    pub fn granter_may_answer(&self, rule: &HoldRule, owner: Option<&str>) -> bool {
+        if owner == Some(self.granted_by.as_str()) {
+            return rule.self_approval;
+        }
+        rule.is_approver(&self.granter_roles)
+    }
+
     /// Whether the grant can still be used at `now`: not revoked, not
     /// expired, uses left.
     pub fn is_active(&self, now: DateTime<Utc>) -> bool {

@@ -7,8 +7,10 @@
 //! cache), so a revoke stops them at once on every replica; a grant
 //! stands in only for holds of the rule it was given under; a rule whose
 //! quorum is more than one, or whose condition failed, always holds (a
-//! grant never stands in for several approvers); under a rule that forbids
-//! self-approval a grant its own session's owner gave does not count.
+//! grant never stands in for several approvers); a grant counts only when
+//! its granter could answer the call itself — the call's owner under a
+//! rule that allows self-approval, anyone else with an approver role the
+//! rule names (checked at each use, against the rule as it is now).
 
 use chrono::Utc;
 use serde_json::Value;
@@ -64,8 +66,9 @@ impl RuleGate {
             // A grant stands in only for holds of the rule it was given
             // under: another rule's approvers never answered for it.
             let same_rule = grant.rule.as_ref().is_some_and(|r| r.rule == rule.rule);
-            let own = !rule.self_approval && principal == Some(grant.granted_by.as_str());
-            if !same_rule || own || !grant.covers(&facts, now) {
+            // Its granter must be one who could answer this very call now:
+            // an owner's grant never lets another person's call through.
+            if !same_rule || !grant.granter_may_answer(rule, principal) || !grant.covers(&facts, now) {
                 continue;
             }
             // The audit row names the session's latest snapshot: the one

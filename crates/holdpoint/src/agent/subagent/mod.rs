@@ -39,7 +39,8 @@ pub(crate) use abandon::abandon_children;
 pub(crate) use defer::ChildWrites;
 
 pub use background::BACKGROUND_MAX_WAIT;
-pub(crate) use nest::{check_nested, nest};
+pub(crate) use nest::{nest, nested_error};
+pub(crate) use tool::nested_resume;
 pub use notice::BACKGROUND_TASK;
 pub(crate) use notice::Notices;
 pub(crate) use pending::expand;
@@ -309,6 +310,7 @@ impl AgentBuilder {
     /// [`subagent`](Self::subagent) with options (what a child's failure
     /// does to this agent's turn).
     pub fn subagent_with(mut self, agent: Agent, options: SubagentOptions) -> Self {
+        self.children.push(agent.clone());
         let tool = SubagentTool::new(&self.name, agent, options);
         self.tools.push(Arc::new(tool));
         self

@@ -3,16 +3,10 @@
 //! the parent's call that surfaced it; every nested answer is checked
 //! against the child's paused snapshot before anything is claimed.
 
-use super::tool::nested_resume;
 use super::{REF_SEPARATOR, SUBAGENT, SurfacedHold};
 use crate::error::{Error, Result};
-use crate::generate::{Resume, validate_resume};
-use crate::message::{Message, Part, Role, metadata};
-use crate::session::{SessionStore, Snapshot};
-
-/// How deep nested answers are followed (a parent calling itself through
-/// its children would otherwise recurse without end).
-const MAX_DEPTH: usize = 16;
+use crate::generate::Resume;
+use crate::message::{Message, Part, Role};
 
 fn last_model(history: &[Message]) -> Option<&Message> {
     history.iter().rev().find(|m| m.role == Role::Model)
@@ -110,82 +104,8 @@ pub(crate) fn nest(history: &[Message], resume: &mut Resume) -> Result<()> {
     Ok(())
 }
 
-/// Checks every restart of a surfaced hold in `resume` (already nested and
-/// validated against `history`) against the child's paused snapshot in
-/// `store`, level by level: the child snapshot must be its agent's and
-/// still wait for an answer, and the nested answers must be valid for it.
-/// Reads only; nothing is claimed or written. Returns the child snapshots
-/// of this level as read, for the children's resumes to start from
-/// (their claims, not these reads, guard them).
-pub(crate) async fn check_nested(
-    store: &dyn SessionStore,
-    history: &[Message],
-    resume: &Resume,
-) -> Result<Vec<Snapshot>> {
-    let mut read = Vec::new();
-    check_level(store, history, resume, 0, &mut read).await?;
-    Ok(read)
-}
-
-async fn check_level(
-    store: &dyn SessionStore,
-    history: &[Message],
-    resume: &Resume,
-    depth: usize,
-    read: &mut Vec<Snapshot>,
-) -> Result<()> {
-    let Some(pending) = last_model(history) else {
-        return Ok(());
-    };
-    if !pending.interrupts().any(SurfacedHold::is_surfaced) {
-        return Ok(());
-    }
-    if depth >= MAX_DEPTH {
-        return Err(Error::InvalidArgument(format!(
-            "nested answers deeper than {MAX_DEPTH} sub-agent levels"
-        )));
-    }
-    for directive in &resume.restart {
-        let Some((name, reference)) = name_ref(directive) else {
-            continue;
-        };
-        let Some(hold) = pending
-            .content
-            .iter()
-            .find(|p| is_call(p, name, reference))
-            .and_then(SurfacedHold::of)
-        else {
-            continue;
-        };
-        let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?
-            .map(metadata::Marker::into_object)
-            .unwrap_or_default();
-        let mut nested = nested_resume(name, &resumed)?;
-        let snapshot = store
-            .get_snapshot(&hold.snapshot_id)
-            .await?
-            .filter(|s| s.belongs_to(&hold.agent))
-            .ok_or_else(|| {
-                Error::FailedPrecondition(format!(
-                    "sub-agent snapshot {} of call \"{name}\" is not in this agent's store (a sub-agent must keep its sessions in its parent's store)",
-                    hold.snapshot_id
-                ))
-            })?;
-        if !snapshot.is_waiting() {
-            return Err(Error::AlreadyResumed(hold.snapshot_id));
-        }
-        let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
-        nest(messages, &mut nested)?;
-        validate_resume(messages, &nested).map_err(|e| nested_error(name, e))?;
-        // Deeper levels are checked, not kept: each child reads its own.
-        Box::pin(check_level(store, messages, &nested, depth + 1, &mut Vec::new())).await?;
-        read.push(snapshot);
-    }
-    Ok(())
-}
-
 /// A child's refusal, said as the nested call's.
-fn nested_error(tool: &str, error: Error) -> Error {
+pub(crate) fn nested_error(tool: &str, error: Error) -> Error {
     match error {
         Error::InvalidArgument(m) => Error::InvalidArgument(format!("sub-agent call \"{tool}\": {m}")),
         other => other,
@@ -197,7 +117,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::message::Part;
+    use crate::generate::validate_resume;
+    use crate::message::{Part, metadata};
 
     fn paused(name: &str, reference: Option<&str>) -> Part {
         let mut p = Part::tool_request(name, reference.map(str::to_owned), Some(json!({"amount": 5})));

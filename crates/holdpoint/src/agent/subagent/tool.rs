@@ -206,7 +206,7 @@ impl Drop for CancelOnDrop<'_> {
 }
 
 /// The nested answers a restart of a surfaced hold carries.
-pub(super) fn nested_resume(tool: &str, resumed: &Map<String, Value>) -> Result<Resume> {
+pub(crate) fn nested_resume(tool: &str, resumed: &Map<String, Value>) -> Result<Resume> {
     let refuse = || {
         Error::InvalidArgument(format!(
             "a restart of sub-agent call \"{tool}\" must carry the child's answers as resume data {{\"{SUBAGENT}\": {{\"restart\": [...], \"respond\": [...]}}}} (or answer the nested call by its compound ref, as listed by pending)"

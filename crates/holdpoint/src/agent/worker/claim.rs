@@ -16,12 +16,9 @@ use super::super::hold::Hold;
 use super::super::io::AgentInput;
 use super::super::load::{Holds, Session, TurnKind};
 use super::super::{ACTOR, AgentDef, principal_of};
-use std::collections::BTreeSet;
 
-use crate::approval::{HoldRule, roles_of};
 use crate::error::{Error, Result};
-use crate::generate::{Resume, validate_resume};
-use crate::session::AuditDecision;
+use crate::generate::Resume;
 use crate::session::{ResumeClaim, SessionStore, Snapshot};
 
 /// What a turn claimed before its tools run: `claimed` once the store
@@ -98,14 +95,16 @@ async fn claim_resume(
     kind: TurnKind,
     context: &Map<String, Value>,
 ) -> Result<Claimed> {
-    validate_resume(&session.state.messages, resume)?;
-    // Sub-agents: a child's holds are answered through its parent.
-    super::super::subagent::check_direct(&session.state.messages, kind == TurnKind::Settle, context)?;
-    check_rules(session, resume, context)?;
+    // The one decision path: every answer is decoded, validated and
+    // authorised, at every level, before anything is claimed.
+    let nested = {
+        let purpose = match kind {
+            TurnKind::Settle => super::super::decide::Purpose::Settle,
+            _ => super::super::decide::Purpose::Resume,
+        };
+        super::super::decide::check(def, session, resume, purpose, context).await?
+    };
     if let (Some(store), Some(id)) = (&def.store, &session.snapshot_id) {
-        // Sub-agents: nested answers are checked against the children's
-        // paused snapshots before this level claims anything.
-        let nested = super::super::subagent::check_nested(store.as_ref(), &session.state.messages, resume).await?;
         let mut claimed = claim_snapshot(def, store, session, id, resume, kind, context).await?;
         claimed.nested = nested;
         return Ok(claimed);
@@ -125,52 +124,6 @@ pub(crate) fn actor_of(context: &Map<String, Value>) -> Option<&str> {
         .get(ACTOR)
         .and_then(Value::as_str)
         .or_else(|| principal_of(context))
-}
-
-/// Refuses, before anything is claimed, a resume that answers a call held
-/// under an approval rule (docs/reference.md §10.7) when the acting person
-/// may not answer it (`PERMISSION_DENIED`, naming the rule), or approves
-/// it short of the rule's quorum counting the approvals recorded on the
-/// snapshot (`FAILED_PRECONDITION`). A context with neither actor nor
-/// principal is the agent's own process, which answers as an operator.
-fn check_rules(session: &Session, resume: &Resume, context: &Map<String, Value>) -> Result<()> {
-    let Some(actor) = actor_of(context) else {
-        return Ok(());
-    };
-    let roles = roles_of(context);
-    let now = chrono::Utc::now();
-    for d in resume.restart.iter().chain(&resume.respond) {
-        let Some(target) = audit::target_of(&session.state.messages, d) else {
-            continue;
-        };
-        let Some(rule) = HoldRule::on(target) else { continue };
-        rule.may_answer(actor, session.owner.as_deref(), &roles)?;
-        let Some(req) = target.as_tool_request() else { continue };
-        if d.as_tool_request().is_none() || rule.quorum <= 1 {
-            continue;
-        }
-        if audit::restart_decision(target, d, now).0 != AuditDecision::Approve {
-            continue;
-        }
-        let mut actors: BTreeSet<&str> = session
-            .approvals
-            .iter()
-            .filter(|a| a.is_of(&req.name, req.reference.as_deref()))
-            .map(|a| a.actor.as_str())
-            .collect();
-        actors.insert(actor);
-        let needed = usize::try_from(rule.quorum).unwrap_or(usize::MAX);
-        if actors.len() < needed {
-            return Err(Error::FailedPrecondition(format!(
-                "approval rule \"{}\" needs {} distinct approvals of {}; {} recorded with this one: record approvals one by one (Agent::answer, POST /agents/NAME/answer)",
-                rule.rule,
-                rule.quorum,
-                req.name,
-                actors.len()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Claims the stored paused snapshot `id` for a resume: refused when the

@@ -15,6 +15,7 @@ fn grant(scope: GrantScope) -> Grant {
         uses_left: None,
         used: 0,
         granted_by: "olga".into(),
+        granter_roles: vec!["finance".into()],
         created_at: Utc::now(),
         snapshot_id: "p-1".into(),
         rule: None,

@@ -1,0 +1,377 @@
+//! The one decision path every answer takes (docs/reference.md §10.10):
+//! resumes, `Agent::answer`, settlements and nested answers to a
+//! sub-agent's holds all come here before anything is claimed.
+//!
+//! Order, per level (the session's own calls, then each surfaced hold's
+//! child, level by level):
+//! 1. **decode and validate** — the directive answers a call that waits
+//!    ([`validate_resume`]); restart data decodes as the tool's resume
+//!    type; a respond output meets the tool's output schema; a replaced
+//!    input meets its input schema;
+//! 2. **authorise** — the acting person may answer each call (its rule's
+//!    approver roles, self-approval, quorum; the owner for a call no rule
+//!    governs; a settlement by the hold's approvers or an operator).
+//!
+//! Invariants: [`check`] only reads; when it fails nothing was claimed
+//! or written at any level, and the call is still answerable. A child
+//! resumed by its parent's call is not checked again (its parent checked
+//! it, with the root's recorded approvals, before the root's claim).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::audit;
+use super::load::Session;
+use super::subagent::{self, SurfacedHold};
+use super::{AgentDef, worker::actor_of};
+use crate::approval::{HoldRule, roles_of};
+use crate::error::{Error, Result};
+use crate::generate::{Resume, validate_resume};
+use crate::message::{Message, Part, Role, metadata};
+use crate::session::{AuditDecision, HoldApproval, SessionStore, Snapshot};
+use crate::tool::SchemaValidator;
+
+/// The role that may settle any call in doubt and read any audit row
+/// (docs/reference.md §10.10).
+pub const OPERATOR_ROLE: &str = "operator";
+
+/// How deep nested answers are followed.
+const MAX_DEPTH: usize = 16;
+
+/// Who answers: the acting person (`None`: the agent's own process, which
+/// answers as an operator) and their roles.
+#[derive(Debug, Clone)]
+pub(crate) struct Decider<'a> {
+    actor: Option<&'a str>,
+    roles: Vec<String>,
+    settles: bool,
+    /// Whether an approval must meet its rule's quorum now (a resume), or
+    /// is one recorded toward it ([`Purpose::Record`]).
+    counts_quorum: bool,
+}
+
+/// What an answer checked by [`check`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// A resume: every approval meets its rule's quorum.
+    Resume,
+    /// A settlement of calls in doubt.
+    Settle,
+    /// One approval recorded toward a quorum (`Agent::answer`): checked
+    /// whole, its quorum counted once it completes.
+    Record,
+}
+
+impl<'a> Decider<'a> {
+    /// The person a request context names.
+    pub(crate) fn of(context: &'a Map<String, Value>, purpose: Purpose) -> Self {
+        Decider {
+            actor: actor_of(context),
+            roles: roles_of(context),
+            settles: purpose == Purpose::Settle,
+            counts_quorum: purpose == Purpose::Resume,
+        }
+    }
+
+    fn is_operator(&self) -> bool {
+        self.actor.is_none() || self.roles.iter().any(|r| r == OPERATOR_ROLE)
+    }
+
+    /// Whether this person is the owner of a session owned by `owner`
+    /// (anyone is, of an unowned session).
+    fn owns(&self, owner: Option<&str>) -> bool {
+        owner.is_none() || owner == self.actor
+    }
+
+    /// Refuses (`PERMISSION_DENIED`, naming the rule) an answer this
+    /// person may not give to `target`, paused in a session owned by
+    /// `owner`.
+    fn authorise(&self, target: &Part, owner: Option<&str>) -> Result<()> {
+        let Some(actor) = self.actor else { return Ok(()) };
+        let rule = HoldRule::on(target);
+        if self.settles {
+            // In doubt: the hold's approvers and operators settle; an
+            // owner settles only what they could have answered.
+            if self.is_operator() {
+                return Ok(());
+            }
+            return match rule {
+                Some(rule) => Ok(rule.may_answer(actor, owner, &self.roles)?),
+                None if self.owns(owner) => Ok(()),
+                None => Err(Error::PermissionDenied(format!(
+                    "only the session's owner or an operator may settle {}",
+                    tool_name(target)
+                ))),
+            };
+        }
+        match rule {
+            Some(rule) => Ok(rule.may_answer(actor, owner, &self.roles)?),
+            // A call no rule governs is its session owner's alone.
+            None if self.owns(owner) || self.is_operator() => Ok(()),
+            None => Err(Error::PermissionDenied(format!(
+                "no approval rule governs {}: only the session's owner may answer it",
+                tool_name(target)
+            ))),
+        }
+    }
+}
+
+fn tool_name(part: &Part) -> &str {
+    part.as_tool_request().map_or("the call", |r| r.name.as_str())
+}
+
+/// One level of a check: the session's messages, its owner, the tools
+/// that answer its calls and the approvals recorded toward quorums.
+struct Level<'a> {
+    def: &'a AgentDef,
+    messages: &'a [Message],
+    owner: Option<&'a str>,
+    /// Approvals recorded for this level's calls, by their ref at this
+    /// level (the root's, and for a child those the root recorded under
+    /// the compound ref).
+    approvals: Vec<HoldApproval>,
+}
+
+/// Checks `resume` (already nested, see [`subagent::nest`]) on `session`
+/// of the agent `def`, for the person `context` names, before anything
+/// is claimed. Returns the child snapshots the nested answers were
+/// checked against (their resumes start from them).
+pub(crate) async fn check(
+    def: &AgentDef,
+    session: &Session,
+    resume: &Resume,
+    purpose: Purpose,
+    context: &Map<String, Value>,
+) -> Result<Vec<Snapshot>> {
+    let messages = &session.state.messages;
+    validate_resume(messages, resume)?;
+    // Sub-agents: a child's holds are answered through its parent.
+    subagent::check_direct(messages, purpose == Purpose::Settle, context)?;
+    if subagent::from_parent_call(context) {
+        // The parent checked these answers before its own claim.
+        return Ok(Vec::new());
+    }
+    let decider = Decider::of(context, purpose);
+    let level = Level {
+        def,
+        messages,
+        owner: session.owner.as_deref(),
+        approvals: session.approvals.clone(),
+    };
+    check_level(&level, resume, &decider)?;
+    let mut read = Vec::new();
+    if let Some(store) = &def.store {
+        check_children(store.as_ref(), &level, resume, &decider, 0, &mut read).await?;
+    }
+    Ok(read)
+}
+
+fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Result<()> {
+    let now = chrono::Utc::now();
+    for directive in resume.restart.iter().chain(&resume.respond) {
+        let Some(target) = audit::target_of(level.messages, directive) else {
+            continue;
+        };
+        check_content(level.def, target, directive)?;
+        decider.authorise(target, level.owner)?;
+        if !decider.counts_quorum {
+            continue;
+        }
+        check_quorum(level, target, directive, decider, now)?;
+    }
+    Ok(())
+}
+
+/// Decodes and validates one directive against the tool that answers it.
+fn check_content(def: &AgentDef, target: &Part, directive: &Part) -> Result<()> {
+    let Some(req) = target.as_tool_request() else {
+        return Ok(());
+    };
+    let tool = def.runnable_tools.iter().find(|t| t.name() == req.name);
+    if let Some(resp) = directive.as_tool_response() {
+        if let Some(tool) = tool {
+            let output = resp.output.clone().unwrap_or(Value::Null);
+            tool.check_output(&output)
+                .map_err(|e| named(&req.name, "respond output", e))?;
+        }
+        return Ok(());
+    }
+    let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?
+        .map(metadata::Marker::into_object)
+        .unwrap_or_default();
+    match target.interrupted_by() {
+        // The tool's own interrupt: its resume type reads the data.
+        None => {
+            if let Some(tool) = tool {
+                tool.check_resume(&resumed)
+                    .map_err(|e| named(&req.name, "restart data", e))?;
+            }
+        }
+        // A gate's hold: yes or no, as a boolean.
+        Some(_) => {
+            if let Some(v) = resumed.get(metadata::TOOL_APPROVED)
+                && !v.is_boolean()
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "restart data of {}: \"{}\" must be true or false, got {v}",
+                    req.name,
+                    metadata::TOOL_APPROVED
+                )));
+            }
+        }
+    }
+    if directive.meta(metadata::REPLACED_INPUT).is_some()
+        && let Some(schema) = def
+            .tools
+            .iter()
+            .find(|d| d.name == req.name)
+            .and_then(|d| d.input_schema.clone())
+    {
+        let input = directive
+            .as_tool_request()
+            .and_then(|r| r.input.clone())
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        SchemaValidator::new(schema)
+            .check("input", &input)
+            .map_err(|e| named(&req.name, "replaced input", e))?;
+    }
+    Ok(())
+}
+
+/// `error` said as being about `what` of a call of `tool`.
+fn named(tool: &str, what: &str, error: Error) -> Error {
+    match error {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{what} of {tool}: {m}")),
+        other => other,
+    }
+}
+
+/// Refuses an approval that would complete a rule's hold short of its
+/// quorum (`FAILED_PRECONDITION`).
+fn check_quorum(
+    level: &Level<'_>,
+    target: &Part,
+    directive: &Part,
+    decider: &Decider<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<()> {
+    let (Some(actor), Some(rule), Some(req)) = (decider.actor, HoldRule::on(target), target.as_tool_request()) else {
+        return Ok(());
+    };
+    if directive.as_tool_request().is_none() || rule.quorum <= 1 {
+        return Ok(());
+    }
+    if audit::restart_decision(target, directive, now).0 != AuditDecision::Approve {
+        return Ok(());
+    }
+    let mut actors: BTreeSet<&str> = level
+        .approvals
+        .iter()
+        .filter(|a| a.is_of(&req.name, req.reference.as_deref()))
+        .map(|a| a.actor.as_str())
+        .collect();
+    actors.insert(actor);
+    let needed = usize::try_from(rule.quorum).unwrap_or(usize::MAX);
+    if actors.len() < needed {
+        return Err(Error::FailedPrecondition(format!(
+            "approval rule \"{}\" needs {} distinct approvals of {}; {} recorded with this one: record approvals one by one (Agent::answer, POST /agents/NAME/answer)",
+            rule.rule,
+            rule.quorum,
+            req.name,
+            actors.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks, level by level, the nested answers of every restart of a
+/// surfaced hold in `resume` against the child's paused snapshot: it must
+/// be its agent's and still wait, and its answers pass the same checks as
+/// the root's. Reads only.
+async fn check_children(
+    store: &dyn SessionStore,
+    level: &Level<'_>,
+    resume: &Resume,
+    decider: &Decider<'_>,
+    depth: usize,
+    read: &mut Vec<Snapshot>,
+) -> Result<()> {
+    let Some(pending) = level.messages.iter().rev().find(|m| m.role == Role::Model) else {
+        return Ok(());
+    };
+    if !pending.interrupts().any(SurfacedHold::is_surfaced) {
+        return Ok(());
+    }
+    if depth >= MAX_DEPTH {
+        return Err(Error::InvalidArgument(format!(
+            "nested answers deeper than {MAX_DEPTH} sub-agent levels"
+        )));
+    }
+    for directive in &resume.restart {
+        let Some(target) = audit::target_of(level.messages, directive) else {
+            continue;
+        };
+        let Some(hold) = SurfacedHold::of(target) else {
+            continue;
+        };
+        let name = tool_name(target).to_owned();
+        let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?
+            .map(metadata::Marker::into_object)
+            .unwrap_or_default();
+        let mut nested = subagent::nested_resume(&name, &resumed)?;
+        let snapshot = store
+            .get_snapshot(&hold.snapshot_id)
+            .await?
+            .filter(|s| s.belongs_to(&hold.agent))
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "sub-agent snapshot {} of call \"{name}\" is not in this agent's store (a sub-agent must keep its sessions in its parent's store)",
+                    hold.snapshot_id
+                ))
+            })?;
+        if !snapshot.is_waiting() {
+            return Err(Error::AlreadyResumed(hold.snapshot_id));
+        }
+        let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
+        subagent::nest(messages, &mut nested)?;
+        validate_resume(messages, &nested).map_err(|e| subagent::nested_error(&name, e))?;
+        let child_def = level.def.children.iter().find(|c| c.name() == hold.agent);
+        let segment = target.ref_segment().unwrap_or(name.as_str());
+        // Approvals of this level name a nested call by its ref below it.
+        let child_prefix = format!("{segment}{}", subagent::REF_SEPARATOR);
+        if let Some(child) = child_def {
+            // The root records approvals of a nested call under its
+            // compound ref; the child's own count too.
+            let mut approvals: Vec<HoldApproval> = level
+                .approvals
+                .iter()
+                .filter_map(|a| {
+                    let inner = a.reference.as_deref()?.strip_prefix(&child_prefix)?;
+                    let mut a = a.clone();
+                    a.reference = Some(inner.to_owned()).filter(|r| !r.is_empty() && *r != a.tool);
+                    Some(a)
+                })
+                .collect();
+            approvals.extend(snapshot.approvals.iter().cloned());
+            let child_level = Level {
+                def: &child.def,
+                messages,
+                owner: snapshot.owner.as_deref(),
+                approvals,
+            };
+            check_level(&child_level, &nested, decider)?;
+            Box::pin(check_children(
+                store,
+                &child_level,
+                &nested,
+                decider,
+                depth + 1,
+                &mut Vec::new(),
+            ))
+            .await?;
+        }
+        read.push(snapshot);
+    }
+    Ok(())
+}
