@@ -3,7 +3,20 @@
 //!
 //! - At most [`ConnectionLimits::max_connections`] connections are open at
 //!   once (a WebSocket counts until it closes); past that the loop stops
-//!   accepting and new connections wait in the listener's backlog.
+//!   accepting and new connections wait in the listener's backlog. The
+//!   bound is lowered to what the process's file-descriptor limit allows
+//!   (the soft `RLIMIT_NOFILE`, less the descriptors open when serving
+//!   starts, less a reserve for stores, logs and outbound calls; see
+//!   [`descriptor_budget`]), so connections never use the last descriptors.
+//! - One client (an IPv4 address, an IPv6 /64) holds at most
+//!   [`ConnectionLimits::max_per_client`] of them (default: the bound less
+//!   a quarter of it, at most [`ROOM_FOR_OTHERS`] places: a reverse proxy,
+//!   whose address every connection has, is not limited before the server
+//!   is nearly full); a connection past that is closed as soon as it is
+//!   accepted, so one client's idle or half-sent connections neither take
+//!   the last places nor fill the backlog in front of everyone else.
+//! - A failing `accept` (out of descriptors: `EMFILE`, `ENFILE`) is retried
+//!   after a pause that doubles from 10 ms up to 1 s, never in a spin.
 //! - A request head must arrive whole within
 //!   [`ConnectionLimits::header_read_timeout`] of its first byte — and a new
 //!   connection's first head within that time of the accept — or the
@@ -17,8 +30,10 @@
 //! On shutdown the loop stops accepting, asks every connection to close
 //! after its current response, and returns when they all did.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -40,6 +55,10 @@ pub(crate) struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
+    /// The most connections of one client (`None`: the bound in force,
+    /// after the descriptor limit lowered it, less
+    /// [`room_for_others`]; at least 1).
+    pub max_per_client: Option<usize>,
 }
 
 impl Default for ConnectionLimits {
@@ -48,7 +67,124 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_per_client: None,
         }
+    }
+}
+
+/// The descriptors kept free of connections, at least: for the stores'
+/// files, logs, outbound model and webhook calls, the runtime.
+const MIN_RESERVE: usize = 32;
+
+/// How many connections the descriptor limit leaves room for: the soft
+/// `RLIMIT_NOFILE` less the descriptors open now less a reserve (an eighth
+/// of the limit, at least [`MIN_RESERVE`]). `None` where the limit or the
+/// open descriptors cannot be read (no `/proc`) or there is no limit.
+fn descriptor_budget() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let soft = soft_nofile(&limits)?;
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    Some(soft.saturating_sub(open + (soft / 8).max(MIN_RESERVE)))
+}
+
+/// The soft limit on open files in the text of `/proc/self/limits`
+/// (`None` for "unlimited" or when absent).
+fn soft_nofile(limits: &str) -> Option<usize> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The most places one client cannot take by default.
+const ROOM_FOR_OTHERS: usize = 64;
+
+/// The places of a bound of `max` kept from any one client by default: a
+/// quarter, at most [`ROOM_FOR_OTHERS`] (none under a bound of 4).
+fn room_for_others(max: usize) -> usize {
+    (max / 4).min(ROOM_FOR_OTHERS)
+}
+
+/// Who a connection is, for the per-client bound: the IPv4 address, or
+/// the IPv6 /64 (one host commonly holds a whole /64).
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+        v4 => v4,
+    }
+}
+
+/// The open connections of each client. Invariant: a client's count is the
+/// number of live [`ClientPlace`]s for it, and a client with none has no
+/// entry (the map holds only clients with open connections).
+#[derive(Default)]
+struct Clients {
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl Clients {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place for one more connection of `client`, or `None` when it has
+    /// `max` open already.
+    fn admit(self: &Arc<Self>, client: IpAddr, max: usize) -> Option<ClientPlace> {
+        let mut open = self.lock();
+        let count = open.entry(client).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(ClientPlace {
+            clients: Arc::clone(self),
+            client,
+        })
+    }
+}
+
+/// One connection's place among its client's; given back on drop.
+struct ClientPlace {
+    clients: Arc<Clients>,
+    client: IpAddr,
+}
+
+impl Drop for ClientPlace {
+    fn drop(&mut self) {
+        let mut open = self.clients.lock();
+        if let Some(count) = open.get_mut(&self.client) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// The pause before the next `accept` after a failure: doubling from
+/// [`Backoff::FIRST`] to [`Backoff::MAX`], back to the first after a
+/// success.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn new() -> Self {
+        Backoff { next: Self::FIRST }
+    }
+
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+
+    fn pause(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (now * 2).min(Self::MAX);
+        now
     }
 }
 
@@ -182,6 +318,7 @@ struct Tracked {
     stream: TcpStream,
     activity: Arc<Activity>,
     _permit: OwnedSemaphorePermit,
+    _client: ClientPlace,
 }
 
 impl AsyncRead for Tracked {
@@ -248,7 +385,23 @@ pub(crate) async fn serve_connections<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let places = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut max = limits.max_connections.max(1);
+    if let Some(budget) = descriptor_budget()
+        && budget < max
+    {
+        max = budget.max(1);
+        tracing::warn!(
+            max_connections = max,
+            "the file-descriptor limit (ulimit -n) leaves room for fewer connections than configured"
+        );
+    }
+    let per_client = limits
+        .max_per_client
+        .unwrap_or(max - room_for_others(max))
+        .clamp(1, max);
+    let places = Arc::new(Semaphore::new(max));
+    let clients = Arc::new(Clients::default());
+    let mut backoff = Backoff::new();
     let (close_tx, close_rx) = watch::channel(false);
     // Every connection task holds a sender; `recv` ends when all are gone.
     let (open_tx, mut open_rx) = mpsc::channel::<()>(1);
@@ -261,25 +414,35 @@ where
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => {
+                    backoff.reset();
+                    accepted
+                }
                 Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
-                    // Out of file descriptors, say: wait a moment rather
-                    // than spin.
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    // Out of file descriptors (EMFILE, ENFILE), say: the
+                    // connection stays in the backlog; pause, then retry.
+                    let pause = backoff.pause();
+                    tracing::warn!(error = %e, retry_in = ?pause, "accepting a connection failed");
                     tokio::select! {
                         () = &mut shutdown => break,
-                        () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                        () = tokio::time::sleep(pause) => continue,
                     }
                 }
             },
         };
+        let Some(place) = clients.admit(client_of(peer.ip()), per_client) else {
+            // Closed at once: its descriptor and its permit are free again.
+            tracing::debug!(client = %peer.ip(), per_client, "too many connections from one client; closing");
+            continue;
+        };
         tokio::spawn(connection(
             stream,
             permit,
+            place,
             app.clone(),
             limits,
             close_rx.clone(),
@@ -298,6 +461,7 @@ where
 async fn connection(
     stream: TcpStream,
     permit: OwnedSemaphorePermit,
+    place: ClientPlace,
     app: Router,
     limits: ConnectionLimits,
     mut close: watch::Receiver<bool>,
@@ -311,6 +475,7 @@ async fn connection(
         stream,
         activity: Arc::clone(&activity),
         _permit: permit,
+        _client: place,
     });
     let requests = Arc::clone(&activity);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -367,5 +532,64 @@ async fn connection(
             () = activity.head_began.notified() => {}
             () = tokio::time::sleep_until(at) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_descriptor_limit_is_read() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max processes             63304                63304                processes \n\
+                    Max open files            128                  4096                 files     \n";
+        assert_eq!(soft_nofile(text), Some(128));
+        assert_eq!(soft_nofile("Max open files  unlimited  unlimited  files\n"), None);
+        assert_eq!(soft_nofile(""), None);
+    }
+
+    #[test]
+    fn one_client_leaves_room_for_others() {
+        assert_eq!(room_for_others(1), 0);
+        assert_eq!(room_for_others(2), 0, "a tiny bound is all anyone's");
+        assert_eq!(room_for_others(80), 20);
+        assert_eq!(room_for_others(1024), ROOM_FOR_OTHERS);
+    }
+
+    #[test]
+    fn clients_are_addresses_and_v6_prefixes() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_of(ip("127.0.0.2")), ip("127.0.0.2"));
+        assert_eq!(client_of(ip("::ffff:10.0.0.1")), ip("10.0.0.1"));
+        assert_eq!(client_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(client_of(ip("2001:db8:1:2:bbbb::9")), client_of(ip("2001:db8:1:2::1")));
+    }
+
+    #[test]
+    fn a_client_holds_at_most_its_share_and_gives_it_back() {
+        let clients = Arc::new(Clients::default());
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = clients.admit(a, 2).unwrap();
+        let _second = clients.admit(a, 2).unwrap();
+        assert!(clients.admit(a, 2).is_none(), "a third is refused");
+        assert!(clients.admit(b, 2).is_some(), "another client is not");
+        drop(first);
+        let third = clients.admit(a, 2);
+        assert!(third.is_some(), "a closed connection frees its place");
+        drop(third);
+        drop(_second);
+        assert!(clients.lock().is_empty(), "no entry for a client with nothing open");
+    }
+
+    #[test]
+    fn the_accept_pause_doubles_to_a_ceiling_and_resets() {
+        let mut b = Backoff::new();
+        let pauses: Vec<Duration> = (0..9).map(|_| b.pause()).collect();
+        assert_eq!(pauses[0], Duration::from_millis(10));
+        assert_eq!(pauses[1], Duration::from_millis(20));
+        assert_eq!(pauses[8], Duration::from_secs(1));
+        b.reset();
+        assert_eq!(b.pause(), Backoff::FIRST);
     }
 }

@@ -11,6 +11,7 @@ mod bank;
 mod browser;
 mod child;
 mod cursors;
+mod descriptors;
 mod disk;
 mod grants;
 mod hardening;
