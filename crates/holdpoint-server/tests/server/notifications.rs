@@ -23,7 +23,7 @@ use holdpoint_server::auth::ApiKeys;
 use holdpoint_server::{Metrics, OPERATOR_ROLE, Server};
 use serde_json::json;
 
-use crate::support::{TestServer, assert_error, bank};
+use crate::support::{TestServer, assert_error, bank, user};
 
 const OPERATOR_KEY: &str = "k-operator-0123456789abcdef";
 const FINANCE_KEY: &str = "k-finance-0123456789abcdef";
@@ -36,14 +36,18 @@ const SLACK_TOKEN: &str = "T000/B000/slacktoken-SECRET-91c2";
 struct Receiver {
     script: Arc<Mutex<VecDeque<u16>>>,
     hits: Arc<Mutex<Vec<String>>>,
+    /// Each request's path and JSON body, in order.
+    bodies: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
 }
 
 impl Receiver {
     async fn start(script: Vec<u16>) -> (Self, std::net::SocketAddr) {
         let r = Receiver::default();
         r.script.lock().unwrap().extend(script);
-        async fn take(State(r): State<Receiver>, uri: axum::http::Uri) -> StatusCode {
+        async fn take(State(r): State<Receiver>, uri: axum::http::Uri, body: axum::body::Bytes) -> StatusCode {
             r.hits.lock().unwrap().push(uri.path().to_owned());
+            let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+            r.bodies.lock().unwrap().push((uri.path().to_owned(), json));
             StatusCode::from_u16(r.script.lock().unwrap().pop_front().unwrap_or(200)).unwrap()
         }
         let app = Router::new().route("/{*path}", post(take)).with_state(r.clone());
@@ -351,4 +355,164 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
             assert!(!text.contains(leak), "{what} leaks {leak:?}");
         }
     }
+}
+
+const ALICE_KEY: &str = "k-alice-0123456789abcdef";
+
+/// The worker's channels from a configuration file's `[notify]` tables, as
+/// `holdpoint serve` converts them (webhooks only: what this test uses).
+fn notify_config(config: &holdpoint_server::config::Config) -> NotifyConfig {
+    let webhooks = config
+        .notify()
+        .webhooks
+        .iter()
+        .map(|w| WebhookSpec {
+            url: Secret::new(w.url.clone()),
+            secret: Secret::new(w.secret.expose()),
+            events: w.routing.events.iter().cloned().collect(),
+            roles: w.routing.roles.iter().flatten().cloned().collect(),
+        })
+        .collect();
+    NotifyConfig {
+        public_url: config.public_url().map(str::to_owned),
+        webhooks,
+        worker: WorkerOptions {
+            poll_interval: Duration::from_millis(5),
+            ..WorkerOptions::default()
+        },
+        ..NotifyConfig::default()
+    }
+}
+
+/// From the configuration file to the receiver: a rule's `remind_after`
+/// holds a transfer made over HTTP, and its `hold.reminded` reaches a
+/// webhook configured with `events = ["hold.reminded"]` and one with no
+/// `events` (all), addressed to the rule's approvers like the first
+/// notice; the operators' listing shows the reminder delivered to both.
+#[tokio::test]
+async fn a_configured_reminder_reaches_the_webhooks_that_take_it() {
+    // The other test here reads the worker's spans from its log lines, and
+    // tracing caches a callsite's interest for every thread: a span first
+    // met here, with no subscriber wanting it, could be cached as unwanted
+    // there. Under a subscriber that wants them too, it never is.
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    let _logging =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer().with_writer(std::io::sink).with_filter(
+                tracing_subscriber::filter::Targets::new().with_target("holdpoint", tracing::Level::TRACE),
+            ),
+        ));
+    let (hooks, addr) = Receiver::start(vec![]).await;
+    let secret = format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(b"a webhook secret of 32 bytes....")
+    );
+    let config = holdpoint_server::config::Config::parse(
+        &format!(
+            r#"
+public_url = "https://holdpoint.example"
+
+[[auth.api_keys]]
+principal = "alice"
+key = "{ALICE_KEY}"
+roles = ["customer"]
+
+[[auth.api_keys]]
+principal = "fiona"
+key = "{FINANCE_KEY}"
+roles = ["finance"]
+
+[[auth.api_keys]]
+principal = "oscar"
+key = "{OPERATOR_KEY}"
+roles = ["{OPERATOR_ROLE}"]
+
+[[approval.rules]]
+agent = "bankingAgent"
+tool = "transferMoney"
+approvers = ["finance"]
+remind_after = "300ms"
+
+[[notify.webhooks]]
+url = "http://{addr}/reminders"
+secret = "{secret}"
+events = ["hold.reminded"]
+
+[[notify.webhooks]]
+url = "http://{addr}/everything"
+secret = "{secret}"
+"#
+        ),
+        "holdpoint.toml",
+    )
+    .unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    let agent = crate::bank::builder("bankingAgent")
+        .approval_policy(config.approval_policy())
+        .store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let builder = Server::builder()
+        .agent(agent)
+        .notifications(Arc::clone(&store))
+        .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap());
+    let http = TestServer::start(config.apply_auth(builder).unwrap().build().unwrap()).await;
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(notify_config(&config)).unwrap());
+
+    let (status, held) = http
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": user("Transfer $50000 to acme")}),
+            Some(ALICE_KEY),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{held:#}");
+    let snapshot_id = held["result"]["snapshotId"].clone();
+    assert!(snapshot_id.is_string(), "the transfer is held: {held:#}");
+
+    let reminded = |path: &str| {
+        hooks
+            .bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, b)| p == path && b["type"] == "hold.reminded")
+            .map(|(_, b)| b.clone())
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..600 {
+        worker.run_once().await.unwrap();
+        if !reminded("/reminders").is_empty() && !reminded("/everything").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let got = reminded("/reminders");
+    assert_eq!(got.len(), 1, "{:?}", hooks.bodies.lock().unwrap());
+    assert_eq!(reminded("/everything").len(), 1);
+    let created: Vec<_> = hooks
+        .bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, b)| b["type"] == "hold.created")
+        .map(|(p, b)| (p.clone(), b.clone()))
+        .collect();
+    assert_eq!(created.len(), 1, "only the default webhook takes hold.created");
+    assert_eq!(created[0].0, "/everything");
+    let data = &got[0]["data"];
+    assert_eq!(data["snapshotId"], snapshot_id);
+    assert_eq!(data["tool"], "transferMoney");
+    assert_eq!(data["approvers"], json!(["finance"]));
+    assert_eq!(data["approvers"], created[0].1["data"]["approvers"]);
+    // The rule's `remind_after`, stamped on the hold.
+    assert!(data["interrupt"]["remindAt"].is_string(), "{data:#}");
+
+    let (status, listed) = http.get("/notifications?limit=100", Some(OPERATOR_KEY)).await;
+    assert_eq!(status, StatusCode::OK, "{listed:#}");
+    let rows = listed["result"]["notifications"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["type"] == "hold.reminded").unwrap();
+    assert_eq!(row["state"], "delivered", "{row:#}");
+    assert_eq!(row["done"], json!(["timer", "webhook:0", "webhook:1"]), "{row:#}");
 }
