@@ -27,10 +27,13 @@ pub(crate) enum TurnEvent {
 
 /// The error of an output whose resume lost the race for its paused
 /// calls (already resumed, abandoned, left behind: see
-/// [`holdpoint::agent::FailureReason::is_conflict`]): answered 409 rather than 200.
+/// [`holdpoint::agent::FailureReason::is_conflict`]), answered 409 rather
+/// than 200; or was refused on the decision path before anything was
+/// claimed ([`holdpoint::agent::FailureReason::is_refusal`]), answered 400
+/// or 403 with what was wrong. Either way nothing of the turn ran.
 pub(crate) fn claim_conflict(out: &AgentOutput) -> Option<&ErrorBody> {
     out.failure
-        .is_some_and(holdpoint::agent::FailureReason::is_conflict)
+        .is_some_and(|f| f.is_conflict() || f.is_refusal())
         .then_some(out.error.as_ref())
         .flatten()
 }

@@ -87,11 +87,7 @@ export class AuditView {
       type = "application/json";
     } else {
       const cols = ["at", "agent", "sessionId", "snapshotId", "tool", "ref", "decision", "actor", "principal", "reason", "inputHash", "originalInputHash", "settles", "id"];
-      const cell = (v) => {
-        const s = v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
-        return /[",\n\r]/.test(s) || /^[=+\-@]/.test(s) ? '"' + (/^[=+\-@]/.test(s) ? "'" : "") + s.replace(/"/g, '""') + '"' : s;
-      };
-      text = [cols.join(",")].concat(rows.map((r) => cols.map((c) => cell(r[c])).join(","))).join("\r\n") + "\r\n";
+      text = [cols.join(",")].concat(rows.map((r) => cols.map((c) => csvCell(r[c])).join(","))).join("\r\n") + "\r\n";
       type = "text/csv";
     }
     const url = URL.createObjectURL(new Blob([text], { type }));
@@ -194,4 +190,13 @@ function doubtCard(item, key, log) {
     ),
   );
   return li;
+}
+
+// One CSV cell. A cell a spreadsheet would read as a formula (beginning
+// with =, +, -, @, TAB or CR: the OWASP set) is quoted with a leading
+// apostrophe, so opening an export never runs what a caller typed.
+function csvCell(v) {
+  const s = v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+  const formula = /^[=+\-@\t\r]/.test(s);
+  return /[",\n\r]/.test(s) || formula ? '"' + (formula ? "'" : "") + s.replace(/"/g, '""') + '"' : s;
 }

@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use holdpoint::agent::{Access, Agent, PendingApproval};
+use holdpoint::agent::{Access, Agent};
 use holdpoint::session::{AuditQuery, SnapshotQuery};
 use serde::{Deserialize, Serialize};
 
@@ -127,15 +127,6 @@ pub(crate) async fn caller_query(
         limit: Some(query.limit_in(state)),
         ..SnapshotQuery::default()
     })
-}
-
-/// The listed calls `caller` may see (unowned ones, and their own).
-pub(crate) fn visible(items: Vec<PendingApproval>, caller: &Identity) -> Vec<PendingApproval> {
-    let principal = caller.principal();
-    items
-        .into_iter()
-        .filter(|p| p.owner.is_none() || p.owner.as_deref() == principal)
-        .collect()
 }
 
 /// `GET /agents/{name}/audit?sessionId=&limit=`: decisions, newest first —

@@ -10,12 +10,14 @@ use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, SettleRequest, reply};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
-use crate::routes::pending::{ListQuery, caller_query, visible};
+use crate::routes::pending::{ListQuery, access, caller_query, roles};
 use crate::state::AppState;
 use crate::turns::{claim_conflict, spawn_turn};
 
-/// `GET /agents/{name}/inDoubt?sessionId=&limit=`: the caller's calls in
-/// doubt, newest first, each with the decisions recorded for it.
+/// `GET /agents/{name}/inDoubt?sessionId=&limit=`: the calls in doubt the
+/// caller may settle, newest first, each with the decisions recorded for
+/// it: the hold's approvers and the `operator` role see them, an owner
+/// only what they could have answered (docs/reference.md §10.10).
 pub(crate) async fn in_doubt(
     State(state): State<AppState>,
     Caller(caller): Caller,
@@ -23,10 +25,14 @@ pub(crate) async fn in_doubt(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let agent = state.agent(&caller, &name)?;
+    let roles = roles(&caller);
     let items = agent
-        .in_doubt(caller_query(&state, agent, &caller, &query).await?)
+        .in_doubt_for(
+            caller_query(&state, agent, &caller, &query).await?,
+            access(&caller, &roles),
+        )
         .await?;
-    Ok(reply(visible(items, &caller)).into_response())
+    Ok(reply(items).into_response())
 }
 
 /// `{"data": {"snapshotId", "resume": {"respond"?, "restart"?}}}` →

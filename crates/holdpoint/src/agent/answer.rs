@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::audit::{self, AuditContext, PendingApproval};
+use super::decide::{self, Purpose};
 use super::io::{AgentInput, AgentOutput};
 use super::worker::actor_of;
-use super::decide::{self, Purpose};
 use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of, subagent};
 use crate::approval::{Grant, GrantRequest, roles_of};
 use crate::error::{Error, Result};

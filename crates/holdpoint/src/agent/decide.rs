@@ -87,8 +87,13 @@ impl<'a> Decider<'a> {
     /// Refuses (`PERMISSION_DENIED`, naming the rule) an answer this
     /// person may not give to `target`, paused in a session owned by
     /// `owner`.
-    fn authorise(&self, target: &Part, owner: Option<&str>) -> Result<()> {
+    fn authorise(&self, target: &Part, directive: &Part, owner: Option<&str>) -> Result<()> {
         let Some(actor) = self.actor else { return Ok(()) };
+        if directive.as_tool_request().is_some() && SurfacedHold::is_surfaced(target) {
+            // Restarting a sub-agent call answers its child's holds: each
+            // is authorised at the child's level.
+            return Ok(());
+        }
         let rule = HoldRule::on(target);
         if self.settles {
             // In doubt: the hold's approvers and operators settle; an
@@ -169,16 +174,40 @@ pub(crate) async fn check(
 
 fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Result<()> {
     let now = chrono::Utc::now();
+    check_all_answered(level.messages, resume)?;
     for directive in resume.restart.iter().chain(&resume.respond) {
         let Some(target) = audit::target_of(level.messages, directive) else {
             continue;
         };
         check_content(level.def, target, directive)?;
-        decider.authorise(target, level.owner)?;
+        decider.authorise(target, directive, level.owner)?;
         if !decider.counts_quorum {
             continue;
         }
         check_quorum(level, target, directive, decider, now)?;
+    }
+    Ok(())
+}
+
+/// Refuses a resume that leaves a paused call of the latest model message
+/// unanswered: every call must be answered together.
+fn check_all_answered(messages: &[Message], resume: &Resume) -> Result<()> {
+    let Some(pending) = messages.iter().rev().find(|m| m.role == Role::Model) else {
+        return Ok(());
+    };
+    for part in pending.content.iter().filter(|p| p.is_interrupt()) {
+        let Some(req) = part.as_tool_request() else { continue };
+        let answered = resume
+            .restart
+            .iter()
+            .chain(&resume.respond)
+            .any(|d| audit::target_of(messages, d).is_some_and(|t| std::ptr::eq(t, part)));
+        if !answered {
+            return Err(Error::UnresolvedToolRequest {
+                name: req.name.clone(),
+                reference: req.reference.clone().unwrap_or_default(),
+            });
+        }
     }
     Ok(())
 }

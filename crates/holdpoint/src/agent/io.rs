@@ -262,6 +262,10 @@ pub enum FailureReason {
     /// The resume does not fit the paused calls (unknown or unanswered
     /// call, modified input, an answer the tool refuses).
     InvalidResume,
+    /// The caller may not give this answer (an approval rule, roles,
+    /// self-approval, the session's owner): refused before anything was
+    /// claimed or written, the hold still waits (docs/reference.md §10.10).
+    Refused,
     /// A tool failed with a plain error, or the model named a tool the
     /// agent lacks.
     ToolFailed,
@@ -282,12 +286,21 @@ impl FailureReason {
             Error::Abandoned(_) => FailureReason::Abandoned,
             Error::Aborted(_) => FailureReason::Conflict,
             Error::InvalidArgument(_) | Error::UnresolvedToolRequest { .. } => FailureReason::InvalidResume,
+            Error::PermissionDenied(_) => FailureReason::Refused,
             Error::ToolFailed { .. } | Error::ToolNotFound(_) => FailureReason::ToolFailed,
             Error::MaxTurnsExceeded(_) => FailureReason::TurnLimit,
             Error::Cancelled(_) => FailureReason::Cancelled,
             Error::TurnFailed(out) => out.failure.unwrap_or(FailureReason::Other),
             _ => FailureReason::Other,
         }
+    }
+
+    /// Whether the resume was refused on the decision path before anything
+    /// was claimed (it does not fit or validate, or the caller may not give
+    /// it): nothing of it ran or was written, the calls still wait, and an
+    /// HTTP server answers 4xx rather than a failed output.
+    pub fn is_refusal(self) -> bool {
+        matches!(self, FailureReason::InvalidResume | FailureReason::Refused)
     }
 
     /// Whether the turn lost a race for the paused calls (already

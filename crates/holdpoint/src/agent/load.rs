@@ -1,7 +1,11 @@
 //! Loading the session an `AgentInit` names (docs/reference.md §5, §6).
 
-use super::AgentDef;
+use serde_json::{Map, Value};
+
 use super::io::{AgentInit, AgentInput};
+use super::worker::actor_of;
+use super::{ACTOR, Access, AgentDef, PRINCIPAL, principal_of};
+use crate::approval::roles_of;
 use crate::error::{Error, Result};
 use crate::session::{HoldApproval, SessionState, Snapshot, SnapshotStatus, check_session_id};
 
@@ -304,4 +308,47 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         latest: true,
         approvals: Vec::new(),
     })
+}
+
+/// Loads `init` for a run of `input` on behalf of the caller `context`
+/// describes: as [`load`], and for a resume that names a held snapshot of
+/// someone else's whose paused call the caller's roles may answer (an
+/// approver editing a held call, or responding instead;
+/// docs/reference.md §10.10), that snapshot. The turn then runs as the
+/// session's owner with the caller as the actor; whether the caller may
+/// give each answer is decided before the claim (`decide.rs`), so an
+/// approver can never abandon, restart or answer another call here.
+pub(crate) async fn load_for(
+    def: &AgentDef,
+    init: AgentInit,
+    mut context: Map<String, Value>,
+    input: &AgentInput,
+) -> Result<(Session, Map<String, Value>)> {
+    let snapshot_id = init.snapshot_id.clone();
+    let refused = match load(def, init, principal_of(&context)).await {
+        Err(Error::NotFound(m)) => m,
+        other => return other.map(|s| (s, context)),
+    };
+    let answers_only = input.message.is_none() && input.resume.as_ref().is_some_and(|r| !r.is_empty());
+    let roles = roles_of(&context);
+    let (Some(id), Some(store), true, false) = (snapshot_id, &def.store, answers_only, roles.is_empty()) else {
+        return Err(Error::NotFound(refused));
+    };
+    let access = Access::of(&context, &roles);
+    let snapshot = store
+        .get_snapshot(&id)
+        .await?
+        .filter(|s| s.belongs_to(&def.name) && s.is_waiting() && access.sees(s))
+        .ok_or(Error::NotFound(refused))?;
+    check_resumable(&snapshot)?;
+    let owner = snapshot.owner.clone();
+    let session = from_snapshot(snapshot, None);
+    if let Some(actor) = actor_of(&context).map(str::to_owned) {
+        context.insert(ACTOR.to_owned(), Value::String(actor));
+    }
+    match owner {
+        Some(owner) => context.insert(PRINCIPAL.to_owned(), Value::String(owner)),
+        None => context.remove(PRINCIPAL),
+    };
+    Ok((session, context))
 }

@@ -55,11 +55,11 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 pub use access::{ACTOR, Access, PRINCIPAL, RunOptions, principal_of};
-pub use decide::OPERATOR_ROLE;
 pub use answer::{Answer, AnswerKind, Answered};
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use builder::AgentBuilder;
 pub use connection::Connection;
+pub use decide::OPERATOR_ROLE;
 pub use direct::DirectCall;
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
@@ -307,7 +307,7 @@ impl Agent {
     pub async fn run_with(&self, input: AgentInput, options: RunOptions) -> Result<AgentOutput> {
         input.validate()?;
         let RunOptions { init, context } = options;
-        let session = load::load(&self.def, init, principal_of(&context)).await?;
+        let (session, context) = load::load_for(&self.def, init, context, &input).await?;
         self.drive(session, input, context, None).await
     }
 

@@ -40,10 +40,10 @@ pub(crate) use defer::ChildWrites;
 
 pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{nest, nested_error};
-pub(crate) use tool::nested_resume;
 pub use notice::BACKGROUND_TASK;
 pub(crate) use notice::Notices;
 pub(crate) use pending::expand;
+pub(crate) use tool::nested_resume;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
 
 /// The key of a surfaced hold in a paused call's interrupt data, of the

@@ -1,0 +1,476 @@
+//! The one decision path over HTTP on SQLite (issue 32): every answer is
+//! validated and authorised before anything is claimed, and a refusal
+//! leaves the store exactly as it was (snapshots, audit, grants).
+//!
+//! Roles: alice and bob are customers, fiona and frank finance, mia a
+//! manager, opal an operator. Rules: `bills` holds `payBill` for finance
+//! (no self-approval); `close` holds `closeAccount` for managers (the
+//! owner may answer their own).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use axum::http::request::Parts;
+use holdpoint::agent::Agent;
+use holdpoint::approval::{GrantQuery, Policy, RuleSpec};
+use holdpoint::session::{SessionStore, Snapshot};
+use holdpoint::tool::{ToolContext, ToolError, tool};
+use holdpoint::{ScriptedModel, ScriptedTurn};
+use holdpoint_server::Server;
+use holdpoint_server::auth::{AuthError, ContextProvider, Identity};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, assert_error, dump, paused_part, restart, user};
+
+struct Keys;
+
+#[async_trait]
+impl ContextProvider for Keys {
+    async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError> {
+        let Some(name) = request.headers.get("x-api-key").and_then(|v| v.to_str().ok()) else {
+            return Ok(None);
+        };
+        let role = match name {
+            "fiona" | "frank" => "finance",
+            "mia" => "manager",
+            "opal" => "operator",
+            _ => "customer",
+        };
+        Ok(Some(Identity::new(name).with_roles([role])))
+    }
+}
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct Bill {
+    amount: u64,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct Paid {
+    paid: u64,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct Account {
+    account: String,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct Closed {
+    closed: String,
+}
+
+/// Side effects, counted.
+#[derive(Default)]
+struct Effects {
+    paid: AtomicUsize,
+    closed: AtomicUsize,
+}
+
+fn policy() -> Policy {
+    Policy::new([
+        RuleSpec {
+            name: Some("bills".into()),
+            tool: Some("payBill".into()),
+            approvers: vec!["finance".into()],
+            quorum: 1,
+            self_approval: false,
+            ..Default::default()
+        },
+        RuleSpec {
+            name: Some("close".into()),
+            tool: Some("closeAccount".into()),
+            approvers: vec!["manager".into()],
+            quorum: 1,
+            self_approval: true,
+            ..Default::default()
+        },
+    ])
+    .unwrap()
+}
+
+/// `desk`: "pay N" calls payBill, "close X" calls closeAccount.
+fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
+    let e = Arc::clone(effects);
+    let pay = tool("payBill", "pays a bill", move |_ctx: ToolContext, b: Bill| {
+        let e = Arc::clone(&e);
+        async move {
+            e.paid.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ToolError>(Paid { paid: b.amount })
+        }
+    });
+    let e = Arc::clone(effects);
+    let close = tool(
+        "closeAccount",
+        "closes an account",
+        move |_ctx: ToolContext, a: Account| {
+            let e = Arc::clone(&e);
+            async move {
+                e.closed.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>(Closed { closed: a.account })
+            }
+        },
+    );
+    let model = ScriptedModel::from_fn("scripted/desk", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == holdpoint::Role::Tool {
+            return Some(ScriptedTurn::text("done"));
+        }
+        let text = last.text();
+        let (verb, arg) = text.trim().split_once(' ')?;
+        match verb {
+            "pay" => Some(ScriptedTurn::tool_call(
+                "payBill",
+                json!({"amount": arg.parse::<u64>().ok()?}),
+            )),
+            "close" => Some(ScriptedTurn::tool_call("closeAccount", json!({"account": arg}))),
+            _ => None,
+        }
+    });
+    Agent::builder("desk")
+        .model(Arc::new(model))
+        .tool(pay)
+        .tool(close)
+        .approval_policy(policy())
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+/// `support`: hands every message to `desk` as a sub-agent.
+fn support(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
+    let model = ScriptedModel::from_fn("scripted/support", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == holdpoint::Role::Tool {
+            return Some(ScriptedTurn::text("handled"));
+        }
+        Some(ScriptedTurn::tool_call("desk", json!({"input": last.text()})))
+    });
+    Agent::builder("support")
+        .model(Arc::new(model))
+        .subagent(desk(Arc::clone(&store), effects))
+        .approval_policy(policy())
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+struct Bank {
+    server: TestServer,
+    store: Arc<dyn SessionStore>,
+    effects: Arc<Effects>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Bank {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = holdpoint_stores::SqliteStore::open(dir.path().join("decisions.db"))
+        .await
+        .unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(sqlite);
+    let effects = Arc::new(Effects::default());
+    let server = Server::builder()
+        .agent(desk(Arc::clone(&store), &effects))
+        .agent(support(Arc::clone(&store), &effects))
+        .provider(Arc::new(Keys))
+        .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap())
+        .build()
+        .unwrap();
+    Bank {
+        server: TestServer::start(server).await,
+        store,
+        effects,
+        _dir: dir,
+    }
+}
+
+/// Everything a refusal must leave as it was.
+#[derive(Debug, PartialEq)]
+struct State {
+    snapshots: Vec<Snapshot>,
+    audit: usize,
+    grants: usize,
+}
+
+async fn state(store: &dyn SessionStore) -> State {
+    let (snapshots, audit) = dump(store).await;
+    let grants = store
+        .list_grants(&GrantQuery {
+            limit: Some(10_000),
+            ..GrantQuery::default()
+        })
+        .await
+        .unwrap()
+        .len();
+    State {
+        snapshots,
+        audit,
+        grants,
+    }
+}
+
+impl Bank {
+    async fn ask(&self, agent: &str, who: &str, text: &str) -> Value {
+        let (code, body) = self
+            .server
+            .post(&format!("/agents/{agent}"), json!({"data": user(text)}), Some(who))
+            .await;
+        assert_eq!(code, 200, "{body:#}");
+        body["result"].clone()
+    }
+
+    async fn answer(&self, agent: &str, who: &str, data: Value) -> (reqwest::StatusCode, Value) {
+        self.server
+            .post(&format!("/agents/{agent}/answer"), json!({"data": data}), Some(who))
+            .await
+    }
+
+    /// Runs `request`, expecting a refusal with `code`/`status`/`part`,
+    /// and checks that the store is exactly as before.
+    async fn refused<F>(&self, request: F, code: u16, status: &str, part: &str)
+    where
+        F: std::future::Future<Output = (reqwest::StatusCode, Value)>,
+    {
+        let before = state(self.store.as_ref()).await;
+        let got = request.await;
+        assert_error(&got, code, status, part);
+        assert_eq!(state(self.store.as_ref()).await, before, "a refusal changed the store");
+    }
+}
+
+#[tokio::test]
+async fn an_owners_grant_never_lets_another_persons_call_through() {
+    let bank = start().await;
+    let held = bank.ask("desk", "alice", "close savings").await;
+    assert_eq!(held["finishReason"], "interrupted", "{held:#}");
+    let snapshot = held["snapshotId"].clone();
+
+    // As owner under self-approval, alice may not grant for everyone's calls.
+    bank.refused(
+        bank.answer(
+            "desk",
+            "alice",
+            json!({"snapshotId": snapshot, "decision": "approve", "grant": {"scope": "tool"}}),
+        ),
+        403,
+        "PERMISSION_DENIED",
+        "manager",
+    )
+    .await;
+    // Her own sessions: yes.
+    let (code, done) = bank
+        .answer(
+            "desk",
+            "alice",
+            json!({"snapshotId": snapshot, "decision": "approve", "grant": {"scope": "principal"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{done:#}");
+    assert_eq!(done["result"]["grant"]["grantedBy"], "alice");
+    assert_eq!(bank.effects.closed.load(Ordering::SeqCst), 1);
+
+    // bob's closure is held for a manager: alice's grant is not his.
+    let bobs = bank.ask("desk", "bob", "close checking").await;
+    assert_eq!(bobs["finishReason"], "interrupted", "{bobs:#}");
+    assert_eq!(bank.effects.closed.load(Ordering::SeqCst), 1);
+    // alice's next one runs on her grant.
+    let hers = bank.ask("desk", "alice", "close checking").await;
+    assert_eq!(hers["finishReason"], "stop", "{hers:#}");
+    assert_eq!(bank.effects.closed.load(Ordering::SeqCst), 2);
+
+    // A manager's tool-wide grant covers bob's call.
+    let (code, body) = bank
+        .answer(
+            "desk",
+            "mia",
+            json!({"snapshotId": bobs["snapshotId"], "decision": "approve", "grant": {"scope": "tool"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    let next = bank.ask("desk", "bob", "close brokerage").await;
+    assert_eq!(next["finishReason"], "stop", "{next:#}");
+    assert_eq!(bank.effects.closed.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_refused_before_the_claim_and_the_hold_stays_answerable() {
+    let bank = start().await;
+    let held = bank.ask("desk", "alice", "pay 250").await;
+    let id = held["snapshotId"].clone();
+    let part = paused_part(&held);
+    let resume =
+        |directive: Value, key: &str| json!({"data": {"resume": {key: [directive]}}, "init": {"snapshotId": id}});
+
+    // A respond output that breaks payBill's output schema.
+    let bad_output =
+        json!({"toolResponse": {"name": "payBill", "ref": part["toolRequest"]["ref"], "output": {"paid": "lots"}}});
+    bank.refused(
+        bank.server
+            .post("/agents/desk", resume(bad_output, "respond"), Some("fiona")),
+        400,
+        "INVALID_ARGUMENT",
+        "/paid",
+    )
+    .await;
+    // A replaced input that breaks its input schema.
+    let mut edited = restart(&part, json!({"toolApproved": true}));
+    edited["toolRequest"]["input"] = json!({"amount": -5});
+    edited["metadata"]["replacedInput"] = part["toolRequest"]["input"].clone();
+    bank.refused(
+        bank.server
+            .post("/agents/desk", resume(edited, "restart"), Some("fiona")),
+        400,
+        "INVALID_ARGUMENT",
+        "replaced input",
+    )
+    .await;
+    // An approval that is not a boolean.
+    bank.refused(
+        bank.server.post(
+            "/agents/desk",
+            resume(restart(&part, json!({"toolApproved": "yes"})), "restart"),
+            Some("fiona"),
+        ),
+        400,
+        "INVALID_ARGUMENT",
+        "toolApproved",
+    )
+    .await;
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 0);
+
+    // The correct answer still works.
+    let good = json!({"toolResponse": {"name": "payBill", "ref": part["toolRequest"]["ref"], "output": {"paid": 0}}});
+    let (code, body) = bank
+        .server
+        .post("/agents/desk", resume(good, "respond"), Some("fiona"))
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+}
+
+#[tokio::test]
+async fn approvers_edit_and_respond_others_refused_with_the_rule() {
+    let bank = start().await;
+    let held = bank.ask("desk", "alice", "pay 900").await;
+    let id = held["snapshotId"].clone();
+    let part = paused_part(&held);
+    let respond = json!({"data": {"resume": {"respond": [{"toolResponse": {"name": "payBill", "ref": part["toolRequest"]["ref"], "output": {"paid": 0}}}]}}, "init": {"snapshotId": id}});
+
+    // The owner is excluded by the rule: 403 naming it, nothing changes.
+    bank.refused(
+        bank.server.post("/agents/desk", respond.clone(), Some("alice")),
+        403,
+        "PERMISSION_DENIED",
+        "bills",
+    )
+    .await;
+    // Another role cannot even see it.
+    bank.refused(
+        bank.server.post("/agents/desk", respond.clone(), Some("mia")),
+        404,
+        "NOT_FOUND",
+        "not found",
+    )
+    .await;
+
+    // finance edits it: the revised call is held again by the rule.
+    let mut edited = restart(&part, json!({"toolApproved": true}));
+    edited["toolRequest"]["input"] = json!({"amount": 90});
+    edited["metadata"]["replacedInput"] = part["toolRequest"]["input"].clone();
+    let (code, body) = bank
+        .server
+        .post(
+            "/agents/desk",
+            json!({"data": {"resume": {"restart": [edited]}}, "init": {"snapshotId": id}}),
+            Some("fiona"),
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "interrupted", "{body:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 0);
+    // The revised snapshot is still alice's, and frank may respond instead.
+    let revised = body["result"].clone();
+    let stored = bank
+        .store
+        .get_snapshot(revised["snapshotId"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.owner.as_deref(), Some("alice"));
+    let part = paused_part(&revised);
+    let (code, body) = bank
+        .server
+        .post(
+            "/agents/desk",
+            json!({"data": {"resume": {"respond": [{"toolResponse": {"name": "payBill", "ref": part["toolRequest"]["ref"], "output": {"paid": 0}}}]}}, "init": {"snapshotId": revised["snapshotId"]}}),
+            Some("frank"),
+        )
+        .await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 0, "responded, never run");
+}
+
+#[tokio::test]
+async fn a_sub_agents_hold_is_answered_at_the_root_by_the_rules_approvers_only() {
+    let bank = start().await;
+    let held = bank.ask("support", "alice", "pay 5000").await;
+    assert_eq!(held["finishReason"], "interrupted", "{held:#}");
+    let root = held["snapshotId"].as_str().unwrap().to_owned();
+
+    // finance reads the root and sees the surfaced hold listed.
+    let (code, snap) = bank
+        .server
+        .post(
+            "/agents/support/getSnapshot",
+            json!({"data": {"snapshotId": root}}),
+            Some("fiona"),
+        )
+        .await;
+    assert_eq!(code, 200, "{snap:#}");
+    let (code, _) = bank
+        .server
+        .post(
+            "/agents/support/getSnapshot",
+            json!({"data": {"snapshotId": root}}),
+            Some("mia"),
+        )
+        .await;
+    assert_eq!(code, 404, "another role does not see it");
+    let (code, listed) = bank.server.get("/agents/support/pending", Some("fiona")).await;
+    assert_eq!(code, 200, "{listed:#}");
+    let call = listed["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["snapshotId"] == json!(root))
+        .cloned()
+        .unwrap_or_else(|| panic!("not listed: {listed:#}"));
+    let data = json!({"snapshotId": root, "ref": call["ref"], "decision": "approve"});
+
+    // The owner's approval is refused at the root: nothing claimed at any level.
+    bank.refused(
+        bank.answer("support", "alice", data.clone()),
+        403,
+        "PERMISSION_DENIED",
+        "bills",
+    )
+    .await;
+    // Another role does not see it at all.
+    bank.refused(
+        bank.answer("support", "mia", data.clone()),
+        404,
+        "NOT_FOUND",
+        "not found",
+    )
+    .await;
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 0);
+
+    let (code, done) = bank.answer("support", "fiona", data).await;
+    assert_eq!(code, 200, "{done:#}");
+    assert_eq!(done["result"]["output"]["finishReason"], "stop", "{done:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 1);
+}
