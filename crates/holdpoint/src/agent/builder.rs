@@ -216,6 +216,13 @@ impl AgentBuilder {
                 })
             }
         };
+        // Nothing runs twice by default: a client-held agent claims each
+        // state it resumes from in memory (one process); a server installs
+        // its durable store instead (`Agent::with_state_claims`).
+        let claims: Option<Arc<dyn SessionStore>> = match &self.store {
+            None => Some(Arc::new(crate::session::InMemoryStore::new())),
+            Some(_) => None,
+        };
         Ok(Agent {
             def: Arc::new(AgentDef {
                 name: self.name,
@@ -223,7 +230,7 @@ impl AgentBuilder {
                 handler,
                 store: self.store,
                 codec: self.codec,
-                claims: None,
+                claims,
                 heartbeat: self.heartbeat,
                 abort_wait: self.abort_wait,
                 resume_lease: self.resume_lease,

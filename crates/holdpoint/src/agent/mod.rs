@@ -240,9 +240,23 @@ impl Agent {
     /// so a replay re-serialised by the caller is refused too. Share one
     /// durable store between replicas. Agents with a session store claim
     /// their snapshots instead and ignore this.
+    ///
+    /// Claims are on by default: an agent without a session store records
+    /// them in memory, which guards one process; this puts them in a
+    /// durable store shared by every replica.
     pub fn with_state_claims(&self, store: Arc<dyn SessionStore>) -> Agent {
         let mut def = (*self.def).clone();
         def.claims = Some(store);
+        Agent { def: Arc::new(def) }
+    }
+
+    /// The same agent without one-time claims of client-held state: a
+    /// replay of the same state with the same answer runs the call again.
+    /// An explicit opt-out, for callers that guard replays themselves
+    /// (docs/reference.md §9).
+    pub fn without_state_claims(&self) -> Agent {
+        let mut def = (*self.def).clone();
+        def.claims = None;
         Agent { def: Arc::new(def) }
     }
 

@@ -444,3 +444,42 @@ async fn the_default_codec_claims_client_held_state_so_a_replay_runs_nothing() {
         assert_eq!(rows(claims.as_ref()).await, 1, "{what}: nothing more was written");
     }
 }
+
+/// Issue 32, finding 11: replaying client-held state runs nothing twice by
+/// default (claims in memory); `without_state_claims` is the explicit
+/// opt-out, and then a replay does run again.
+#[tokio::test]
+async fn a_replay_of_client_held_state_is_refused_by_default() {
+    use holdpoint::{Resume, ScriptedModel, ScriptedTurn};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tool = crate::transfer_tool(Arc::clone(&runs));
+    let model = ScriptedModel::new("m");
+    let agent = Agent::builder("bank")
+        .model(Arc::new(model.clone()))
+        .tool(tool.clone())
+        .build()
+        .unwrap();
+    model.push(ScriptedTurn::tool_call(
+        "transferMoney",
+        json!({"amount": 500, "toAccount": "savings"}),
+    ));
+    let paused = agent.run_text("Transfer $500").await.unwrap();
+    let state = paused.state.clone().unwrap();
+    let approve = || AgentInput::resume(Resume::from_parts([crate::approve(&tool, &paused)]));
+
+    model.push(ScriptedTurn::text("done"));
+    let first = agent.run(approve(), AgentInit::state(state.clone())).await.unwrap();
+    assert_eq!(first.finish_reason, FinishReason::Stop);
+    let replay = agent.run(approve(), AgentInit::state(state.clone())).await.failed();
+    assert_eq!(replay.error.unwrap().status, Status::Aborted);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the replay ran nothing");
+
+    // Opted out: the caller guards replays itself.
+    let unguarded = agent.without_state_claims();
+    model.push(ScriptedTurn::text("done again"));
+    let again = unguarded.run(approve(), AgentInit::state(state)).await.unwrap();
+    assert_eq!(again.finish_reason, FinishReason::Stop);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
