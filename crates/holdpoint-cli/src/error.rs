@@ -24,6 +24,10 @@ pub enum CliError {
     /// Writing output failed.
     #[error("output: {0}")]
     Io(#[from] std::io::Error),
+    /// The answer was taken but the turn it resumed failed (its output was
+    /// printed): the command exits non-zero so scripts notice.
+    #[error("the resumed turn failed: {0}")]
+    TurnFailed(String),
 }
 
 impl CliError {

@@ -707,3 +707,45 @@ async fn notifications_are_listed_retried_and_endpoints_enabled_through_a_server
     let (ok, _, err) = holdpoint(&as_key("k-clerk-0123456789ab", &["notifications", "list"]));
     assert!(!ok && err.contains("operator"), "{err}");
 }
+
+/// Issue 32, finding 5: `respond` with an output the tool's schema refuses
+/// exits non-zero and claims nothing; the correct answer still works.
+#[tokio::test]
+async fn a_bad_respond_output_fails_the_command_and_keeps_the_hold() {
+    let (_dir, url, agent) = seeded().await;
+    let transfer = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snap = transfer.snapshot_id.clone().unwrap();
+    let bad = holdpoint_cli::run_from(
+        [
+            "holdpoint",
+            "--store",
+            &url,
+            "respond",
+            &snap,
+            "--output",
+            r#"{"success": 1}"#,
+        ],
+        vec![agent.clone()],
+    )
+    .await;
+    let err = bad.expect_err("a bad output is refused");
+    assert_ne!(err.exit_code(), 0);
+    assert!(err.to_string().to_lowercase().contains("invalid"), "{err}");
+    let still = json_of(&["--store", &url, "pending", "--json"]);
+    assert_eq!(still.as_array().unwrap().len(), 1, "still answerable: {still}");
+    holdpoint_cli::run_from(
+        [
+            "holdpoint",
+            "--store",
+            &url,
+            "respond",
+            &snap,
+            "--output",
+            r#"{"success": true, "transactionId": "txn-1"}"#,
+        ],
+        vec![agent.clone()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(json_of(&["--store", &url, "pending", "--json"]), json!([]));
+}

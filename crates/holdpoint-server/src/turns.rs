@@ -28,12 +28,14 @@ pub(crate) enum TurnEvent {
 /// The error of an output whose resume lost the race for its paused
 /// calls (already resumed, abandoned, left behind: see
 /// [`holdpoint::agent::FailureReason::is_conflict`]), answered 409 rather
-/// than 200; or was refused on the decision path before anything was
-/// claimed ([`holdpoint::agent::FailureReason::is_refusal`]), answered 400
-/// or 403 with what was wrong. Either way nothing of the turn ran.
+/// than 200; or was refused because the caller may not give the answer
+/// ([`holdpoint::agent::FailureReason::Refused`]), answered 403 naming the
+/// rule. Either way nothing of the turn ran or was written. (A resume that
+/// does not fit or validate stays Genkit's 200 failed output, with
+/// `INVALID_ARGUMENT` and nothing written.)
 pub(crate) fn claim_conflict(out: &AgentOutput) -> Option<&ErrorBody> {
     out.failure
-        .is_some_and(|f| f.is_conflict() || f.is_refusal())
+        .is_some_and(|f| f.is_conflict() || f == holdpoint::agent::FailureReason::Refused)
         .then_some(out.error.as_ref())
         .flatten()
 }

@@ -131,8 +131,10 @@ fn validate_refuses_what_json_cannot_carry_and_names_the_rule() {
     );
 }
 
-/// A restart that replaces a held transfer's input is checked like a first
-/// call: an approved restart to a bad amount moves nothing.
+/// A restart that replaces a held transfer's input is checked against the
+/// tool's input schema before anything is claimed (issue 32, finding 5):
+/// an approved restart to a bad amount is refused, moves nothing, and the
+/// hold can still be answered.
 #[tokio::test]
 async fn a_restart_that_replaces_the_input_with_a_bad_transfer_fails() {
     let model = ScriptedModel::new("scripted");
@@ -158,20 +160,26 @@ async fn a_restart_that_replaces_the_input_with_a_bad_transfer_fails() {
             Some(banking::Approval::yes()),
         )
         .unwrap();
-    let done = agent
+    let refused = agent
         .run(
             holdpoint::agent::AgentInput::resume(holdpoint::Resume::from_parts([revised])),
             holdpoint::agent::AgentInit::session(held.session_id.clone()),
         )
         .await
+        .expect_err("a replaced input outside the schema is refused");
+    assert_eq!(refused.status(), holdpoint::Status::InvalidArgument, "{refused}");
+    assert!(refused.to_string().contains("amount"), "{refused}");
+    let approve = call.restart(Some(banking::Approval::yes())).unwrap();
+    let done = agent
+        .run(
+            holdpoint::agent::AgentInput::resume(holdpoint::Resume::from_parts([approve])),
+            holdpoint::agent::AgentInit::session(held.session_id.clone()),
+        )
+        .await
         .unwrap();
-    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
-    let heard = model.requests().last().unwrap().messages.last().unwrap().content[0]
-        .as_tool_response()
-        .unwrap()
-        .output
-        .clone()
-        .unwrap();
-    assert!(heard["error"].as_str().unwrap().contains("amount"), "{heard}");
-    assert!(heard.get("transactionId").is_none(), "{heard}");
+    assert_eq!(
+        done.finish_reason,
+        FinishReason::Stop,
+        "the hold was still answerable: {done:?}"
+    );
 }

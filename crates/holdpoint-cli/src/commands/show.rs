@@ -134,8 +134,13 @@ pub(super) fn outcome(json: bool, out: Outcome, what: &str) -> Result<(), CliErr
 }
 
 pub(super) fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), CliError> {
+    let failed = out.is_failed().then(|| match &out.error {
+        Some(e) => format!("{}: {}", json_name(&e.status), e.message),
+        None => "no error given".to_owned(),
+    });
     if json {
-        return Ok(print_json(&out)?);
+        print_json(&out)?;
+        return failed.map_or(Ok(()), |f| Err(CliError::TurnFailed(f)));
     }
     let mut text = format!(
         "{what}; the resumed turn ended: {} (snapshot {})\n",
@@ -152,5 +157,6 @@ pub(super) fn decided(json: bool, out: AgentOutput, what: &str) -> Result<(), Cl
     if !out.interrupts().is_empty() {
         text.push_str("it paused again: see `holdpoint pending`\n");
     }
-    Ok(print(&text)?)
+    print(&text)?;
+    failed.map_or(Ok(()), |f| Err(CliError::TurnFailed(f)))
 }
