@@ -23,8 +23,9 @@ use crate::envelope::{ApiPath, ApiQuery, reply};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The role that lets a caller see and steer the notification pipe.
-pub const OPERATOR_ROLE: &str = "operator";
+/// The role that lets a caller see and steer the notification pipe (the
+/// core's: the same role settles any call in doubt, docs/reference.md §10.10).
+pub use holdpoint::agent::OPERATOR_ROLE;
 
 /// The listing's state filter.
 const STATES: &str = "pending, retrying, delivered, dead, cancelled";
