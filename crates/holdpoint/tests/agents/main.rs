@@ -11,6 +11,7 @@ mod detach;
 mod fail_loudly;
 mod grants;
 mod in_doubt;
+mod in_doubt_roles;
 mod isolation;
 mod partial_atomic;
 mod pending_page;
