@@ -129,7 +129,10 @@ fn tool_name(part: &Part) -> &str {
 /// One level of a check: the session's messages, its owner, the tools
 /// that answer its calls and the approvals recorded toward quorums.
 struct Level<'a> {
-    def: &'a AgentDef,
+    /// The agent whose session this is (`None`: a child this agent does
+    /// not know as a sub-agent, whose answers are then authorised but not
+    /// decoded against its tools).
+    def: Option<&'a AgentDef>,
     messages: &'a [Message],
     owner: Option<&'a str>,
     /// Approvals recorded for this level's calls, by their ref at this
@@ -159,7 +162,7 @@ pub(crate) async fn check(
     }
     let decider = Decider::of(context, purpose);
     let level = Level {
-        def,
+        def: Some(def),
         messages,
         owner: session.owner.as_deref(),
         approvals: session.approvals.clone(),
@@ -179,7 +182,9 @@ fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Res
         let Some(target) = audit::target_of(level.messages, directive) else {
             continue;
         };
-        check_content(level.def, target, directive)?;
+        if let Some(def) = level.def {
+            check_content(def, target, directive)?;
+        }
         decider.authorise(target, directive, level.owner)?;
         if !decider.counts_quorum {
             continue;
@@ -365,41 +370,43 @@ async fn check_children(
         let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
         subagent::nest(messages, &mut nested)?;
         validate_resume(messages, &nested).map_err(|e| subagent::nested_error(&name, e))?;
-        let child_def = level.def.children.iter().find(|c| c.name() == hold.agent);
+        let child = level
+            .def
+            .and_then(|d| d.children.iter().find(|c| c.name() == hold.agent));
         let segment = target.ref_segment().unwrap_or(name.as_str());
         // Approvals of this level name a nested call by its ref below it.
         let child_prefix = format!("{segment}{}", subagent::REF_SEPARATOR);
-        if let Some(child) = child_def {
-            // The root records approvals of a nested call under its
-            // compound ref; the child's own count too.
-            let mut approvals: Vec<HoldApproval> = level
-                .approvals
-                .iter()
-                .filter_map(|a| {
-                    let inner = a.reference.as_deref()?.strip_prefix(&child_prefix)?;
-                    let mut a = a.clone();
-                    a.reference = Some(inner.to_owned()).filter(|r| !r.is_empty() && *r != a.tool);
-                    Some(a)
-                })
-                .collect();
-            approvals.extend(snapshot.approvals.iter().cloned());
-            let child_level = Level {
-                def: &child.def,
-                messages,
-                owner: snapshot.owner.as_deref(),
-                approvals,
-            };
-            check_level(&child_level, &nested, decider)?;
-            Box::pin(check_children(
-                store,
-                &child_level,
-                &nested,
-                decider,
-                depth + 1,
-                &mut Vec::new(),
-            ))
-            .await?;
-        }
+        // The root records approvals of a nested call under its compound
+        // ref; the child's own count too.
+        let mut approvals: Vec<HoldApproval> = level
+            .approvals
+            .iter()
+            .filter_map(|a| {
+                let inner = a.reference.as_deref()?.strip_prefix(&child_prefix)?;
+                let mut a = a.clone();
+                a.reference = Some(inner.to_owned()).filter(|r| !r.is_empty() && *r != a.tool);
+                Some(a)
+            })
+            .collect();
+        approvals.extend(snapshot.approvals.iter().cloned());
+        // Every child level is authorised, known sub-agent or not: the
+        // child's own claim trusts its parent's check.
+        let child_level = Level {
+            def: child.map(|c| c.def.as_ref()),
+            messages,
+            owner: snapshot.owner.as_deref(),
+            approvals,
+        };
+        check_level(&child_level, &nested, decider)?;
+        Box::pin(check_children(
+            store,
+            &child_level,
+            &nested,
+            decider,
+            depth + 1,
+            &mut Vec::new(),
+        ))
+        .await?;
         read.push(snapshot);
     }
     Ok(())
