@@ -483,3 +483,41 @@ async fn a_sub_agents_hold_is_answered_at_the_root_by_the_rules_approvers_only()
     assert_eq!(done["result"]["output"]["finishReason"], "stop", "{done:#}");
     assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 1);
 }
+
+/// Finding 9: a rule's approvers read each other's decisions on the holds
+/// they may see; a customer reads only their own; `operator` reads all.
+#[tokio::test]
+async fn approvers_read_their_teams_decisions_and_operators_read_all() {
+    let bank = start().await;
+    for (who, approver) in [("alice", "fiona"), ("bob", "frank")] {
+        let held = bank.ask("desk", who, "pay 70").await;
+        let (code, body) = bank
+            .answer(
+                "desk",
+                approver,
+                json!({"snapshotId": held["snapshotId"], "decision": "approve"}),
+            )
+            .await;
+        assert_eq!(code, 200, "{body:#}");
+    }
+    let actors = |body: &Value| -> Vec<String> {
+        let mut a: Vec<String> = body["result"]["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body:#}"))
+            .iter()
+            .filter_map(|r| r["actor"].as_str().map(str::to_owned))
+            .collect();
+        a.sort();
+        a.dedup();
+        a
+    };
+    let (code, fiona) = bank.server.get("/audit", Some("fiona")).await;
+    assert_eq!(code, 200, "{fiona:#}");
+    assert_eq!(actors(&fiona), ["fiona", "frank"], "the team's work: {fiona:#}");
+    let (_, alice) = bank.server.get("/audit", Some("alice")).await;
+    assert_eq!(actors(&alice), ["fiona"], "her own hold only: {alice:#}");
+    let (_, mia) = bank.server.get("/audit", Some("mia")).await;
+    assert_eq!(actors(&mia), Vec::<String>::new(), "another role: {mia:#}");
+    let (_, opal) = bank.server.get("/audit", Some("opal")).await;
+    assert_eq!(actors(&opal), ["fiona", "frank"], "operator: {opal:#}");
+}

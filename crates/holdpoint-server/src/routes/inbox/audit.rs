@@ -1,8 +1,12 @@
 //! `GET /audit`: the decisions the caller made or that were made on its
-//! behalf, newest first, filtered and paged.
+//! behalf, and those about holds it may see (a rule's approvers read their
+//! team's decisions), newest first, filtered and paged; the `operator`
+//! role reads all.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use holdpoint::session::{AuditQuery, AuditRecord};
 use serde::{Deserialize, Serialize};
@@ -11,6 +15,7 @@ use super::{Listing, SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_si
 use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiQuery, reply};
 use crate::error::ApiError;
+use crate::routes::OPERATOR_ROLE;
 use crate::routes::pending::{access, roles};
 use crate::state::AppState;
 
@@ -66,8 +71,9 @@ fn is_decision(record: &AuditRecord, wanted: &str) -> bool {
         || matches!((name, wanted), ("expire", "expired") | ("abandon", "abandoned"))
 }
 
-/// Whether `caller` may read `record` in the whole-trail listing: a
-/// decision on its behalf or by it (an anonymous caller: the unowned ones).
+/// Whether `caller` may read `record` by who it is: a decision on its
+/// behalf or by it (an anonymous caller: the unowned ones). Records of
+/// holds the caller may see are readable too (see [`audit`]).
 fn readable(record: &AuditRecord, caller: &Identity) -> bool {
     match caller.principal() {
         Some(p) => record.principal.as_deref() == Some(p) || record.actor.as_deref() == Some(p),
@@ -92,6 +98,8 @@ pub(crate) async fn audit(
     let (tool, actor, decision) = (nonempty(&query.tool), nonempty(&query.actor), nonempty(&query.decision));
     let snapshot_id = nonempty(&query.snapshot_id);
     let caller_roles = roles(&caller);
+    // The `operator` role reads the whole trail (docs/reference.md §10.10).
+    let operator = caller.roles.contains(OPERATOR_ROLE);
     let mut seen_hold = false;
     for agent in agents_of(&state, &caller, query.agent.as_deref())? {
         // The hold's own decisions are readable by whoever may see the hold.
@@ -111,15 +119,34 @@ pub(crate) async fn audit(
             })
             .await?;
         truncated |= records.len() >= SCAN_LIMIT;
+        // A record belongs to the hold it decided: whoever may see that
+        // hold (its rule's approvers, a team) reads it, each hold read once.
+        let mut holds_seen: HashMap<String, bool> = HashMap::new();
         for r in records {
             let who = r.actor.as_deref().or(r.principal.as_deref());
-            let keep = (hold_visible || readable(&r, &caller))
-                && snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
+            let wanted = snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
                 && tool.as_deref().is_none_or(|t| t == r.tool)
                 && actor.as_deref().is_none_or(|a| who == Some(a))
                 && decision.as_deref().is_none_or(|d| is_decision(&r, d))
                 && query.since.is_none_or(|t| r.at >= t)
                 && query.until.is_none_or(|t| r.at < t);
+            if !wanted {
+                continue;
+            }
+            let mut keep = operator || hold_visible || readable(&r, &caller);
+            if !keep && !caller_roles.is_empty() && !r.snapshot_id.is_empty() {
+                keep = match holds_seen.get(&r.snapshot_id) {
+                    Some(seen) => *seen,
+                    None => {
+                        let seen = agent
+                            .snapshot(&r.snapshot_id, access(&caller, &caller_roles))
+                            .await?
+                            .is_some();
+                        holds_seen.insert(r.snapshot_id.clone(), seen);
+                        seen
+                    }
+                };
+            }
             if keep {
                 // Newest first: the key sorts descending by negating time.
                 let at = r.at.timestamp_nanos_opt().unwrap_or(0);
