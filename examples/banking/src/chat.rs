@@ -11,7 +11,8 @@ use holdpoint::agent::{AgentInit, Connection};
 use holdpoint::message::Role;
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::SessionStore;
-use holdpoint::{FinishReason, Model, Part};
+use holdpoint::tool::SchemaValidator;
+use holdpoint::{FinishReason, Model, Part, ToolDefinition};
 use serde_json::Value;
 
 /// Where answers and messages come from.
@@ -66,7 +67,23 @@ fn parse_answer(line: &str) -> Option<Answer> {
 }
 
 /// Shows one paused call and builds the directive from the person's answer.
-fn decide(part: &Part, input: &mut Input) -> holdpoint::Result<Option<Part>> {
+/// Whether `output` can answer the paused call `part` of a tool among
+/// `tools`: checked against its output schema here, so a bad answer is
+/// asked again instead of failing the resumed turn (the agent refuses it
+/// before claiming anything, docs/reference.md §10.10).
+fn check_output(tools: &[ToolDefinition], part: &Part, output: &Value) -> holdpoint::Result<()> {
+    let name = part.as_tool_request().map(|r| r.name.as_str()).unwrap_or_default();
+    match tools
+        .iter()
+        .find(|t| t.name == name)
+        .and_then(|t| t.output_schema.clone())
+    {
+        Some(schema) => SchemaValidator::new(schema).check("answer", output),
+        None => Ok(()),
+    }
+}
+
+fn decide(part: &Part, tools: &[ToolDefinition], input: &mut Input) -> holdpoint::Result<Option<Part>> {
     let transfer = transfer_money()?;
     let (question, kind) = if let Some(call) = transfer.interrupted(part) {
         let details: TransferDetails = call.interrupt_as()?;
@@ -99,7 +116,13 @@ fn decide(part: &Part, input: &mut Input) -> holdpoint::Result<Option<Part>> {
                 .map(|c| c.restart(Some(Approval::no(reason)))),
             (1, Answer::Yes) => ToolApproval::interrupted(part).map(|h| h.approve(None)),
             (1, Answer::No(reason)) => ToolApproval::interrupted(part).map(|h| h.deny(reason.as_deref())),
-            (_, Answer::Json(v)) => Some(part.respond(v)),
+            (_, Answer::Json(v)) => {
+                if let Err(e) = check_output(tools, part, &v) {
+                    println!("   that answer does not fit: {e}; try again");
+                    continue;
+                }
+                Some(part.respond(v))
+            }
             (_, _) => {
                 println!("   this call needs a JSON answer");
                 continue;
@@ -185,7 +208,7 @@ pub async fn run(model: Arc<dyn Model>, store: Arc<dyn SessionStore>, first: Opt
                 FinishReason::Interrupted => {
                     let mut directives = Vec::new();
                     for p in &paused {
-                        match decide(p, &mut input)? {
+                        match decide(p, agent.tool_definitions(), &mut input)? {
                             Some(d) => directives.push(d),
                             None => {
                                 println!("(input ended with a call still waiting; the session keeps it paused)");

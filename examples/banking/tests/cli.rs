@@ -43,6 +43,21 @@ fn chat_pauses_for_approval_and_finishes_with_a_transaction_id() {
     assert!(pause < done);
 }
 
+/// Issue 32, finding 5: a JSON answer the tool's output schema refuses is
+/// asked again, not sent (it would be refused and the chat end).
+#[test]
+fn chat_asks_again_for_a_json_answer_that_does_not_fit() {
+    let (ok, out, err) = banking(
+        &["chat", "--store", "memory:", "--message", "Transfer $500 to savings"],
+        "{\"amount\": 250}\ny\n",
+    );
+    assert!(ok, "{out}\n{err}");
+    let refused = out.find("that answer does not fit").expect(&out);
+    let done = out.find("assistant> Done: txn-123").expect(&out);
+    assert!(refused < done, "{out}");
+    assert!(!out[..refused].contains("✔ answered"), "{out}");
+}
+
 #[test]
 fn chat_denial_with_a_reason_reaches_the_model() {
     let (ok, out, err) = banking(
