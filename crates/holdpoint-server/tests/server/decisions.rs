@@ -15,7 +15,7 @@ use axum::http::request::Parts;
 use holdpoint::agent::Agent;
 use holdpoint::approval::{GrantQuery, Policy, RuleSpec};
 use holdpoint::session::{SessionStore, Snapshot};
-use holdpoint::tool::{ToolContext, ToolError, tool};
+use holdpoint::tool::{ResumableTool, ToolContext, ToolError, tool};
 use holdpoint::{ScriptedModel, ScriptedTurn};
 use holdpoint_server::Server;
 use holdpoint_server::auth::{AuthError, ContextProvider, Identity};
@@ -58,6 +58,11 @@ struct Account {
     account: String,
 }
 
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+struct Field {
+    value: String,
+}
+
 #[derive(Serialize, Deserialize, JsonSchema)]
 struct Closed {
     closed: String,
@@ -77,6 +82,14 @@ fn policy() -> Policy {
             tool: Some("payBill".into()),
             approvers: vec!["finance".into()],
             quorum: 1,
+            self_approval: false,
+            ..Default::default()
+        },
+        RuleSpec {
+            name: Some("big".into()),
+            tool: Some("payBig".into()),
+            approvers: vec!["finance".into()],
+            quorum: 2,
             self_approval: false,
             ..Default::default()
         },
@@ -114,6 +127,26 @@ fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
             }
         },
     );
+    let e = Arc::clone(effects);
+    let big = tool("payBig", "pays a big bill", move |_ctx: ToolContext, b: Bill| {
+        let e = Arc::clone(&e);
+        async move {
+            e.paid.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ToolError>(Paid { paid: b.amount })
+        }
+    });
+    // A tool's own question, no rule: the missing field, answered as data.
+    let ask = ResumableTool::<Account, String, Field>::define(
+        "askField",
+        "asks for a missing field",
+        |ctx: ToolContext, a: Account, field: Option<Field>| async move {
+            match field {
+                None => Err(ctx.interrupt(json!({"question": format!("which {}?", a.account)}))),
+                Some(f) => Ok(f.value),
+            }
+        },
+    )
+    .unwrap();
     let model = ScriptedModel::from_fn("scripted/desk", |request, _| {
         let last = request.messages.last()?;
         if last.role == holdpoint::Role::Tool {
@@ -127,6 +160,11 @@ fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
                 json!({"amount": arg.parse::<u64>().ok()?}),
             )),
             "close" => Some(ScriptedTurn::tool_call("closeAccount", json!({"account": arg}))),
+            "big" => Some(ScriptedTurn::tool_call(
+                "payBig",
+                json!({"amount": arg.parse::<u64>().ok()?}),
+            )),
+            "ask" => Some(ScriptedTurn::tool_call("askField", json!({"account": arg}))),
             _ => None,
         }
     });
@@ -134,6 +172,8 @@ fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
         .model(Arc::new(model))
         .tool(pay)
         .tool(close)
+        .tool(big)
+        .tool(ask)
         .approval_policy(policy())
         .store(store)
         .build()
@@ -520,4 +560,226 @@ async fn approvers_read_their_teams_decisions_and_operators_read_all() {
     assert_eq!(actors(&mia), Vec::<String>::new(), "another role: {mia:#}");
     let (_, opal) = bank.server.get("/audit", Some("opal")).await;
     assert_eq!(actors(&opal), ["fiona", "frank"], "operator: {opal:#}");
+}
+
+/// A hold of the matrix (docs/reference.md §10.10): how to raise it and
+/// the respond output that fits its tool.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// `bills`: finance, self-approval off.
+    Bills,
+    /// `close`: managers, self-approval on.
+    Close,
+    /// `big`: two finance approvals, self-approval off.
+    Quorum,
+    /// The tool's own question, no rule.
+    Direct,
+    /// `bills`, raised inside the `desk` sub-agent of `support`.
+    Surfaced,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Action {
+    Approve,
+    Deny,
+    Respond,
+    Read,
+    List,
+}
+
+/// What a cell comes to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    /// 200, the hold decided (or read, or listed).
+    Done,
+    /// 200, one approval recorded toward the quorum.
+    Recorded,
+    /// The answer does not decode for the tool: 400, nothing written.
+    Misfit,
+    /// 403 naming the rule, nothing written.
+    Denied,
+    /// 404 (read, answer) or absent from the listing, nothing written.
+    Hidden,
+}
+
+impl Hold {
+    fn agent(self) -> &'static str {
+        match self {
+            Hold::Surfaced => "support",
+            _ => "desk",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Hold::Bills | Hold::Surfaced => "pay 40",
+            Hold::Close => "close savings",
+            Hold::Quorum => "big 40000",
+            Hold::Direct => "ask branch",
+        }
+    }
+
+    fn output(self) -> Value {
+        match self {
+            Hold::Close => json!({"closed": "by hand"}),
+            Hold::Direct => json!("north"),
+            _ => json!({"paid": 0}),
+        }
+    }
+
+    /// Who may answer it: the roles the rule names; the owner alice only
+    /// under self-approval, or when no rule governs it.
+    fn answers(self, actor: &str) -> Outcome {
+        let (approvers, self_approval): (&[&str], bool) = match self {
+            Hold::Bills | Hold::Quorum | Hold::Surfaced => (&["fiona", "frank"], false),
+            Hold::Close => (&["mia"], true),
+            Hold::Direct => (&[], true),
+        };
+        if actor == "alice" {
+            return if self_approval { Outcome::Done } else { Outcome::Denied };
+        }
+        if approvers.contains(&actor) {
+            Outcome::Done
+        } else {
+            Outcome::Hidden
+        }
+    }
+
+    fn expect(self, actor: &str, action: Action) -> Outcome {
+        let answers = self.answers(actor);
+        let sees = actor == "alice" || answers == Outcome::Done;
+        match action {
+            Action::Read | Action::List => {
+                if sees {
+                    Outcome::Done
+                } else {
+                    Outcome::Hidden
+                }
+            }
+            // A rule-less tool question decodes only its own resume type:
+            // an approval's `toolApproved` does not fit it.
+            Action::Approve | Action::Deny if matches!(self, Hold::Direct) && answers == Outcome::Done => {
+                Outcome::Misfit
+            }
+            Action::Approve if matches!(self, Hold::Quorum) && answers == Outcome::Done => Outcome::Recorded,
+            _ => answers,
+        }
+    }
+}
+
+/// Every cell of the matrix's answerable rows, over HTTP on SQLite: each
+/// on a fresh hold of alice's, each refusal leaving the store as it was.
+#[tokio::test]
+async fn the_decision_matrix_cell_by_cell() {
+    let bank = start().await;
+    let holds = [Hold::Bills, Hold::Close, Hold::Quorum, Hold::Direct, Hold::Surfaced];
+    let actors = ["alice", "fiona", "mia", "opal", "bob"];
+    let actions = [
+        Action::Approve,
+        Action::Deny,
+        Action::Respond,
+        Action::Read,
+        Action::List,
+    ];
+    let mut cells = 0;
+    for hold in holds {
+        for actor in actors {
+            for action in actions {
+                let held = bank.ask(hold.agent(), "alice", hold.message()).await;
+                assert_eq!(held["finishReason"], "interrupted", "{hold:?}: {held:#}");
+                let id = held["snapshotId"].as_str().unwrap().to_owned();
+                let agent = hold.agent();
+                // The paused call as its listing shows it (the compound ref
+                // of a surfaced hold).
+                let (_, owner_list) = bank
+                    .server
+                    .get(&format!("/agents/{agent}/pending"), Some("alice"))
+                    .await;
+                let call = owner_list["result"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["snapshotId"] == json!(id))
+                    .cloned()
+                    .unwrap_or_else(|| panic!("{hold:?} not listed for its owner: {owner_list:#}"));
+                let before = state(bank.store.as_ref()).await;
+                let want = hold.expect(actor, action);
+                let cell = format!("{hold:?} × {actor} × {action:?} (want {want:?})");
+                let got: Outcome = match action {
+                    Action::Read => {
+                        let (code, _) = bank
+                            .server
+                            .post(
+                                &format!("/agents/{agent}/getSnapshot"),
+                                json!({"data": {"snapshotId": id}}),
+                                Some(actor),
+                            )
+                            .await;
+                        match code.as_u16() {
+                            200 => Outcome::Done,
+                            404 => Outcome::Hidden,
+                            other => panic!("{cell}: {other}"),
+                        }
+                    }
+                    Action::List => {
+                        let (code, body) = bank.server.get(&format!("/agents/{agent}/pending"), Some(actor)).await;
+                        assert_eq!(code, 200, "{cell}: {body:#}");
+                        let listed = body["result"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|c| c["snapshotId"] == json!(id));
+                        if listed { Outcome::Done } else { Outcome::Hidden }
+                    }
+                    Action::Approve | Action::Deny => {
+                        let decision = if action == Action::Approve { "approve" } else { "deny" };
+                        let (code, body) = bank
+                            .answer(
+                                agent,
+                                actor,
+                                json!({"snapshotId": id, "ref": call["ref"], "decision": decision}),
+                            )
+                            .await;
+                        match code.as_u16() {
+                            200 if body["result"]["decided"] == json!(false) => Outcome::Recorded,
+                            200 => Outcome::Done,
+                            400 => Outcome::Misfit,
+                            403 => Outcome::Denied,
+                            404 => Outcome::Hidden,
+                            other => panic!("{cell}: {other} {body:#}"),
+                        }
+                    }
+                    Action::Respond => {
+                        let part = json!({"toolResponse": {"name": call["tool"], "ref": call["ref"], "output": hold.output()}});
+                        let (code, body) = bank
+                            .server
+                            .post(
+                                &format!("/agents/{agent}"),
+                                json!({"data": {"resume": {"respond": [part]}}, "init": {"snapshotId": id}}),
+                                Some(actor),
+                            )
+                            .await;
+                        match code.as_u16() {
+                            200 if body["result"]["finishReason"] == "failed" => Outcome::Misfit,
+                            200 => Outcome::Done,
+                            403 => Outcome::Denied,
+                            404 => Outcome::Hidden,
+                            other => panic!("{cell}: {other} {body:#}"),
+                        }
+                    }
+                };
+                assert_eq!(got, want, "{cell}");
+                let after = state(bank.store.as_ref()).await;
+                match got {
+                    Outcome::Done if matches!(action, Action::Read | Action::List) => {
+                        assert_eq!(after, before, "{cell}: a read wrote")
+                    }
+                    Outcome::Done | Outcome::Recorded => assert_ne!(after, before, "{cell}: nothing recorded"),
+                    _ => assert_eq!(after, before, "{cell}: a refusal changed the store"),
+                }
+                cells += 1;
+            }
+        }
+    }
+    assert_eq!(cells, 125);
 }
