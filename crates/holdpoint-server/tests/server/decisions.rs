@@ -783,3 +783,55 @@ async fn the_decision_matrix_cell_by_cell() {
     }
     assert_eq!(cells, 125);
 }
+
+/// A sub-agent's hold under a quorum rule with self-approval off: the
+/// approvals are recorded at the root, the owner is refused, the second
+/// approver decides it, and the call runs once.
+#[tokio::test]
+async fn a_surfaced_hold_under_a_quorum_rule_needs_two_approvers_at_the_root() {
+    let bank = start().await;
+    let held = bank.ask("support", "alice", "big 40000").await;
+    assert_eq!(held["finishReason"], "interrupted", "{held:#}");
+    let root = held["snapshotId"].as_str().unwrap().to_owned();
+    let (_, listed) = bank.server.get("/agents/support/pending", Some("fiona")).await;
+    let call = listed["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["snapshotId"] == json!(root))
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed:#}"));
+    assert_eq!(call["rule"]["quorum"], 2, "{call:#}");
+    let data = json!({"snapshotId": root, "ref": call["ref"], "decision": "approve"});
+
+    bank.refused(
+        bank.answer("support", "alice", data.clone()),
+        403,
+        "PERMISSION_DENIED",
+        "big",
+    )
+    .await;
+    let (code, first) = bank.answer("support", "fiona", data.clone()).await;
+    assert_eq!(code, 200, "{first:#}");
+    assert_eq!(first["result"]["decided"], false, "{first:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 0);
+    // A hand-written resume cannot complete it short of the quorum.
+    let part = json!({"toolRequest": {"name": call["tool"], "ref": call["ref"], "input": call["input"]}, "metadata": {"resumed": {"toolApproved": true}}});
+    bank.refused(
+        bank.server.post(
+            "/agents/support",
+            json!({"data": {"resume": {"restart": [part]}}, "init": {"snapshotId": root}}),
+            Some("fiona"),
+        ),
+        200,
+        "FAILED_PRECONDITION",
+        "2 distinct approvals",
+    )
+    .await;
+
+    let (code, done) = bank.answer("support", "frank", data).await;
+    assert_eq!(code, 200, "{done:#}");
+    assert_eq!(done["result"]["decided"], true, "{done:#}");
+    assert_eq!(done["result"]["output"]["finishReason"], "stop", "{done:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 1);
+}
