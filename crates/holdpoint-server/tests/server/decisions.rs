@@ -835,3 +835,39 @@ async fn a_surfaced_hold_under_a_quorum_rule_needs_two_approvers_at_the_root() {
     assert_eq!(done["result"]["output"]["finishReason"], "stop", "{done:#}");
     assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 1);
 }
+
+/// A standing grant given at the root for a sub-agent's hold is the
+/// child's: alice's later payment through `support` runs on it, bob's is
+/// still held for finance.
+#[tokio::test]
+async fn a_grant_from_a_surfaced_hold_covers_the_childs_later_calls_of_that_owner() {
+    let bank = start().await;
+    let held = bank.ask("support", "alice", "pay 40").await;
+    let root = held["snapshotId"].as_str().unwrap().to_owned();
+    let (_, listed) = bank.server.get("/agents/support/pending", Some("fiona")).await;
+    let call = listed["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["snapshotId"] == json!(root))
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed:#}"));
+    let (code, done) = bank
+        .answer(
+            "support",
+            "fiona",
+            json!({"snapshotId": root, "ref": call["ref"], "decision": "approve", "grant": {"scope": "principal", "uses": 1}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{done:#}");
+    assert_eq!(done["result"]["grant"]["agent"], "desk", "{done:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 1);
+
+    let bobs = bank.ask("support", "bob", "pay 41").await;
+    assert_eq!(bobs["finishReason"], "interrupted", "not bob's grant: {bobs:#}");
+    let hers = bank.ask("support", "alice", "pay 42").await;
+    assert_eq!(hers["finishReason"], "stop", "her grant: {hers:#}");
+    assert_eq!(bank.effects.paid.load(Ordering::SeqCst), 2);
+    let again = bank.ask("support", "alice", "pay 43").await;
+    assert_eq!(again["finishReason"], "interrupted", "one use only: {again:#}");
+}

@@ -45,9 +45,9 @@ pub(super) async fn prepare(
             rule.rule
         )));
     }
-    if call.reply.is_some() || !call.path.is_empty() {
+    if call.reply.is_some() {
         return Err(Error::FailedPrecondition(format!(
-            "{tool} asks for approval itself (or in a sub-agent): answer each of its holds; no standing grant"
+            "{tool} asks for approval itself: answer each of its holds; no standing grant"
         )));
     }
     // The granter's authority: an approver role the rule names, or (an
@@ -70,6 +70,12 @@ pub(super) async fn prepare(
     if request.uses == Some(0) {
         return Err(Error::InvalidArgument("a grant's uses must be at least 1".into()));
     }
+    // A hold a sub-agent surfaced is its child's call: the grant is the
+    // child agent's, given in the child's session (its rule gate reads it).
+    let (grant_agent, grant_session) = match call.path.last() {
+        Some(step) => (step.agent.clone(), step.session_id.clone()),
+        None => (agent.name().to_owned(), call.session_id.clone()),
+    };
     let now = Utc::now();
     let expires_at = match &request.ttl {
         Some(ttl) => {
@@ -89,10 +95,10 @@ pub(super) async fn prepare(
         .await?;
     Ok(Grant {
         id: mint_id(),
-        agent: agent.name().to_owned(),
+        agent: grant_agent,
         tool: tool.clone(),
         scope: request.scope,
-        session_id: call.session_id.clone(),
+        session_id: grant_session,
         principal: call.owner.clone(),
         when: request.when.clone(),
         expires_at,
