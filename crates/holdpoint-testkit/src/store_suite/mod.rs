@@ -15,6 +15,7 @@ mod approvals;
 mod basic;
 mod claim;
 mod concurrency;
+mod decisions;
 mod grants;
 mod listing;
 mod outbox;
@@ -55,6 +56,7 @@ pub use concurrency::{
     inserts_write_an_id_once, two_handles_claim_once, two_handles_claim_resume_once, two_handles_increment,
     two_handles_insert_once, two_handles_see_each_other,
 };
+pub use decisions::refused_answers_leave_every_row_as_it_was;
 pub use grants::{
     audited_saves_write_both_or_neither, expired_grants_are_never_used, grant_uses_are_spent_once,
     grants_are_kept_listed_and_revoked, two_handles_spend_a_last_use_once,
@@ -187,6 +189,9 @@ pub const CASES: &[(&str, StoreCase)] = &[
     }),
     ("an_approvers_page_lists_what_the_viewer_may_see", |s| {
         an_approvers_page_lists_what_the_viewer_may_see(s).boxed()
+    }),
+    ("refused_answers_leave_every_row_as_it_was", |s| {
+        refused_answers_leave_every_row_as_it_was(s).boxed()
     }),
 ];
 
