@@ -871,3 +871,70 @@ async fn a_grant_from_a_surfaced_hold_covers_the_childs_later_calls_of_that_owne
     let again = bank.ask("support", "alice", "pay 43").await;
     assert_eq!(again["finishReason"], "interrupted", "one use only: {again:#}");
 }
+
+/// Finding 7 over HTTP: after a crash mid-resume, finance and the operator
+/// list the call in doubt and finance settles it; the owner the rule
+/// excluded neither lists nor settles it (403 naming the rule, nothing
+/// written), another role sees nothing.
+#[tokio::test]
+async fn calls_in_doubt_go_to_the_rules_approvers_and_operators() {
+    let bank = start().await;
+    let held = bank.ask("desk", "alice", "pay 60").await;
+    let id = held["snapshotId"].as_str().unwrap().to_owned();
+    let part = paused_part(&held);
+    // A resume claimed it and its process died: the claim lapsed.
+    bank.store
+        .claim_resume(
+            holdpoint::session::ResumeClaim {
+                snapshot_id: id.clone(),
+                lease_until: chrono::Utc::now() - chrono::Duration::seconds(1),
+                takeover: false,
+            },
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    let listed = |who: &'static str| {
+        let server = &bank.server;
+        let id = id.clone();
+        async move {
+            let (code, body) = server.get("/agents/desk/inDoubt", Some(who)).await;
+            assert_eq!(code, 200, "{body:#}");
+            body["result"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["snapshotId"] == json!(id))
+                .count()
+        }
+    };
+    assert_eq!(listed("alice").await, 0, "the rule excluded her");
+    assert_eq!(listed("mia").await, 0, "another role");
+    assert_eq!(listed("fiona").await, 1);
+    assert_eq!(listed("opal").await, 1, "operator");
+
+    let settle = json!({"data": {"snapshotId": id, "resume": {"respond": [{"toolResponse": {"name": "payBill", "ref": part["toolRequest"]["ref"], "output": {"paid": 60}}}]}}});
+    bank.refused(
+        bank.server.post("/agents/desk/settle", settle.clone(), Some("alice")),
+        403,
+        "PERMISSION_DENIED",
+        "bills",
+    )
+    .await;
+    bank.refused(
+        bank.server.post("/agents/desk/settle", settle.clone(), Some("mia")),
+        404,
+        "NOT_FOUND",
+        "not found",
+    )
+    .await;
+    let (code, body) = bank.server.post("/agents/desk/settle", settle, Some("fiona")).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["finishReason"], "stop", "{body:#}");
+    assert_eq!(
+        bank.effects.paid.load(Ordering::SeqCst),
+        0,
+        "settled with what happened, not re-run"
+    );
+    assert_eq!(listed("fiona").await, 0);
+}
