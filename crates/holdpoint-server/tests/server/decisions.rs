@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use axum::http::request::Parts;
 use holdpoint::agent::Agent;
 use holdpoint::approval::{GrantQuery, Policy, RuleSpec};
+use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{SessionStore, Snapshot};
 use holdpoint::tool::{ResumableTool, ToolContext, ToolError, tool};
 use holdpoint::{ScriptedModel, ScriptedTurn};
@@ -135,6 +136,14 @@ fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
             Ok::<_, ToolError>(Paid { paid: b.amount })
         }
     });
+    let e = Arc::clone(effects);
+    let wire = tool("wire", "wires money abroad", move |_ctx: ToolContext, b: Bill| {
+        let e = Arc::clone(&e);
+        async move {
+            e.paid.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ToolError>(Paid { paid: b.amount })
+        }
+    });
     // A tool's own question, no rule: the missing field, answered as data.
     let ask = ResumableTool::<Account, String, Field>::define(
         "askField",
@@ -165,6 +174,10 @@ fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
                 json!({"amount": arg.parse::<u64>().ok()?}),
             )),
             "ask" => Some(ScriptedTurn::tool_call("askField", json!({"account": arg}))),
+            "wire" => Some(ScriptedTurn::tool_call(
+                "wire",
+                json!({"amount": arg.parse::<u64>().ok()?}),
+            )),
             _ => None,
         }
     });
@@ -174,6 +187,9 @@ fn desk(store: Arc<dyn SessionStore>, effects: &Arc<Effects>) -> Agent {
         .tool(close)
         .tool(big)
         .tool(ask)
+        .tool(wire)
+        // ToolApproval holds `wire` (no rule): its owner answers.
+        .middleware(ToolApproval::allow(["payBill", "closeAccount", "payBig", "askField"]).into_middleware())
         .approval_policy(policy())
         .store(store)
         .build()
@@ -576,6 +592,8 @@ enum Hold {
     Direct,
     /// `bills`, raised inside the `desk` sub-agent of `support`.
     Surfaced,
+    /// ToolApproval's hold, no rule.
+    Gated,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -585,6 +603,12 @@ enum Action {
     Respond,
     Read,
     List,
+    /// An approval asking for a `session` grant.
+    GrantSession,
+    /// An approval asking for a `tool` grant.
+    GrantTool,
+    /// A new message on the held session.
+    Abandon,
 }
 
 /// What a cell comes to.
@@ -594,8 +618,11 @@ enum Outcome {
     Done,
     /// 200, one approval recorded toward the quorum.
     Recorded,
-    /// The answer does not decode for the tool: 400, nothing written.
+    /// The answer does not decode for the tool: 400 `INVALID_ARGUMENT`
+    /// (a 200 failed output from `POST /agents/{name}`), nothing written.
     Misfit,
+    /// 400 `FAILED_PRECONDITION`: no grant stands in for this hold.
+    Precondition,
     /// 403 naming the rule, nothing written.
     Denied,
     /// 404 (read, answer) or absent from the listing, nothing written.
@@ -616,6 +643,7 @@ impl Hold {
             Hold::Close => "close savings",
             Hold::Quorum => "big 40000",
             Hold::Direct => "ask branch",
+            Hold::Gated => "wire 40",
         }
     }
 
@@ -633,7 +661,7 @@ impl Hold {
         let (approvers, self_approval): (&[&str], bool) = match self {
             Hold::Bills | Hold::Quorum | Hold::Surfaced => (&["fiona", "frank"], false),
             Hold::Close => (&["mia"], true),
-            Hold::Direct => (&[], true),
+            Hold::Direct | Hold::Gated => (&[], true),
         };
         if actor == "alice" {
             return if self_approval { Outcome::Done } else { Outcome::Denied };
@@ -662,6 +690,22 @@ impl Hold {
                 Outcome::Misfit
             }
             Action::Approve if matches!(self, Hold::Quorum) && answers == Outcome::Done => Outcome::Recorded,
+            // A grant is checked after the answer itself: only a rule's
+            // quorum-1 hold takes one, and a tool-wide one needs a role.
+            Action::GrantSession | Action::GrantTool if answers == Outcome::Done => match self {
+                Hold::Direct => Outcome::Misfit,
+                Hold::Gated | Hold::Quorum => Outcome::Precondition,
+                _ if action == Action::GrantTool && actor == "alice" => Outcome::Denied,
+                _ => Outcome::Done,
+            },
+            // Only the owner's own messages go on in a session.
+            Action::Abandon => {
+                if actor == "alice" {
+                    Outcome::Done
+                } else {
+                    Outcome::Hidden
+                }
+            }
             _ => answers,
         }
     }
@@ -672,7 +716,14 @@ impl Hold {
 #[tokio::test]
 async fn the_decision_matrix_cell_by_cell() {
     let bank = start().await;
-    let holds = [Hold::Bills, Hold::Close, Hold::Quorum, Hold::Direct, Hold::Surfaced];
+    let holds = [
+        Hold::Bills,
+        Hold::Close,
+        Hold::Quorum,
+        Hold::Direct,
+        Hold::Surfaced,
+        Hold::Gated,
+    ];
     let actors = ["alice", "fiona", "mia", "opal", "bob"];
     let actions = [
         Action::Approve,
@@ -680,6 +731,9 @@ async fn the_decision_matrix_cell_by_cell() {
         Action::Respond,
         Action::Read,
         Action::List,
+        Action::GrantSession,
+        Action::GrantTool,
+        Action::Abandon,
     ];
     let mut cells = 0;
     for hold in holds {
@@ -731,20 +785,36 @@ async fn the_decision_matrix_cell_by_cell() {
                             .any(|c| c["snapshotId"] == json!(id));
                         if listed { Outcome::Done } else { Outcome::Hidden }
                     }
-                    Action::Approve | Action::Deny => {
-                        let decision = if action == Action::Approve { "approve" } else { "deny" };
-                        let (code, body) = bank
-                            .answer(
-                                agent,
-                                actor,
-                                json!({"snapshotId": id, "ref": call["ref"], "decision": decision}),
-                            )
-                            .await;
+                    Action::Approve | Action::Deny | Action::GrantSession | Action::GrantTool => {
+                        let mut data = json!({"snapshotId": id, "ref": call["ref"], "decision": "approve"});
+                        match action {
+                            Action::Deny => data["decision"] = json!("deny"),
+                            Action::GrantSession => data["grant"] = json!({"scope": "session"}),
+                            Action::GrantTool => data["grant"] = json!({"scope": "tool"}),
+                            _ => {}
+                        }
+                        let (code, body) = bank.answer(agent, actor, data).await;
                         match code.as_u16() {
                             200 if body["result"]["decided"] == json!(false) => Outcome::Recorded,
                             200 => Outcome::Done,
+                            400 if body["error"]["status"] == "FAILED_PRECONDITION" => Outcome::Precondition,
                             400 => Outcome::Misfit,
                             403 => Outcome::Denied,
+                            404 => Outcome::Hidden,
+                            other => panic!("{cell}: {other} {body:#}"),
+                        }
+                    }
+                    Action::Abandon => {
+                        let (code, body) = bank
+                            .server
+                            .post(
+                                &format!("/agents/{agent}"),
+                                json!({"data": user("close checking"), "init": {"sessionId": held["sessionId"]}}),
+                                Some(actor),
+                            )
+                            .await;
+                        match code.as_u16() {
+                            200 => Outcome::Done,
                             404 => Outcome::Hidden,
                             other => panic!("{cell}: {other} {body:#}"),
                         }
@@ -777,11 +847,21 @@ async fn the_decision_matrix_cell_by_cell() {
                     Outcome::Done | Outcome::Recorded => assert_ne!(after, before, "{cell}: nothing recorded"),
                     _ => assert_eq!(after, before, "{cell}: a refusal changed the store"),
                 }
+                // Each cell starts without standing grants: a tool-wide one
+                // would let the next cell's call through.
+                for grant in bank.store.list_grants(&GrantQuery::default()).await.unwrap() {
+                    if grant.revoked_at.is_none() {
+                        bank.store
+                            .revoke_grant(&grant.id, "test", chrono::Utc::now())
+                            .await
+                            .unwrap();
+                    }
+                }
                 cells += 1;
             }
         }
     }
-    assert_eq!(cells, 125);
+    assert_eq!(cells, 240);
 }
 
 /// A sub-agent's hold under a quorum rule with self-approval off: the
