@@ -798,7 +798,11 @@ async fn the_decision_matrix_cell_by_cell() {
                             200 if body["result"]["decided"] == json!(false) => Outcome::Recorded,
                             200 => Outcome::Done,
                             400 if body["error"]["status"] == "FAILED_PRECONDITION" => Outcome::Precondition,
-                            400 => Outcome::Misfit,
+                            400 => {
+                                let message = body["error"]["message"].as_str().unwrap_or_default();
+                                assert!(message.contains("ApprovalReply"), "{cell}: says what to add: {message}");
+                                Outcome::Misfit
+                            }
                             403 => Outcome::Denied,
                             404 => Outcome::Hidden,
                             other => panic!("{cell}: {other} {body:#}"),

@@ -194,7 +194,9 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
     let mut nested = Resume::from_parts(vec![directive.clone()]);
     subagent::nest(&session.state.messages, &mut nested)?;
-    decide::check(&agent.def, &session, &nested, Purpose::Record, &context).await?;
+    decide::check(&agent.def, &session, &nested, Purpose::Record, &context)
+        .await
+        .map_err(|e| explain_misfit(e, &call))?;
     let grant = match &answer.grant {
         Some(request) => Some(
             super::grant_answer::prepare(agent, store.as_ref(), request, &call, approve, actor.as_deref(), &roles)
@@ -255,5 +257,20 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             })
         }
         None => Ok(Answered::Resumed(Box::new(out))),
+    }
+}
+
+/// A yes or no that does not decode for a tool's own question, said with
+/// what to add: approve and deny fit a resumable tool's hold only when its
+/// resume type declares how it means yes or no (docs/reference.md §10.8).
+fn explain_misfit(error: Error, call: &PendingApproval) -> Error {
+    match error {
+        Error::InvalidArgument(m) if call.reply.is_none() && call.interrupted_by.is_none() => {
+            Error::InvalidArgument(format!(
+                "{m} ({} asks its own question and declares no approval reply, so approve and deny cannot answer it: implement ApprovalReply for its resume type and define it with .approval_reply(), or answer with its resume data (restart) or its output (respond))",
+                call.tool
+            ))
+        }
+        other => other,
     }
 }
