@@ -295,6 +295,7 @@ pub async fn setup_mcp(
         tool: Some("everything_echo".into()),
         approvers: vec!["finance".into()],
         quorum: 1,
+        self_approval: false,
         ..Default::default()
     }])
     .map_err(|e| holdpoint::Error::InvalidArgument(e.to_string()))?;

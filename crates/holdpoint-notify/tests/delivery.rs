@@ -915,6 +915,7 @@ async fn an_escalation_lets_its_roles_answer_the_hold_from_then_on() {
         tool: Some("transferMoney".into()),
         approvers: vec!["finance".into()],
         quorum: 1,
+        self_approval: false,
         // Escalated at once: the timer is due as soon as the hold is
         // written.
         timers: holdpoint::session::HoldTimers {

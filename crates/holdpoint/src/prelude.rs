@@ -19,6 +19,11 @@
 //!   [`ToolContext`], [`ToolError`], [`Interrupted`] (a claimed paused call);
 //! - messages: [`Message`], [`Part`], [`Role`], [`FinishReason`],
 //!   [`InterruptAsError`];
+//! - people in the loop: [`Policy`] and [`RuleSpec`] (approval rules),
+//!   [`Answer`] / [`Answered`] (one person's answer), [`GrantRequest`] and
+//!   [`GrantScope`] (standing grants), [`ApprovalReply`], the
+//!   [`ToolApproval`] and [`Budget`] middleware, [`SnapshotQuery`] for
+//!   listings;
 //! - [`Result`] and [`Error`] (with its wire [`Status`]);
 //! - for tests and demos: [`InMemoryStore`], [`ScriptedModel`],
 //!   [`ScriptedTurn`].
@@ -97,15 +102,16 @@
 pub use futures::StreamExt;
 
 pub use crate::agent::{
-    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Connection, FailureReason, PendingApproval,
-    RunOptions,
+    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Answer, Answered, Connection, FailureReason,
+    PendingApproval, RunOptions,
 };
+pub use crate::approval::{ApprovalReply, GrantRequest, GrantScope, Policy, RuleSpec};
 pub use crate::error::{Error, Result, Status};
 pub use crate::generate::Resume;
 pub use crate::message::{InterruptAsError, Message, Part, Role};
-pub use crate::middleware::Middleware;
+pub use crate::middleware::{Budget, Middleware, ToolApproval};
 pub use crate::model::{FinishReason, Model, ScriptedModel, ScriptedTurn};
-pub use crate::session::{InMemoryStore, SessionStore};
+pub use crate::session::{InMemoryStore, SessionStore, SnapshotQuery};
 pub use crate::tool::{
     DynamicTool, Interrupted, IntoTool, ResumableTool, Tool, ToolContext, ToolError, TypedTool, tool,
 };

@@ -103,6 +103,7 @@ pub(super) fn gated_bank() -> (BTreeMap<String, Agent>, ScriptedModel, Arc<SideE
         tool: Some("wire".into()),
         approvers: vec!["finance".into()],
         quorum: 1,
+        self_approval: false,
         ..RuleSpec::default()
     }])
     .unwrap();

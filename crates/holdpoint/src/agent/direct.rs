@@ -119,6 +119,7 @@ mod tests {
             tool: Some("wire".into()),
             approvers: vec!["finance".into()],
             quorum: 1,
+            self_approval: false,
             ..RuleSpec::default()
         }])
         .unwrap();

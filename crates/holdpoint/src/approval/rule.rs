@@ -6,8 +6,9 @@ use super::condition::{Condition, ConditionError};
 use crate::session::HoldTimers;
 
 /// The shape of one approval rule as configured (a `[[approval.rules]]`
-/// table): plain data, checked by [`Policy::new`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// table): plain data, checked by [`Policy::new`]. Its default is the
+/// configuration file's: quorum 1, self-approval on, no timers.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSpec {
     /// A name for errors, listings and the audit (defaults to `rule N`).
     pub name: Option<String>,
@@ -26,6 +27,21 @@ pub struct RuleSpec {
     /// Reminder, escalation and expiry of its holds, stamped on each hold
     /// and fired from the store's outbox (docs/reference.md §11.3).
     pub timers: HoldTimers,
+}
+
+impl Default for RuleSpec {
+    fn default() -> Self {
+        RuleSpec {
+            name: None,
+            agent: None,
+            tool: None,
+            when: None,
+            approvers: Vec::new(),
+            quorum: 1,
+            self_approval: true,
+            timers: HoldTimers::default(),
+        }
+    }
 }
 
 /// Which field of a [`RuleSpec`] a [`PolicyError`] is about.
@@ -66,6 +82,14 @@ pub struct PolicyError {
     pub field: PolicyField,
     /// What is wrong.
     pub message: String,
+}
+
+impl From<PolicyError> for crate::Error {
+    /// A rule that cannot be built is bad input: `INVALID_ARGUMENT`, with
+    /// the rule, the field and why.
+    fn from(e: PolicyError) -> Self {
+        crate::Error::InvalidArgument(e.to_string())
+    }
 }
 
 /// A name or a glob with `*` (any run of characters).
@@ -270,6 +294,25 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn the_default_rule_is_the_configuration_files_and_errors_fit_question_mark() {
+        let spec = RuleSpec::default();
+        assert_eq!((spec.quorum, spec.self_approval), (1, true));
+        fn build() -> crate::Result<Policy> {
+            Ok(Policy::new([RuleSpec {
+                approvers: vec!["finance".into()],
+                ..RuleSpec::default()
+            }])?)
+        }
+        assert_eq!(build().unwrap().rules()[0].quorum, 1);
+        fn bad() -> crate::Result<Policy> {
+            Ok(Policy::new([RuleSpec::default()])?)
+        }
+        let err = bad().unwrap_err();
+        assert_eq!(err.status(), crate::Status::InvalidArgument);
+        assert!(err.to_string().contains("approvers"), "{err}");
+    }
+
+    #[test]
     fn patterns() {
         assert!(NamePattern::new("transfer*").matches("transferMoney"));
         assert!(NamePattern::new("*Money").matches("transferMoney"));
@@ -285,6 +328,7 @@ mod tests {
             when: Some(when.into()),
             approvers: vec![role.into()],
             quorum: 1,
+            self_approval: false,
             ..RuleSpec::default()
         };
         let policy = Policy::new([spec("input.amount > 10000", "finance"), spec("true", "support")]).unwrap();
