@@ -8,8 +8,8 @@
 //! |---|---|
 //! | [`message`] | [`Message`], [`Part`] (decoded by field presence), the interrupt metadata keys |
 //! | [`model`] | the [`Model`] trait, request/response/chunk types, [`ScriptedModel`] for tests and demos |
-//! | [`tool`] | the [`Tool`] trait, typed tools ([`tool()`]), [`ResumableTool`], [`ToolContext`] (`interrupt`, `fail`) |
-//! | [`generate`] | the generate loop ([`generate()`]), [`Resume`] directives and their validation |
+//! | [`mod@tool`] | the [`Tool`] trait, typed tools ([`tool()`]), [`ResumableTool`], [`ToolContext`] (`interrupt`, `fail`) |
+//! | [`mod@generate`] | the generate loop ([`generate()`]), [`Resume`] directives and their validation |
 //! | [`middleware`] | hooks around model and tool calls that may hold a call |
 //! | [`approval`] | approval rules: CEL conditions, the roles that may answer, quorum |
 //! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types |

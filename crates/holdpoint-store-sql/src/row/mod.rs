@@ -93,7 +93,7 @@ pub const APPROVERS_NOT_RECORDED: &str = "*";
 /// inside a string, so the column contains [`approver_needle`]`(r)`
 /// exactly when `r` is one of the roles: a listing tests each of the
 /// caller's roles with a plain substring search.
-/// [`APPROVERS_NOT_RECORDED`] when it would exceed [`MAX_APPROVERS`] bytes.
+/// [`APPROVERS_NOT_RECORDED`] when it would exceed `MAX_APPROVERS` (1024) bytes.
 pub fn approvers_column(roles: &[String]) -> String {
     let mut column = String::new();
     for role in roles {

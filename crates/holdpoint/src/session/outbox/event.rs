@@ -52,7 +52,7 @@ pub struct OutboxEvent {
     /// Its id: the idempotency key every delivery of it carries (the
     /// webhook's `webhook-id`).
     pub id: String,
-    /// The event type ([`HOLD_CREATED`], …).
+    /// The event type ([`HOLD_CREATED`](super::HOLD_CREATED), …).
     #[serde(rename = "type")]
     pub kind: String,
     /// Whether this is a timer: when due, the worker first checks that the

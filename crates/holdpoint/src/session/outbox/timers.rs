@@ -48,7 +48,7 @@ impl OnExpire {
 /// `escalate_to`, `expire_after` + `on_expire`): what the configuration
 /// converts into. [`HoldTimers::stamp`] writes them into a hold's interrupt
 /// data as deadlines, which the store turns into timer rows when it writes
-/// the hold ([`hold_events`]).
+/// the hold ([`hold_events`](super::hold_events)).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HoldTimers {
     /// Notify the same approvers again after this long.
