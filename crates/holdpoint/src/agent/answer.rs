@@ -137,7 +137,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     let calls = audit::pending_of(&snapshot);
     let chosen: Vec<&PendingApproval> = calls
         .iter()
-        .filter(|c| answer.reference.is_none() || c.reference == answer.reference)
+        .filter(|c| answer.reference.is_none() || names(answer.reference.as_deref(), c.reference.as_deref()))
         .filter(|c| answer.tool.as_ref().is_none_or(|t| &c.tool == t))
         .collect();
     let call = match chosen.as_slice() {
@@ -257,6 +257,21 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             })
         }
         None => Ok(Answered::Resumed(Box::new(out))),
+    }
+}
+
+/// Whether the ref an answer names picks the listed call `listed`: the
+/// same ref, or the ref of the sub-agent call that surfaced it (as the
+/// root's output shows it; the listing's ref is then compound).
+fn names(asked: Option<&str>, listed: Option<&str>) -> bool {
+    match (asked, listed) {
+        (Some(asked), Some(listed)) => {
+            listed == asked
+                || listed
+                    .strip_prefix(asked)
+                    .is_some_and(|rest| rest.starts_with(crate::message::metadata::REF_SEPARATOR))
+        }
+        (asked, listed) => asked == listed,
     }
 }
 

@@ -129,8 +129,21 @@ impl ToolApproval {
     }
 
     /// Claims a hold raised by a ToolApproval (not a tool's own interrupt,
-    /// not another middleware's hold, not an answered one).
+    /// not another middleware's hold, not an answered one). A sub-agent
+    /// call that surfaced its child's holds is seen through: when exactly
+    /// one of them is a ToolApproval hold, that one is claimed under its
+    /// compound ref, answerable at the root (with several, claim each from
+    /// [`AgentOutput::holds`](crate::agent::AgentOutput::holds)).
     pub fn interrupted(part: &Part) -> Option<ApprovalHold> {
+        if crate::agent::subagent::SurfacedHold::is_surfaced(part) {
+            let mut ours = crate::agent::subagent::answerable(part)
+                .iter()
+                .filter_map(Self::interrupted)
+                .collect::<Vec<_>>()
+                .into_iter();
+            let first = ours.next()?;
+            return ours.next().is_none().then_some(first);
+        }
         let by = part.interrupted_by()?;
         let ours = by == TOOL_APPROVAL || by.strip_prefix(TOOL_APPROVAL).is_some_and(|rest| rest.starts_with('#'));
         if !ours || !part.is_interrupt() {

@@ -314,8 +314,13 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     );
     assert_eq!(r.0, Status::InvalidArgument, "{r:?}");
 
-    // A restart of the surfacing call without the child's answers.
-    let plain = held.interrupts()[0].restart(Some(json!({"approved": true}))).unwrap();
+    // A restart of the surfacing call with new input and without the
+    // child's answers (a plain restart answers the child's only hold, see
+    // `the_roots_output_answers_a_nested_hold_directly`; an edited one
+    // names no nested answer).
+    let plain = held.interrupts()[0]
+        .restart_with_input(json!({"input": "Transfer $5000"}), Some(json!({"approved": true})))
+        .unwrap();
     let r = refused(
         t.root
             .run(AgentInput::resume(Resume::from_parts([plain])), init())
@@ -830,4 +835,107 @@ async fn child_chunks_reach_the_root_stream_marked_with_the_path() {
     assert_eq!(text, "all done");
     let out = connection.output().await.unwrap();
     assert!(out.text().contains("all done"), "{}", out.text());
+}
+
+/// The root's output answers a nested hold directly (issue 33 item 5):
+/// `holds()` lists it under its compound ref, a typed claim sees through
+/// the sub-agent call that surfaced it, and a plain restart of that call
+/// (as an HTTP client builds it from the output) answers the child's
+/// only hold. Each resumes the child in place, once.
+#[tokio::test]
+async fn the_roots_output_answers_a_nested_hold_directly() {
+    for how in ["holds", "typed claim", "plain restart"] {
+        let t = tree_on(Arc::new(InMemoryStore::new()), 2, None);
+        let held = t.root.run_text("Transfer $700 to my savings account.").await.unwrap();
+        assert_eq!(held.finish_reason, FinishReason::Interrupted, "{how}: {held:?}");
+        let listed = t.root.pending(SnapshotQuery::default()).await.unwrap();
+        let holds = held.holds();
+        assert_eq!(holds.len(), 1, "{how}: {holds:#?}");
+        assert_eq!(
+            holds[0].as_tool_request().unwrap().reference,
+            listed[0].reference,
+            "{how}: the output's hold carries the listing's compound ref"
+        );
+        assert_eq!(holds[0].as_tool_request().unwrap().name, "transferMoney");
+        let directive = match how {
+            "holds" => ToolApproval::interrupted(&holds[0]).unwrap().approve(None).unwrap(),
+            "typed claim" => {
+                let surfacing = &held.interrupts()[0];
+                assert_eq!(surfacing.as_tool_request().unwrap().name, "desk");
+                ToolApproval::interrupted(surfacing)
+                    .expect("seen through the sub-agent call")
+                    .approve(Some("checked"))
+                    .unwrap()
+            }
+            _ => held.interrupts()[0]
+                .restart(Some(json!({"toolApproved": true})))
+                .unwrap(),
+        };
+        let init = AgentInit::snapshot(held.snapshot_id.clone().unwrap());
+        let done = t
+            .root
+            .run(
+                AgentInput::resume(Resume::from_parts([directive.clone()])),
+                init.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.finish_reason, FinishReason::Stop, "{how}: {done:?}");
+        assert!(done.text().contains("tx-1"), "{how}: {}", done.text());
+        assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "{how}");
+        // The same answer again claims nothing and runs nothing.
+        let again = t
+            .root
+            .run(AgentInput::resume(Resume::from_parts([directive])), init)
+            .await;
+        assert!(
+            again.is_err() || again.as_ref().unwrap().is_failed(),
+            "{how}: {again:?}"
+        );
+        assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "{how}: exactly once");
+        assert!(t.root.pending(SnapshotQuery::default()).await.unwrap().is_empty());
+    }
+}
+
+/// A deny through the surfacing call reaches the child's hold as a denial:
+/// the transfer never runs.
+#[tokio::test]
+async fn a_plain_denial_of_a_sub_agent_call_denies_its_only_hold() {
+    let t = tree_on(Arc::new(InMemoryStore::new()), 1, None);
+    let held = t.root.run_text("Transfer $50 to my savings account.").await.unwrap();
+    let deny = ToolApproval::interrupted(&held.interrupts()[0])
+        .expect("seen through")
+        .deny(Some("not today"))
+        .unwrap();
+    let done = t
+        .root
+        .run(
+            AgentInput::resume(Resume::from_parts([deny])),
+            AgentInit::snapshot(held.snapshot_id.clone().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
+}
+
+/// `Agent::answer` takes the ref the root's output shows for the sub-agent
+/// call: it picks the one hold that call surfaced.
+#[tokio::test]
+async fn an_answer_by_the_surfacing_calls_ref_picks_its_only_hold() {
+    let t = tree_on(Arc::new(InMemoryStore::new()), 2, None);
+    let held = t.root.run_text("Transfer $90 to my savings account.").await.unwrap();
+    let surfacing = held.interrupts()[0]
+        .as_tool_request()
+        .unwrap()
+        .reference
+        .clone()
+        .unwrap();
+    let answer = holdpoint::agent::Answer::approve(held.snapshot_id.clone().unwrap()).reference(surfacing);
+    let answered = t.root.answer(answer, serde_json::Map::new()).await.unwrap();
+    assert!(
+        matches!(answered, holdpoint::agent::Answered::Resumed(ref out) if out.finish_reason == FinishReason::Stop),
+        "{answered:?}"
+    );
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }

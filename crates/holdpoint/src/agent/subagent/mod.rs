@@ -42,6 +42,7 @@ pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{nest, nested_error};
 pub use notice::BACKGROUND_TASK;
 pub(crate) use notice::Notices;
+pub use pending::answerable;
 pub(crate) use pending::expand;
 pub(crate) use tool::nested_resume;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};

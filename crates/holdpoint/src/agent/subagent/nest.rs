@@ -6,7 +6,7 @@
 use super::{REF_SEPARATOR, SUBAGENT, SurfacedHold};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
-use crate::message::{Message, Part, Role};
+use crate::message::{Message, Part, Role, metadata};
 
 fn last_model(history: &[Message]) -> Option<&Message> {
     history.iter().rev().find(|m| m.role == Role::Model)
@@ -89,6 +89,7 @@ pub(crate) fn nest(history: &[Message], resume: &mut Resume) -> Result<()> {
     };
     let mut restart = Vec::with_capacity(resume.restart.len());
     for d in std::mem::take(&mut resume.restart) {
+        let d = forward(pending, d)?;
         place(d, false, &mut restart);
     }
     let mut respond = Vec::with_capacity(resume.respond.len());
@@ -102,6 +103,55 @@ pub(crate) fn nest(history: &[Message], resume: &mut Resume) -> Result<()> {
     resume.restart = restart;
     resume.respond = respond;
     Ok(())
+}
+
+/// A restart of a sub-agent call itself, as the root's output shows it,
+/// that carries no nested answers (no `subagent` key in its resume data,
+/// its input unchanged): it answers the one call the child holds, so it
+/// becomes a restart of that call under its compound ref, with the same
+/// resume data. When the child holds several, it is refused naming their
+/// refs. Any other directive is returned as it is.
+fn forward(pending: &Message, directive: Part) -> Result<Part> {
+    let Some((name, reference)) = directive
+        .as_tool_request()
+        .map(|r| (r.name.as_str(), r.reference.as_deref()))
+    else {
+        return Ok(directive);
+    };
+    let Some(outer) = pending.content.iter().find(|p| is_call(p, name, reference)) else {
+        return Ok(directive);
+    };
+    let Some(hold) = SurfacedHold::of(outer) else {
+        return Ok(directive);
+    };
+    let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?;
+    let carries_nested = matches!(&resumed, Some(metadata::Marker::Data(map)) if map.contains_key(SUBAGENT));
+    if carries_nested || directive.meta(metadata::REPLACED_INPUT).is_some() {
+        return Ok(directive);
+    }
+    let prefix = outer.ref_segment().unwrap_or_default();
+    let refs: Vec<String> = hold
+        .interrupts
+        .iter()
+        .filter_map(Part::ref_segment)
+        .map(|own| format!("{prefix}{REF_SEPARATOR}{own}"))
+        .collect();
+    let [only] = hold.interrupts.as_slice() else {
+        return Err(Error::InvalidArgument(format!(
+            "sub-agent call \"{name}\" holds {} calls of its child ({}): answer each by its compound ref",
+            refs.len(),
+            refs.join(", ")
+        )));
+    };
+    let mut inner = only.clone();
+    if let (Some(r), Some(compound)) = (inner.as_tool_request_mut(), refs.first()) {
+        r.reference = Some(compound.clone());
+    }
+    let mut forwarded = inner.restart(None)?;
+    if let Some(value) = directive.meta(metadata::RESUMED) {
+        forwarded.set_meta(metadata::RESUMED, value.clone());
+    }
+    Ok(forwarded)
 }
 
 /// A child's refusal, said as the nested call's.
@@ -187,6 +237,59 @@ mod tests {
             &nested,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_plain_restart_of_a_sub_agent_call_answers_its_only_hold() {
+        let h = history(vec![surfaced("a", vec![paused("transferMoney", Some("1"))])]);
+        let plain = surfaced("a", vec![])
+            .restart(Some(json!({"toolApproved": true})))
+            .unwrap();
+        let mut resume = Resume::from_parts([plain]);
+        nest(&h, &mut resume).unwrap();
+        assert_eq!(resume.restart.len(), 1);
+        let data = metadata::marker(resume.restart[0].metadata.as_ref(), metadata::RESUMED)
+            .unwrap()
+            .unwrap()
+            .into_object();
+        let nested: Resume = serde_json::from_value(data[SUBAGENT].clone()).unwrap();
+        let inner = &nested.restart[0];
+        assert_eq!(inner.as_tool_request().unwrap().name, "transferMoney");
+        assert_eq!(inner.as_tool_request().unwrap().reference.as_deref(), Some("1"));
+        assert_eq!(inner.meta(metadata::RESUMED), Some(&json!({"toolApproved": true})));
+    }
+
+    #[test]
+    fn a_plain_restart_of_a_sub_agent_call_holding_several_names_their_refs() {
+        let h = history(vec![surfaced(
+            "a",
+            vec![paused("transferMoney", Some("1")), paused("closeAccount", None)],
+        )]);
+        let plain = surfaced("a", vec![]).restart(None).unwrap();
+        let mut resume = Resume::from_parts([plain.clone()]);
+        let err = nest(&h, &mut resume).unwrap_err();
+        assert_eq!(err.status(), crate::Status::InvalidArgument);
+        let message = err.to_string();
+        assert!(
+            message.contains("a/1") && message.contains("a/closeAccount"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_restart_carrying_nested_answers_or_new_input_is_not_forwarded() {
+        let h = history(vec![surfaced("a", vec![paused("transferMoney", Some("1"))])]);
+        let nested = surfaced("a", vec![])
+            .restart(Some(json!({SUBAGENT: {"restart": []}})))
+            .unwrap();
+        let edited = surfaced("a", vec![])
+            .restart_with_input(json!({"input": "other"}), None)
+            .unwrap();
+        for directive in [nested, edited] {
+            let mut resume = Resume::from_parts([directive.clone()]);
+            nest(&h, &mut resume).unwrap();
+            assert_eq!(resume.restart, vec![directive]);
+        }
     }
 
     #[test]
