@@ -150,23 +150,33 @@ fn start_cli(genkit: &PathBuf, extra: &[&str]) -> Cli {
 
 impl Cli {
     /// The runtime's actions through the CLI, once it found the runtime.
+    /// The CLI starts slowly on a busy machine (node, its telemetry
+    /// server, a failing UI download), so readiness waits up to three
+    /// minutes; the panic shows what the CLI said last.
     async fn actions(&self) -> Value {
-        for _ in 0..240 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+        let mut last = String::from("(no answer from the CLI)");
+        while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(250)).await;
-            let Ok(response) = self
+            let response = match self
                 .http
                 .get(format!("{}{}", self.base, trpc_query("listActions", &json!({}))))
                 .send()
                 .await
-            else {
-                continue;
+            {
+                Ok(response) => response,
+                Err(e) => {
+                    last = format!("request failed: {e}");
+                    continue;
+                }
             };
             let body: Value = response.json().await.unwrap_or(Value::Null);
             if body["result"]["data"]["/agent/bankingAgent"].is_object() {
                 return body["result"]["data"].clone();
             }
+            last = body.to_string();
         }
-        panic!("the CLI never listed bankingAgent");
+        panic!("the CLI never listed bankingAgent; its last answer: {last}");
     }
 
     async fn post(&self, route: &str, body: &Value) -> reqwest::Response {
