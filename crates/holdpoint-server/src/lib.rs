@@ -19,18 +19,38 @@
 //!
 //! # Routes
 //!
+//! Every route the server serves ([`routes::ROUTES`]; a unit test keeps this
+//! table, docs/reference.md §12.2 and `GET /openapi.json` listing exactly
+//! those). Query parameters and bodies: §12.2 and the OpenAPI document.
+//!
 //! | route | what |
 //! |---|---|
 //! | `POST /agents/{name}` | one turn: `{"data": AgentInput, "init"?: AgentInit}` → `{"result": AgentOutput}`; SSE with `?stream=true` or `Accept: text/event-stream` |
 //! | `POST /agents/{name}/getSnapshot` | `{"data": {"snapshotId"} \| {"sessionId"}}` → `{"result": Snapshot}` |
+//! | `POST /agents/{name}/waitForSnapshot` | `{"data": {"snapshotId", "timeoutMs"?}}` → the snapshot once it leaves `pending`/`aborting` (bounded wait) |
 //! | `POST /agents/{name}/abort` | `{"data": {"snapshotId"}}` → `{"result": {"snapshotId", "status", "previousStatus"}}` |
-//! | `GET /agents/{name}/pending` | paused calls waiting for an answer (`?sessionId=&limit=`) |
-//! | `GET /agents/{name}/audit` | decisions about paused calls (`?sessionId=&limit=`) |
+//! | `GET /agents/{name}/pending` | paused calls waiting for an answer: the caller's, and those its roles may answer |
+//! | `POST /agents/{name}/answer` | an approver's approve or deny of one paused call (quorum, standing grant) |
+//! | `GET /agents/{name}/audit` | decisions about paused calls |
+//! | `GET /agents/{name}/inDoubt` | calls whose resume died mid-run (docs/reference.md §8) |
+//! | `POST /agents/{name}/settle` | settle a call in doubt with its real outcome, or run it again |
 //! | `GET /agents/{name}/connect` | a multi-turn connection over a WebSocket ([`routes`] has the protocol) |
 //! | `GET /agents` | the agents the caller may use |
-//! | `GET /healthz`, `GET /openapi.json` | liveness; the OpenAPI document of all of the above |
+//! | `GET /inbox` | the approver's queue across agents: one page, filtered and sorted, with the true total |
+//! | `GET /audit` | the audit trail across agents, newest first |
+//! | `GET /grants` | the standing grants the caller may manage |
+//! | `DELETE /grants/{id}` | revoke a standing grant |
+//! | `GET /notifications` | the notification outbox (callers with the [`OPERATOR_ROLE`]) |
+//! | `POST /notifications/{id}/retry` | a notification's second chance |
+//! | `POST /notifications/endpoints/{channel}/enable` | re-enable an endpoint stopped by a 410 |
+//! | `GET /healthz` | liveness: 200 while serving, 503 once shutdown began |
+//! | `GET /openapi.json` | the OpenAPI document of all of these |
 //! | `GET /metrics` | Prometheus metrics: pending approvals, approval wait, turns, tool calls, errors by status, store latency ([`metrics`]) |
 //! | `GET /` | the approval page |
+//! | `GET /app.js` | the approval page's script |
+//! | `GET /app.css` | the approval page's style sheet |
+//! | `GET /web/{file}` | one of the page's JavaScript modules |
+//! | `GET /auth/login` | how the page signs people in (OpenID Connect), 404 when not configured |
 //!
 //! A request body must arrive within the request timeout
 //! ([`ServerBuilder::request_timeout`], default 30 s) or is answered 408.

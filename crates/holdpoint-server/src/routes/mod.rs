@@ -146,3 +146,56 @@ pub(crate) fn router(state: AppState) -> Router {
         ))
         .with_state(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::ROUTES;
+
+    type Listed = BTreeSet<(String, String)>;
+
+    /// The `METHOD /path` routes in the first column of the Markdown table
+    /// under `heading` (up to the next heading): one or more backticked
+    /// routes per row.
+    fn listed<'a>(lines: impl Iterator<Item = &'a str>, heading: &str) -> Listed {
+        let mut out = BTreeSet::new();
+        let section = lines
+            .skip_while(|l| *l != heading)
+            .skip(1)
+            .take_while(|l| !l.starts_with('#'));
+        for row in section.filter(|l| l.starts_with("| `")) {
+            let first = row.split(" | ").next().unwrap_or_default();
+            for route in first.split('`').skip(1).step_by(2) {
+                let (method, path) = route.split_once(' ').expect("METHOD /path");
+                out.insert((method.to_owned(), path.to_owned()));
+            }
+        }
+        out
+    }
+
+    fn served() -> Listed {
+        ROUTES.iter().map(|(m, p)| ((*m).to_owned(), (*p).to_owned())).collect()
+    }
+
+    #[test]
+    fn the_crate_docs_list_every_route() {
+        let docs = include_str!("../lib.rs");
+        let lines = docs.lines().filter_map(|l| l.strip_prefix("//!")).map(str::trim);
+        assert_eq!(
+            listed(lines, "# Routes"),
+            served(),
+            "the route table in crates/holdpoint-server/src/lib.rs must list exactly ROUTES"
+        );
+    }
+
+    #[test]
+    fn the_reference_lists_every_route() {
+        let reference = include_str!("../../../../docs/reference.md");
+        assert_eq!(
+            listed(reference.lines(), "### 12.2 Routes"),
+            served(),
+            "docs/reference.md §12.2 must list exactly ROUTES"
+        );
+    }
+}
