@@ -193,6 +193,10 @@ impl DeliveryObserver for ServerMetrics {
     fn stopped(&self, channel: &str) {
         self.0.notification_endpoint_stopped(channel);
     }
+
+    fn unrouted(&self, kind: &str) {
+        self.0.notification_unrouted(kind);
+    }
 }
 
 /// Starts the notification worker over `store` when the file configures

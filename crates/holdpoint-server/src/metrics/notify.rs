@@ -10,6 +10,7 @@
 //! | `holdpoint_notify_failures_total` | counter | `channel` |
 //! | `holdpoint_notify_dead_letters_total` | counter | `type` |
 //! | `holdpoint_notify_endpoint_stops_total` | counter | `channel` |
+//! | `holdpoint_notify_unrouted_total` | counter | `type` |
 //! | `holdpoint_notify_delivery_delay_seconds` | histogram | |
 //! | `holdpoint_notify_queue_due` | gauge | |
 //! | `holdpoint_notify_queue_retrying` | gauge | |
@@ -56,6 +57,7 @@ pub(super) struct NotifyFamilies {
     failures: Family<ChannelLabels, Counter>,
     dead: Family<TypeLabels, Counter>,
     stops: Family<ChannelLabels, Counter>,
+    unrouted: Family<TypeLabels, Counter>,
     delay: Histogram,
     due: Gauge,
     retrying: Gauge,
@@ -72,6 +74,7 @@ impl NotifyFamilies {
             failures: Family::default(),
             dead: Family::default(),
             stops: Family::default(),
+            unrouted: Family::default(),
             delay: Histogram::new(DELAY.iter().copied()),
             due: Gauge::default(),
             retrying: Gauge::default(),
@@ -98,6 +101,11 @@ impl NotifyFamilies {
             "holdpoint_notify_endpoint_stops",
             "Endpoints stopped after answering HTTP 410, by channel",
             f.stops.clone(),
+        );
+        r.register(
+            "holdpoint_notify_unrouted",
+            "Outbox events no channel takes (sent nowhere, settled cancelled), by event type",
+            f.unrouted.clone(),
         );
         r.register(
             "holdpoint_notify_delivery_delay_seconds",
@@ -154,6 +162,18 @@ impl Metrics {
     pub fn notification_dead(&self, kind: &str) {
         let kind = EVENT_TYPES.iter().find(|k| **k == kind).copied().unwrap_or("other");
         self.inner.notify.dead.get_or_create(&TypeLabels { r#type: kind }).inc();
+    }
+
+    /// Records an outbox event of type `kind` that no channel takes: sent
+    /// nowhere (a routing gap an operator should see), never counted as
+    /// delivered.
+    pub fn notification_unrouted(&self, kind: &str) {
+        let kind = EVENT_TYPES.iter().find(|k| **k == kind).copied().unwrap_or("other");
+        self.inner
+            .notify
+            .unrouted
+            .get_or_create(&TypeLabels { r#type: kind })
+            .inc();
     }
 
     /// Records that `channel`'s endpoint answered 410 and was stopped.

@@ -75,6 +75,9 @@ impl DeliveryObserver for Observe {
     fn stopped(&self, channel: &str) {
         self.0.notification_endpoint_stopped(channel);
     }
+    fn unrouted(&self, kind: &str) {
+        self.0.notification_unrouted(kind);
+    }
 }
 
 /// A log sink the test reads back.
@@ -515,4 +518,59 @@ secret = "{secret}"
     let row = rows.iter().find(|r| r["type"] == "hold.reminded").unwrap();
     assert_eq!(row["state"], "delivered", "{row:#}");
     assert_eq!(row["done"], json!(["timer", "webhook:0", "webhook:1"]), "{row:#}");
+}
+
+/// An event no channel takes is counted on `/metrics` by its type
+/// (`holdpoint_notify_unrouted_total`), never as a delivery: the routing
+/// gap an operator must see.
+#[tokio::test]
+async fn events_no_channel_takes_are_counted_as_unrouted_on_metrics() {
+    let (hook, hook_addr) = Receiver::start(vec![]).await;
+    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    let metrics = Metrics::new();
+    let server = Server::builder()
+        .agent(bank(Arc::clone(&store)))
+        .metrics(metrics.clone())
+        .metrics_open(true)
+        .build()
+        .unwrap();
+    let http = TestServer::start(server).await;
+    let config = NotifyConfig {
+        webhooks: vec![WebhookSpec {
+            url: Secret::new(format!("http://{hook_addr}/hook/{HOOK_TOKEN}")),
+            secret: Secret::new(format!(
+                "whsec_{}",
+                base64::engine::general_purpose::STANDARD.encode(b"a webhook secret of 32 bytes....")
+            )),
+            // Takes decisions only: a new hold reaches nobody.
+            events: vec!["hold.decided".into()],
+            roles: vec![],
+        }],
+        worker: WorkerOptions {
+            poll_interval: Duration::from_millis(5),
+            ..WorkerOptions::default()
+        },
+        ..NotifyConfig::default()
+    };
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).observer(Arc::new(Observe(metrics)));
+    let row = held("s-unrouted");
+    store
+        .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        worker.run_once().await.unwrap();
+        if worker.metrics().snapshot().unrouted > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let scraped = http.metrics().await;
+    let unrouted = crate::support::sample(&scraped, "holdpoint_notify_unrouted_total", &[("type", "hold.created")]);
+    assert_eq!(unrouted, 1.0, "{scraped}");
+    assert!(
+        !scraped.contains("holdpoint_notify_deliveries_total{"),
+        "nothing was delivered: {scraped}"
+    );
+    assert!(hook.hits.lock().unwrap().is_empty());
 }
