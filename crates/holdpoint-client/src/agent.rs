@@ -1,9 +1,9 @@
 //! One agent of a server: the routes of `holdpoint-server` under
 //! `/agents/{name}`.
 
-use holdpoint::FinishReason;
 use holdpoint::agent::{AgentInit, AgentInput, AgentOutput, PendingApproval};
 use holdpoint::session::{Snapshot, SnapshotStatus};
+use holdpoint::{FinishReason, Status};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -31,7 +31,7 @@ pub struct Aborted {
 /// An agent served over HTTP. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct RemoteAgent {
-    client: Client,
+    pub(crate) client: Client,
     name: String,
 }
 
@@ -53,7 +53,7 @@ impl RemoteAgent {
         &self.name
     }
 
-    fn path(&self, tail: &str) -> String {
+    pub(crate) fn path(&self, tail: &str) -> String {
         match &self.client.layout {
             Layout::Holdpoint => format!("/agents/{}{tail}", self.name),
             Layout::Genkit { prefix } => format!("{prefix}/{}{tail}", self.name),
@@ -63,10 +63,46 @@ impl RemoteAgent {
     /// Runs one turn from `init` and waits for its output. A failed turn
     /// is [`ClientError::TurnFailed`]; a resume that lost the exactly-once
     /// claim is a server error with status `ABORTED` (HTTP 409).
+    ///
+    /// An approver answers a hold that [`pending`](Self::pending) listed in
+    /// someone else's session with [`answer`](Self::answer) (or
+    /// [`approve`](Self::approve) / [`deny`](Self::deny)), not with a
+    /// resume: the owner's session is not found by its id for anyone else
+    /// (`NOT_FOUND`, whose message here says so), and a resume by the
+    /// snapshot id cannot meet a quorum above one (a failed turn,
+    /// `FAILED_PRECONDITION`).
     pub async fn run(&self, input: AgentInput, init: AgentInit) -> Result<AgentOutput> {
+        let resuming = input.resume.is_some();
         let body = json!({"data": input, "init": init});
-        let out: AgentOutput = self.client.call(&self.path(""), &body).await?;
+        let out: AgentOutput = self
+            .client
+            .call(&self.path(""), &body)
+            .await
+            .map_err(|e| self.explain_resume(e, resuming))?;
         fail_loudly(out)
+    }
+
+    /// A resume answered `NOT_FOUND`, said with the approver's way: the
+    /// server's 404 does not tell a session the caller may not see from a
+    /// hold in it the caller may answer, so the client names both.
+    fn explain_resume(&self, error: ClientError, resuming: bool) -> ClientError {
+        match error {
+            ClientError::Server {
+                http,
+                status: Status::NotFound,
+                message,
+            } if resuming && self.client.layout == Layout::Holdpoint => ClientError::Server {
+                http,
+                status: Status::NotFound,
+                message: format!(
+                    "{message}: an approver does not see the owner's session by its id; it answers a hold \
+                     it was listed in someone else's session with RemoteAgent::answer, approve or deny \
+                     (POST /agents/{}/answer)",
+                    self.name
+                ),
+            },
+            other => other,
+        }
     }
 
     /// Starts a new conversation with one user message.
@@ -78,6 +114,7 @@ impl RemoteAgent {
     /// they come, then the output.
     pub async fn stream(&self, input: AgentInput, init: AgentInit) -> Result<TurnStream> {
         let url = self.client.url(&self.path("?stream=true"));
+        let resuming = input.resume.is_some();
         let body = json!({"data": input, "init": init});
         let response = self
             .client
@@ -89,7 +126,7 @@ impl RemoteAgent {
         let http = response.status();
         if !http.is_success() {
             let bytes = response.bytes().await.unwrap_or_default();
-            return Err(server_error(&url, http.as_u16(), &bytes));
+            return Err(self.explain_resume(server_error(&url, http.as_u16(), &bytes), resuming));
         }
         Ok(TurnStream::new(url, response))
     }
@@ -148,15 +185,11 @@ impl RemoteAgent {
         }
     }
 
-    /// The paused calls of this agent the caller may see, oldest first.
+    /// The paused calls of this agent the caller may see, newest first, at
+    /// most `limit`: its own, and those its roles may answer. For one
+    /// session's, see [`pending_where`](Self::pending_where); for the
+    /// approver's queue with filters and pages, [`inbox`](Self::inbox).
     pub async fn pending(&self, limit: usize) -> Result<Vec<PendingApproval>> {
-        let listed: Value = self.client.get(&self.path(&format!("/pending?limit={limit}"))).await?;
-        let items = match listed {
-            Value::Object(mut map) => map.remove("items").or_else(|| map.remove("result")),
-            other => Some(other),
-        }
-        .unwrap_or(Value::Array(Vec::new()));
-        serde_json::from_value(items)
-            .map_err(|e| ClientError::protocol(&self.client.url(&self.path("/pending")), e.to_string()))
+        self.pending_where(crate::ListQuery::new().limit(limit)).await
     }
 }

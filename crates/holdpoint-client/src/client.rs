@@ -139,6 +139,44 @@ impl Client {
         decode(&url, response).await
     }
 
+    /// GETs `path` with the query `pairs` (an empty value is left out) and
+    /// decodes the `result` of the answer.
+    pub(crate) async fn get_result<T: DeserializeOwned>(&self, path: &str, pairs: &[(&str, String)]) -> Result<T> {
+        let url = self.url_with(path, pairs)?;
+        let response = self
+            .authorise(self.http.get(url.clone()))
+            .send()
+            .await
+            .map_err(|e| ClientError::transport(url.as_str(), e))?;
+        result_of(url.as_str(), response).await
+    }
+
+    /// DELETEs `path` and decodes the `result` of the answer.
+    pub(crate) async fn delete_result<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let url = self.url(path);
+        let response = self
+            .authorise(self.http.delete(&url))
+            .send()
+            .await
+            .map_err(|e| ClientError::transport(&url, e))?;
+        result_of(&url, response).await
+    }
+
+    /// The URL of `path` with the query `pairs`, percent-encoded; pairs
+    /// with an empty value are left out.
+    pub(crate) fn url_with(&self, path: &str, pairs: &[(&str, String)]) -> Result<reqwest::Url> {
+        let text = self.url(path);
+        let mut url = reqwest::Url::parse(&text).map_err(|e| ClientError::protocol(&text, e.to_string()))?;
+        let kept: Vec<&(&str, String)> = pairs.iter().filter(|(_, v)| !v.is_empty()).collect();
+        if !kept.is_empty() {
+            let mut query = url.query_pairs_mut();
+            for (key, value) in kept {
+                query.append_pair(key, value);
+            }
+        }
+        Ok(url)
+    }
+
     /// POSTs `body` and decodes the `result` of the answer.
     pub(crate) async fn call<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T> {
         let url = self.url(path);
@@ -147,14 +185,20 @@ impl Client {
             .send()
             .await
             .map_err(|e| ClientError::transport(&url, e))?;
-        let envelope: Value = decode(&url, response).await?;
-        let result = match envelope {
-            Value::Object(mut map) => map.remove("result"),
-            _ => None,
-        }
-        .ok_or_else(|| ClientError::protocol(&url, "the answer has no `result`"))?;
-        serde_json::from_value(result).map_err(|e| ClientError::protocol(&url, e.to_string()))
+        result_of(&url, response).await
     }
+}
+
+/// Reads a `{"result": …}` answer, turning an error status into
+/// [`ClientError::Server`].
+async fn result_of<T: DeserializeOwned>(url: &str, response: reqwest::Response) -> Result<T> {
+    let envelope: Value = decode(url, response).await?;
+    let result = match envelope {
+        Value::Object(mut map) => map.remove("result"),
+        _ => None,
+    }
+    .ok_or_else(|| ClientError::protocol(url, "the answer has no `result`"))?;
+    serde_json::from_value(result).map_err(|e| ClientError::protocol(url, e.to_string()))
 }
 
 /// Reads a JSON answer, turning an error status into [`ClientError::Server`].

@@ -35,14 +35,32 @@ pub enum ClientError {
     /// The turn failed: the output carries its snapshot id, state and error.
     #[error("the turn failed: {}", .0.error.as_ref().map_or("no error given", |e| e.message.as_str()))]
     TurnFailed(Box<holdpoint::agent::AgentOutput>),
+    /// An error of the core, passed on by `?` in code that mixes in-process
+    /// and remote calls (a tool's typed claim, a policy, a resume built by
+    /// hand). A core [`holdpoint::Error::TurnFailed`] becomes
+    /// [`ClientError::TurnFailed`] instead, so a failed turn is one variant
+    /// wherever it ran.
+    #[error(transparent)]
+    Core(holdpoint::Error),
+}
+
+impl From<holdpoint::Error> for ClientError {
+    fn from(error: holdpoint::Error) -> Self {
+        match error {
+            holdpoint::Error::TurnFailed(out) => ClientError::TurnFailed(out),
+            other => ClientError::Core(other),
+        }
+    }
 }
 
 impl ClientError {
-    /// The wire status of a server error, if this is one.
+    /// The wire status of a server error, a failed turn or a core error;
+    /// `None` for transport and protocol errors.
     pub fn status(&self) -> Option<Status> {
         match self {
             ClientError::Server { status, .. } => Some(*status),
             ClientError::TurnFailed(out) => out.error.as_ref().map(|e| e.status),
+            ClientError::Core(error) => Some(error.status()),
             _ => None,
         }
     }

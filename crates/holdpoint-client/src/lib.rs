@@ -37,12 +37,17 @@
 #![deny(missing_docs)]
 
 mod agent;
+mod approver;
 mod client;
 mod connection;
 mod error;
 mod stream;
 
-pub use agent::RemoteAgent;
+pub use agent::{Aborted, RemoteAgent};
+pub use approver::{
+    AnswerOutcome, AuditFilter, AuditPage, InboxCaller, InboxCounts, InboxItem, InboxOrder, InboxPage, InboxQuery,
+    InboxTool, ListQuery,
+};
 pub use client::{Client, Layout};
 pub use connection::RemoteConnection;
 pub use error::{ClientError, Result};
