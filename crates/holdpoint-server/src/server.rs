@@ -279,6 +279,17 @@ impl ServerBuilder {
         self
     }
 
+    /// How many of the open connections one client (an IPv4 address, an
+    /// IPv6 /64) may hold (at least 1). By default the bound in force less
+    /// a quarter of it, so a reverse proxy, whose address every connection
+    /// has, is not limited before the server is nearly full; set it lower
+    /// when clients connect directly. A connection past it is closed as
+    /// soon as it is accepted.
+    pub fn max_connections_per_client(mut self, max: usize) -> Self {
+        self.connections.max_per_client = Some(max.max(1));
+        self
+    }
+
     /// How long a request body may take to arrive (default 30 s; `None`:
     /// no limit). A client that sends its body slower is answered 408
     /// `DEADLINE_EXCEEDED`; it never holds up other requests.

@@ -181,3 +181,51 @@ async fn a_flood_from_one_client_leaves_the_server_reachable_for_others() {
     .expect("served after the flood");
     assert_eq!(again, 200);
 }
+
+/// `ServerBuilder::max_connections_per_client`: past its bound a client's
+/// next connection is closed at once, while another client is served and
+/// the first is served again once it lets a connection go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_client_bound_is_set_on_the_builder() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let server = Server::builder()
+        .agent(bank(memory()))
+        .max_connections_per_client(2)
+        .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        held.push(stream);
+    }
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    assert!(
+        closed_within(&mut third, Duration::from_secs(5)).await,
+        "a third connection from one client is closed"
+    );
+    assert_eq!(
+        healthz_from(Ipv4Addr::new(127, 0, 0, 2), addr).await.unwrap(),
+        200,
+        "another client is served"
+    );
+    drop(held);
+    let again = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match healthz_from(Ipv4Addr::LOCALHOST, addr).await {
+                Ok(code) => return code,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await
+    .expect("served once its connections are gone");
+    assert_eq!(again, 200);
+}
