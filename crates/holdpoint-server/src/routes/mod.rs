@@ -198,4 +198,50 @@ mod tests {
             "docs/reference.md §12.2 must list exactly ROUTES"
         );
     }
+
+    /// The section numbers of docs/reference.md (`## 10.`, `### 10.4`, …).
+    fn sections(reference: &str) -> Vec<Vec<u32>> {
+        reference
+            .lines()
+            .filter(|l| l.starts_with("##"))
+            .filter_map(|l| l.trim_start_matches('#').trim_start().split(' ').next())
+            .map(|n| n.trim_end_matches('.').split('.').map(str::parse).collect())
+            .filter_map(Result::ok)
+            .collect()
+    }
+
+    /// The reference this module cites: its sections are numbered 1, 2, …
+    /// at every level with none left out, and every `§N.M` it cites exists.
+    #[test]
+    fn the_reference_numbers_its_sections_without_gaps() {
+        let reference = include_str!("../../../../docs/reference.md");
+        let numbers = sections(reference);
+        let mut last: std::collections::BTreeMap<Vec<u32>, u32> = Default::default();
+        for n in &numbers {
+            let (own, parent) = n.split_last().expect("a number");
+            let expected = last.get(parent).map_or(1, |l| l + 1);
+            assert_eq!(
+                *own,
+                expected,
+                "docs/reference.md: section {n:?} follows {}",
+                expected - 1
+            );
+            last.insert(parent.to_vec(), *own);
+        }
+        for cited in reference.split('§').skip(1) {
+            let number: String = cited.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let number: Vec<u32> = number
+                .trim_end_matches('.')
+                .split('.')
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            if number.is_empty() {
+                continue; // "§N", the convention's placeholder
+            }
+            assert!(
+                numbers.contains(&number),
+                "docs/reference.md cites §{number:?}, which it does not have"
+            );
+        }
+    }
 }
