@@ -12,7 +12,7 @@
 //! | [`mod@generate`] | the generate loop ([`generate()`]), [`Resume`] directives and their validation |
 //! | [`middleware`] | hooks around model and tool calls that may hold a call |
 //! | [`approval`] | approval rules: CEL conditions, the roles that may answer, quorum |
-//! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types |
+//! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types, [`Caller`](agent::Caller) (who calls: principal, roles, actor) |
 //! | [`session`] | [`Snapshot`](session::Snapshot), the [`SessionStore`](session::SessionStore) trait, [`InMemoryStore`](session::InMemoryStore) |
 //! | [`error`] | one [`Error`] enum with a wire [`Status`] |
 //! | [`prelude`] | `use holdpoint::prelude::*;`: the traits (with `futures`' [`StreamExt`](prelude::StreamExt) for a connection's stream), agents, tools, messages, `Result`/`Error` |

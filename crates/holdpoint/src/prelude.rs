@@ -12,6 +12,7 @@
 //!   `.next()` on it comes from this trait;
 //! - agents: [`Agent`], [`AgentInit`], [`AgentInput`], [`AgentOutput`],
 //!   [`AgentStreamChunk`], [`Connection`], [`PendingApproval`],
+//!   [`Caller`] (who calls: principal, roles, actor) with [`AsCaller`],
 //!   [`RunOptions`] and [`Access`] for the caller's context, the typed
 //!   [`FailureReason`] of a failed turn, and [`Resume`] to answer paused
 //!   calls;
@@ -102,8 +103,8 @@
 pub use futures::StreamExt;
 
 pub use crate::agent::{
-    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Answer, Answered, Connection, FailureReason,
-    PendingApproval, RunOptions,
+    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Answer, Answered, AsCaller, Caller, Connection,
+    FailureReason, PendingApproval, RunOptions,
 };
 pub use crate::approval::{ApprovalReply, GrantRequest, GrantScope, Policy, RuleSpec};
 pub use crate::error::{Error, Result, Status};

@@ -21,6 +21,38 @@ pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
 }
 
 /// On whose behalf a read or an abort acts.
+///
+/// In process, the agent's own code reads everything ([`Access::Full`], the
+/// default); a server reads as its caller. A [`Caller`] gives its access
+/// with [`Caller::access`], and the reads take `&caller` directly:
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, Caller, RunOptions, Turn};
+/// use holdpoint::session::InMemoryStore;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let echo = Agent::custom("echo", |turn: Turn| async move {
+///     turn.reply_text("hi");
+///     Ok(())
+/// })
+/// .store(Arc::new(InMemoryStore::new()))
+/// .build()?;
+/// let alice = Caller::new("alice");
+/// let out = echo
+///     .run_with(AgentInput::text("hi"), RunOptions::new(AgentInit::new()).caller(alice.clone()))
+///     .await?;
+/// let id = out.snapshot_id.clone().expect("a stored snapshot");
+///
+/// // Alice reads her own session; Bob is told it does not exist.
+/// assert!(echo.snapshot(&id, &alice).await?.is_some());
+/// assert!(echo.snapshot(&id, &Caller::new("bob")).await?.is_none());
+/// assert!(echo.snapshot(&id, Access::As(Some("bob"))).await?.is_none());
+/// // The agent's own process reads everything.
+/// assert!(echo.snapshot(&id, Access::Full).await?.is_some());
+/// assert_eq!(echo.latest(&out.session_id).await?.map(|s| s.snapshot_id), Some(id));
+/// # Ok::<(), holdpoint::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Access<'a> {
     /// Every snapshot this agent wrote (the agent's own process, operators).
@@ -133,7 +165,37 @@ fn approves_a_hold_of(snapshot: &Snapshot, roles: &[String]) -> bool {
 
 /// Where a run or a connection starts and on whose behalf: the
 /// [`AgentInit`] and the request context that tools and middleware see
-/// (the principal under [`PRINCIPAL`], the acting person under [`ACTOR`]).
+/// (the principal under [`PRINCIPAL`], the roles under
+/// [`ROLES`](crate::approval::ROLES), the acting person under [`ACTOR`]).
+/// Set who calls with [`caller`](Self::caller), or piece by piece with
+/// [`principal`](Self::principal) and [`roles`](Self::roles).
+///
+/// ```
+/// use holdpoint::agent::{Agent, AgentInit, AgentInput, Caller, RunOptions, Turn};
+/// use serde_json::json;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let whoami = Agent::custom("whoami", |turn: Turn| async move {
+///     let who = Caller::from_context(&turn.request_context());
+///     turn.reply_text(format!("{} {:?}", who.principal().unwrap_or("nobody"), who.roles()));
+///     Ok(())
+/// })
+/// .build()?;
+///
+/// let options = RunOptions::new(AgentInit::new()).caller(Caller::new("alice").with_roles(["customer"]));
+/// let out = whoami.run_with(AgentInput::text("hi"), options).await?;
+/// assert_eq!(out.text(), r#"alice ["customer"]"#);
+///
+/// // The same, piece by piece, with an extra entry tools can read.
+/// let options = RunOptions::new(AgentInit::new())
+///     .principal("alice")
+///     .roles(["customer"])
+///     .with_context("tenant", json!("t1"));
+/// assert_eq!(options.context["tenant"], "t1");
+/// let out = whoami.run_with(AgentInput::text("hi"), options).await?;
+/// assert_eq!(out.text(), r#"alice ["customer"]"#);
+/// # Ok::<(), holdpoint::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunOptions {
     /// Where the run starts.
@@ -162,6 +224,43 @@ impl RunOptions {
     pub fn principal(mut self, principal: impl Into<String>) -> Self {
         self.context
             .insert(PRINCIPAL.to_owned(), Value::String(principal.into()));
+        self
+    }
+
+    /// The same options with these roles (sets
+    /// [`ROLES`](crate::approval::ROLES) in the context; an empty list
+    /// removes them): an approver's roles let a resume answer the holds
+    /// their approval rules cover (docs/reference.md §10.7).
+    pub fn roles<I, S>(mut self, roles: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let roles = Caller::anonymous().with_roles(roles);
+        match roles.roles() {
+            [] => self.context.remove(crate::approval::ROLES),
+            some => self.context.insert(
+                crate::approval::ROLES.to_owned(),
+                Value::Array(some.iter().cloned().map(Value::String).collect()),
+            ),
+        };
+        self
+    }
+
+    /// The same options acting for `caller`: its principal, roles and
+    /// actor replace those of the context (an absent one is removed), its
+    /// extra entries are added.
+    pub fn caller(mut self, caller: impl AsCaller) -> Self {
+        for key in [PRINCIPAL, crate::approval::ROLES, ACTOR] {
+            self.context.remove(key);
+        }
+        self.context.extend(caller.into_context());
+        self
+    }
+
+    /// The same options with an extra request-context entry.
+    pub fn with_context(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.context.insert(key.into(), value);
         self
     }
 }

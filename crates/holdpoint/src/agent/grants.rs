@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::worker::actor_of;
-use super::{Agent, principal_of};
+use super::{Agent, AsCaller, principal_of};
 use crate::approval::{Grant, GrantQuery, roles_of};
 use crate::error::{Error, Result};
 
@@ -17,10 +17,12 @@ fn manages(context: &Map<String, Value>, roles: &[String], grant: &Grant) -> boo
 }
 
 impl Agent {
-    /// This agent's grants that `query` selects and the caller `context`
-    /// describes may manage, newest first (read from the store: a revoke
-    /// anywhere is seen at once).
-    pub async fn grants(&self, query: GrantQuery, context: &Map<String, Value>) -> Result<Vec<Grant>> {
+    /// This agent's grants that `query` selects and `caller` (a
+    /// [`Caller`](super::Caller) or a request context, see [`AsCaller`])
+    /// may manage, newest first (read from the store: a revoke anywhere is
+    /// seen at once).
+    pub async fn grants(&self, query: GrantQuery, caller: impl AsCaller) -> Result<Vec<Grant>> {
+        let context = &caller.into_context();
         let roles = roles_of(context);
         let limit = query.limit();
         let query = GrantQuery {
@@ -41,11 +43,13 @@ impl Agent {
         Ok(found)
     }
 
-    /// Revokes grant `id` on behalf of the caller `context` describes
-    /// (recorded as `revokedBy`); it stops matching at once. `NOT_FOUND`
-    /// for a grant of another agent, or one the caller may not manage. A
-    /// grant revoked before is returned as it was.
-    pub async fn revoke_grant(&self, id: &str, context: &Map<String, Value>) -> Result<Grant> {
+    /// Revokes grant `id` on behalf of `caller` (a
+    /// [`Caller`](super::Caller) or a request context, see [`AsCaller`];
+    /// its actor is recorded as `revokedBy`); it stops matching at once.
+    /// `NOT_FOUND` for a grant of another agent, or one the caller may not
+    /// manage. A grant revoked before is returned as it was.
+    pub async fn revoke_grant(&self, id: &str, caller: impl AsCaller) -> Result<Grant> {
+        let context = &caller.into_context();
         let store = self.require_store()?;
         let roles = roles_of(context);
         let missing = || Error::NotFound(format!("grant {id} not found"));

@@ -8,8 +8,10 @@ impl Agent {
     /// `None` for an unknown id, for a row this agent did not write
     /// (another agent's of a shared store, one without `agent`, a claim
     /// marker; see [`Snapshot::belongs_to`]), and under [`Access::As`] for
-    /// another principal's (so ids cannot be probed).
-    pub async fn snapshot(&self, snapshot_id: &str, access: Access<'_>) -> Result<Option<Snapshot>> {
+    /// another principal's (so ids cannot be probed). `access` is an
+    /// [`Access`] or a `&`[`Caller`].
+    pub async fn snapshot<'a>(&self, snapshot_id: &str, access: impl Into<Access<'a>>) -> Result<Option<Snapshot>> {
+        let access = access.into();
         Ok(self
             .require_store()?
             .get_snapshot(snapshot_id)
@@ -20,12 +22,49 @@ impl Agent {
     /// The latest snapshot of a session of this agent, as `access` may see
     /// it: `None` for an unknown session and when its latest row is not
     /// this agent's or not visible (see [`snapshot`](Self::snapshot)).
-    pub async fn latest_snapshot(&self, session_id: &str, access: Access<'_>) -> Result<Option<Snapshot>> {
+    /// `access` is an [`Access`] or a `&`[`Caller`]: what a server passes
+    /// for its caller. In process, [`latest`](Self::latest) says the same
+    /// with [`Access::Full`].
+    pub async fn latest_snapshot<'a>(
+        &self,
+        session_id: &str,
+        access: impl Into<Access<'a>>,
+    ) -> Result<Option<Snapshot>> {
+        let access = access.into();
         Ok(self
             .require_store()?
             .get_latest_snapshot(session_id)
             .await?
             .filter(|s| s.belongs_to(&self.def.name) && access.sees(s)))
+    }
+
+    /// The latest snapshot of a session of this agent, read by the agent's
+    /// own process (every snapshot it wrote, whoever owns it):
+    /// [`latest_snapshot`](Self::latest_snapshot) with [`Access::Full`].
+    /// `None` for an unknown session and when its latest row is not this
+    /// agent's.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use holdpoint::agent::{Agent, Turn};
+    /// use holdpoint::session::InMemoryStore;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let echo = Agent::custom("echo", |turn: Turn| async move {
+    ///     turn.reply_text("hi");
+    ///     Ok(())
+    /// })
+    /// .store(Arc::new(InMemoryStore::new()))
+    /// .build()?;
+    /// let out = echo.run_text("hello").await?;
+    /// let latest = echo.latest(&out.session_id).await?.expect("the session's snapshot");
+    /// assert_eq!(Some(latest.snapshot_id), out.snapshot_id);
+    /// assert!(echo.latest("no-such-session").await?.is_none());
+    /// # Ok::<(), holdpoint::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[doc(alias = "latest_snapshot")]
+    pub async fn latest(&self, session_id: &str) -> Result<Option<Snapshot>> {
+        self.latest_snapshot(session_id, Access::Full).await
     }
 
     /// The paused calls of this agent's sessions that wait for an answer,
@@ -49,8 +88,14 @@ impl Agent {
     /// sessions', and for a caller with roles also those of anyone's whose
     /// approval rule names one of them (docs/reference.md §10.7). `query`
     /// narrows it as for [`pending`](Self::pending); its `owner` is
-    /// ignored for a caller with roles.
-    pub async fn pending_for(&self, query: SnapshotQuery, access: Access<'_>) -> Result<Vec<PendingApproval>> {
+    /// ignored for a caller with roles. `access` is an [`Access`] or a
+    /// `&`[`Caller`].
+    pub async fn pending_for<'a>(
+        &self,
+        query: SnapshotQuery,
+        access: impl Into<Access<'a>>,
+    ) -> Result<Vec<PendingApproval>> {
+        let access = access.into();
         let query = match access {
             Access::Full => query,
             Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
@@ -66,8 +111,9 @@ impl Agent {
         Ok(calls)
     }
 
-    /// Answers one paused call on behalf of the caller `context` describes
-    /// (its principal, roles and actor): see [`Answer`] and
+    /// Answers one paused call on behalf of `caller` (its principal, roles
+    /// and actor; a [`Caller`] or a request context, see [`AsCaller`]):
+    /// see [`Answer`] and
     /// docs/reference.md §10.7. A call held under an approval rule is
     /// answered only by an approver (or its owner, when self-approval is
     /// on): `PERMISSION_DENIED` naming the rule otherwise, with nothing
@@ -77,8 +123,8 @@ impl Agent {
     /// completes it, or any authorised denial, resumes the session as its
     /// owner, with the approver as the actor ([`Answered::Resumed`]). An
     /// expired hold cannot be approved (`FAILED_PRECONDITION`).
-    pub async fn answer(&self, answer: Answer, context: Map<String, Value>) -> Result<Answered> {
-        answer::answer(self, answer, context).await
+    pub async fn answer(&self, answer: Answer, caller: impl AsCaller) -> Result<Answered> {
+        answer::answer(self, answer, caller.into_context()).await
     }
 
     /// The paused calls of this agent's sessions that are *in doubt*
@@ -110,8 +156,13 @@ impl Agent {
     /// one of its roles; every call for the [`OPERATOR_ROLE`]. An owner a
     /// rule excluded (self-approval off) does not see that rule's calls
     /// here, since they may not settle them. `query.owner` is ignored for
-    /// a caller with roles.
-    pub async fn in_doubt_for(&self, query: SnapshotQuery, access: Access<'_>) -> Result<Vec<PendingApproval>> {
+    /// a caller with roles. `access` is an [`Access`] or a `&`[`Caller`].
+    pub async fn in_doubt_for<'a>(
+        &self,
+        query: SnapshotQuery,
+        access: impl Into<Access<'a>>,
+    ) -> Result<Vec<PendingApproval>> {
+        let access = access.into();
         let query = match access {
             Access::Full => query,
             Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
@@ -126,7 +177,8 @@ impl Agent {
     }
 
     /// Settles calls left in doubt (see [`in_doubt`](Self::in_doubt)) on
-    /// behalf of the principal in `context`: `resume` answers the paused
+    /// behalf of `caller` (a [`Caller`] or a request context, see
+    /// [`AsCaller`]): `resume` answers the paused
     /// calls of `snapshot_id` — `respond` with the result the operator found
     /// (the call ran), or `restart` to run it again deliberately — and the
     /// turn continues from there. The lapsed claim is taken over atomically
@@ -139,8 +191,8 @@ impl Agent {
     /// (never resumed, its claim still held, its resume finished, or a new
     /// message abandoned its calls),
     /// `NOT_FOUND` for an unknown or foreign snapshot.
-    pub async fn settle(&self, snapshot_id: &str, resume: Resume, context: Map<String, Value>) -> Result<AgentOutput> {
-        settle::settle(self, snapshot_id, resume, context).await
+    pub async fn settle(&self, snapshot_id: &str, resume: Resume, caller: impl AsCaller) -> Result<AgentOutput> {
+        settle::settle(self, snapshot_id, resume, caller.into_context()).await
     }
 
     /// This agent's audit trail, newest first (`query.agent` is set to it).
@@ -155,8 +207,10 @@ impl Agent {
     /// Aborts a detached run. Returns the status the snapshot had (`None`
     /// for an unknown id, and for a row `access` may not see: see
     /// [`snapshot`](Self::snapshot)). For a pending run it waits briefly
-    /// for the worker to settle the row as `aborted`.
-    pub async fn abort(&self, snapshot_id: &str, access: Access<'_>) -> Result<Option<SnapshotStatus>> {
+    /// for the worker to settle the row as `aborted`. `access` is an
+    /// [`Access`] or a `&`[`Caller`].
+    pub async fn abort<'a>(&self, snapshot_id: &str, access: impl Into<Access<'a>>) -> Result<Option<SnapshotStatus>> {
+        let access = access.into();
         let owned = self.snapshot(snapshot_id, access).await?.filter(|s| access.owns(s));
         if owned.is_none() {
             return Ok(None);

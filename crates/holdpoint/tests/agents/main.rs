@@ -6,6 +6,7 @@ mod abandon;
 mod approval;
 mod approvers;
 mod background;
+mod caller;
 mod connection;
 mod detach;
 mod fail_loudly;
