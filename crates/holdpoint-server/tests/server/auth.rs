@@ -177,7 +177,8 @@ async fn sessions_belong_to_their_principal() {
         )
         .await;
     assert_eq!(audit["result"][0]["principal"], "alice", "{audit:#}");
-    assert_eq!(audit["result"][0]["decision"], "restart");
+    // `Approval { approved }` means yes or no: the restart is an approval.
+    assert_eq!(audit["result"][0]["decision"], "approve");
     let (_, mine) = s.get("/agents/bankingAgent/audit", Some(ALICE_APPROVER_KEY)).await;
     assert_eq!(mine["result"].as_array().unwrap().len(), 1);
     let (_, bobs) = s.get("/agents/bankingAgent/audit", Some(BOB_KEY)).await;

@@ -15,6 +15,7 @@ mod cursors;
 mod decisions;
 mod descriptors;
 mod disk;
+mod first_hour;
 mod grants;
 mod hardening;
 mod inbox;

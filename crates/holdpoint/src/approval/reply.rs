@@ -3,6 +3,7 @@
 //! the tool's JSON by hand (docs/reference.md §10.8).
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize as SerializeDerive};
 use serde_json::{Map, Value};
 
@@ -77,6 +78,66 @@ impl ReplyShape {
             .find(|(_, v)| v.as_str() == Some(PROBE))
             .map(|(k, _)| k.clone());
         Ok(ReplyShape { approve, deny, reason })
+    }
+
+    /// The shape of a resume type with one `bool` field and nothing else
+    /// it requires — the README's `Approval { approved: bool }` — read from
+    /// its JSON Schema (`schema`): approve sets the field to `true`, deny to
+    /// `false`, and a reason goes under its one optional string field, if
+    /// it has exactly one. `None` when the type has no such field, several,
+    /// or another field it cannot do without; then a tool that wants
+    /// approve and deny implements [`ApprovalReply`]. Every candidate is
+    /// checked by decoding it into `T` and encoding it back, so a field
+    /// that does not round-trip is never guessed.
+    ///
+    /// [`ResumableTool::define`](crate::tool::ResumableTool::define) uses
+    /// it, so such a tool answers `approve` / `deny` with no ceremony.
+    ///
+    /// ```
+    /// use holdpoint::approval::ReplyShape;
+    /// use holdpoint::tool::schema_for;
+    /// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    /// struct Approval { approved: bool, reason: Option<String> }
+    /// let shape = ReplyShape::infer::<Approval>(&schema_for::<Approval>()).unwrap();
+    /// assert_eq!(shape.answer(true, None), serde_json::json!({"approved": true}).as_object().unwrap().clone());
+    /// assert_eq!(shape.reason.as_deref(), Some("reason"));
+    /// ```
+    pub fn infer<T: Serialize + DeserializeOwned>(schema: &Value) -> Option<ReplyShape> {
+        let properties = schema.get("properties")?.as_object()?;
+        let is = |prop: &Value, ty: &str| match prop.get("type") {
+            Some(Value::String(t)) => t == ty,
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == ty) && ts.iter().all(|t| t == ty || t == "null"),
+            _ => false,
+        };
+        let mut flags = properties.iter().filter(|(_, p)| is(p, "boolean")).map(|(k, _)| k);
+        let (flag, None) = (flags.next()?, flags.next()) else {
+            return None;
+        };
+        // `data` decodes into `T`, and `T` encodes back with every entry of
+        // `data`: the type means what the candidate says.
+        let fits = |data: &Map<String, Value>| {
+            let decoded: T = serde_json::from_value(Value::Object(data.clone())).ok()?;
+            let back = object_of(&decoded).ok()?;
+            data.iter().all(|(k, v)| back.get(k) == Some(v)).then_some(())
+        };
+        let with = |value: bool| Map::from_iter([(flag.clone(), Value::Bool(value))]);
+        let (approve, deny) = (with(true), with(false));
+        fits(&approve)?;
+        fits(&deny)?;
+        let mut reasons = properties
+            .iter()
+            .filter(|(k, p)| *k != flag && is(p, "string"))
+            .map(|(k, _)| k)
+            .filter(|k| {
+                let mut probed = deny.clone();
+                probed.insert((*k).clone(), Value::String(PROBE.to_owned()));
+                fits(&probed).is_some()
+            });
+        let reason = match (reasons.next(), reasons.next()) {
+            (Some(k), None) => Some(k.clone()),
+            _ => None,
+        };
+        Some(ReplyShape { approve, deny, reason })
     }
 
     /// The shape a paused part carries, if any.

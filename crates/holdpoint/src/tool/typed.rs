@@ -112,6 +112,14 @@ where
     Res: DeserializeOwned + Serialize + JsonSchema + Default + Send + 'static,
 {
     /// Defines a resumable tool. Fails when `Res` is not a struct or map.
+    ///
+    /// When `Res` has one `bool` field and needs no other (`Approval {
+    /// approved: bool }`, with perhaps an optional `reason: Option<String>`),
+    /// approve and deny map onto it ([`ReplyShape::infer`]): `holdpoint
+    /// approve` / `deny`, `POST /agents/{name}/answer`, the page and
+    /// [`Agent::answer`](crate::agent::Agent::answer) answer its holds with
+    /// no more code. Any other resume type says yes or no through
+    /// [`approval_reply`](Self::approval_reply).
     pub fn define<F, Fut>(name: impl Into<String>, description: impl Into<String>, f: F) -> Result<Self>
     where
         F: Fn(ToolContext, In, Option<Res>) -> Fut + Send + Sync + 'static,
@@ -124,7 +132,11 @@ where
                 "resumable tool \"{name}\": the resume type must be a struct or map (a JSON object), its schema is {res_schema}"
             )));
         }
-        Ok(Self::build(name, description.into(), f))
+        let reply = ReplyShape::infer::<Res>(&res_schema).map(Arc::new);
+        Ok(ResumableTool {
+            reply,
+            ..Self::build(name, description.into(), f)
+        })
     }
 
     fn build<F, Fut>(name: String, description: String, f: F) -> Self
@@ -159,6 +171,8 @@ where
     /// records them `approve` or `deny`, and an approval rule that covers
     /// it annotates its own interrupt instead of holding it first.
     /// Fails when approve and deny serialise alike or not to objects.
+    /// Not needed for a resume type with one `bool` field (see
+    /// [`define`](Self::define)); declared, it replaces the inferred shape.
     pub fn approval_reply(mut self) -> Result<Self>
     where
         Res: ApprovalReply,
@@ -169,8 +183,18 @@ where
 
     /// Claims a paused call of this tool: `Some` only for this tool's own,
     /// unresolved interrupt (not a middleware's hold) whose input decodes
-    /// into `In`.
+    /// into `In`. A sub-agent call that surfaced its child's holds is seen
+    /// through: when exactly one of them is this tool's, that one is
+    /// claimed under its compound ref, answerable at the root (with
+    /// several, claim each from [`AgentOutput::holds`](crate::agent::AgentOutput::holds)).
     pub fn interrupted(&self, part: &Part) -> Option<Interrupted<In, Out, Res>> {
+        if crate::agent::subagent::SurfacedHold::is_surfaced(part) {
+            let mut ours = crate::agent::subagent::answerable(part)
+                .into_iter()
+                .filter_map(|p| self.interrupted(&p));
+            let first = ours.next()?;
+            return ours.next().is_none().then_some(first);
+        }
         let req = part.as_tool_request()?;
         if req.name != self.inner.definition.name || !part.is_interrupt() || part.interrupted_by().is_some() {
             return None;

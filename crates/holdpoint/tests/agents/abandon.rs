@@ -308,8 +308,10 @@ async fn approval_races_a_new_message(inner: Arc<dyn SessionStore>, approval_fir
         .collect();
     assert_eq!(children.len(), 1, "one successor of the paused snapshot: {children:?}");
     let decisions: Vec<_> = r.audit_of(&snap).await.into_iter().map(|a| a.decision).collect();
+    // The teller's `Approval { approved }` means yes or no, so its
+    // restart is recorded as an approval.
     let expected = if won(&approved) {
-        AuditDecision::Restart
+        AuditDecision::Approve
     } else {
         AuditDecision::Abandoned
     };
@@ -362,7 +364,7 @@ async fn branching_from_older_snapshots(store: Arc<dyn SessionStore>) {
         .unwrap();
     assert_eq!(branch.finish_reason, FinishReason::Stop, "{branch:?}");
     let decisions: Vec<_> = t.audit_of(&snap).await.into_iter().map(|a| a.decision).collect();
-    assert_eq!(decisions, vec![AuditDecision::Restart], "nothing abandoned");
+    assert_eq!(decisions, vec![AuditDecision::Approve], "nothing abandoned");
     assert_eq!(t.runs(), 1);
 
     // Never answered: a branch from an earlier snapshot leaves the paused

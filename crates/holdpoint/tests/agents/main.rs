@@ -16,6 +16,7 @@ mod in_doubt_roles;
 mod isolation;
 mod partial_atomic;
 mod pending_page;
+mod readme_tool;
 mod resumable;
 mod resume;
 mod state;

@@ -374,7 +374,8 @@ async fn pending_listing_and_audit_trail_follow_the_decisions() {
     );
     let audit = b.agent.audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1);
-    assert_eq!(audit[0].decision, AuditDecision::Restart);
+    // `Approval { approved, reason }` means yes or no: an approval.
+    assert_eq!(audit[0].decision, AuditDecision::Approve);
     assert_eq!(audit[0].tool, "transferMoney");
     assert_eq!(audit[0].snapshot_id, paused.snapshot_id.unwrap());
     assert_eq!(
