@@ -26,6 +26,12 @@
 //! [`holdpoint::agent::PRINCIPAL`]: tools and middleware see it, the sessions
 //! it starts belong to it (another principal gets 404 for them), and it is
 //! written into the audit trail.
+//!
+//! An [`Identity`] is the core's [`holdpoint::agent::Caller`] (principal,
+//! roles, actor, context) plus the agents it may use:
+//! [`Identity::caller`] gives the caller the agent sees, and
+//! `Identity::from(caller)` makes one allowed every agent. The
+//! request context is the caller's ([`holdpoint::agent::Caller::context`]).
 
 mod api_key;
 mod jwt;
@@ -38,7 +44,7 @@ use async_trait::async_trait;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
-use holdpoint::agent::PRINCIPAL;
+use holdpoint::agent::{AsCaller, PRINCIPAL};
 use holdpoint::approval::ROLES;
 use serde_json::{Map, Value};
 
@@ -102,7 +108,21 @@ impl AgentScope {
     }
 }
 
-/// An authenticated (or anonymous) caller.
+/// An authenticated (or anonymous) caller: a core
+/// [`Caller`](holdpoint::agent::Caller) ([`Identity::caller`]) and the
+/// agents it may use. Agent methods that act for someone take `&identity`
+/// directly (it is [`AsCaller`]).
+///
+/// ```
+/// use holdpoint::agent::Caller;
+/// use holdpoint_server::auth::{AgentScope, Identity};
+///
+/// let olga = Identity::new("olga").with_roles(["finance"]).with_scope(AgentScope::only(["bank"]));
+/// assert_eq!(olga.caller(), Caller::new("olga").with_roles(["finance"]));
+/// assert_eq!(olga.request_context(), olga.caller().context());
+/// // And back: a core caller as an identity allowed every agent.
+/// assert_eq!(Identity::from(Caller::new("olga").with_roles(["finance"])), Identity::new("olga").with_roles(["finance"]));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Identity {
     /// Who it is; `None` only for anonymous access.
@@ -137,7 +157,8 @@ impl Identity {
         self
     }
 
-    /// The same identity with these roles.
+    /// The same identity with these roles (replacing them), as
+    /// [`Caller::with_roles`](holdpoint::agent::Caller::with_roles).
     pub fn with_roles<I, S>(mut self, roles: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -158,28 +179,27 @@ impl Identity {
         self.principal.as_deref()
     }
 
-    /// The request context handed to the agent.
+    /// The caller the agent sees: the principal, the roles (only from
+    /// [`roles`](Self::roles), never from claims copied into the context),
+    /// a string [`ACTOR`](holdpoint::agent::ACTOR) of the context as the
+    /// actor, and the rest of the context.
+    pub fn caller(&self) -> holdpoint::agent::Caller {
+        let base = match &self.principal {
+            Some(p) => holdpoint::agent::Caller::new(p.clone()),
+            None => holdpoint::agent::Caller::anonymous(),
+        };
+        // `with_context` ignores a principal or roles smuggled into the
+        // context, and reads a string actor as the actor.
+        self.context
+            .iter()
+            .fold(base, |caller, (k, v)| caller.with_context(k.clone(), v.clone()))
+            .with_roles(self.roles.iter().cloned())
+    }
+
+    /// The request context handed to the agent: [`caller`](Self::caller)'s
+    /// ([`holdpoint::agent::Caller::context`]).
     pub fn request_context(&self) -> Map<String, Value> {
-        let mut context = self.context.clone();
-        match &self.principal {
-            Some(p) => {
-                context.insert(PRINCIPAL.to_owned(), Value::String(p.clone()));
-            }
-            None => {
-                context.remove(PRINCIPAL);
-            }
-        }
-        // Roles come only from the provider's `roles`, never from claims
-        // copied into the context.
-        if self.roles.is_empty() {
-            context.remove(ROLES);
-        } else {
-            context.insert(
-                ROLES.to_owned(),
-                Value::Array(self.roles.iter().cloned().map(Value::String).collect()),
-            );
-        }
-        context
+        self.caller().context()
     }
 
     /// `Ok` when this identity may use `agent`, else 403.
@@ -191,6 +211,47 @@ impl Identity {
             "principal \"{}\" may not use agent \"{agent}\"",
             self.principal.as_deref().unwrap_or("anonymous")
         )))
+    }
+}
+
+impl From<&Identity> for holdpoint::agent::Caller {
+    fn from(identity: &Identity) -> Self {
+        identity.caller()
+    }
+}
+
+impl From<Identity> for holdpoint::agent::Caller {
+    fn from(identity: Identity) -> Self {
+        identity.caller()
+    }
+}
+
+impl From<holdpoint::agent::Caller> for Identity {
+    /// The identity of `caller`, allowed every agent.
+    fn from(caller: holdpoint::agent::Caller) -> Self {
+        // The extra context and the actor (when one is named) stay in the
+        // context; the principal and roles have fields of their own.
+        let mut context = caller.context();
+        context.remove(PRINCIPAL);
+        context.remove(ROLES);
+        Identity {
+            principal: caller.principal().map(str::to_owned),
+            context,
+            scope: AgentScope::All,
+            roles: caller.roles().iter().cloned().collect(),
+        }
+    }
+}
+
+impl AsCaller for &Identity {
+    fn into_context(self) -> Map<String, Value> {
+        self.request_context()
+    }
+}
+
+impl AsCaller for Identity {
+    fn into_context(self) -> Map<String, Value> {
+        self.request_context()
     }
 }
 
@@ -257,7 +318,9 @@ impl Authenticator {
 }
 
 /// The caller of a request, as the server's providers established it
-/// (from any handler state that holds the server's authenticator).
+/// (from any handler state that holds the server's authenticator): an
+/// axum extractor of the [`Identity`]. The core's typed caller is
+/// [`holdpoint::agent::Caller`] ([`Identity::caller`]).
 #[derive(Debug, Clone)]
 pub struct Caller(pub Identity);
 
@@ -286,6 +349,7 @@ pub(crate) fn bearer(parts: &Parts) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use holdpoint::agent::ACTOR;
     use serde_json::json;
 
     #[test]
@@ -301,6 +365,73 @@ mod tests {
         assert!(!smuggled.request_context().contains_key(ROLES));
         let olga = Identity::new("olga").with_roles(["finance"]);
         assert_eq!(olga.request_context()[ROLES], json!(["finance"]));
+    }
+
+    /// The request context as it was built before `Identity` was made of
+    /// a core `Caller`.
+    fn context_before(id: &Identity) -> Map<String, Value> {
+        let mut context = id.context.clone();
+        match &id.principal {
+            Some(p) => context.insert(PRINCIPAL.to_owned(), Value::String(p.clone())),
+            None => context.remove(PRINCIPAL),
+        };
+        if id.roles.is_empty() {
+            context.remove(ROLES);
+        } else {
+            context.insert(
+                ROLES.to_owned(),
+                Value::Array(id.roles.iter().cloned().map(Value::String).collect()),
+            );
+        }
+        context
+    }
+
+    #[test]
+    fn an_identity_is_a_core_caller_with_the_same_context_as_before() {
+        let identities = [
+            Identity::anonymous(),
+            Identity::new("alice"),
+            Identity::new("olga").with_roles(["support", "finance"]),
+            Identity::new("jwt:iss#sub")
+                .with_roles(["finance"])
+                .with_context("auth", json!({"method": "jwt", "claims": {"sub": "sub"}}))
+                .with_context(ACTOR, json!("Olga P.")),
+            Identity::anonymous()
+                .with_context(PRINCIPAL, json!("mallory"))
+                .with_context(ROLES, json!(["operator"])),
+            Identity::new("svc").with_scope(AgentScope::only(["bank"])),
+        ];
+        for id in &identities {
+            assert_eq!(id.request_context(), context_before(id), "{id:?}");
+            assert_eq!(id.caller().context(), context_before(id), "{id:?}");
+            assert_eq!(id.into_context(), context_before(id), "{id:?}");
+            assert_eq!(
+                holdpoint::agent::Caller::from_context(&context_before(id)),
+                id.caller(),
+                "{id:?}"
+            );
+        }
+        let olga = identities[3].caller();
+        assert_eq!(olga.principal(), Some("jwt:iss#sub"));
+        assert_eq!(olga.roles(), ["finance"]);
+        assert_eq!(olga.actor(), Some("Olga P."));
+        let roles = ["finance".to_owned()];
+        assert_eq!(
+            olga.access(),
+            holdpoint::agent::Access::Caller {
+                principal: Some("jwt:iss#sub"),
+                roles: &roles,
+            }
+        );
+        // Back from a core caller: the same identity, allowed every agent.
+        let again = Identity::from(olga.clone());
+        assert_eq!(again.scope, AgentScope::All);
+        assert_eq!(again.caller(), olga);
+        assert_eq!(again.request_context(), identities[3].request_context());
+        assert_eq!(
+            Identity::from(holdpoint::agent::Caller::anonymous()),
+            Identity::anonymous()
+        );
     }
 
     #[test]
