@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use holdpoint::agent::{Agent, AgentInit, AgentInput, Answer, PendingApproval};
 use holdpoint::approval::{GrantQuery, GrantRequest, GrantScope, Policy, RuleSpec};
-use holdpoint::session::{InMemoryStore, ResumeClaim, SessionStore};
+use holdpoint::session::{EndpointStop, InMemoryStore, ResumeClaim, SessionStore};
 use holdpoint::tool::{DynamicTool, ResumableTool};
 use holdpoint::{FinishReason, Part, Resume, ScriptedModel, ScriptedTurn, Status, ToolContext};
-use holdpoint_client::{AnswerOutcome, AuditFilter, Client, ClientError, InboxQuery, ListQuery, RemoteAgent};
+use holdpoint_client::{
+    AnswerOutcome, AuditFilter, Client, ClientError, InboxQuery, ListQuery, NotificationQuery, RemoteAgent,
+};
 use holdpoint_server::Server;
 use holdpoint_server::auth::ApiKeys;
 use schemars::JsonSchema;
@@ -134,6 +136,7 @@ async fn bank() -> Bank {
     let server = Server::builder()
         .agent(payer(store.clone(), &paid))
         .agent(quiz())
+        .notifications(store.clone())
         .api_keys(
             ApiKeys::new()
                 .key_with_roles(ALICE, "alice", ["customer"])
@@ -522,4 +525,62 @@ async fn a_misfit_answer_is_invalid_argument_and_core_errors_pass_through_questi
     assert_eq!(err.status(), Some(Status::InvalidArgument), "{err}");
     let said = approve_by_hand(&quiz, &call.part, &held.session_id).await.unwrap();
     assert_eq!(said, "noted");
+}
+
+#[tokio::test]
+async fn an_operator_reads_and_steers_the_notification_pipe() {
+    let b = bank().await;
+    let held = b.payer(ALICE).run_text("500").await.unwrap();
+    let opal = b.client(OPAL);
+
+    let page = opal.notifications(NotificationQuery::new()).await.unwrap();
+    let row = page
+        .notifications
+        .iter()
+        .find(|n| n.snapshot_id == held.snapshot_id.clone().unwrap())
+        .unwrap_or_else(|| panic!("{page:#?}"))
+        .clone();
+    assert_eq!(row.state, "pending");
+    assert_eq!(row.tool.as_deref(), Some("payBill"));
+    let err = b
+        .client(OLGA)
+        .notifications(NotificationQuery::new())
+        .await
+        .unwrap_err();
+    assert_eq!(server_error(&err).0, 403, "{err}");
+    assert!(
+        opal.notifications(NotificationQuery::new().state("dead"))
+            .await
+            .unwrap()
+            .notifications
+            .is_empty()
+    );
+
+    let retried = opal.retry_notification(&row.id).await.unwrap();
+    assert_eq!((retried.id.as_str(), retried.attempts), (row.id.as_str(), 0));
+    let err = opal.retry_notification("no-such-row").await.unwrap_err();
+    assert_eq!(err.status(), Some(Status::NotFound), "{err}");
+
+    b.store
+        .stop_endpoint(EndpointStop {
+            channel: "webhook:0".into(),
+            fingerprint: "f".into(),
+            reason: "410 Gone".into(),
+            stopped_at: chrono::Utc::now(),
+        })
+        .await
+        .unwrap();
+    let page = opal.notifications(NotificationQuery::new().limit(1)).await.unwrap();
+    assert_eq!(page.endpoints.len(), 1);
+    assert_eq!(page.endpoints[0].channel, "webhook:0");
+    opal.enable_endpoint("webhook:0").await.unwrap();
+    let err = opal.enable_endpoint("webhook:0").await.unwrap_err();
+    assert_eq!(err.status(), Some(Status::NotFound), "{err}");
+    assert!(
+        opal.notifications(NotificationQuery::new())
+            .await
+            .unwrap()
+            .endpoints
+            .is_empty()
+    );
 }
