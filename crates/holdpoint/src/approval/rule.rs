@@ -8,6 +8,26 @@ use crate::session::HoldTimers;
 /// The shape of one approval rule as configured (a `[[approval.rules]]`
 /// table): plain data, checked by [`Policy::new`]. Its default is the
 /// configuration file's: quorum 1, self-approval on, no timers.
+///
+/// ```
+/// use holdpoint::approval::{Policy, RuleSpec};
+///
+/// // `[[approval.rules]]` with tool = "transferMoney", when = "input.amount > 10000",
+/// // approvers = ["finance"], quorum = 2, self_approval = false:
+/// let large = RuleSpec {
+///     name: Some("large transfers".into()),
+///     tool: Some("transferMoney".into()),
+///     when: Some("input.amount > 10000".into()),
+///     approvers: vec!["finance".into()],
+///     quorum: 2,
+///     self_approval: false,
+///     ..RuleSpec::default()
+/// };
+/// // The rest as the file leaves it: every agent, one approver, the owner may answer.
+/// let plain = RuleSpec::default();
+/// assert_eq!((plain.agent, plain.quorum, plain.self_approval), (None, 1, true));
+/// assert!(Policy::new([large]).is_ok());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSpec {
     /// A name for errors, listings and the audit (defaults to `rule N`).
@@ -227,6 +247,53 @@ impl CallFacts<'_> {
 }
 
 /// An ordered list of rules; the first that matches a call governs it.
+/// An agent takes one with
+/// [`AgentBuilder::approval_policy`](crate::agent::AgentBuilder::approval_policy).
+///
+/// ```
+/// use holdpoint::approval::{CallFacts, Policy, PolicyField, RuleSpec};
+/// use serde_json::json;
+///
+/// # fn main() -> holdpoint::Result<()> {
+/// let policy = Policy::new([
+///     RuleSpec {
+///         name: Some("large transfers".into()),
+///         tool: Some("transferMoney".into()),
+///         when: Some("input.amount > 10000".into()),
+///         approvers: vec!["finance".into()],
+///         quorum: 2,
+///         ..RuleSpec::default()
+///     },
+///     RuleSpec {
+///         tool: Some("close*".into()), // a glob
+///         approvers: vec!["support".into()],
+///         ..RuleSpec::default()
+///     },
+/// ])?; // a PolicyError converts into holdpoint::Error
+///
+/// // What the rule gate checks for each call of an agent with this policy:
+/// let input = json!({"amount": 25000, "toAccount": "savings"});
+/// let context = json!({"principal": "alice"}).as_object().cloned().unwrap_or_default();
+/// let call = CallFacts {
+///     agent: "bankingAgent",
+///     tool: "transferMoney",
+///     input: &input,
+///     context: &context,
+///     tool_metadata: None,
+/// };
+/// let rule = policy.first_match(&call).map_err(|e| holdpoint::Error::Internal(e.to_string()))?;
+/// assert_eq!(rule.map(|r| r.name.as_str()), Some("large transfers"));
+///
+/// // A condition that does not compile stops the build, naming the rule and field.
+/// let bad = Policy::new([RuleSpec {
+///     when: Some("input.amount >".into()),
+///     approvers: vec!["finance".into()],
+///     ..RuleSpec::default()
+/// }]);
+/// assert_eq!(bad.unwrap_err().field, PolicyField::When);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     rules: Vec<Rule>,
