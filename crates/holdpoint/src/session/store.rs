@@ -31,6 +31,47 @@ pub type SnapshotUpdate = Box<dyn FnOnce(Option<&Snapshot>) -> Result<Option<Sna
 /// the session id of an existing row, return copies rather than aliases,
 /// and report status changes to [`watch_status`](Self::watch_status)
 /// subscribers. The `holdpoint-testkit` store suite checks all of it.
+///
+/// An agent takes a store with [`AgentBuilder::store`](crate::agent::AgentBuilder::store)
+/// (here [`InMemoryStore`](super::InMemoryStore); `SqliteStore` and
+/// `PostgresStore` live in their own crates, and `holdpoint_stores::open_store(url)`
+/// opens any of them). Reading it directly is for tools of your own;
+/// the agent's methods (`pending`, `snapshot`, `audit`) add the access checks.
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdpoint::prelude::*;
+/// use holdpoint::session::SnapshotStatus;
+/// use serde_json::json;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> holdpoint::Result<()> {
+/// let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+/// let model = ScriptedModel::new("scripted");
+/// model.push(ScriptedTurn::tool_call("closeAccount", json!({"account": "savings"})));
+/// let close = DynamicTool::new("closeAccount", "Closes an account", json!({"type": "object"}), |_ctx, _input| async move {
+///     Ok(json!({"closed": true}))
+/// });
+/// let agent = Agent::builder("bankingAgent")
+///     .model(Arc::new(model))
+///     .tool(close)
+///     .middleware(ToolApproval::allow(["getBalance"]).into_middleware())
+///     .store(Arc::clone(&store))
+///     .build()?;
+/// let held = agent.run_text("close my savings account").await?;
+///
+/// // The paused turn is a row of the store: the session's latest snapshot, waiting.
+/// let row = store.get_latest_snapshot(&held.session_id).await?.expect("saved");
+/// assert_eq!(Some(&row.snapshot_id), held.snapshot_id.as_ref());
+/// assert_eq!(row.status, SnapshotStatus::Completed); // the turn finished, interrupted
+/// assert!(row.is_waiting());
+/// let waiting = store
+///     .list_snapshots(&SnapshotQuery { waiting_only: true, ..SnapshotQuery::default() })
+///     .await?;
+/// assert_eq!(waiting.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// The snapshot with this id, with its status as read now
