@@ -33,6 +33,26 @@ pub enum AnswerKind {
 }
 
 /// One person's answer to one paused call.
+///
+/// Given with [`Agent::answer`](super::Agent::answer) and the caller who
+/// answers (a [`Caller`](super::Caller) with the roles an approval rule
+/// names, or the session's owner); the same struct is the `data` of `POST
+/// /agents/{name}/answer` and what `holdpoint approve` / `deny` send. The
+/// README's "Approvers and quorum" runs a whole quorum with it.
+///
+/// ```
+/// use holdpoint::agent::{Answer, AnswerKind};
+/// use serde_json::json;
+///
+/// let yes = Answer::approve("snap-1").reference("ref-0"); // the ref only tells calls apart
+/// let no = Answer::deny("snap-1", None);
+/// assert_eq!(no.decision, AnswerKind::Deny);
+/// // On the wire (the HTTP body's `data`):
+/// assert_eq!(
+///     serde_json::to_value(&yes).ok(),
+///     Some(json!({"snapshotId": "snap-1", "ref": "ref-0", "decision": "approve"}))
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
