@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use holdpoint::agent::Answer;
-use holdpoint::approval::{Grant, GrantQuery, GrantRequest, GrantScope};
+use holdpoint::approval::{Grant, GrantQuery, GrantRequest, GrantScope, GrantTtl};
 use serde_json::{Value, json};
 
 use crate::backend::{Backend, find_call};
@@ -39,7 +39,7 @@ pub struct GrantArgs {
     pub grant: Option<String>,
     /// How long the grant lasts (e.g. 30m, 1h, 2d).
     #[arg(long, requires = "grant")]
-    pub grant_ttl: Option<String>,
+    pub grant_ttl: Option<GrantTtl>,
     /// How many calls the grant lets through.
     #[arg(long, requires = "grant")]
     pub grant_uses: Option<u32>,
@@ -56,7 +56,7 @@ impl GrantArgs {
         Ok(Some(GrantRequest {
             scope,
             when: self.grant_when.clone(),
-            ttl: self.grant_ttl.clone(),
+            ttl: self.grant_ttl,
             uses: self.grant_uses,
         }))
     }

@@ -88,13 +88,22 @@ impl Answer {
         }
     }
 
-    /// A denial of the paused call of `snapshot_id`.
-    pub fn deny(snapshot_id: impl Into<String>, reason: Option<String>) -> Self {
+    /// A denial of the paused call of `snapshot_id`, with a reason the
+    /// model is told (as [`ApprovalHold::deny`](crate::middleware::ApprovalHold::deny)
+    /// takes it).
+    pub fn deny(snapshot_id: impl Into<String>, reason: Option<&str>) -> Self {
         Answer {
             decision: AnswerKind::Deny,
-            reason,
+            reason: reason.map(str::to_owned),
             ..Answer::approve(snapshot_id)
         }
+    }
+
+    /// The same answer with a reason (recorded in the audit; the model is
+    /// told a denial's).
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
     }
 
     /// The same answer asking for a standing grant.

@@ -6,7 +6,7 @@ use chrono::Utc;
 
 use super::Agent;
 use super::audit::PendingApproval;
-use crate::approval::{Condition, Grant, GrantQuery, GrantRequest, GrantScope, parse_ttl};
+use crate::approval::{Condition, Grant, GrantQuery, GrantRequest, GrantScope};
 use crate::error::{Error, Result};
 use crate::session::{SessionStore, mint_id};
 
@@ -77,9 +77,9 @@ pub(super) async fn prepare(
         None => (agent.name().to_owned(), call.session_id.clone()),
     };
     let now = Utc::now();
-    let expires_at = match &request.ttl {
+    let expires_at = match request.ttl {
         Some(ttl) => {
-            let ttl = parse_ttl(ttl)?;
+            let ttl = ttl.checked()?;
             let delta =
                 chrono::TimeDelta::from_std(ttl).map_err(|e| Error::InvalidArgument(format!("grant ttl: {e}")))?;
             Some(now + delta)

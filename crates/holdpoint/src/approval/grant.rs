@@ -56,6 +56,20 @@ impl GrantScope {
 
 /// The grant an approver asks for with an approval: `{"scope", "when"?,
 /// "ttl"?, "uses"?}`.
+///
+/// ```
+/// use std::time::Duration;
+/// use holdpoint::approval::{GrantRequest, GrantScope};
+/// let grant = GrantRequest::new(GrantScope::Session)
+///     .ttl(Duration::from_secs(3600))
+///     .uses(3)
+///     .when("input.amount < 100");
+/// // On the wire the lifetime stays a string.
+/// assert_eq!(
+///     serde_json::to_value(&grant).unwrap(),
+///     serde_json::json!({"scope": "session", "when": "input.amount < 100", "ttl": "1h", "uses": 3})
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrantRequest {
@@ -65,12 +79,133 @@ pub struct GrantRequest {
     /// §10.5) that later calls must meet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
-    /// How long it lasts: `"30m"`, `"1h"`, `"2d"` (units `s`, `m`, `h`, `d`).
+    /// How long it lasts (`"30m"`, `"1h"`, `"2d"` on the wire).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<String>,
+    pub ttl: Option<GrantTtl>,
     /// How many calls it lets through (at least 1; unlimited when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uses: Option<u32>,
+}
+
+impl GrantRequest {
+    /// A grant of `scope` with no condition, lifetime or use limit.
+    pub fn new(scope: GrantScope) -> Self {
+        GrantRequest {
+            scope,
+            when: None,
+            ttl: None,
+            uses: None,
+        }
+    }
+
+    /// The same grant, lasting `ttl` (more than zero, at most
+    /// [`MAX_GRANT_TTL`]; checked when the answer is given).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(GrantTtl::from(ttl));
+        self
+    }
+
+    /// The same grant, letting `uses` calls through (at least 1).
+    pub fn uses(mut self, uses: u32) -> Self {
+        self.uses = Some(uses);
+        self
+    }
+
+    /// The same grant, for calls that meet the CEL condition `when`.
+    pub fn when(mut self, when: impl Into<String>) -> Self {
+        self.when = Some(when.into());
+        self
+    }
+}
+
+/// A grant's lifetime: a [`Duration`] in Rust, a string of
+/// `<integer><unit>` parts on the wire (`"30m"`, `"1h30m"`, `"2d"`; units
+/// `s`, `m`, `h`, `d`). Decoding checks it ([`parse_ttl`]); one built from
+/// a `Duration` is checked when the answer that asks for it is given.
+///
+/// ```
+/// use std::time::Duration;
+/// use holdpoint::approval::GrantTtl;
+/// let ttl: GrantTtl = "1h30m".parse().unwrap();
+/// assert_eq!(ttl.as_duration(), Duration::from_secs(5400));
+/// assert_eq!(ttl.to_string(), "1h30m");
+/// assert!("forever".parse::<GrantTtl>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GrantTtl(Duration);
+
+impl GrantTtl {
+    /// The lifetime.
+    pub fn as_duration(self) -> Duration {
+        self.0
+    }
+
+    /// The lifetime, checked: more than zero whole seconds and at most
+    /// [`MAX_GRANT_TTL`].
+    pub fn checked(self) -> Result<Duration> {
+        if self.0.as_secs() == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "grant ttl {self}: must be at least one second"
+            )));
+        }
+        if self.0 > MAX_GRANT_TTL {
+            return Err(Error::InvalidArgument(format!(
+                "grant ttl {self}: longer than 366 days"
+            )));
+        }
+        Ok(self.0)
+    }
+}
+
+impl From<Duration> for GrantTtl {
+    fn from(ttl: Duration) -> Self {
+        GrantTtl(ttl)
+    }
+}
+
+impl From<GrantTtl> for Duration {
+    fn from(ttl: GrantTtl) -> Self {
+        ttl.0
+    }
+}
+
+impl std::str::FromStr for GrantTtl {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        parse_ttl(text).map(GrantTtl)
+    }
+}
+
+impl std::fmt::Display for GrantTtl {
+    /// Whole seconds in days, hours, minutes and seconds: `1d2h`, `90s`
+    /// is `1m30s`, zero is `0s`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut left = self.0.as_secs();
+        if left == 0 {
+            return f.write_str("0s");
+        }
+        for (unit, seconds) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+            if left >= seconds {
+                write!(f, "{}{unit}", left / seconds)?;
+                left %= seconds;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for GrantTtl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for GrantTtl {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(|e: Error| serde::de::Error::custom(e))
+    }
 }
 
 /// The longest lifetime a grant may have: 366 days.

@@ -29,7 +29,7 @@ mod rule;
 pub use condition::{Condition, ConditionError};
 pub(crate) use gate::RuleGate;
 pub use gate::{HoldRule, RULE_GATE, Refusal, roles_of};
-pub use grant::{Grant, GrantCall, GrantQuery, GrantRef, GrantRequest, GrantScope, MAX_GRANT_TTL, parse_ttl};
+pub use grant::{Grant, GrantCall, GrantQuery, GrantRef, GrantRequest, GrantScope, GrantTtl, MAX_GRANT_TTL, parse_ttl};
 pub use granted::GRANT_SESSION;
 pub use reply::{ApprovalReply, ReplyShape};
 pub use rule::{CallFacts, NamePattern, Policy, PolicyError, PolicyField, Rule, RuleSpec};

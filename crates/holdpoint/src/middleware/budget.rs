@@ -52,11 +52,45 @@ pub enum Measure {
 }
 
 impl Measure {
-    fn as_str(self) -> &'static str {
+    /// The wire name: `tokens`, `toolCalls` or `cost`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Measure::Tokens => "tokens",
             Measure::ToolCalls => "toolCalls",
             Measure::Cost => "cost",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Measure::Tokens, Measure::ToolCalls, Measure::Cost]
+            .into_iter()
+            .find(|m| m.as_str() == text)
+    }
+
+    /// Whether it counts whole things (tokens, tool calls), not a cost.
+    pub fn is_count(self) -> bool {
+        self != Measure::Cost
+    }
+
+    /// `n` of this measure for people: "3 tool calls", "1 tool call",
+    /// "1200 tokens", a cost as a number.
+    fn amount(self, n: f64) -> String {
+        match self {
+            Measure::ToolCalls if trim(n) == "1" => "1 tool call".to_owned(),
+            Measure::ToolCalls => format!("{} tool calls", trim(n)),
+            Measure::Tokens if trim(n) == "1" => "1 token".to_owned(),
+            Measure::Tokens => format!("{} tokens", trim(n)),
+            Measure::Cost => format!("a cost of {}", trim(n)),
+        }
+    }
+
+    /// `n` on the wire: an integer for a count.
+    fn number(self, n: f64) -> Value {
+        if self.is_count() && n.fract() == 0.0 && (0.0..9.0e15).contains(&n) {
+            json!(n as u64)
+        } else {
+            json!(n)
         }
     }
 }
@@ -71,13 +105,39 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn as_str(self) -> &'static str {
+    /// The wire name: `turn` or `session`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Scope::Turn => "turn",
             Scope::Session => "session",
         }
     }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Scope::Turn, Scope::Session].into_iter().find(|m| m.as_str() == text)
+    }
 }
+
+/// An amount a limit is raised by: a whole count (`2` tool calls, `50_000`
+/// tokens) or a cost (`0.5`). Implemented for the integer types and `f64`.
+pub trait BudgetAmount {
+    /// The amount as the budget counts it.
+    fn amount(self) -> f64;
+}
+
+macro_rules! budget_amount {
+    ($($t:ty),*) => {$(
+        impl BudgetAmount for $t {
+            #[allow(clippy::cast_precision_loss, clippy::cast_lossless)]
+            fn amount(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
+}
+
+budget_amount!(u32, u64, usize, i32, i64, f64);
 
 /// One thing a cost function prices.
 #[derive(Debug, Clone, Copy)]
@@ -170,12 +230,55 @@ impl Budget {
     }
 
     /// How much one approval raises the last limit added (default: the
-    /// limit itself, so each approval allows as much again).
-    pub fn raise_by(mut self, step: f64) -> Self {
+    /// limit itself, so each approval allows as much again): a count for
+    /// tokens and tool calls (`.tool_calls_per_turn(5).raise_by(2)`), an
+    /// amount for a cost (`.raise_by(0.5)`). Negative amounts raise by 0.
+    pub fn raise_by(mut self, step: impl BudgetAmount) -> Self {
         if let Some(last) = self.limits.last_mut() {
-            last.step = step.max(0.0);
+            last.step = step.amount().max(0.0);
         }
         self
+    }
+
+    /// Claims a paused call this middleware held: its limit, what the call
+    /// would use, and the directives that answer it. `None` for any other
+    /// part (a tool's own interrupt, another middleware's hold, an answered
+    /// one).
+    ///
+    /// ```
+    /// use holdpoint::middleware::{Budget, Measure};
+    /// use holdpoint::Part;
+    /// let mut held = Part::tool_request("search", Some("0".into()), Some(serde_json::json!({})));
+    /// held.set_meta("interrupt", serde_json::json!({"message": "…", "budget": {
+    ///     "measure": "toolCalls", "scope": "turn", "limit": 2, "used": 3, "raiseBy": 2}}));
+    /// held.set_meta("interruptedBy", serde_json::json!("holdpoint/budget"));
+    /// let hold = Budget::interrupted(&held).expect("a budget hold");
+    /// assert_eq!((hold.measure, hold.used, hold.limit), (Measure::ToolCalls, 3.0, 2.0));
+    /// let _more = hold.approve()?; // runs the call, the limit raised once
+    /// # Ok::<(), holdpoint::Error>(())
+    /// ```
+    pub fn interrupted(part: &Part) -> Option<BudgetHold> {
+        if part.interrupted_by() != Some(BUDGET) || !part.is_interrupt() {
+            return None;
+        }
+        let request = part.as_tool_request()?;
+        let data = part.meta(metadata::INTERRUPT)?;
+        let budget = data.get("budget")?;
+        let number = |key: &str| budget.get(key).and_then(Value::as_f64);
+        Some(BudgetHold {
+            tool: request.name.clone(),
+            measure: Measure::parse(budget.get("measure")?.as_str()?)?,
+            scope: Scope::parse(budget.get("scope")?.as_str()?)?,
+            limit: number("limit")?,
+            used: number("used")?,
+            raise_by: number("raiseBy").unwrap_or(0.0),
+            message: data
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            part: part.clone(),
+        })
     }
 
     /// Shares this middleware for an agent.
@@ -235,28 +338,75 @@ impl Budget {
     }
 
     fn hold(limit: Limit, used: f64, allowed: f64, tool: &str) -> ToolOutcome {
+        let measure = limit.measure;
+        let what = match measure {
+            Measure::Cost => format!("The cost budget per {}", limit.scope.as_str()),
+            _ => format!("The budget of {} per {}", measure.amount(allowed), limit.scope.as_str()),
+        };
         let mut data = Map::new();
         data.insert(
             "message".into(),
             Value::String(format!(
-                "The {} budget per {} is reached ({} of {}): approve to raise it once, or deny to stop before {tool} runs",
-                limit.measure.as_str(),
-                limit.scope.as_str(),
-                trim(used),
-                trim(allowed)
+                "{what} is reached ({} of {}): approve to raise it by {} once, or deny to stop before {tool} runs",
+                measure.amount(used),
+                trim(allowed),
+                trim(limit.step),
             )),
         );
         data.insert(
             "budget".into(),
             json!({
-                "measure": limit.measure.as_str(),
+                "measure": measure.as_str(),
                 "scope": limit.scope.as_str(),
-                "limit": allowed,
-                "used": used,
-                "raiseBy": limit.step,
+                "limit": measure.number(allowed),
+                "used": measure.number(used),
+                "raiseBy": measure.number(limit.step),
             }),
         );
         ToolOutcome::Interrupt(data)
+    }
+}
+
+/// A claimed [`Budget`] hold ([`Budget::interrupted`]): the limit reached
+/// and the directives that answer it.
+#[derive(Debug, Clone)]
+pub struct BudgetHold {
+    /// The held tool.
+    pub tool: String,
+    /// What the limit counts.
+    pub measure: Measure,
+    /// Where it counts.
+    pub scope: Scope,
+    /// What is allowed so far (raises included).
+    pub limit: f64,
+    /// What the call would use, itself included.
+    pub used: f64,
+    /// What one approval adds to the limit.
+    pub raise_by: f64,
+    /// The hold's message, for people.
+    pub message: String,
+    part: Part,
+}
+
+impl BudgetHold {
+    /// The paused request part.
+    pub fn part(&self) -> &Part {
+        &self.part
+    }
+
+    /// Raises the limit once: the call runs once the resume is sent.
+    pub fn approve(&self) -> Result<Part> {
+        self.part.restart(Some(json!({ TOOL_APPROVED: true })))
+    }
+
+    /// Stops: the call and the turn's later calls fail softly, the model
+    /// told why (with the reason).
+    pub fn deny(&self, reason: Option<&str>) -> Result<Part> {
+        let mut data = json!({ TOOL_APPROVED: false });
+        if let Some(r) = reason {
+            data["reason"] = Value::String(r.to_owned());
+        }
+        self.part.restart(Some(data))
     }
 }
 

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 pub use approval::{ApprovalHold, DENIED, TOOL_APPROVAL, ToolApproval, Verdict};
-pub use budget::{BUDGET, BUDGET_STOPPED, Budget, Measure, Scope, Spend, USAGE};
+pub use budget::{BUDGET, BUDGET_STOPPED, Budget, BudgetAmount, BudgetHold, Measure, Scope, Spend, USAGE};
 pub(crate) use chain::IterationFn;
 pub(crate) use chain::{Chain, HeldBy, RestartPlan};
 pub use chain::{IterationNext, ModelNext, ToolNext};

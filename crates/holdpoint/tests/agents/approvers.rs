@@ -405,7 +405,7 @@ async fn any_authorised_denial_ends_the_hold_recorded_as_deny() {
     else {
         panic!("recorded")
     };
-    let denial = Answer::deny(&id, Some("looks like fraud".into()));
+    let denial = Answer::deny(&id, Some("looks like fraud"));
     let Answered::Resumed(done) = s.agent.answer(denial, who("pete", &["finance"])).await.unwrap() else {
         panic!("a denial decides")
     };
@@ -426,7 +426,7 @@ async fn a_denied_transfer_without_a_rule_is_recorded_deny() {
     let out = ask(&s, "alice", r#"transferMoney {"amount": 500, "toAccount": "x"}"#).await;
     let Answered::Resumed(_) = s
         .agent
-        .answer(Answer::deny(snapshot(&out), Some("not now".into())), who("alice", &[]))
+        .answer(Answer::deny(snapshot(&out), Some("not now")), who("alice", &[]))
         .await
         .unwrap()
     else {

@@ -291,16 +291,17 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
         .await
         .expect_err("bad CEL");
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
-    let bad_ttl = Answer::approve(id.clone()).grant(GrantRequest {
-        ttl: Some("forever".into()),
-        ..request(GrantScope::Tool)
-    });
-    let err = s
-        .agent
-        .answer(bad_ttl, who("olga", &["finance"]))
-        .await
-        .expect_err("bad ttl");
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    // A typed lifetime out of range (a bad string never decodes).
+    for ttl in [std::time::Duration::ZERO, std::time::Duration::from_secs(400 * 86_400)] {
+        let bad_ttl = Answer::approve(id.clone()).grant(GrantRequest::new(GrantScope::Tool).ttl(ttl));
+        let err = s
+            .agent
+            .answer(bad_ttl, who("olga", &["finance"]))
+            .await
+            .expect_err("bad ttl");
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("grant ttl"), "{err}");
+    }
     let mut deny = Answer::deny(id.clone(), None);
     deny.grant = Some(request(GrantScope::Tool));
     let err = s

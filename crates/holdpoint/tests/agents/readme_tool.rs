@@ -112,7 +112,7 @@ async fn readme_tool_is_approved_and_denied_through_answer() {
     let denied = resumed(
         agent
             .answer(
-                Answer::deny(paused.snapshot_id.clone().unwrap(), Some("not today".into())),
+                Answer::deny(paused.snapshot_id.clone().unwrap(), Some("not today")),
                 Map::new(),
             )
             .await

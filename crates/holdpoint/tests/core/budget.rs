@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use holdpoint::middleware::{BUDGET, BUDGET_STOPPED, Budget};
+use holdpoint::middleware::{BUDGET, BUDGET_STOPPED, Budget, Measure, Scope as BudgetScope};
 use holdpoint::{GenerateResponse, Message, Part, Role, ScriptedTurn, Usage};
 use serde_json::{Value, json};
 
@@ -136,4 +136,42 @@ async fn a_cost_function_prices_tool_calls() {
     assert_eq!(count.load(Ordering::SeqCst), 2);
     assert_eq!(paused.holds().len(), 1);
     assert_eq!(paused.hold(0).interrupt_data().unwrap()["budget"]["measure"], "cost");
+}
+
+/// A budget hold reads in whole counts ("3 tool calls of 2"), has integer
+/// counts on the wire, is claimed by a typed `BudgetHold`, and a raise
+/// is a count.
+#[tokio::test]
+async fn a_budget_hold_reads_in_counts_and_is_claimed_typed() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let s = Scenario::new([three_balances(), ScriptedTurn::text("done")])
+        .tool(balance_tool(Arc::clone(&count)))
+        .middleware(Budget::new().tool_calls_per_turn(2).raise_by(1));
+    let paused = s.pause().await;
+    let part = paused.hold(0);
+    let data = part.interrupt_data().unwrap();
+    let message = data["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("The budget of 2 tool calls per turn is reached (3 tool calls of 2)"),
+        "{message}"
+    );
+    assert!(message.contains("raise it by 1 once"), "{message}");
+    assert_eq!(data["budget"]["used"], json!(3));
+    assert!(
+        data["budget"]["used"].is_u64() && data["budget"]["limit"].is_u64(),
+        "{data:?}"
+    );
+    assert_eq!(data["budget"]["raiseBy"], json!(1));
+
+    let hold = Budget::interrupted(&part).expect("a budget hold");
+    assert_eq!(hold.tool, "balance");
+    assert_eq!((hold.measure, hold.scope), (Measure::ToolCalls, BudgetScope::Turn));
+    assert_eq!((hold.used, hold.limit, hold.raise_by), (3.0, 2.0, 1.0));
+    assert_eq!(hold.message, message);
+    // Only a budget's own hold is claimed.
+    assert!(Budget::interrupted(&Part::tool_request("balance", None, None)).is_none());
+
+    let done = paused.restart(hold.approve()).resume().await;
+    assert_eq!(done.response.text(), "done");
+    assert_eq!(count.load(Ordering::SeqCst), 3);
 }

@@ -121,3 +121,26 @@ fn who_may_manage_a_grant_follows_who_may_answer() {
     assert!(plain.manageable_by(Some("alice"), &[]));
     assert!(!plain.manageable_by(Some("bob"), &["finance".into()]));
 }
+
+#[test]
+fn a_typed_ttl_keeps_the_wire_string() {
+    use super::{GrantRequest, GrantScope, GrantTtl};
+    let request = GrantRequest::new(GrantScope::Tool)
+        .ttl(Duration::from_secs(90 * 60))
+        .uses(3);
+    let wire = serde_json::to_value(&request).unwrap();
+    assert_eq!(wire, serde_json::json!({"scope": "tool", "ttl": "1h30m", "uses": 3}));
+    let back: GrantRequest = serde_json::from_value(wire).unwrap();
+    assert_eq!(back, request);
+    assert_eq!(back.ttl.map(GrantTtl::as_duration), Some(Duration::from_secs(5400)));
+    let two_days: GrantRequest = serde_json::from_value(serde_json::json!({"scope": "session", "ttl": "2d"})).unwrap();
+    assert_eq!(two_days.ttl.unwrap().to_string(), "2d");
+    // A bad lifetime does not decode, and says how to write one.
+    let bad = serde_json::from_value::<GrantRequest>(serde_json::json!({"scope": "tool", "ttl": "forever"}))
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("forever") && bad.contains("\"1h\""), "{bad}");
+    assert!(GrantTtl::from(Duration::ZERO).checked().is_err());
+    assert!(GrantTtl::from(Duration::from_secs(367 * 86_400)).checked().is_err());
+    assert_eq!(GrantTtl::from(Duration::from_secs(59)).to_string(), "59s");
+}
