@@ -51,6 +51,12 @@ use crate::approval::{ROLES, roles_of};
 /// self-approval off refuses an actor who owns the session. Without
 /// [`acting_as`](Self::acting_as) the actor is the principal. Name the same
 /// person the same way on every answer.
+///
+/// A `Caller` is what its code says it is: in process nothing checks it
+/// (the process could read everything anyway), and a server builds it from
+/// what its authentication established (`holdpoint_server::auth::Identity`).
+/// Set [`acting_as`](Self::acting_as) only from an authenticated name: an
+/// owner acting under another name is not recognised as the owner.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Caller {
     principal: Option<String>,

@@ -26,15 +26,17 @@ impl Agent {
     /// died), or still `pending`/`aborting` when the wait ran out. A
     /// settled snapshot returns at once. `None` as for
     /// [`snapshot`](Self::snapshot): an unknown id, another agent's row,
-    /// another principal's under [`Access::As`].
+    /// another principal's under [`Access::As`]. `access` is an [`Access`]
+    /// or a `&`[`Caller`](super::Caller).
     ///
     /// Fails with `FAILED_PRECONDITION` on an agent without a store.
-    pub async fn wait_for_snapshot(
+    pub async fn wait_for_snapshot<'a>(
         &self,
         snapshot_id: &str,
-        access: Access<'_>,
+        access: impl Into<Access<'a>>,
         max_wait: Duration,
     ) -> Result<Option<Snapshot>> {
+        let access = access.into();
         let Some(first) = self.snapshot(snapshot_id, access).await? else {
             return Ok(None);
         };

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use holdpoint::agent::{ACTOR, Agent, AgentInit, AgentInput, AgentOutput, Answer, Answered, Caller, RunOptions};
 use holdpoint::approval::{GrantQuery, GrantRequest, GrantScope, Policy, ROLES, RuleSpec};
@@ -93,6 +94,16 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
     let bob = Caller::new("bob");
     assert!(s.agent.latest_snapshot(&out.session_id, &bob).await.unwrap().is_none());
     assert!(s.agent.snapshot(&id, &bob).await.unwrap().is_none());
+    let waited = s.agent.wait_for_snapshot(&id, &alice, Duration::ZERO).await.unwrap();
+    assert_eq!(waited.map(|w| w.snapshot_id), Some(id.clone()));
+    assert_eq!(s.agent.abort(&id, &bob).await.unwrap(), None, "bob cannot abort it");
+    assert!(
+        s.agent
+            .in_doubt_for(SnapshotQuery::default(), &fiona())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // Listings with the caller's access: alice (her own), fiona (her
     // rule's), bob (nothing).
