@@ -35,6 +35,7 @@
 //! | `GET /agents/{name}/inDoubt` | calls whose resume died mid-run (docs/reference.md §8) |
 //! | `POST /agents/{name}/settle` | settle a call in doubt with its real outcome, or run it again |
 //! | `GET /agents/{name}/connect` | a multi-turn connection over a WebSocket ([`routes`] has the protocol) |
+//! | `POST /agents/{name}/agui` | the agent over AG-UI: a `RunAgentInput` in, a stream of AG-UI events out; holds end the run with the interrupt outcome, `resume` answers them |
 //! | `GET /agents` | the agents the caller may use |
 //! | `GET /inbox` | the approver's queue across agents: one page, filtered and sorted, with the true total |
 //! | `GET /audit` | the audit trail across agents, newest first |

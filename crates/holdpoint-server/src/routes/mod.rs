@@ -23,6 +23,7 @@
 //! the server's own origin.
 
 mod agents;
+mod agui;
 mod answer;
 mod connect;
 mod grants;
@@ -77,6 +78,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/agents/{name}/settle"),
     ("POST", "/agents/{name}/answer"),
     ("GET", "/agents/{name}/connect"),
+    ("POST", "/agents/{name}/agui"),
     ("GET", "/notifications"),
     ("POST", "/notifications/{id}/retry"),
     ("POST", "/notifications/endpoints/{channel}/enable"),
@@ -122,6 +124,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/settle", post(settle::settle))
         .route("/agents/{name}/answer", post(answer::answer))
         .route("/agents/{name}/connect", get(connect::connect))
+        .route("/agents/{name}/agui", post(agui::run))
         .route("/notifications", get(notifications::list))
         .route("/notifications/{id}/retry", post(notifications::retry))
         .route("/notifications/endpoints/{channel}/enable", post(notifications::enable))

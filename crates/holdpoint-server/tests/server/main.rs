@@ -4,11 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod adversarial;
+mod agui;
 mod api;
 mod approvers;
 mod auth;
 mod bank;
 mod browser;
+mod browser_inbox;
 mod child;
 mod csv;
 mod cursors;

@@ -1,0 +1,441 @@
+//! `POST /agents/{name}/agui`: AG-UI runs, interrupts and resumes over
+//! real HTTP, each rule of the AG-UI interrupt contract against the store.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use holdpoint::agent::Agent;
+use holdpoint::middleware::ToolApproval;
+use holdpoint::session::SessionStore;
+use holdpoint::tool::tool;
+use holdpoint::{ScriptedModel, ScriptedTurn, ToolContext};
+use holdpoint_server::Server;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// Posts a `RunAgentInput` and reads the SSE events.
+async fn agui(s: &TestServer, agent: &str, body: Value, key: Option<&str>) -> (StatusCode, Vec<Value>) {
+    let mut req = s
+        .client
+        .post(s.url(&format!("/agents/{agent}/agui")))
+        .header("accept", "text/event-stream")
+        .json(&body);
+    if let Some(key) = key {
+        req = req.header("x-api-key", key);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    if status != StatusCode::OK {
+        return (status, vec![serde_json::from_str(&text).unwrap()]);
+    }
+    let events = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect();
+    (status, events)
+}
+
+fn say(thread: &str, text: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": format!("run-{text}"), "state": {}, "tools": [], "context": [],
+        "messages": [{"id": "u1", "role": "user", "content": text}],
+    })
+}
+
+fn answer(thread: &str, resume: Value) -> Value {
+    json!({"threadId": thread, "runId": "run-resume", "messages": [], "resume": resume})
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// The interrupts of a run's `RUN_FINISHED`.
+#[track_caller]
+fn interrupts(events: &[Value]) -> Vec<Value> {
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{events:#?}");
+    assert_eq!(last["outcome"]["type"], "interrupt", "{events:#?}");
+    last["outcome"]["interrupts"].as_array().unwrap().clone()
+}
+
+#[track_caller]
+fn run_error(events: &[Value], code: &str) {
+    assert_eq!(types(events), ["RUN_STARTED", "RUN_ERROR"], "{events:#?}");
+    assert_eq!(events[1]["code"], code, "{events:#?}");
+}
+
+#[track_caller]
+fn success(events: &[Value]) {
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{events:#?}");
+    assert_eq!(last["outcome"]["type"], "success", "{events:#?}");
+}
+
+fn results(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["type"] == "TOOL_CALL_RESULT").collect()
+}
+
+/// Alice starts `thread` on opsAgent and gets one interrupt.
+async fn held(f: &Fixture, thread: &str) -> Value {
+    let (code, events) = agui(&f.server, "opsAgent", say(thread, "close checking"), Some(ALICE_KEY)).await;
+    assert_eq!(code, 200);
+    let mut all = interrupts(&events);
+    assert_eq!(all.len(), 1);
+    all.remove(0)
+}
+
+#[tokio::test]
+async fn a_hold_ends_the_run_with_the_interrupt_outcome() {
+    let f = fixture(true).await;
+    let (code, events) = agui(&f.server, "opsAgent", say("t-1", "close checking"), Some(ALICE_KEY)).await;
+    assert_eq!(code, 200);
+    assert_eq!(events[0]["type"], "RUN_STARTED");
+    assert_eq!(events[0]["threadId"], "t-1");
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START")
+        .expect("the call is announced");
+    assert_eq!(start["toolCallName"], "closeAccount");
+    let args = events.iter().find(|e| e["type"] == "TOOL_CALL_ARGS").unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(args["delta"].as_str().unwrap()).unwrap(),
+        json!({"account": "checking"})
+    );
+    let i = &interrupts(&events)[0];
+    assert_eq!(i["toolCallId"], start["toolCallId"]);
+    assert_eq!(i["reason"], "tool_approval");
+    assert!(i["id"].as_str().unwrap().contains('#'), "{i:#}");
+    assert!(!i["message"].as_str().unwrap().is_empty());
+    assert_eq!(i["responseSchema"]["properties"]["toolApproved"]["type"], "boolean");
+    assert_eq!(i["metadata"]["holdpoint"]["tool"], "closeAccount");
+    assert!(i.get("subagentRunId").is_none());
+    // The thread is the session, held.
+    let snapshot = i["metadata"]["holdpoint"]["snapshotId"].as_str().unwrap();
+    let stored = f.store.get_snapshot(snapshot).await.unwrap().unwrap();
+    assert_eq!(stored.session_id, "t-1");
+    assert!(stored.is_waiting());
+    assert_eq!(f.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn resolved_approves_and_the_result_lands_on_the_paused_call() {
+    let f = fixture(true).await;
+    let i = held(&f, "t-approve").await;
+    let (code, events) = agui(
+        &f.server,
+        "opsAgent",
+        answer("t-approve", json!([{"interruptId": i["id"], "status": "resolved"}])),
+        Some(ALICE_KEY),
+    )
+    .await;
+    assert_eq!(code, 200);
+    success(&events);
+    let got = results(&events);
+    assert_eq!(got.len(), 1, "{events:#?}");
+    assert_eq!(got[0]["toolCallId"], i["toolCallId"]);
+    assert!(got[0]["content"].as_str().unwrap().contains("checking"), "{got:#?}");
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(text.starts_with("ops result"), "{text}");
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn edited_args_restart_the_call_with_the_new_input() {
+    let f = fixture(true).await;
+    let i = held(&f, "t-edit").await;
+    let resume =
+        json!([{"interruptId": i["id"], "status": "resolved", "payload": {"editedArgs": {"account": "savings"}}}]);
+    let (_, events) = agui(&f.server, "opsAgent", answer("t-edit", resume), Some(ALICE_KEY)).await;
+    // ToolApproval's rule: a changed input is a new call to approve; the
+    // revised call waits, under a new id, on the same tool call.
+    let revised = interrupts(&events).remove(0);
+    assert_eq!(revised["metadata"]["holdpoint"]["input"], json!({"account": "savings"}));
+    assert_eq!(revised["toolCallId"], i["toolCallId"]);
+    assert_ne!(revised["id"], i["id"]);
+    assert_eq!(f.runs.load(Ordering::SeqCst), 0);
+    let resume = json!([{"interruptId": revised["id"], "status": "resolved", "payload": {"toolApproved": true}}]);
+    let (_, events) = agui(&f.server, "opsAgent", answer("t-edit", resume), Some(ALICE_KEY)).await;
+    success(&events);
+    let got = results(&events);
+    assert_eq!(
+        got[0]["content"],
+        json!({"closed": "savings"}).to_string(),
+        "{events:#?}"
+    );
+    assert_eq!(got[0]["toolCallId"], i["toolCallId"]);
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn cancelled_denies_and_nothing_runs() {
+    let f = fixture(true).await;
+    let i = held(&f, "t-cancel").await;
+    let resume = json!([{"interruptId": i["id"], "status": "cancelled", "metadata": {"reason": "not today"}}]);
+    let (_, events) = agui(&f.server, "opsAgent", answer("t-cancel", resume), Some(ALICE_KEY)).await;
+    success(&events);
+    let got = results(&events);
+    assert!(got[0]["content"].as_str().unwrap().contains("not today"), "{got:#?}");
+    assert_eq!(f.runs.load(Ordering::SeqCst), 0);
+    // The thread goes on.
+    let (_, events) = agui(&f.server, "opsAgent", say("t-cancel", "hello"), Some(ALICE_KEY)).await;
+    success(&events);
+}
+
+#[tokio::test]
+async fn a_tools_own_question_is_answered_with_its_resume_data() {
+    let f = fixture(true).await;
+    let (_, events) = agui(
+        &f.server,
+        "bankingAgent",
+        say("t-bank", "transfer $500 to savings"),
+        Some(ALICE_KEY),
+    )
+    .await;
+    let i = &interrupts(&events)[0];
+    assert_eq!(i["message"], "Transfer $500.00 to savings");
+    assert_eq!(i["responseSchema"]["properties"]["approved"]["type"], "boolean");
+    assert_eq!(
+        i["responseSchema"]["properties"]["editedArgs"]["properties"]["toAccount"]["type"], "string",
+        "{i:#}"
+    );
+    // A payload the schema refuses changes nothing.
+    let before = dump(f.store.as_ref()).await;
+    let bad = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": "yes"}}]);
+    let (_, events) = agui(&f.server, "bankingAgent", answer("t-bank", bad), Some(ALICE_KEY)).await;
+    run_error(&events, "SCHEMA_MISMATCH");
+    assert_eq!(dump(f.store.as_ref()).await, before);
+    // Approve with edits: the new input, approved.
+    let edit = json!([{"interruptId": i["id"], "status": "resolved",
+        "payload": {"approved": true, "editedArgs": {"amount": 100.0, "toAccount": "savings"}}}]);
+    let (_, events) = agui(&f.server, "bankingAgent", answer("t-bank", edit), Some(ALICE_KEY)).await;
+    success(&events);
+    assert!(
+        results(&events)[0]["content"].as_str().unwrap().contains("txn-123"),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_replayed_resume_is_refused_and_runs_nothing_twice() {
+    let f = fixture(true).await;
+    let i = held(&f, "t-replay").await;
+    let resume = answer("t-replay", json!([{"interruptId": i["id"], "status": "resolved"}]));
+    let (_, events) = agui(&f.server, "opsAgent", resume.clone(), Some(ALICE_KEY)).await;
+    success(&events);
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1);
+    let before = dump(f.store.as_ref()).await;
+    let (_, events) = agui(&f.server, "opsAgent", resume, Some(ALICE_KEY)).await;
+    run_error(&events, "ALREADY_RESUMED");
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(dump(f.store.as_ref()).await, before);
+    // Also after the thread paused again: the old id never answers the new hold.
+    let again = held(&f, "t-replay").await;
+    assert_ne!(again["id"], i["id"]);
+    let before = dump(f.store.as_ref()).await;
+    let stale = answer("t-replay", json!([{"interruptId": i["id"], "status": "resolved"}]));
+    let (_, events) = agui(&f.server, "opsAgent", stale, Some(ALICE_KEY)).await;
+    run_error(&events, "ALREADY_RESUMED");
+    assert_eq!(dump(f.store.as_ref()).await, before);
+    assert_eq!(f.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn open_interrupts_block_new_input() {
+    let f = fixture(true).await;
+    held(&f, "t-block").await;
+    let before = dump(f.store.as_ref()).await;
+    let (_, events) = agui(&f.server, "opsAgent", say("t-block", "close savings"), Some(ALICE_KEY)).await;
+    run_error(&events, "INTERRUPTS_PENDING");
+    assert_eq!(dump(f.store.as_ref()).await, before);
+}
+
+#[tokio::test]
+async fn unknown_ids_and_bad_payloads_are_refused_and_change_nothing() {
+    let f = fixture(true).await;
+    let i = held(&f, "t-bad").await;
+    let before = dump(f.store.as_ref()).await;
+    for (resume, code) in [
+        (
+            json!([{"interruptId": "nope#0", "status": "resolved"}]),
+            "UNKNOWN_INTERRUPT",
+        ),
+        (
+            json!([{"interruptId": format!("{}x", i["id"].as_str().unwrap()), "status": "resolved"}]),
+            "UNKNOWN_INTERRUPT",
+        ),
+        (
+            json!([{"interruptId": i["id"], "status": "resolved"}, {"interruptId": i["id"], "status": "cancelled"}]),
+            "DUPLICATE_INTERRUPT",
+        ),
+        (
+            json!([{"interruptId": i["id"], "status": "resolved", "payload": {"toolApproved": "yes"}}]),
+            "SCHEMA_MISMATCH",
+        ),
+        (
+            json!([{"interruptId": i["id"], "status": "resolved", "payload": {"surprise": 1}}]),
+            "SCHEMA_MISMATCH",
+        ),
+        (
+            json!([{"interruptId": i["id"], "status": "resolved", "payload": {"editedArgs": {"account": 7}}}]),
+            "SCHEMA_MISMATCH",
+        ),
+    ] {
+        let (code_http, events) = agui(&f.server, "opsAgent", answer("t-bad", resume.clone()), Some(ALICE_KEY)).await;
+        assert_eq!(code_http, 200, "{resume}");
+        run_error(&events, code);
+        assert_eq!(dump(f.store.as_ref()).await, before, "{resume}");
+    }
+    assert_eq!(f.runs.load(Ordering::SeqCst), 0);
+    // A malformed status is not a RunAgentInput.
+    let (code, _) = agui(
+        &f.server,
+        "opsAgent",
+        answer("t-bad", json!([{"interruptId": i["id"], "status": "maybe"}])),
+        Some(ALICE_KEY),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(dump(f.store.as_ref()).await, before);
+}
+
+/// An agent whose model asks for two held calls at once.
+fn twice(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
+    let close = tool(
+        "closeAccount",
+        "Closes an account",
+        move |_ctx: ToolContext, a: Account| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"closed": a.account}))
+            }
+        },
+    );
+    let model = ScriptedModel::from_fn("scripted/twice", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == holdpoint::Role::Tool {
+            return Some(ScriptedTurn::text("both answered"));
+        }
+        let msg = holdpoint::Message::new(
+            holdpoint::Role::Model,
+            vec![
+                holdpoint::Part::tool_request("closeAccount", None, Some(json!({"account": "a"}))),
+                holdpoint::Part::tool_request("closeAccount", None, Some(json!({"account": "b"}))),
+            ],
+        );
+        Some(ScriptedTurn::response(holdpoint::GenerateResponse::from_message(msg)).chunked(8))
+    });
+    Agent::builder("twiceAgent")
+        .model(Arc::new(model))
+        .tool(close)
+        .middleware(ToolApproval::allow(Vec::<String>::new()).into_middleware())
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_resume_must_answer_every_open_interrupt() {
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        with_auth(Server::builder().agent(twice(store.clone(), runs.clone())))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (_, events) = agui(&server, "twiceAgent", say("t-two", "close both"), Some(ALICE_KEY)).await;
+    let all = interrupts(&events);
+    assert_eq!(all.len(), 2);
+    let starts: Vec<&Value> = events.iter().filter(|e| e["type"] == "TOOL_CALL_START").collect();
+    assert_eq!(starts.len(), 2, "{events:#?}");
+    for i in &all {
+        assert!(starts.iter().any(|s| s["toolCallId"] == i["toolCallId"]), "{i:#}");
+    }
+    let before = dump(store.as_ref()).await;
+    let partial = answer("t-two", json!([{"interruptId": all[0]["id"], "status": "resolved"}]));
+    let (_, events) = agui(&server, "twiceAgent", partial, Some(ALICE_KEY)).await;
+    run_error(&events, "PARTIAL_RESUME");
+    assert_eq!(dump(store.as_ref()).await, before);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let both = answer(
+        "t-two",
+        json!([{"interruptId": all[0]["id"], "status": "resolved"}, {"interruptId": all[1]["id"], "status": "cancelled"}]),
+    );
+    let (_, events) = agui(&server, "twiceAgent", both, Some(ALICE_KEY)).await;
+    success(&events);
+    assert_eq!(results(&events).len(), 2, "{events:#?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_expired_interrupt_cannot_be_resolved_only_cancelled() {
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = ops_named("opsAgent", store.clone(), runs.clone(), Some(Duration::from_millis(1)));
+    let server = TestServer::start(with_auth(Server::builder().agent(agent)).build().unwrap()).await;
+    let (_, events) = agui(&server, "opsAgent", say("t-exp", "close checking"), Some(ALICE_KEY)).await;
+    let i = interrupts(&events).remove(0);
+    assert!(i["expiresAt"].is_string(), "{i:#}");
+    // The hold outlives its expiry: wait until the store says so.
+    for _ in 0..200 {
+        let calls = holdpoint::agent::PendingApproval::of(
+            &store
+                .get_snapshot(i["metadata"]["holdpoint"]["snapshotId"].as_str().unwrap())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+        if calls[0].expired {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = dump(store.as_ref()).await;
+    let resolved = answer("t-exp", json!([{"interruptId": i["id"], "status": "resolved"}]));
+    let (_, events) = agui(&server, "opsAgent", resolved, Some(ALICE_KEY)).await;
+    run_error(&events, "INTERRUPT_EXPIRED");
+    assert_eq!(dump(store.as_ref()).await, before);
+    let cancelled = answer("t-exp", json!([{"interruptId": i["id"], "status": "cancelled"}]));
+    let (_, events) = agui(&server, "opsAgent", cancelled, Some(ALICE_KEY)).await;
+    success(&events);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn another_principal_cannot_resume_or_read_the_thread() {
+    let f = fixture(true).await;
+    let i = held(&f, "t-alice").await;
+    let before = dump(f.store.as_ref()).await;
+    let resume = answer("t-alice", json!([{"interruptId": i["id"], "status": "resolved"}]));
+    let (code, body) = agui(&f.server, "opsAgent", resume.clone(), Some(BOB_KEY)).await;
+    assert_eq!(code, 404, "{body:#?}");
+    assert_eq!(body[0]["error"]["status"], "NOT_FOUND");
+    let (code, body) = agui(&f.server, "opsAgent", say("t-alice", "close savings"), Some(BOB_KEY)).await;
+    assert!(
+        code.is_client_error() || body.last().unwrap()["type"] == "RUN_ERROR",
+        "{code} {body:#?}"
+    );
+    assert_eq!(dump(f.store.as_ref()).await, before);
+    // Without credentials: 401, as the rest of the API.
+    let (code, _) = agui(&f.server, "opsAgent", resume.clone(), None).await;
+    assert_eq!(code, 401);
+    // A key scoped to other agents: 403.
+    let (code, _) = agui(&f.server, "bankingAgent", say("t-ops", "hi"), Some(OPS_KEY)).await;
+    assert_eq!(code, 403);
+    assert_eq!(dump(f.store.as_ref()).await, before);
+    assert_eq!(f.runs.load(Ordering::SeqCst), 0);
+    // Alice still can.
+    let (_, events) = agui(&f.server, "opsAgent", resume, Some(ALICE_KEY)).await;
+    success(&events);
+}
