@@ -127,6 +127,48 @@ export function settle(item, directive) {
   return api(agentPath(item.agent, "settle"), { body: { data: { snapshotId: item.snapshotId, resume } } });
 }
 
+/**
+ * Whether `item` still waits, as GET /inbox lists it now (live or
+ * expired): `{waiting: true, item}` with the server's current view of it,
+ * `{waiting: false}` when it is no longer listed, `{error}` (words) when
+ * the server could not be asked. An answer the server refused is never
+ * taken to mean the hold is gone without asking this.
+ */
+export async function lookUp(item) {
+  const got = await api("inbox" + query({ agent: item.agent, q: item.snapshotId, limit: 1000 }));
+  if (!got.ok) return { error: explain(got) };
+  const ref = refOf(item) || "";
+  const found = got.result.items.find((i) => i.snapshotId === item.snapshotId && i.tool === item.tool && (refOf(i) || "") === ref);
+  return found ? { waiting: true, item: Object.assign({ agent: item.agent }, found) } : { waiting: false };
+}
+
+/** Whether an agent's answer is a failed turn (HTTP 200, `finishReason: failed`). */
+export function failed(out) {
+  return !!out && out.finishReason === "failed";
+}
+
+/** The error of a failed turn, in words. */
+export function failure(out) {
+  const e = (out && out.error) || {};
+  return (e.status ? e.status + ": " : "") + (e.message || "no reason given");
+}
+
+/** Whether `at` (RFC 3339) has passed. */
+export function passed(at) {
+  return !!at && Date.parse(at) <= Date.now();
+}
+
+/** Whether a hold has expired: as the server said, or since by the clock. */
+export function isExpired(item) {
+  return !!item.expired || passed(item.expiresAt);
+}
+
+/** The roles an escalation added to a hold (interrupt data `escalatedTo`). */
+export function escalatedTo(item) {
+  const to = item.interrupt && item.interrupt.escalatedTo;
+  return Array.isArray(to) ? to.filter((r) => typeof r === "string") : [];
+}
+
 /** The text of an agent's reply. */
 export function outputText(result) {
   const content = (result && result.message && result.message.content) || [];

@@ -24,14 +24,18 @@ const state = {
   agents: [],
   generation: 0, // bumped when the filters change; stale answers are dropped
   filterKey: "",
+  counts: { waiting: 0, expired: 0 },
+  me: null, // the signed-in principal
 };
 
 const queue = new Queue($("queue"), (row) => detail.show(row));
 const detail = new Detail($("detail"), {
   queue,
   tools: () => state.tools,
+  me: () => state.me,
   openAudit: (preset) => {
-    showView("audit");
+    // One load, of that session only (a default load would race it).
+    showView("audit", true);
     audit.open(preset);
   },
   refresh: () => setTimeout(refresh, 50),
@@ -82,12 +86,29 @@ function fillSelect(select, values, allText) {
   }
 }
 
+/** Holds still waiting (expired ones are counted apart: they wait for nothing). */
+function liveCount(counts) {
+  return Math.max(0, (counts.waiting || 0) - (counts.expired || 0));
+}
+
+function showLiveCount(counts) {
+  const live = liveCount(counts);
+  $("pending-count").textContent = String(live);
+  document.title = (live ? "(" + live + ") " : "") + "Holdpoint approvals";
+}
+
 function updateCount() {
   const open = state.total;
-  $("pending-count").textContent = String(open);
+  const live = liveCount(state.counts);
+  const expired = state.counts.expired || 0;
+  showLiveCount(state.counts);
   const shown = queue.rows.size;
   $("queue-status").textContent =
-    open + " waiting" + (shown ? " · showing " + Math.min(state.loaded, open) + " of " + open : "") + (state.truncated ? " · more than one listing reads: narrow the filters" : "");
+    live +
+    " waiting" +
+    (expired ? " · " + expired + " expired" : "") +
+    (shown ? " · showing " + Math.min(state.loaded, open) + " of " + open : "") +
+    (state.truncated ? " · more than one listing reads: narrow the filters" : "");
   $("empty").hidden = shown > 0 || open > 0;
   $("load-more").hidden = !state.cursor;
   $("load-more").textContent = state.cursor ? "Load more (" + Math.max(0, open - state.loaded) + " more)" : "Load more";
@@ -117,9 +138,12 @@ async function refresh() {
   setBanner("");
   const page = got.result;
   state.total = page.total;
+  state.counts = page.counts || state.counts;
   state.truncated = page.truncated;
   mergeTools(page.tools);
   const me = page.caller || {};
+  state.me = me.principal || null;
+  queue.me = state.me;
   $("whoami").textContent = (me.principal ? "Signed in as " + me.principal : "Anonymous") + (me.roles && me.roles.length ? " · roles: " + me.roles.join(", ") : "");
   state.agents = Object.keys(page.agents);
   fillSelect($("f-agent"), state.agents, "All agents");
@@ -132,6 +156,7 @@ async function refresh() {
     state.cursor = page.nextCursor || null;
   }
   if (!queue.selected) detail.empty();
+  else detail.update();
   updateCount();
   $("last-update").textContent = "updated " + new Date().toLocaleTimeString();
 }
@@ -153,6 +178,7 @@ async function loadMore() {
   state.loaded += got.result.items.length;
   state.cursor = got.result.nextCursor || null;
   state.total = got.result.total;
+  state.counts = got.result.counts || state.counts;
   updateCount();
   announce("Loaded " + got.result.items.length + " more; showing " + state.loaded + " of " + state.total + ".");
 }
@@ -164,11 +190,19 @@ async function servedAgents() {
     setBanner(explain(got));
     return state.agents;
   }
-  return got.result.filter((a) => a.stateManagement === "server").map((a) => a.name);
+  const served = got.result.filter((a) => a.stateManagement === "server");
+  // Their tools' schemas: settling a call in doubt fills in its output.
+  for (const a of served) {
+    for (const t of a.tools || []) {
+      state.tools[a.name] = state.tools[a.name] || {};
+      state.tools[a.name][t.name] = Object.assign({}, state.tools[a.name][t.name] || {}, t);
+    }
+  }
+  return served.map((a) => a.name);
 }
 
 async function doubts() {
-  await loadInDoubt(await servedAgents(), log);
+  await loadInDoubt(await servedAgents(), log, (agent, tool) => (state.tools[agent] && state.tools[agent][tool]) || null);
 }
 
 async function poll() {
@@ -191,16 +225,18 @@ async function poll() {
 async function refreshCountOnly() {
   const got = await api("inbox?limit=1");
   if (got.ok) {
-    $("pending-count").textContent = String(got.result.counts.waiting);
+    state.counts = got.result.counts;
+    showLiveCount(state.counts);
     state.agents = Object.keys(got.result.agents);
   }
 }
 
-function showView(view) {
+/** Shows `view`; `preset`: the caller loads the audit itself (with filters). */
+function showView(view, preset) {
   state.view = view;
   for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-pressed", String(tab.dataset.view === view));
   for (const name of ["inbox", "doubt", "audit"]) $("view-" + name).hidden = name !== view;
-  if (view === "audit" && !$("audit-table").children.length) audit.load(true);
+  if (view === "audit" && !preset && !$("audit-table").children.length) audit.load(true);
   if (view === "doubt") doubts();
 }
 

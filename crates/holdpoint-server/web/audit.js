@@ -1,12 +1,13 @@
 // The full audit trail (GET /audit: filtered, paged on the server's
 // cursor, exported as CSV or JSON) and the calls in doubt with settle.
 
-import { agentPath, api, explain, outputText, query, respondPart, restartPart, settle } from "./api.js";
+import { agentPath, api, escalatedTo, explain, failed, failure, outputText, query, respondPart, restartPart, settle } from "./api.js";
 import { $, announce, copyable, el, fieldList, when } from "./dom.js";
 import { schemaForm } from "./forms.js";
 import { auditTable } from "./detail.js";
 
 const PAGE = 50;
+const FILTERS = ["agent", "tool", "actor", "decision", "sessionId", "since", "until"];
 
 function filters() {
   const f = {};
@@ -22,6 +23,7 @@ export class AuditView {
   constructor() {
     this.cursor = null;
     this.records = [];
+    this.seq = 0; // the newest load; an older one's answer is dropped
     $("audit-filters").addEventListener("submit", (e) => {
       e.preventDefault();
       this.load(true);
@@ -31,8 +33,12 @@ export class AuditView {
     $("audit-json").addEventListener("click", () => this.export("json"));
   }
 
-  /** Sets filters (e.g. one session) and loads the first page. */
+  /**
+   * Shows exactly `preset` (e.g. one session): every other filter is
+   * cleared, so nothing typed earlier narrows or widens it.
+   */
   open(preset) {
+    for (const name of FILTERS) $("audit-" + name).value = "";
     for (const [k, v] of Object.entries(preset || {})) {
       const input = $("audit-" + k);
       if (input) input.value = v;
@@ -40,10 +46,21 @@ export class AuditView {
     return this.load(true);
   }
 
+  /**
+   * Loads the first page (`fresh`) or the next. Only the newest load is
+   * shown: an earlier one that answers late (other filters) is dropped.
+   */
   async load(fresh) {
     const f = filters();
-    if (fresh) this.cursor = null;
+    const seq = ++this.seq;
+    if (fresh) {
+      this.cursor = null;
+      this.records = [];
+      $("audit-table").replaceChildren();
+      $("audit-status").textContent = "Loading…";
+    }
     const got = await api("audit" + query(Object.assign({}, f, { cursor: fresh ? "" : this.cursor, limit: PAGE })));
+    if (seq !== this.seq) return;
     if (!got.ok) {
       $("audit-status").textContent = explain(got);
       return;
@@ -101,8 +118,11 @@ export class AuditView {
   }
 }
 
-/** The calls in doubt of every agent, each with settle. */
-export async function loadInDoubt(agents, log) {
+/**
+ * The calls in doubt of every agent, each with settle; `toolOf(agent,
+ * tool)` gives a tool's definition (its output schema builds the form).
+ */
+export async function loadInDoubt(agents, log, toolOf) {
   const list = $("doubt-list");
   const found = [];
   const problems = [];
@@ -121,14 +141,15 @@ export async function loadInDoubt(agents, log) {
   for (const li of [...list.children]) if (!keys.has(li.dataset.key) && !li.classList.contains("done")) li.remove();
   for (const item of found) {
     const key = item.agent + "/" + item.snapshotId + "/" + item.tool;
-    if (!known.has(key)) list.append(doubtCard(item, key, log));
+    if (!known.has(key)) list.append(doubtCard(item, key, log, toolOf ? toolOf(item.agent, item.tool) : null));
   }
 }
 
-function doubtCard(item, key, log) {
+function doubtCard(item, key, log, info) {
   const id = "doubt-h-" + key.replace(/[^a-zA-Z0-9]/g, "-");
   const result = el("div", { class: "notice", hidden: true, role: "status" });
-  const output = schemaForm(null, undefined);
+  // The tool's result, field by field from its output schema (like Respond).
+  const output = schemaForm(info && info.outputSchema, undefined);
   const show = (kind, text) => {
     result.className = "notice outcome-" + kind;
     result.textContent = text;
@@ -136,15 +157,67 @@ function doubtCard(item, key, log) {
     announce(text);
     log(kind, item.tool + " (" + item.agent + "): " + text);
   };
+  let busy = false;
   const run = async (directive, label) => {
+    if (busy) return;
+    busy = true;
+    for (const b of li.querySelectorAll("button")) b.disabled = true;
     const got = await settle(item, directive);
-    if (!got.ok) return show("bad", explain(got));
+    busy = false;
+    const again = () => {
+      for (const b of li.querySelectorAll("button")) b.disabled = false;
+    };
+    if (!got.ok) {
+      again();
+      return show("bad", "Not settled: " + explain(got) + " The call is still in doubt.");
+    }
+    if (failed(got.result)) {
+      // The server's outcome, and whether the call is still in doubt.
+      const now = await api(agentPath(item.agent, "inDoubt"));
+      const still = now.ok && now.result.some((i) => i.snapshotId === item.snapshotId && i.tool === item.tool);
+      if (still || !now.ok) again();
+      else li.classList.add("done");
+      return show(
+        "bad",
+        "Not settled: the server answered with a failed turn (" +
+          failure(got.result) +
+          "). " +
+          (still ? "The call is still in doubt." : now.ok ? "It is no longer listed in doubt: check the audit." : "Whether it is still in doubt is not known (" + explain(now) + ")."),
+      );
+    }
     li.classList.add("done");
+    // Settled once: the ways to settle it again go away.
+    settleForm.remove();
+    rerun.remove();
     const said = outputText(got.result);
     show(label === "respond" ? "responded" : "ok", (label === "respond" ? "Settled with what happened." : "Settled: the call ran again.") + (said ? " The agent said: " + said : ""));
   };
-  const confirm = el("button", { type: "button", class: "act deny", hidden: true, text: "Yes, run it again", onclick: () => run(restartPart(item, { toolApproved: true }), "restart") });
+  const confirm = el("button", { type: "button", class: "act deny", hidden: true, text: "Yes, run it again", onclick: () => run(restartPart(item, item.reply ? item.reply.approve : { toolApproved: true }), "restart") });
   const decided = item.decided || [];
+  const to = escalatedTo(item);
+  const settleForm = el(
+    "fieldset",
+    {},
+    el("legend", { text: "It ran: answer with what happened" }),
+    el("p", { class: "muted small", text: info && info.outputSchema ? "The tool's result:" : "The tool's result, as JSON:" }),
+    output.node,
+    el("button", {
+      type: "button",
+      class: "act",
+      text: "Settle with this result",
+      onclick: () => {
+        const got = output.read();
+        if (got.error) return show("bad", got.error);
+        run(respondPart(item, got.value), "respond");
+      },
+    }),
+  );
+  const rerun = el(
+    "div",
+    { class: "row rerun" },
+    el("button", { type: "button", class: "quiet", text: "Re-run it…", onclick: () => ((confirm.hidden = false), confirm.focus(), announce("Running it again may repeat its effect. Confirm to run it.")) }),
+    confirm,
+  );
   const li = el(
     "li",
     { class: "doubt", dataset: { key, tool: item.tool } },
@@ -153,6 +226,7 @@ function doubtCard(item, key, log) {
       { "aria-labelledby": id },
       el("h3", { id, text: item.tool + " · " + item.agent }),
       el("p", { class: "muted", text: "A resume claimed this call and its process stopped: it may or may not have run. Held since " + when(item.heldSince) + "." }),
+      to.length ? el("p", { class: "notice escalated-line", text: "Escalated: nobody answered in time, so " + to.join(", ") + " could answer it too." }) : null,
       fieldList(item.input),
       el(
         "ul",
@@ -160,32 +234,8 @@ function doubtCard(item, key, log) {
         ...decided.map((r) => el("li", { text: when(r.at) + " · " + r.decision + " by " + (r.actor || r.principal || "anonymous") + (r.reason ? " · " + r.reason : "") })),
       ),
       el("div", { class: "ids" }, copyable("Session", item.sessionId), copyable("Snapshot", item.snapshotId)),
-      el(
-        "fieldset",
-        {},
-        el("legend", { text: "It ran: answer with what happened" }),
-        el("label", { class: "muted small", text: "The tool's result, as JSON:" }),
-        output.node,
-        el(
-          "button",
-          {
-            type: "button",
-            class: "act",
-            text: "Settle with this result",
-            onclick: () => {
-              const got = output.read();
-              if (got.error) return show("bad", got.error);
-              run(respondPart(item, got.value), "respond");
-            },
-          },
-        ),
-      ),
-      el(
-        "div",
-        { class: "row" },
-        el("button", { type: "button", class: "quiet", text: "Re-run it…", onclick: () => ((confirm.hidden = false), confirm.focus(), announce("Running it again may repeat its effect. Confirm to run it.")) }),
-        confirm,
-      ),
+      settleForm,
+      rerun,
       result,
     ),
   );

@@ -4,10 +4,10 @@
 // "Advanced" edit-then-approve and respond). Typed text lives in `drafts`,
 // so switching items or a refresh never loses it.
 
-import { agentPath, answer, api, explain, outputText, refOf, respondPart, restartPart, resume } from "./api.js";
+import { agentPath, answer, api, escalatedTo, explain, failed, failure, isExpired, lookUp, outputText, refOf, respondPart, restartPart, resume } from "./api.js";
 import { $, announce, copyable, countdown, el, fieldList, pretty, short, when } from "./dom.js";
 import { schemaForm } from "./forms.js";
-import { decisionKind, keyOf, tally } from "./queue.js";
+import { approvedBy, decisionKind, keyOf, stillNeeds, tally, waited } from "./queue.js";
 
 const TOOL_APPROVAL = "genkit-middleware/toolApproval";
 const snapshots = new Map(); // snapshotId -> Promise<answer>
@@ -147,19 +147,25 @@ export class Detail {
     const reason = el("input", { id: "reason", class: "reason", type: "text", autocomplete: "off", "aria-describedby": "reason-hint" });
     reason.value = drafts.get(key) || "";
     reason.addEventListener("input", () => drafts.set(key, reason.value));
-    const approve = el("button", { type: "button", id: "approve", class: "act approve", text: "Approve", "aria-describedby": "detail-title" });
+    const approve = el("button", { type: "button", id: "approve", class: "act approve", text: "Approve", "aria-describedby": "detail-title approve-why" });
     const deny = el("button", { type: "submit", id: "deny", class: "act deny", text: "Deny", "aria-describedby": "detail-title" });
+    // Why Approve (or every answer) is off, in words; empty when it is on.
+    const why = el("p", { id: "approve-why", class: "notice warn why", hidden: true });
+    const escalation = el("p", { class: "notice escalated-line", hidden: true });
     approve.addEventListener("click", () => this.decide(true));
     const form = el(
       "form",
       { class: "answer", onsubmit: (e) => (e.preventDefault(), this.decide(false)) },
       el("label", { for: "reason", text: "Reason" }),
       el("div", { class: "row" }, reason, approve, deny),
+      why,
       el("p", { id: "reason-hint", class: "muted small", text: "Recorded in the audit; the agent hears a denial's reason. Enter denies." }),
     );
 
     const editForm = schemaForm(info && info.inputSchema, item.input);
     const respondForm = schemaForm(info && info.outputSchema, undefined);
+    const editButton = el("button", { type: "button", class: "act", text: "Approve edited input", onclick: () => this.edit(editForm) });
+    const respondButton = el("button", { type: "button", class: "act", text: "Respond without running", onclick: () => this.respond(respondForm) });
     const advanced = el(
       "details",
       { class: "advanced" },
@@ -170,7 +176,7 @@ export class Detail {
         el("legend", { text: "Edit the input, then approve" }),
         el("p", { class: "muted small", text: "The call is restarted with the new input (recorded as an edit); a rule may hold the revised call again." }),
         editForm.node,
-        el("button", { type: "button", class: "act", text: "Approve edited input", onclick: () => this.edit(editForm) }),
+        editButton,
       ),
       el(
         "fieldset",
@@ -178,7 +184,7 @@ export class Detail {
         el("legend", { text: "Respond instead" }),
         el("p", { class: "muted small", text: "Give the tool's result yourself; the tool does not run (recorded as respond)." }),
         respondForm.node,
-        el("button", { type: "button", class: "act", text: "Respond without running", onclick: () => this.respond(respondForm) }),
+        respondButton,
       ),
     );
     const transcript = el("details", { class: "inline-transcript" }, el("summary", { text: "Transcript" }), el("div", { class: "transcript-body", text: "Loading…" }));
@@ -197,7 +203,7 @@ export class Detail {
       el("h3", { text: "Who may approve" }),
       el("p", { class: "rule", text: ruleText(item) }),
       tallyEl,
-      item.refused ? el("p", { class: "notice warn", text: "You may not answer this one: " + item.refused }) : null,
+      escalation,
       expiry,
       el("div", { class: "ids" }, copyable("Session", item.sessionId), copyable("Snapshot", item.snapshotId), refOf(item) ? copyable("Call", refOf(item)) : null),
       form,
@@ -205,10 +211,10 @@ export class Detail {
       advanced,
       transcript,
       audit,
-      el("p", {}, el("button", { type: "button", class: "link", text: "Open this session in the full audit", onclick: () => this.ctx.openAudit({ sessionId: item.sessionId, agent: item.agent }) })),
+      el("p", {}, el("button", { type: "button", class: "link", id: "open-audit", text: "Open this session in the full audit", onclick: () => this.ctx.openAudit({ sessionId: item.sessionId, agent: item.agent }) })),
       ].filter(Boolean),
     );
-    this.parts = { state, tallyEl, expiry, request, result, reason, approve, deny, transcript };
+    this.parts = { state, tallyEl, expiry, escalation, why, request, result, reason, approve, deny, editButton, respondButton, transcript };
     this.update();
     snapshotOf(item).then((got) => {
       if (!this.row || this.row.el !== row.el) return;
@@ -222,30 +228,59 @@ export class Detail {
     });
   }
 
-  /** Patches the changing parts (state, tally, expiry) in place. */
+  /**
+   * Patches the changing parts (state, tally, expiry, escalation) in
+   * place, and turns off what the signed-in person may no longer do, with
+   * the reason in words.
+   */
   update() {
     if (!this.row || !this.parts) return;
     const item = this.row.item;
     const p = this.parts;
     const done = this.row.done;
-    p.state.className = "badge " + (done ? "outcome-" + done.kind : item.expired ? "expired" : "live");
-    p.state.textContent = done ? (done.kind === "ok" ? "approved" : done.kind) : item.expired ? "expired" : "waiting";
+    const expired = isExpired(item);
+    const me = this.ctx.me ? this.ctx.me() : null;
+    p.state.className = "badge " + (done ? "outcome-" + done.kind : expired ? "expired" : "live");
+    p.state.textContent = done ? (done.kind === "ok" ? "approved" : done.kind) : expired ? "expired" : "waiting";
     const r = item.rule;
-    p.tallyEl.textContent = r && r.quorum > 1 ? "Approvals: " + tally(item.approvals, r.quorum) : "";
+    const needs = stillNeeds(item, me);
+    p.tallyEl.textContent = r && r.quorum > 1 ? "Approvals: " + tally(item.approvals, r.quorum) + (needs ? " — " + needs : "") : "";
     p.tallyEl.hidden = !(r && r.quorum > 1);
+    const to = escalatedTo(item);
+    p.escalation.hidden = !to.length;
+    p.escalation.textContent = to.length ? "Escalated: nobody answered in time, so " + to.join(", ") + " may answer it too." : "";
+    const closed = !!done;
+    const mine = approvedBy(item, me);
+    let why = "";
+    if (closed) why = "";
+    else if (item.refused) why = "You may not answer this one: " + item.refused;
+    else if (expired) why = "Approve is off: this hold expired" + (item.expiresAt ? " at " + when(item.expiresAt) : "") + " and can no longer be approved. A denial still reaches the agent.";
+    else if (mine) why = "Approve is off: you approved this already; " + (needs || "it needs another approver") + ".";
+    p.approve.disabled = closed || !!item.refused || expired || mine || this.sending;
+    p.deny.disabled = closed || !!item.refused || this.sending;
+    p.editButton.disabled = closed || !!item.refused || expired || this.sending;
+    p.respondButton.disabled = closed || !!item.refused || this.sending;
+    p.why.textContent = why;
+    p.why.hidden = !why;
     this.tick();
-    const closed = !!done && done.kind !== "partial";
-    p.approve.disabled = closed;
-    p.deny.disabled = closed;
-    if (done && (!p.result.textContent || p.result.dataset.from !== "here")) this.notice(done.kind, done.text, "row");
+    // A retired hold says how it ended, unless an answer given here said so.
+    if (done && p.result.dataset.done !== "true") this.notice(done.kind, done.text, "row");
   }
 
   tick() {
     if (!this.row || !this.parts) return;
     const item = this.row.item;
+    const expired = isExpired(item);
+    // An expired hold's clock stops: it says when it expired, not "ago".
     this.parts.expiry.textContent =
-      (item.expiresAt ? (item.expired ? "Expired: it can no longer be approved; a denial still reaches the agent. " : countdown(item.expiresAt) + ". ") : "No expiry. ") + "Held since " + when(item.heldSince) + ".";
-    this.parts.expiry.className = "expiry-line" + (item.expired ? " notice expired" : "");
+      (item.expiresAt
+        ? expired
+          ? "Expired: it can no longer be approved; a denial still reaches the agent. It expired at " + when(item.expiresAt) + " (" + waited(item) + "). "
+          : countdown(item.expiresAt) + ". "
+        : "No expiry. ") + "Held since " + when(item.heldSince) + ".";
+    this.parts.expiry.className = "expiry-line" + (expired ? " notice expired" : "");
+    // It expired while shown: Approve goes off (update() sets it before calling here).
+    if (expired && !this.parts.approve.disabled && !this.row.done && !this.sending) this.update();
   }
 
   notice(kind, text, from) {
@@ -253,6 +288,7 @@ export class Detail {
     box.className = "notice outcome-" + kind;
     box.textContent = text;
     box.dataset.from = from || "here";
+    box.dataset.done = String(!!(this.row && this.row.done));
     box.hidden = false;
   }
 
@@ -267,13 +303,21 @@ export class Detail {
     }
   }
 
+  /**
+   * Sends one answer and shows what the server really did: a refusal or a
+   * failed turn is red and leaves the hold as it is; a hold is retired
+   * only when it no longer waits (asked of the server, never assumed from
+   * a 404 or 409).
+   */
   async send(label, run) {
     const row = this.row;
     const item = row.item;
     const key = keyOf(item);
     const p = this.parts;
-    p.approve.disabled = true;
-    p.deny.disabled = true;
+    const me = this.ctx.me ? this.ctx.me() : null;
+    this.sending = true;
+    row.answering = true;
+    this.update();
     this.notice("pending", "Sending…");
     const got = await run();
     const what = item.tool + " (" + item.agent + ", session " + short(item.sessionId) + ")";
@@ -281,51 +325,103 @@ export class Detail {
       this.ctx.queue.finish(key, kind, text);
       drafts.delete(key);
     };
+    // After a refusal or a failed turn: does the hold still wait?
+    const stillWaits = async () => {
+      const now = await lookUp(item);
+      if (now.waiting) {
+        this.ctx.queue.update(row, Object.assign({}, row.item, now.item));
+        return " The hold is still waiting: nothing was decided.";
+      }
+      if (now.error) return " Whether it still waits is not known (" + now.error + ").";
+      return null;
+    };
     let kind;
     let text;
     if (!got.ok) {
+      const e = got.error || {};
+      kind = "bad";
       text = explain(got);
-      kind = got.status === 400 && /expired/i.test(got.error.message || "") ? "expired" : "bad";
-      if (kind === "expired") text = "Expired: this approval can no longer be approved (" + got.error.message + ").";
-      if (got.status === 409 || got.status === 404) {
-        this.ctx.queue.goneElsewhere(row);
+      if (got.status === 400 && /expired/i.test(e.message || "")) {
+        kind = "expired";
+        text = "Expired: this approval can no longer be approved (" + e.message + ").";
+      } else if (got.status === 409 || got.status === 404) {
+        const refused = "Not done: the server refused it (HTTP " + got.status + (e.status ? " " + e.status : "") + ": " + (e.message || "no reason given") + ").";
+        const tail = await stillWaits();
+        if (tail === null) {
+          // Gone: the audit says who answered it, and how.
+          await this.ctx.queue.goneElsewhere(row, true);
+          const decided = row.done && row.done.kind !== "elsewhere";
+          kind = decided ? "elsewhere" : "bad";
+          text = (decided ? explain(got) : refused) + (row.done ? " " + row.done.text : "");
+        } else {
+          text = refused + tail;
+        }
+      } else {
+        // Any other refusal or error: say it, and whether the hold still waits.
+        if (got.status >= 500) text = label.failed + " The server answered: " + text;
+        const tail = await stillWaits();
+        if (tail === null) {
+          text += " It no longer waits.";
+          settleRow(kind, text);
+        } else {
+          text += tail;
+        }
       }
     } else if (got.result && got.result.decided === false) {
+      const approvals = got.result.approvals || [];
+      const quorum = got.result.quorum || (item.rule && item.rule.quorum) || approvals.length;
+      const next = Object.assign({}, row.item, { approvals, forMe: false });
+      next.rule = Object.assign({}, row.item.rule || {}, { quorum });
       kind = "partial";
-      text = tally(got.result.approvals, got.result.quorum) + " approvals recorded; the call runs once the quorum is met.";
-      row.item = Object.assign({}, item, { approvals: got.result.approvals, forMe: false });
-      this.ctx.queue.update(row, row.item);
+      text =
+        tally(approvals, quorum) +
+        " approvals recorded" +
+        (got.result.counted === false ? " (yours was counted already)" : "") +
+        "; the call runs once the quorum is met: " +
+        (stillNeeds(next, me) || "waiting for another approver") +
+        ".";
+      this.ctx.queue.update(row, next);
     } else {
       const out = got.result && got.result.decided === true ? got.result.output : got.result;
       const said = outputText(out);
       const tail = said ? " The agent said: " + said : "";
-      if (out.finishReason === "failed") {
+      if (failed(out)) {
         kind = "bad";
-        text = label.failed + " The turn failed: " + ((out.error && out.error.message) || "unknown error");
+        text = label.failed + " The turn failed: " + failure(out) + ".";
+        const waits = await stillWaits();
+        if (waits === null) settleRow(kind, text);
+        else text += waits;
       } else {
         kind = label.kind;
-        text = label.done + (out.finishReason === "interrupted" ? " The agent paused again: a new hold is waiting." : "") + tail;
+        let done = label.done;
+        const r = item.rule;
+        if (label.kind === "ok" && r && r.quorum > 1) {
+          const names = (item.approvals || []).map((a) => a.actor);
+          if (me && !names.includes(me)) names.push(me);
+          done = "Approved " + names.length + " of " + r.quorum + ": " + names.join(", ") + ": the call ran.";
+        }
+        text = done + (out && out.finishReason === "interrupted" ? " The agent paused again: a new hold is waiting." : "") + tail;
+        settleRow(kind, text);
       }
-      settleRow(kind, text);
     }
-    if (kind === "bad" || kind === "expired" || kind === "partial") {
-      p.approve.disabled = false;
-      p.deny.disabled = false;
-    }
-    this.notice(kind, text);
+    this.sending = false;
+    row.answering = false;
+    this.update();
+    // The pane may show another hold by now: the answer's words go to its own.
+    if (this.row === row) this.notice(kind, text);
     announce(what + ": " + text);
     this.ctx.log(kind, what + ": " + text);
     this.ctx.refresh();
   }
 
   decide(approve) {
-    if (!this.row || this.parts.approve.disabled) return;
+    if (!this.row || (approve ? this.parts.approve.disabled : this.parts.deny.disabled)) return;
     const reason = this.parts.reason.value.trim();
     const item = this.row.item;
     return this.send(
       approve
-        ? { kind: "ok", done: "Approved: the call ran.", failed: "Approved." }
-        : { kind: "denied", done: "Denied" + (reason ? ' with reason "' + reason + '"' : "") + ": the call did not run.", failed: "Denied." },
+        ? { kind: "ok", done: "Approved: the call ran.", failed: "Approved, but it did not complete." }
+        : { kind: "denied", done: "Denied" + (reason ? ' with reason "' + reason + '"' : "") + ": the call did not run.", failed: "Denied, but the turn did not complete." },
       () => answer(item, approve, reason),
     );
   }
@@ -335,14 +431,14 @@ export class Detail {
     if (got.error) return this.notice("bad", got.error);
     const item = this.row.item;
     const reason = this.parts.reason.value.trim();
-    return this.send({ kind: "edited", done: "Edited: restarted with the new input.", failed: "Edited." }, () => resume(item, restartPart(item, replyData(item, true, reason), got.value)));
+    return this.send({ kind: "edited", done: "Edited: restarted with the new input.", failed: "The edit did not complete." }, () => resume(item, restartPart(item, replyData(item, true, reason), got.value)));
   }
 
   respond(form) {
     const got = form.read();
     if (got.error) return this.notice("bad", got.error);
     const item = this.row.item;
-    return this.send({ kind: "responded", done: "Responded: the tool did not run; the agent got your result.", failed: "Responded." }, () => resume(item, respondPart(item, got.value)));
+    return this.send({ kind: "responded", done: "Responded: the tool did not run; the agent got your result.", failed: "The response did not complete." }, () => resume(item, respondPart(item, got.value)));
   }
 
   async loadAudit(box) {

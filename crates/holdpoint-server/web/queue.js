@@ -1,12 +1,18 @@
 // The queue: a compact list of holds, patched in place. Rows are never
 // moved or rebuilt by a refresh (a new hold is inserted next to its
 // neighbour in the server's order), so focus and selection stay put; a hold
-// answered elsewhere stays, greyed, saying who answered and how.
+// answered elsewhere stays, greyed, saying who answered and how. A row is
+// retired only once the server no longer lists the hold (a refused answer
+// never retires it), and an expired hold is never counted as waiting: its
+// clock stops at its expiry.
 
-import { api, query, refOf } from "./api.js";
-import { age, countdown, el, short, summary } from "./dom.js";
+import { api, escalatedTo, isExpired, lookUp, query, refOf } from "./api.js";
+import { age, countdown, el, short, summary, when } from "./dom.js";
 
 let ids = 0;
+
+/** How often (ms) a hold the listing stopped showing is looked up again. */
+const RECHECK_MS = 5000;
 
 export function keyOf(item) {
   return item.agent + "/" + item.snapshotId + "/" + item.tool + "/" + (refOf(item) || "");
@@ -17,10 +23,43 @@ export function tally(approvals, quorum) {
   return who.length + " of " + quorum + (who.length ? ": " + who.join(", ") : "");
 }
 
+/** Whether `me` (a principal) has approved `item` already. */
+export function approvedBy(item, me) {
+  return !!me && (item.approvals || []).some((a) => a.actor === me);
+}
+
+const ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"];
+
+/** "waiting for a second approver — not you": what a partly approved hold still needs. */
+export function stillNeeds(item, me) {
+  const r = item.rule;
+  const have = (item.approvals || []).length;
+  if (!r || r.quorum <= 1 || have >= r.quorum) return "";
+  const missing = r.quorum - have;
+  const next = missing === 1 ? "a " + (ORDINALS[have] || "further") + " approver" : missing + " more approvers";
+  return "waiting for " + next + (approvedBy(item, me) ? " — not you" : "");
+}
+
+/** How long a hold waited: until now, or until it expired (its clock stops). */
+export function waited(item) {
+  if (isExpired(item) && item.expiresAt) {
+    const ms = Math.max(0, Date.parse(item.expiresAt) - Date.parse(item.heldSince));
+    return "waited " + spanOf(ms) + ", then expired";
+  }
+  return "waiting " + age(item.heldSince);
+}
+
+function spanOf(ms) {
+  // age() counts from a time to now; from a fixed span, the same words.
+  return age(new Date(Date.now() - ms).toISOString());
+}
+
 /** The state words of a hold (live, expired, partially approved). */
-function stateOf(item) {
-  if (item.expired) return { cls: "expired", text: "expired" };
-  if (item.rule && item.rule.quorum > 1 && item.approvals && item.approvals.length) return { cls: "partial", text: tally(item.approvals, item.rule.quorum) };
+function stateOf(item, me) {
+  if (isExpired(item)) return { cls: "expired", text: "expired" };
+  if (item.rule && item.rule.quorum > 1 && item.approvals && item.approvals.length) {
+    return { cls: "partial", text: tally(item.approvals, item.rule.quorum) + (approvedBy(item, me) ? " · you approved" : "") };
+  }
   if (item.forMe) return { cls: "mine", text: "waiting for you" };
   return { cls: "live", text: item.refused ? "you may not answer" : "waiting" };
 }
@@ -31,6 +70,7 @@ export class Queue {
     this.rows = new Map(); // key -> {item, el, parts, done}
     this.onSelect = onSelect;
     this.selected = null;
+    this.me = null; // the signed-in principal, to tell "you approved"
   }
 
   clear() {
@@ -51,11 +91,12 @@ export class Queue {
     const badge = el("span", { class: "badge" });
     const waited = el("span", { class: "age", dataset: { since: item.heldSince } });
     const expiry = el("span", { class: "expiry" });
+    const escalation = el("span", { class: "badge escalated", hidden: true });
     const outcome = el("p", { class: "item-outcome", hidden: true });
     const section = el(
       "section",
       { class: "item-body", "aria-labelledby": id },
-      el("div", { class: "item-head" }, heading, badge),
+      el("div", { class: "item-head" }, heading, escalation, badge),
       el("p", { class: "item-summary", text: summary(item.input) }),
       el(
         "p",
@@ -80,7 +121,7 @@ export class Queue {
       },
       section,
     );
-    const row = { item, el: li, parts: { badge, waited, expiry, outcome }, done: null };
+    const row = { item, el: li, parts: { badge, waited, expiry, escalation, outcome }, done: null };
     this.update(row, item);
     return row;
   }
@@ -88,18 +129,25 @@ export class Queue {
   /** Patches a row's changing parts in place. */
   update(row, item) {
     row.item = item;
-    const s = stateOf(item);
+    const s = stateOf(item, this.me);
     if (!row.done) {
       row.parts.badge.className = "badge " + s.cls;
       row.parts.badge.textContent = s.text;
-      row.el.classList.toggle("expired", !!item.expired);
+      row.el.classList.toggle("expired", isExpired(item));
     }
+    const to = escalatedTo(item);
+    row.parts.escalation.hidden = !to.length;
+    row.parts.escalation.textContent = to.length ? "escalated to " + to.join(", ") : "";
     this.tick(row);
   }
 
   tick(row) {
-    row.parts.waited.textContent = "waiting " + age(row.item.heldSince);
-    row.parts.expiry.textContent = row.item.expiresAt && !row.done ? countdown(row.item.expiresAt) : "";
+    const item = row.item;
+    const expired = isExpired(item);
+    // An expired hold is not waiting: its clock stops at its expiry.
+    if (expired && !row.el.classList.contains("expired") && !row.done) this.update(row, item);
+    row.parts.waited.textContent = waited(item);
+    row.parts.expiry.textContent = !item.expiresAt || row.done ? "" : expired ? "expired at " + when(item.expiresAt) : countdown(item.expiresAt);
   }
 
   tickAll() {
@@ -164,23 +212,55 @@ export class Queue {
     if (this.onFinish) this.onFinish(key);
   }
 
-  async goneElsewhere(row) {
-    const key = keyOf(row.item);
-    row.done = { kind: "elsewhere", text: "Answered elsewhere…" };
-    this.finish(key, "elsewhere", "Answered elsewhere; looking up who…");
-    const item = row.item;
-    const got = await api("audit" + query({ agent: item.agent, snapshotId: item.snapshotId, limit: 20 }));
-    let text = "Answered elsewhere (the session is no longer visible to you).";
-    if (got.ok) {
-      // Newest first: the decision that ended the hold.
-      const rec = got.result.items.find((r) => r.tool === item.tool);
-      if (rec) {
-        const who = rec.actor || rec.principal || "someone";
-        text = "Answered elsewhere: " + who + " — " + rec.decision + (rec.reason ? " (" + rec.reason + ")" : "") + ".";
-        row.done.kind = rec.decision;
-      }
+  /**
+   * A hold the listing no longer shows: the audit says how it ended, and
+   * the row is retired with who decided (for a quorum, everyone who
+   * approved). A hold with no decision recorded is asked for again
+   * (it may still wait: an expired one a "live" listing leaves out); it is
+   * retired only once the server says it no longer waits.
+   */
+  async goneElsewhere(row, force) {
+    // A hold being answered on this page is told by that answer, not guessed here.
+    if (row.done || row.checking || (!force && (row.answering || (row.checkedAt && Date.now() - row.checkedAt < RECHECK_MS)))) return;
+    row.checking = true;
+    try {
+      await this.lookUpEnd(row);
+    } finally {
+      row.checking = false;
+      row.checkedAt = Date.now();
     }
-    this.finish(key, row.done.kind === "elsewhere" ? "elsewhere" : decisionKind(row.done.kind), text);
+  }
+
+  async lookUpEnd(row) {
+    const item = row.item;
+    const key = keyOf(item);
+    const got = await api("audit" + query({ agent: item.agent, snapshotId: item.snapshotId, limit: 100 }));
+    if (row.done) return;
+    const ref = refOf(item) || "";
+    // Newest first: the decision that ended the hold, and the approvals before it.
+    const records = got.ok ? got.result.items.filter((r) => r.tool === item.tool && (r.ref || "") === ref) : [];
+    const end = records[0];
+    if (!end || (item.rule && item.rule.quorum > 1 && end.decision === "approve" && approvalsIn(records).length < item.rule.quorum)) {
+      // No decision ended it (yet): still waiting, or expired out of a "live" listing.
+      const now = await lookUp(item);
+      if (row.done) return;
+      if (now.waiting) {
+        this.update(row, Object.assign({}, item, now.item));
+        return;
+      }
+      if (now.error) return;
+      this.finish(key, "elsewhere", got.ok ? "No longer waiting (no decision recorded that you may read)." : "Answered elsewhere (the session is no longer visible to you).");
+      return;
+    }
+    const who = end.actor || end.principal || "anonymous";
+    let text;
+    if (end.decision === "approve" && item.rule && item.rule.quorum > 1) {
+      const names = approvalsIn(records);
+      text = "Approved " + names.length + " of " + item.rule.quorum + ": " + names.join(", ") + ". The last approval was " + who + "'s, given elsewhere.";
+    } else {
+      text = "Answered elsewhere: " + who + " — " + end.decision + (end.reason ? " (" + end.reason + ")" : "") + ".";
+    }
+    this.finish(key, decisionKind(end.decision), text);
   }
 
   select(key, focus) {
@@ -209,6 +289,17 @@ export class Queue {
   open() {
     return [...this.rows.values()].filter((r) => !r.done).length;
   }
+}
+
+/** Who approved, oldest first, once each, from audit records newest first. */
+function approvalsIn(records) {
+  const names = [];
+  for (const r of [...records].reverse()) {
+    if (r.decision !== "approve") continue;
+    const who = r.actor || r.principal || "anonymous";
+    if (!names.includes(who)) names.push(who);
+  }
+  return names;
 }
 
 /** The outcome class of an audit decision. */

@@ -24,6 +24,21 @@ struct AgentInfo {
     /// Whether its detached runs can be aborted (Genkit's `abortable`):
     /// every server-managed agent's, custom ones included.
     abortable: bool,
+    /// Its tools with their schemas (the page builds the settle form of a
+    /// call in doubt from the output schema); empty for a custom agent.
+    tools: Vec<AgentTool>,
+}
+
+/// A tool as `GET /agents` lists it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentTool {
+    name: String,
+    description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_schema: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<serde_json::Value>,
 }
 
 /// `GET /agents`: the agents the caller may use.
@@ -37,6 +52,16 @@ pub(crate) async fn list_agents(State(state): State<AppState>, Caller(caller): C
             description: a.description().map(str::to_owned),
             state_management: if a.is_server_managed() { "server" } else { "client" },
             abortable: a.is_server_managed(),
+            tools: a
+                .tool_definitions()
+                .iter()
+                .map(|d| AgentTool {
+                    name: d.name.clone(),
+                    description: d.description.clone(),
+                    input_schema: d.input_schema.clone(),
+                    output_schema: d.output_schema.clone(),
+                })
+                .collect(),
         })
         .collect();
     reply(agents).into_response()

@@ -586,7 +586,7 @@ async fn an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival
     browser.wait_text(&second_row, &["1 of 2: olga"]).await;
     answer_as(&server, "pete", &second["snapshotId"], "approve").await;
     browser
-        .wait_text(&second_row, &["Answered elsewhere: pete — approve"])
+        .wait_text(&second_row, &["Approved 2 of 2: olga, pete"])
         .await;
     assert_eq!(made.load(Ordering::SeqCst), 1, "the approved transfer ran once");
     browser.close().await;
@@ -744,14 +744,12 @@ async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds(
     browser
         .wait_text("#detail", &["Expired: it can no longer be approved"])
         .await;
+    // Approve is off, saying why (issue 34, item 8).
     browser
-        .button("//section[@id='detail']", "Approve")
-        .await
-        .click()
-        .await
-        .unwrap();
+        .wait_js("return document.getElementById('approve').disabled;")
+        .await;
     browser
-        .wait_text("#detail-result", &["Expired", "can no longer be approved"])
+        .wait_text("#approve-why", &["expired", "can no longer be approved"])
         .await;
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 
