@@ -439,3 +439,114 @@ async fn another_principal_cannot_resume_or_read_the_thread() {
     let (_, events) = agui(&f.server, "opsAgent", resume, Some(ALICE_KEY)).await;
     success(&events);
 }
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The official `@ag-ui/client` (`HttpAgent`, driven by
+/// `tests/agui/client.mjs`) against the endpoint. Skipped (with a message)
+/// when node or the package is missing, unless `CI=true`: `.ci/run`
+/// installs it (`npm ci --prefix crates/holdpoint-server/tests/agui`).
+#[tokio::test]
+async fn the_official_ag_ui_client_runs_interrupts_and_resumes() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/agui");
+    let installed = dir.join("node_modules/@ag-ui/client/package.json").is_file();
+    let Some(node) = which("node").filter(|_| installed) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "node and @ag-ui/client are required in CI (npm ci --prefix crates/holdpoint-server/tests/agui)"
+        );
+        eprintln!("SKIPPED: install node and the client: npm ci --prefix crates/holdpoint-server/tests/agui");
+        return;
+    };
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        with_auth(
+            Server::builder()
+                .agent(ops(store.clone(), runs.clone()))
+                .agent(ops_named(
+                    "opsTtl",
+                    store.clone(),
+                    runs.clone(),
+                    Some(Duration::from_millis(1)),
+                )),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await;
+    let output = tokio::process::Command::new(node)
+        .arg("client.mjs")
+        .arg(&server.base)
+        .arg(ALICE_KEY)
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), output)
+        .await
+        .expect("the client finished within 120 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let code = |step: &str| out[step]["error"]["code"].clone();
+    // Run → interrupt.
+    assert_eq!(out["first"]["outcome"], "interrupt", "{out:#}");
+    assert_eq!(out["pendingAfterFirst"], 1);
+    assert_eq!(out["first"]["interrupts"][0]["reason"], "tool_approval");
+    // New input while interrupted: the client refuses, and so does the server.
+    assert!(
+        out["clientBlocked"]["thrown"]
+            .as_str()
+            .unwrap()
+            .contains("pending interrupt"),
+        "{out:#}"
+    );
+    assert_eq!(code("serverBlocked"), "INTERRUPTS_PENDING", "{out:#}");
+    // Approve: the result lands on the paused call.
+    assert_eq!(out["approved"]["outcome"], "success", "{out:#}");
+    assert_eq!(out["approved"]["results"][0]["toolCallId"], out["approvedToolCallId"]);
+    assert!(out["approved"]["text"].as_str().unwrap().contains("checking"));
+    // A second resume: refused.
+    assert_eq!(code("replayed"), "ALREADY_RESUMED", "{out:#}");
+    // Edit, then approve the revised call.
+    assert_eq!(out["edited"]["outcome"], "interrupt", "{out:#}");
+    assert_eq!(
+        out["edited"]["interrupts"][0]["metadata"]["holdpoint"]["input"],
+        json!({"account": "savings"})
+    );
+    assert_eq!(out["editApproved"]["outcome"], "success", "{out:#}");
+    assert!(out["editApproved"]["text"].as_str().unwrap().contains("savings"));
+    // Cancel: denied with the reason.
+    assert_eq!(out["cancelled"]["outcome"], "success", "{out:#}");
+    assert!(
+        out["cancelled"]["results"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not today")
+    );
+    // Schema mismatch, then the same interrupt still answers.
+    assert_eq!(code("mismatch"), "SCHEMA_MISMATCH", "{out:#}");
+    assert_eq!(out["afterMismatch"]["outcome"], "success", "{out:#}");
+    // Expiry.
+    assert!(out["expiresAt"].is_string());
+    assert!(
+        out["expiredClient"]["thrown"].as_str().unwrap().contains("expired"),
+        "{out:#}"
+    );
+    assert_eq!(code("expiredServer"), "INTERRUPT_EXPIRED", "{out:#}");
+    assert_eq!(out["expiredCancelled"]["outcome"], "success", "{out:#}");
+    // Exactly two closings ran: the approved one and the edited one.
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
