@@ -74,3 +74,46 @@ async fn the_readme_tool_is_approved_and_denied_through_answer() {
     decisions.sort_unstable();
     assert_eq!(decisions, ["approve", "deny"], "{audit:#}");
 }
+
+/// A newer Genkit client's part or message with a field Holdpoint does not
+/// know is served (the field dropped); a known field of the wrong type is
+/// still 400 INVALID_ARGUMENT, and so is an init's unknown field.
+#[tokio::test]
+async fn unknown_wire_fields_are_ignored_over_http() {
+    let f = fixture(false).await;
+    let (code, out) = f
+        .server
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": {
+                "message": {"role": "user", "content": [{"text": "what is my balance", "newPartField": {"a": 1}}],
+                            "newMessageField": 1}
+            }}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200, "{out:#}");
+    assert_eq!(out["result"]["finishReason"], "stop", "{out:#}");
+    assert!(!out.to_string().contains("newPartField"), "{out:#}");
+
+    let (code, body) = f
+        .server
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": {"message": {"role": "user", "content": [{"text": 5}]}}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 400, "{body:#}");
+    assert_eq!(body["error"]["status"], "INVALID_ARGUMENT", "{body:#}");
+    let (code, body) = f
+        .server
+        .post(
+            "/agents/bankingAgent",
+            json!({"data": {"message": {"role": "user", "content": [{"text": "hi"}]}}, "init": {"sesionId": "x"}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 400, "{body:#}");
+    assert_eq!(body["error"]["status"], "INVALID_ARGUMENT", "{body:#}");
+}

@@ -15,6 +15,9 @@ use crate::session::Artifact;
 /// Where a run starts: a new conversation (empty), a stored session or
 /// snapshot (server-managed agents), or client-held state.
 ///
+/// Unlike a message's, its unknown fields are refused: a mistyped
+/// `sessionId` would otherwise start a new conversation without a word.
+///
 /// ```
 /// use holdpoint::agent::AgentInit;
 /// let init: AgentInit = serde_json::from_str(r#"{"sessionId":"s1"}"#)?;
@@ -70,6 +73,10 @@ impl AgentInit {
 
 /// One input to an agent: a user message, answers to paused calls, and/or
 /// a request to detach.
+///
+/// Its own unknown fields are refused, as [`AgentInit`]'s are: a mistyped
+/// `message` would leave `{}`, which runs a turn. Those of the message,
+/// its parts and the resume inside it are ignored ([`Message`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentInput {

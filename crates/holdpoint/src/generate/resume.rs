@@ -12,8 +12,9 @@ use crate::tool::ToolOutcome;
 
 /// The answers to a paused generation: restart directives (re-run a call)
 /// and respond directives (supply its output).
+///
+/// Unknown fields are ignored, as in [`Message`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Resume {
     /// Tool-request parts marked `resumed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

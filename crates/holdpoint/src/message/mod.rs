@@ -35,8 +35,11 @@ pub enum Role {
 /// assert!(serde_json::from_str::<Message>(r#"{"role":"robot","content":[]}"#).is_err());
 /// # Ok::<(), serde_json::Error>(())
 /// ```
+///
+/// A field Holdpoint does not know is ignored and dropped, in the message
+/// and its parts, as Genkit's decoders do; a known field of the wrong type
+/// is refused (docs/reference.md, "Unknown fields").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,

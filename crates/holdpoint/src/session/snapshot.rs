@@ -65,7 +65,6 @@ impl SnapshotStatus {
 /// A named output of an agent (a document, a plan, …). Artifacts replace
 /// earlier ones with the same name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Artifact {
     /// Its name; unnamed artifacts never replace others.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -223,3 +223,52 @@ async fn paused_generation_serialises_in_genkit_shape() {
     let back = Part::from_json(&serde_json::to_string(&part).unwrap()).unwrap();
     assert_eq!(back, part);
 }
+
+/// Forward-compatible wire (docs/reference.md §1.2): an input whose
+/// message, parts and resume carry keys Holdpoint does not know runs, and
+/// the keys are not kept; a known key of the wrong type is still refused,
+/// and so is an unknown key of the input or init themselves.
+#[tokio::test]
+async fn unknown_wire_fields_are_ignored_and_dropped_known_ones_stay_typed() {
+    use std::sync::Arc;
+
+    use holdpoint::agent::{Agent, AgentInit, AgentInput};
+    use holdpoint::session::InMemoryStore;
+    use holdpoint::{ScriptedModel, ScriptedTurn};
+
+    let model = ScriptedModel::new("scripted");
+    model.push(ScriptedTurn::text("hello"));
+    let agent = Agent::builder("a")
+        .model(Arc::new(model))
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap();
+    let input: AgentInput = serde_json::from_value(json!({
+        "message": {"role": "user", "content": [{"text": "hi", "newPartField": 1}], "newMessageField": true}
+    }))
+    .unwrap();
+    let out = agent.run(input, AgentInit::new()).await.unwrap();
+    assert_eq!(out.text(), "hello");
+    let snapshot = agent.latest(&out.session_id).await.unwrap().unwrap();
+    let stored = serde_json::to_string(&snapshot.state).unwrap();
+    assert!(stored.contains("\"hi\""), "{stored}");
+    assert!(
+        !stored.contains("newPartField") && !stored.contains("newMessageField"),
+        "{stored}"
+    );
+
+    let resume: holdpoint::Resume = serde_json::from_value(json!({"respond": [], "newResumeField": 1})).unwrap();
+    assert_eq!(resume, holdpoint::Resume::default());
+
+    for bad in [
+        json!({"message": {"role": "user", "content": [{"text": 1}]}}),
+        json!({"message": {"role": "user", "content": {"text": "hi"}}}),
+        json!({"message": "hi"}),
+        json!({"detach": "yes"}),
+        json!({"mesage": {"role": "user", "content": []}}),
+    ] {
+        let err = serde_json::from_value::<AgentInput>(bad.clone()).unwrap_err();
+        assert!(!err.to_string().is_empty(), "{bad}");
+    }
+    assert!(serde_json::from_value::<AgentInit>(json!({"sesionId": "typo"})).is_err());
+}

@@ -633,7 +633,12 @@ fn resume_decodes_from_json_and_sorts_parts_by_kind() {
     assert_eq!(r.respond, vec![respond]);
     let text = serde_json::to_string(&r).unwrap();
     assert_eq!(serde_json::from_str::<Resume>(&text).unwrap(), r);
-    assert!(serde_json::from_str::<Resume>(r#"{"restart":[],"extra":1}"#).is_err());
+    // Forward-compatible: an unknown key is dropped, a known one stays typed.
+    assert_eq!(
+        serde_json::from_str::<Resume>(r#"{"restart":[],"extra":1}"#).unwrap(),
+        Resume::default()
+    );
+    assert!(serde_json::from_str::<Resume>(r#"{"restart":{}}"#).is_err());
     assert!(Resume::default().is_empty());
 }
 

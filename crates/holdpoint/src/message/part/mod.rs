@@ -14,7 +14,7 @@ pub use interrupt::InterruptAsError;
 
 /// A media reference: `{contentType, url}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Media {
     /// MIME type, e.g. `image/png`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -25,7 +25,6 @@ pub struct Media {
 
 /// A resource reference: `{uri}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Resource {
     /// The resource URI.
     pub uri: String,
@@ -33,7 +32,6 @@ pub struct Resource {
 
 /// A model's request to call a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ToolRequest {
     /// The tool's name.
     pub name: String,
@@ -47,7 +45,6 @@ pub struct ToolRequest {
 
 /// A tool's answer to a [`ToolRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ToolResponse {
     /// The tool's name.
     pub name: String,

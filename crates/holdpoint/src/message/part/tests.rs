@@ -28,14 +28,59 @@ fn two_kinds_are_rejected_naming_both() {
 }
 
 #[test]
-fn empty_and_unknown_fields_are_rejected() {
+fn a_part_without_a_known_kind_is_rejected() {
     assert!(Part::from_json("{}").unwrap_err().to_string().contains("needs one of"));
+    // An unknown field is no kind: still nothing to decode.
     assert!(
         Part::from_json(r#"{"txt":"a"}"#)
             .unwrap_err()
             .to_string()
-            .contains("txt")
+            .contains("needs one of")
     );
+}
+
+/// Forward-compatible wire: a field Holdpoint does not know is ignored and
+/// dropped, at every level of a part; a known one of the wrong type is
+/// still refused.
+#[test]
+fn unknown_fields_are_dropped_and_known_ones_stay_typed() {
+    let part = Part::from_json(r#"{"text":"hi","partial":true,"index":3,"metadata":{"x":1}}"#).unwrap();
+    assert_eq!(part.as_text(), Some("hi"));
+    assert_eq!(
+        serde_json::to_string(&part).unwrap(),
+        r#"{"text":"hi","metadata":{"x":1}}"#
+    );
+    let part = Part::from_json(r#"{"toolRequest":{"name":"t","ref":"1","input":{},"partial":true}}"#).unwrap();
+    assert_eq!(
+        serde_json::to_string(&part).unwrap(),
+        r#"{"toolRequest":{"name":"t","ref":"1","input":{}}}"#
+    );
+    let part = Part::from_json(r#"{"toolResponse":{"name":"t","output":1,"extra":"x"}}"#).unwrap();
+    assert_eq!(
+        serde_json::to_string(&part).unwrap(),
+        r#"{"toolResponse":{"name":"t","output":1}}"#
+    );
+    let part = Part::from_json(r#"{"media":{"url":"u","size":3}}"#).unwrap();
+    assert_eq!(serde_json::to_string(&part).unwrap(), r#"{"media":{"url":"u"}}"#);
+    let message: crate::Message =
+        serde_json::from_str(r#"{"role":"user","content":[{"text":"hi","future":{}}],"future":1}"#).unwrap();
+    assert_eq!(
+        serde_json::to_string(&message).unwrap(),
+        r#"{"role":"user","content":[{"text":"hi"}]}"#
+    );
+
+    for bad in [
+        r#"{"text":5}"#,
+        r#"{"text":"a","metadata":[1]}"#,
+        r#"{"toolRequest":{"name":7}}"#,
+        r#"{"toolRequest":{"name":"t","ref":1}}"#,
+        r#"{"toolResponse":{"name":"t","content":"x"}}"#,
+        r#"{"media":{"url":false}}"#,
+    ] {
+        let err = Part::from_json(bad).unwrap_err();
+        assert_eq!(err.status(), crate::Status::InvalidArgument, "{bad}");
+    }
+    assert!(serde_json::from_str::<crate::Message>(r#"{"role":"user","content":"hi"}"#).is_err());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The wire form of a [`Part`]: one kind field plus `metadata`, decoded by
-//! which fields are present; two kinds, none, or an unknown field are
-//! rejected.
+//! which fields are present; two kinds or none are rejected, a field
+//! Holdpoint does not know is ignored and dropped (as Genkit's Go and JS
+//! decoders do), a known one of the wrong type is rejected.
 
 use serde::de::{self, Deserializer};
 use serde::ser::{SerializeMap, Serializer};
@@ -31,7 +32,7 @@ impl Serialize for Part {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct RawPart {
     #[serde(default)]
     text: Option<String>,
