@@ -3,7 +3,7 @@
 // and the full audit. Plain DOM modules, no dependencies; everything shown
 // comes from the server and is inserted as text, never as HTML.
 
-import { api, explain, query, session } from "./web/api.js";
+import { api, explain, query, refOf, session } from "./web/api.js";
 import { $, announce, el } from "./web/dom.js";
 import { Queue } from "./web/queue.js";
 import { Detail } from "./web/detail.js";
@@ -11,6 +11,10 @@ import { AuditView, loadInDoubt } from "./web/audit.js";
 import { beginLogin, finishLogin, loginConfig } from "./web/login.js";
 
 const params = new URLSearchParams(location.search);
+// A notification's link to one hold: ?agent=&sessionId=&snapshotId=&ref=
+const LINK = params.get("snapshotId")
+  ? { agent: params.get("agent") || "", sessionId: params.get("sessionId") || "", snapshotId: params.get("snapshotId"), ref: params.get("ref") || "" }
+  : null;
 const POLL_MS = Math.max(250, Number(params.get("poll")) || 2000);
 const PAGE = Math.max(1, Math.min(1000, Number(params.get("page")) || 50));
 
@@ -155,10 +159,48 @@ async function refresh() {
     state.loaded = page.items.length;
     state.cursor = page.nextCursor || null;
   }
-  if (!queue.selected) detail.empty();
-  else detail.update();
+  if (state.link) openLinked(page.items);
+  if (!queue.selected) {
+    if (!state.link || !state.link.done) detail.empty();
+  } else detail.update();
   updateCount();
   $("last-update").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+/**
+ * Selects the hold a link named once the list has it; when the server no
+ * longer lists it, says how it ended (from the audit) instead.
+ */
+async function openLinked(items) {
+  const link = state.link;
+  if (link.done || link.looking) return;
+  const match = (i) => i.snapshotId === link.snapshotId && (!link.ref || refOf(i) === link.ref) && (!link.agent || i.agent === link.agent);
+  const found = items.find(match);
+  if (found) {
+    link.done = true;
+    const row = [...queue.rows.values()].find((r) => match(r.item));
+    if (row) queue.select(keyOfRow(row), true);
+    announce("Opened the linked hold: " + found.tool + ".");
+    return;
+  }
+  link.looking = true;
+  const got = await api("audit" + query({ agent: link.agent, snapshotId: link.snapshotId, limit: 20 }));
+  link.looking = false;
+  link.done = true;
+  const recs = got.ok ? got.result.items.filter((r) => !link.ref || r.ref === link.ref) : [];
+  const end = recs[0];
+  const text = end
+    ? "The hold this link opens no longer waits: " + (end.actor || end.principal || "anonymous") + " — " + end.decision + (end.reason ? " (" + end.reason + ")" : "") + "."
+    : "The hold this link opens is not waiting for you: it was answered, or it is not yours to see.";
+  detail.gone(text, () => {
+    $("f-q").value = "";
+    refresh();
+  });
+  announce(text);
+}
+
+function keyOfRow(row) {
+  return row.el.dataset.key;
 }
 
 function mergeTools(tools) {
@@ -298,6 +340,14 @@ async function signIn() {
 }
 
 async function start() {
+  if (LINK) {
+    // Show that hold (live or expired) and select it; "Show all holds" clears the search.
+    state.link = Object.assign({}, LINK);
+    $("f-q").value = LINK.snapshotId;
+    $("f-expired").value = "";
+    if (LINK.agent) fillSelect($("f-agent"), [LINK.agent], "All agents");
+    $("f-agent").value = LINK.agent;
+  }
   await signIn();
   $("token").value = session.credential;
   $("credentials").addEventListener("submit", (event) => {

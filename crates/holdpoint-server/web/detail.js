@@ -128,6 +128,16 @@ export class Detail {
     this.build();
   }
 
+  /** Says that a linked hold no longer waits, with a way back to the list. */
+  gone(text, showAll) {
+    this.row = null;
+    this.root.replaceChildren(
+      el("h2", { id: "detail-title", text: "The linked hold" }),
+      el("p", { id: "link-gone", class: "notice outcome-elsewhere", text }),
+      el("button", { type: "button", class: "quiet", text: "Show all holds", onclick: showAll }),
+    );
+  }
+
   empty() {
     this.row = null;
     this.root.replaceChildren(el("h2", { id: "detail-title", text: "Nothing selected" }), el("p", { class: "muted", text: "Choose a hold in the list (or press j)." }));

@@ -744,3 +744,63 @@ async fn in_doubt_settles_from_the_output_schema_and_escalations_show() {
     assert_eq!(settled[0].decision.as_str(), "respond");
     page.close().await;
 }
+
+/// Item 4: a notification's link (`?agent=&sessionId=&snapshotId=&ref=`)
+/// opens that hold, selected, one click from approved; a link to a hold
+/// that no longer waits says who answered it; the title counts live holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_link_opens_its_hold_and_approving_takes_one_click() {
+    let Some(page) = Page::start_or_skip("a_notification_link_opens_its_hold_and_approving_takes_one_click").await
+    else {
+        return;
+    };
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        Server::builder()
+            .agent(ops(store.clone(), runs.clone()))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let mut held = Vec::new();
+    for n in 1..=3 {
+        held.push(raise(&server, "opsAgent", &format!("close acct-{n}"), None).await);
+    }
+    let (code, _) = server
+        .post(
+            "/agents/opsAgent/answer",
+            json!({"data": {"snapshotId": held[2]["snapshotId"], "decision": "deny", "reason": "not this one"}}),
+            None,
+        )
+        .await;
+    assert_eq!(code, 200);
+    let link = |h: &Value| {
+        let part = paused_part(h);
+        format!(
+            "/?poll=300&agent=opsAgent&sessionId={}&snapshotId={}&ref={}",
+            h["sessionId"].as_str().unwrap(),
+            h["snapshotId"].as_str().unwrap(),
+            part["toolRequest"]["ref"].as_str().unwrap_or("")
+        )
+    };
+    page.open(&server.url(&link(&held[1])), None).await;
+    page.wait_text(&format!("{}.selected", row(&held[1]["sessionId"])), &["acct-2"])
+        .await;
+    page.wait_text("#detail", &["close acct-2", "acct-2"]).await;
+    page.wait_js("return document.title === '(2) Holdpoint approvals';")
+        .await;
+    page.press("//section[@id='detail']", "Approve").await;
+    page.wait_text("#detail-result", &["Approved: the call ran"]).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    page.wait_js("return document.title === '(1) Holdpoint approvals';")
+        .await;
+
+    // A link to a hold answered meanwhile: who answered, and a way back.
+    page.open(&server.url(&link(&held[2])), None).await;
+    page.wait_text("#link-gone", &["no longer waits", "deny", "not this one"])
+        .await;
+    page.press("//section[@id='detail']", "Show all holds").await;
+    page.wait_text(&row(&held[0]["sessionId"]), &["acct-1"]).await;
+    page.close().await;
+}
