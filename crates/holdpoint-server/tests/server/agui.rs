@@ -550,3 +550,66 @@ async fn the_official_ag_ui_client_runs_interrupts_and_resumes() {
     // Exactly two closings ran: the approved one and the edited one.
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+/// closeAccount under an approval rule only `finance` answers, not the
+/// session's owner.
+fn ruled(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
+    let close = tool(
+        "closeAccount",
+        "Closes an account",
+        move |_ctx: ToolContext, a: Account| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"closed": a.account}))
+            }
+        },
+    );
+    let model = ScriptedModel::from_fn("scripted/ruled", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == holdpoint::Role::Tool {
+            return Some(ScriptedTurn::text("done"));
+        }
+        Some(ScriptedTurn::tool_call("closeAccount", json!({"account": "checking"})))
+    });
+    let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {
+        name: Some("closings".into()),
+        tool: Some("closeAccount".into()),
+        approvers: vec!["finance".into()],
+        self_approval: false,
+        ..Default::default()
+    }])
+    .unwrap();
+    Agent::builder("ruledAgent")
+        .model(Arc::new(model))
+        .tool(close)
+        .approval_policy(policy)
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_resume_goes_through_the_approval_rules() {
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        with_auth(Server::builder().agent(ruled(store.clone(), runs.clone())))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (_, events) = agui(&server, "ruledAgent", say("t-rule", "close it"), Some(ALICE_KEY)).await;
+    let i = interrupts(&events).remove(0);
+    assert_eq!(i["metadata"]["holdpoint"]["rule"]["rule"], "closings", "{i:#}");
+    let before = dump(store.as_ref()).await;
+    let resume = answer("t-rule", json!([{"interruptId": i["id"], "status": "resolved"}]));
+    let (_, events) = agui(&server, "ruledAgent", resume, Some(ALICE_KEY)).await;
+    run_error(&events, "PERMISSION_DENIED");
+    assert!(
+        events[1]["message"].as_str().unwrap().contains("closings"),
+        "{events:#?}"
+    );
+    assert_eq!(dump(store.as_ref()).await, before);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
