@@ -179,8 +179,14 @@ async fn stream_turn(conn: &Connection) -> holdpoint::Result<(FinishReason, Vec<
     Ok((finish, paused))
 }
 
-/// Runs the chat until the input ends.
-pub async fn run(model: Arc<dyn Model>, store: Arc<dyn SessionStore>, first: Option<String>) -> holdpoint::Result<()> {
+/// Runs the chat until the input ends. `durable`: the store outlives the
+/// process (not `memory:`), so a call left waiting can be answered later.
+pub async fn run(
+    model: Arc<dyn Model>,
+    store: Arc<dyn SessionStore>,
+    first: Option<String>,
+    durable: bool,
+) -> holdpoint::Result<()> {
     let agent = banking_agent(model, Some(store))?;
     let conn = agent.connect(AgentInit::new()).await?;
     let mut input = Input::new();
@@ -210,8 +216,17 @@ pub async fn run(model: Arc<dyn Model>, store: Arc<dyn SessionStore>, first: Opt
                     for p in &paused {
                         match decide(p, agent.tool_definitions(), &mut input)? {
                             Some(d) => directives.push(d),
+                            None if durable => {
+                                println!(
+                                    "(input ended with a call still waiting; session {} keeps it paused: answer it with `holdpoint pending` and `holdpoint approve`)",
+                                    conn.session_id()
+                                );
+                                return Ok(());
+                            }
                             None => {
-                                println!("(input ended with a call still waiting; the session keeps it paused)");
+                                println!(
+                                    "(input ended with a call still waiting; with --store memory: it is lost when the chat exits — use a sqlite: store to answer it later)"
+                                );
                                 return Ok(());
                             }
                         }

@@ -108,7 +108,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Chat(args) => {
             let store = wiring::open_store(&args.store).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
-            chat::run(model, store, args.message)
+            let durable = !args.store.trim().starts_with("memory:");
+            chat::run(model, store, args.message, durable)
                 .await
                 .map_err(|e| format!("{e} ({})", e.status()))
         }

@@ -58,6 +58,19 @@ fn chat_asks_again_for_a_json_answer_that_does_not_fit() {
     assert!(!out[..refused].contains("✔ answered"), "{out}");
 }
 
+/// Issue 33, item 8: with `--store memory:` a call left waiting when the
+/// input ends is lost with the process, and the chat says so.
+#[test]
+fn chat_on_a_memory_store_does_not_promise_to_keep_a_waiting_call() {
+    let (ok, out, err) = banking(
+        &["chat", "--store", "memory:", "--message", "Transfer $500 to savings"],
+        "",
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("it is lost when the chat exits"), "{out}");
+    assert!(!out.contains("keeps it paused"), "{out}");
+}
+
 #[test]
 fn chat_denial_with_a_reason_reaches_the_model() {
     let (ok, out, err) = banking(
