@@ -242,6 +242,14 @@ impl Middleware for RuleGate {
             return next.run(call).await;
         };
         if self.self_asking.contains(&call.name) && rule.error.is_none() {
+            // An edited restart of the tool's own question: the answer was
+            // to the old input, so the tool asks again about the revised
+            // call and the rule's approvers (and quorum) decide it.
+            let next = if call.original_input.is_some() {
+                next.asking_again()
+            } else {
+                next
+            };
             return Ok(match next.run(call).await? {
                 ToolOutcome::Interrupt(mut data) => {
                     self.carry(&mut data, &rule);

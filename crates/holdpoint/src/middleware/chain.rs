@@ -120,6 +120,7 @@ impl Chain {
             context,
             holder: &holder,
             granted: false,
+            ask_again: false,
         }
         .run(call)
         .await?;
@@ -193,6 +194,9 @@ pub struct ToolNext<'a> {
     /// A standing grant let the call through (docs/reference.md §10.9):
     /// the stages inside see it released and do not hold it.
     granted: bool,
+    /// The tool is to ask its own question again: it gets no resume data
+    /// even when the restart answers its own interrupt.
+    ask_again: bool,
 }
 
 impl ToolNext<'_> {
@@ -201,6 +205,16 @@ impl ToolNext<'_> {
     /// hold.
     pub(crate) fn granted(mut self) -> Self {
         self.granted = true;
+        self
+    }
+
+    /// The rest of the chain with the tool asking its own question again:
+    /// a restart that answered the tool's interrupt reaches it without
+    /// the answer (an approver's edit of a call a rule governs: the answer
+    /// was to the old input, so the revised call is asked again and held
+    /// for the rule).
+    pub(crate) fn asking_again(mut self) -> Self {
+        self.ask_again = true;
         self
     }
 
@@ -218,7 +232,7 @@ impl ToolNext<'_> {
             None => {
                 // The tool sees resume data and the interrupt it answers
                 // only for its own hold.
-                let own = is_restart && self.plan.target_stage.is_none();
+                let own = is_restart && self.plan.target_stage.is_none() && !self.ask_again;
                 let (resumed, answered) = if own {
                     (self.plan.resumed.clone(), self.plan.interrupt.clone())
                 } else {
@@ -261,6 +275,7 @@ impl ToolNext<'_> {
                     context: self.context,
                     holder: self.holder,
                     granted: self.granted,
+                    ask_again: self.ask_again,
                 };
                 let outcome = mw.tool(call, next).await?;
                 if matches!(outcome, ToolOutcome::Interrupt(_)) {

@@ -514,3 +514,57 @@ async fn a_rules_approval_releases_the_call_through_tool_approval_inside_it() {
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(s.runs.load(Ordering::SeqCst), 1);
 }
+
+/// An approver's edit of a tool's own question under a quorum rule never
+/// runs the revised call on one approval: it is held again for the rule.
+#[tokio::test]
+async fn an_edit_under_a_quorum_rule_is_held_again_not_run() {
+    let s = setup();
+    let out = ask(&s, "alice", r#"transferMoney {"amount": 25000, "toAccount": "x"}"#).await;
+    assert_eq!(out.finish_reason, FinishReason::Interrupted);
+    let part = &out.interrupts()[0];
+    let edited = part
+        .restart_with_input(
+            json!({"amount": 40000, "toAccount": "x"}),
+            Some(json!({"approved": true})),
+        )
+        .unwrap();
+    let result = s
+        .agent
+        .run_with(
+            AgentInput::resume(Resume::from_parts([edited])),
+            RunOptions::new(AgentInit::snapshot(snapshot(&out))).context(who("fiona", &["finance"])),
+        )
+        .await;
+    assert_eq!(
+        s.moved.load(Ordering::SeqCst),
+        0,
+        "one approver's edit ran it: {result:?}"
+    );
+    let out = result.unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Interrupted, "{out:?}");
+    assert_eq!(held_rule(&out).quorum, 2);
+    // The tool asked again, about the revised call.
+    assert_eq!(
+        out.interrupts()[0].interrupt_data().unwrap()["details"],
+        "Transfer $40000 to x"
+    );
+    // Two approvers decide it; it runs once, as revised.
+    let first = s
+        .agent
+        .answer(Answer::approve(snapshot(&out)), who("fiona", &["finance"]))
+        .await
+        .unwrap();
+    assert!(matches!(first, Answered::Recorded { .. }), "{first:?}");
+    assert_eq!(s.moved.load(Ordering::SeqCst), 0);
+    let second = s
+        .agent
+        .answer(Answer::approve(snapshot(&out)), who("frank", &["finance"]))
+        .await
+        .unwrap();
+    let Answered::Resumed(done) = second else {
+        panic!("the quorum is met: {second:?}")
+    };
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(s.moved.load(Ordering::SeqCst), 1);
+}
