@@ -103,8 +103,8 @@
 pub use futures::StreamExt;
 
 pub use crate::agent::{
-    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Answer, Answered, AsCaller, Caller, Connection,
-    FailureReason, PendingApproval, RunOptions,
+    Access, Agent, AgentInit, AgentInput, AgentOutput, AgentStreamChunk, Answer, Answered, AsCaller, Caller,
+    Connection, FailureReason, PendingApproval, RunOptions,
 };
 pub use crate::approval::{ApprovalReply, GrantRequest, GrantScope, Policy, RuleSpec};
 pub use crate::error::{Error, Result, Status};

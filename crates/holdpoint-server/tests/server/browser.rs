@@ -585,9 +585,7 @@ async fn an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival
         .await;
     browser.wait_text(&second_row, &["1 of 2: olga"]).await;
     answer_as(&server, "pete", &second["snapshotId"], "approve").await;
-    browser
-        .wait_text(&second_row, &["Approved 2 of 2: olga, pete"])
-        .await;
+    browser.wait_text(&second_row, &["Approved 2 of 2: olga, pete"]).await;
     assert_eq!(made.load(Ordering::SeqCst), 1, "the approved transfer ran once");
     browser.close().await;
 }
