@@ -182,17 +182,14 @@ impl RuleGate {
 }
 
 impl RuleGate {
-    /// Records `rule` on a hold's interrupt data: the rule itself, its
-    /// approvers where notification routing reads them, and its timers'
-    /// deadlines (docs/reference.md §11.3).
+    /// Records `rule` on a hold: the rule itself (moved to the part's
+    /// `approvalRule` metadata, where notification routing reads its
+    /// approvers; the interrupt data stays the tool's or the gate's own,
+    /// docs/reference.md §10.5) and its timers' deadlines (§11.3).
     fn carry(&self, data: &mut Map<String, Value>, rule: &HoldRule) {
         if let Ok(value) = serde_json::to_value(rule) {
             data.insert(metadata::CARRIED_META[0].0.to_owned(), value);
         }
-        data.insert(
-            crate::session::outbox::APPROVERS.to_owned(),
-            Value::Array(rule.approvers.iter().cloned().map(Value::String).collect()),
-        );
         if let Some(governing) = self.policy.rules().iter().find(|r| r.name == rule.rule) {
             governing.timers.stamp(data, chrono::Utc::now());
         }

@@ -191,12 +191,10 @@ async fn a_rule_holds_a_call_the_allowlist_lets_through_and_records_its_rule() {
         json!({"rule": "getBalance-rule", "approvers": ["audit"], "quorum": 1, "selfApproval": true})
     );
     // The interrupt data keeps the Genkit shape: the rule is not in it.
-    assert!(
-        !part
-            .interrupt_data()
-            .unwrap()
-            .keys()
-            .any(|k| k.contains("approvalRule"))
+    assert_eq!(
+        part.interrupt_data().unwrap().keys().collect::<Vec<_>>(),
+        ["message"],
+        "only the gate's own message"
     );
 
     // No match: today's behaviour (the allowlist lets it run).
@@ -251,7 +249,11 @@ async fn a_resumable_tools_own_interrupt_carries_the_rule_and_its_reply() {
     let out = ask(&s, "alice", r#"transferMoney {"amount": 50000, "toAccount": "x"}"#).await;
     let part = &out.interrupts()[0];
     assert_eq!(part.interrupted_by(), None, "the tool's own interrupt");
-    assert_eq!(part.interrupt_data().unwrap()["details"], "Transfer $50000 to x");
+    assert_eq!(
+        part.interrupt_data().unwrap(),
+        json!({"details": "Transfer $50000 to x"}).as_object().unwrap().clone(),
+        "the tool's own interrupt data, nothing of the rule in it (reference §10.5)"
+    );
     assert_eq!(held_rule(&out).quorum, 2);
     assert_eq!(
         part.metadata.as_ref().unwrap()["approvalReply"],

@@ -40,14 +40,16 @@ pub fn escalated_hold(row: &Snapshot, reference: Option<&str>, tool: &str, roles
         .unwrap_or_else(|| json!({"rule": ESCALATION_RULE, "approvers": [], "quorum": 1, "selfApproval": true}));
     let changed = add_roles(rule.get_mut(APPROVERS)?, roles);
     let mut interrupt = part.interrupt_data().unwrap_or_default();
-    let mut approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
-    add_roles(&mut approvers, roles);
+    // Rows written before the rule moved out of the interrupt data carry
+    // its approvers there too; they follow the rule.
+    if let Some(approvers) = interrupt.get_mut(APPROVERS) {
+        add_roles(approvers, roles);
+    }
     let mut escalated = interrupt.get(ESCALATED_TO).cloned().unwrap_or_else(|| json!([]));
     add_roles(&mut escalated, roles);
     if !changed {
         return None;
     }
-    interrupt.insert(APPROVERS.into(), approvers);
     interrupt.insert(ESCALATED_TO.into(), escalated);
     part.set_meta(metadata::APPROVAL_RULE, rule);
     part.set_meta(metadata::INTERRUPT, Value::Object(interrupt));

@@ -50,7 +50,14 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
     for part in &calls {
         let Some(req) = part.as_tool_request() else { continue };
         let interrupt = part.interrupt_data().unwrap_or_default();
-        let approvers = interrupt.get(APPROVERS).cloned().unwrap_or_else(|| json!([]));
+        // The rule on the part names the approvers; rows written before
+        // the rule moved out of the interrupt data carry them there.
+        let approvers = part
+            .meta(metadata::APPROVAL_RULE)
+            .and_then(|rule| rule.get(APPROVERS))
+            .or_else(|| interrupt.get(APPROVERS))
+            .cloned()
+            .unwrap_or_else(|| json!([]));
         let expires_at = part.expires_at();
         // What the timers need is read before the interrupt moves into
         // the event's data.
