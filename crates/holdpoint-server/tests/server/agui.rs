@@ -554,6 +554,11 @@ async fn the_official_ag_ui_client_runs_interrupts_and_resumes() {
 /// closeAccount under an approval rule only `finance` answers, not the
 /// session's owner.
 fn ruled(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
+    ruled_with_quorum(store, runs, 1)
+}
+
+/// [`ruled`] with the rule's quorum.
+fn ruled_with_quorum(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>, quorum: u32) -> Agent {
     let close = tool(
         "closeAccount",
         "Closes an account",
@@ -577,6 +582,7 @@ fn ruled(store: Arc<dyn SessionStore>, runs: Arc<AtomicUsize>) -> Agent {
         tool: Some("closeAccount".into()),
         approvers: vec!["finance".into()],
         self_approval: false,
+        quorum,
         ..Default::default()
     }])
     .unwrap();
@@ -612,4 +618,55 @@ async fn a_resume_goes_through_the_approval_rules() {
     );
     assert_eq!(dump(store.as_ref()).await, before);
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// Under a rule that needs two approvers, an AG-UI approval is one of
+/// them: recorded (the run ends with the same interrupt, naming who
+/// approved), counted once per approver, and the second approver's resume
+/// runs the call, once.
+#[tokio::test]
+async fn approvals_under_a_quorum_rule_are_recorded_until_it_is_met() {
+    const FIONA: &str = "k-fiona-agui-0123456789abcdef";
+    const FRANK: &str = "k-frank-agui-0123456789abcdef";
+    let store = memory();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = TestServer::start(
+        Server::builder()
+            .agent(ruled_with_quorum(store.clone(), runs.clone(), 2))
+            .api_keys(
+                holdpoint_server::auth::ApiKeys::new()
+                    .key(ALICE_KEY, "alice")
+                    .key_with_roles(FIONA, "fiona", ["finance"])
+                    .key_with_roles(FRANK, "frank", ["finance"]),
+            )
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let (code, events) = agui(&server, "ruledAgent", say("t-quorum", "close it"), Some(ALICE_KEY)).await;
+    assert_eq!(code, StatusCode::OK, "{events:#?}");
+    let i = interrupts(&events).remove(0);
+    assert_eq!(i["metadata"]["holdpoint"]["rule"]["quorum"], 2, "{i:#}");
+    let approve = answer("t-quorum", json!([{"interruptId": i["id"], "status": "resolved"}]));
+
+    for _ in 0..2 {
+        // fiona's approval is recorded; her second counts once.
+        let (_, events) = agui(&server, "ruledAgent", approve.clone(), Some(FIONA)).await;
+        let still = interrupts(&events);
+        assert_eq!(still.len(), 1, "{events:#?}");
+        assert_eq!(still[0]["id"], i["id"], "the same interrupt stays open");
+        let approvals = &still[0]["metadata"]["holdpoint"]["approvals"];
+        assert_eq!(approvals.as_array().map(Vec::len), Some(1), "{approvals:#}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    }
+
+    // frank's meets the quorum: the call runs once and the run succeeds.
+    let (_, events) = agui(&server, "ruledAgent", approve.clone(), Some(FRANK)).await;
+    success(&events);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // A late approval finds nothing: the thread no longer waits on a hold
+    // of hers, so an approver does not see it.
+    let (code, _) = agui(&server, "ruledAgent", approve, Some(FIONA)).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

@@ -18,6 +18,7 @@
 //! 403, and 404 for a thread the caller may not see, before any event.
 
 mod events;
+mod quorum;
 mod resume;
 
 use std::convert::Infallible;
@@ -167,6 +168,12 @@ pub(crate) async fn run(
                 ));
             }
             let plan = resume::plan(&snapshot.snapshot_id, &open, entries, |c| input_schema(&agent, c));
+            if plan.is_ok()
+                && let Some(call) = quorum::single_approval(&open, entries)
+            {
+                let stream = quorum::record(agent.clone(), caller, snapshot.clone(), call, thread, run).await;
+                return Ok(sse(stream));
+            }
             match plan {
                 Ok(directives) => (
                     AgentInput::resume(directives),
