@@ -11,6 +11,7 @@ mod auth;
 mod bank;
 mod browser;
 mod browser_inbox;
+mod browser_triage;
 mod child;
 mod csv;
 mod cursors;
