@@ -273,6 +273,12 @@ impl AgentBuilder {
     /// let entry = support.pending(SnapshotQuery::default()).await?.remove(0);
     /// assert_eq!(entry.tool, "transferMoney");
     /// assert_eq!(entry.path[0].agent, "bankingAgent");
+    /// // The output answers it directly too: `holds()` shows the same
+    /// // call under the same compound ref, and a typed claim sees through
+    /// // the sub-agent call that surfaced it.
+    /// let held_call = &held.holds()[0];
+    /// assert_eq!(held_call.as_tool_request().map(|r| &r.reference), entry.part.as_tool_request().map(|r| &r.reference));
+    /// assert!(ToolApproval::interrupted(&held.interrupts()[0]).is_some());
     /// // Answered at the root: the child resumes in place, then the root.
     /// let approve = ToolApproval::interrupted(&entry.part).expect("an approval hold").approve(Some("ok"))?;
     /// let init = AgentInit::snapshot(held.snapshot_id.clone().expect("a paused snapshot"));
