@@ -5,6 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use holdpoint::session::OutboxEvent;
 use holdpoint::session::outbox::{
     HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT, HOLD_PARTIALLY_APPROVED, HOLD_REMINDED,
+    hold_summary, readable_input,
 };
 use serde_json::{Map, Value, json};
 
@@ -59,9 +60,22 @@ impl Notification {
         self.data.get("expiresAt").and_then(Value::as_str)
     }
 
-    /// A one-line title: what happened to which call.
+    /// What is at stake, in one line (`"$18,300 → acct-4471"`): the same
+    /// words the inbox shows for the hold
+    /// ([`hold_summary`](holdpoint::session::outbox::hold_summary)).
+    pub fn summary(&self) -> String {
+        hold_summary(self.tool(), self.data.get("input").unwrap_or(&Value::Null))
+    }
+
+    /// A one-line title: what happened to which call, and what is at
+    /// stake when the input says (`"Approval needed: transferMoney — $18,300 → acct-4471"`).
     pub fn title(&self) -> String {
-        let tool = self.tool();
+        let summary = self.summary();
+        let tool = if summary == self.tool() {
+            self.tool().to_owned()
+        } else {
+            format!("{} — {summary}", self.tool())
+        };
         match self.kind.as_str() {
             HOLD_CREATED => format!("Approval needed: {tool}"),
             HOLD_REMINDED => format!("Reminder: approval still needed for {tool}"),
@@ -85,11 +99,7 @@ impl Notification {
 
     /// The call's input as `key: value` lines (one line for a non-object).
     pub fn readable_input(&self) -> Vec<String> {
-        match self.data.get("input") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Object(map)) => map.iter().map(|(k, v)| format!("{k}: {}", scalar(v))).collect(),
-            Some(other) => vec![scalar(other)],
-        }
+        readable_input(self.data.get("input").unwrap_or(&Value::Null))
     }
 
     /// The summary's lines, in order: tool, input, approvers, expiry,
@@ -115,14 +125,6 @@ impl Notification {
             out.push(format!("Open: {url}"));
         }
         out
-    }
-}
-
-/// A value as one readable line: strings bare, the rest as JSON.
-fn scalar(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 

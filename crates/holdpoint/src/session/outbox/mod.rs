@@ -18,12 +18,14 @@
 //! | `apply` | how a settle, a retry or a batch of settles moves rows |
 //! | `endpoint` | endpoints stopped for good (HTTP 410), kept in the store |
 //! | `escalate` | what an escalation records on the hold: the roles it adds |
+//! | `summary` | a hold in words: the one line the inbox and notifications show |
 
 mod apply;
 mod endpoint;
 mod escalate;
 mod event;
 mod events;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -33,6 +35,7 @@ pub use endpoint::{EndpointStop, OutboxStats};
 pub use escalate::{ESCALATED_TO, escalated_hold};
 pub use event::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxState};
 pub use events::{decided_events, hold_events, partial_approval_event};
+pub use summary::{group_thousands, hold_summary, is_amount_key, readable_input};
 pub use timers::{HoldTimers, OnExpire};
 
 /// `hold.created`: a call was held and waits for an answer.
