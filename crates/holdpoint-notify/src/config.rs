@@ -62,13 +62,15 @@ pub struct SlackSpec {
     pub roles: Vec<String>,
 }
 
-/// How the SMTP connection is secured.
+/// How the SMTP connection is secured. The default is STARTTLS, as in
+/// the configuration file (`[notify.smtp] tls`): plain text only when
+/// asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SmtpTls {
     /// Plain text (local relays only).
-    #[default]
     None,
     /// Plain, upgraded with STARTTLS (required).
+    #[default]
     Starttls,
     /// TLS from the first byte (SMTPS).
     Tls,
@@ -193,4 +195,17 @@ pub struct NotifyConfig {
     pub email: Vec<EmailSpec>,
     /// The worker's options.
     pub worker: WorkerOptions,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A relay built in Rust is secured unless plain text is asked for,
+    /// as one read from the configuration file is.
+    #[test]
+    fn smtp_is_starttls_unless_asked_otherwise() {
+        assert_eq!(SmtpSpec::default().tls, SmtpTls::Starttls);
+        assert_eq!(SmtpTls::parse("none"), Some(SmtpTls::None));
+    }
 }
