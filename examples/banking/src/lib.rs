@@ -2,6 +2,7 @@
 //! person's approval, `getBalance` runs freely, and an offline scripted
 //! model plays the bank's assistant when no provider key is set.
 
+pub mod ledger;
 mod scripted;
 mod support;
 
@@ -225,10 +226,14 @@ pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferRes
                 None => Err(ctx.interrupt(TransferDetails {
                     details: format!("Transfer ${:.2} to {}", t.amount, t.to_account),
                 })),
-                Some(a) if a.approved => Ok(TransferResult {
-                    success: true,
-                    transaction_id: Some("txn-123".into()),
-                }),
+                Some(a) if a.approved => {
+                    // The money moves here: with BANKING_LEDGER_URL set, one row per execution.
+                    ledger::record(&t).await.map_err(|e| ctx.fail(e))?;
+                    Ok(TransferResult {
+                        success: true,
+                        transaction_id: Some("txn-123".into()),
+                    })
+                }
                 Some(a) => Err(ctx.fail(match a.reason {
                     Some(r) => format!("the account holder declined the transfer: {r}"),
                     None => "the account holder declined the transfer".to_owned(),
