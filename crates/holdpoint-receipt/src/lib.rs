@@ -34,7 +34,7 @@ mod verify;
 pub use canonical::{canonical_json, input_sha256};
 pub use claims::{Actor, Decision, Quorum, Receipt, Subject};
 pub use keys::{DEFAULT_TTL, Jwk, Jwks, KEY_FILE, ReceiptKey, ReceiptSigner};
-pub use verify::{Expect, HoldRef, verify, verify_at};
+pub use verify::{Expect, HoldRef, verify, verify_at, verify_unbound};
 
 /// The JWS algorithm of every receipt (RFC 8037: Ed25519).
 pub const ALG: &str = "EdDSA";

@@ -101,6 +101,17 @@ pub fn verify_at(token: &str, jwks: &Jwks, expected: &Expect, now: i64) -> Resul
     Ok(receipt)
 }
 
+/// Checks only the signature and expiry of `token`, not what it binds:
+/// for inspecting a receipt (`holdpoint receipt verify` without
+/// `--tool`/`--input`). A service about to act must use [`verify`].
+pub fn verify_unbound(token: &str, jwks: &Jwks) -> Result<Receipt, ReceiptError> {
+    let receipt = verify_signature(token, jwks)?;
+    if receipt.exp <= now() {
+        return Err(ReceiptError::Expired(receipt.exp));
+    }
+    Ok(receipt)
+}
+
 /// The claims of `token` once its signature verifies against `jwks`,
 /// without checking expiry or what it binds.
 fn verify_signature(token: &str, jwks: &Jwks) -> Result<Receipt, ReceiptError> {

@@ -87,6 +87,7 @@ pub mod message;
 pub mod middleware;
 pub mod model;
 pub mod prelude;
+pub mod receipt;
 pub mod session;
 pub mod tool;
 

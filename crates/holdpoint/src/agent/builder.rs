@@ -24,6 +24,7 @@ pub struct AgentBuilder {
     pub(super) heartbeat: Duration,
     pub(super) abort_wait: Duration,
     pub(super) resume_lease: Duration,
+    pub(super) receipts: Option<Arc<dyn crate::receipt::ReceiptIssuer>>,
 }
 
 impl AgentBuilder {
@@ -46,6 +47,7 @@ impl AgentBuilder {
             heartbeat: Duration::from_secs(30),
             abort_wait: Duration::from_secs(5),
             resume_lease: crate::session::HEARTBEAT_EXPIRY,
+            receipts: None,
         }
     }
 
@@ -102,6 +104,18 @@ impl AgentBuilder {
     /// needs the rule's quorum (see [`Agent::answer`]). Prompt agents only.
     pub fn approval_policy(mut self, policy: Policy) -> Self {
         self.policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Issues an approval receipt (docs/reference.md, "Approval receipts")
+    /// to every call that runs after a hold was answered — approved,
+    /// edited, or restarted with the tool's own answer — or that a standing
+    /// grant let through: the tool reads it with
+    /// [`ToolContext::receipt`](crate::tool::ToolContext::receipt). Denied,
+    /// expired and responded calls (which do not run) get none. Usually a
+    /// [`ReceiptSigner`](crate::receipt::ReceiptSigner).
+    pub fn receipts(mut self, issuer: Arc<dyn crate::receipt::ReceiptIssuer>) -> Self {
+        self.receipts = Some(issuer);
         self
     }
 
@@ -240,6 +254,7 @@ impl AgentBuilder {
                 tool_middleware,
                 model: kept_model,
                 children: self.children,
+                receipts: self.receipts,
             }),
         })
     }

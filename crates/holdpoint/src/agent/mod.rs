@@ -58,6 +58,7 @@ use serde_json::{Map, Value};
 pub use access::{ACTOR, Access, PRINCIPAL, RunOptions, principal_of};
 pub use answer::{Answer, AnswerKind, Answered};
 pub use audit::{PendingApproval, TOOL_APPROVED};
+pub(crate) use audit::restart_decision;
 pub use builder::AgentBuilder;
 pub use caller::{AsCaller, Caller};
 pub use connection::Connection;
@@ -137,6 +138,8 @@ pub(crate) struct AgentDef {
     /// Its foreground sub-agents, whose holds its answers reach
     /// (checked by `decide.rs` level by level).
     pub children: Vec<Agent>,
+    /// Signs the approval receipts of calls that run after a hold.
+    pub receipts: Option<Arc<dyn crate::receipt::ReceiptIssuer>>,
 }
 
 impl AgentDef {

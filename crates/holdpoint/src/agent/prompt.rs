@@ -62,6 +62,7 @@ impl TurnHandler for PromptHandler {
         }
         options.context = super::subagent::with_caller(context, || turn.session_id(), &self.tools);
         let seam_turn = turn.clone();
+        options.receipts = turn.receipts();
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
         // The resume is lent from the turn's input, not copied.
         let resume = turn.input().resume.as_ref();

@@ -82,6 +82,7 @@ pub struct Turn {
     state: Arc<Mutex<TurnState>>,
     responder: Responder,
     context: Arc<Map<String, Value>>,
+    receipts: Option<Arc<crate::receipt::TurnReceipts>>,
 }
 
 impl Turn {
@@ -107,6 +108,7 @@ impl Turn {
             })),
             responder,
             context,
+            receipts: None,
         }
     }
 
@@ -114,6 +116,17 @@ impl Turn {
         // Never held across an await; a poisoned lock means a handler
         // panicked, and the turn is discarded anyway.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// With the receipt issuer of its calls that run after a hold.
+    pub(crate) fn with_receipts(mut self, receipts: Option<Arc<crate::receipt::TurnReceipts>>) -> Self {
+        self.receipts = receipts;
+        self
+    }
+
+    /// The receipt issuer of its calls, when the agent issues receipts.
+    pub(crate) fn receipts(&self) -> Option<Arc<crate::receipt::TurnReceipts>> {
+        self.receipts.clone()
     }
 
     /// The input this turn handles.

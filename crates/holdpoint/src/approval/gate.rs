@@ -257,7 +257,7 @@ impl Middleware for RuleGate {
         }
         if let Some(grant) = self.granted(&call, &rule).await {
             tracing::debug!(tool = %call.name, grant = %grant.id, "a standing grant lets the call run");
-            return next.granted().run(call).await;
+            return next.granted_by(&grant).run(call).await;
         }
         let mut data = Map::new();
         let message = match &rule.error {

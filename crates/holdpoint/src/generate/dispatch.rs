@@ -42,6 +42,8 @@ pub(crate) struct Dispatcher {
     pub chain: Chain,
     pub sink: ChunkSink,
     pub context: Arc<Map<String, Value>>,
+    /// Issues approval receipts for the calls that run after a hold.
+    pub receipts: Option<Arc<crate::receipt::TurnReceipts>>,
 }
 
 /// One call to make.
@@ -107,6 +109,7 @@ impl Dispatcher {
             index,
             request: Arc::clone(&self.context),
             attached: Arc::default(),
+            receipt: None,
         };
         let hook_call = ToolHookCall {
             name: call.name,
@@ -119,9 +122,11 @@ impl Dispatcher {
             interrupt: None,
             history,
         };
+        let mut plan = call.plan;
+        plan.receipts.clone_from(&self.receipts);
         let (outcome, held_by) = self
             .chain
-            .call_tool(tool.as_ref(), hook_call, &call.plan, &ctx)
+            .call_tool(tool.as_ref(), hook_call, &plan, &ctx)
             .instrument(span.clone())
             .await?;
         span.record(

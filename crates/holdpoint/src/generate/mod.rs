@@ -74,6 +74,8 @@ pub struct GenerateOptions {
     /// called when the loop succeeds, nor when a resume fails before its
     /// round completed.
     pub on_seam: Option<SeamHook>,
+    /// The turn's approval receipts (set by prompt agents).
+    pub(crate) receipts: Option<Arc<crate::receipt::TurnReceipts>>,
 }
 
 /// A callback that gets the history at the last seam of a failed loop.
@@ -94,6 +96,7 @@ impl GenerateOptions {
             chunks: ChunkSink::none(),
             context: Arc::new(Map::new()),
             on_seam: None,
+            receipts: None,
         }
     }
 

@@ -248,6 +248,10 @@ pub(crate) async fn apply(
             };
             // A request without input ran with `{}` (as in the main loop).
             let input = given.unwrap_or_else(|| Value::Object(Map::new()));
+            let receipt = dispatcher
+                .receipts
+                .as_ref()
+                .and_then(|_| crate::receipt::ReceiptBasis::of_restart(part, directive));
             calls.push(PlannedCall {
                 name: req.name.clone(),
                 reference: req.reference.clone(),
@@ -259,6 +263,8 @@ pub(crate) async fn apply(
                     original_input: replaced,
                     interrupt: part.interrupt_data(),
                     released_by_rule: part.interrupted_by() == Some(crate::approval::RULE_GATE),
+                    receipt,
+                    receipts: None,
                 },
             });
             Action::Restart(calls.len() - 1)

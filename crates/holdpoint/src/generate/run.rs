@@ -85,6 +85,7 @@ pub(super) async fn run(
             chain: Chain::new(&options.middleware),
             sink: options.chunks,
             context: options.context,
+            receipts: options.receipts,
         },
         usage: Usage::default(),
         index: 0,

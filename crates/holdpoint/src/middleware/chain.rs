@@ -36,6 +36,11 @@ pub(crate) struct RestartPlan {
     /// releases the call through the stages inside it too, which never
     /// saw it (the rule's approvers decided it).
     pub released_by_rule: bool,
+    /// What the answer decided, for the receipt of the call if it runs.
+    pub receipt: Option<crate::receipt::ReceiptBasis>,
+    /// The turn's receipt issuer (set for every call of a turn that
+    /// issues receipts).
+    pub receipts: Option<Arc<crate::receipt::TurnReceipts>>,
 }
 
 /// The middleware of one generation, with their labels (`name`, then
@@ -120,6 +125,7 @@ impl Chain {
             context,
             holder: &holder,
             granted: false,
+            grant: None,
             ask_again: false,
         }
         .run(call)
@@ -194,6 +200,8 @@ pub struct ToolNext<'a> {
     /// A standing grant let the call through (docs/reference.md §10.9):
     /// the stages inside see it released and do not hold it.
     granted: bool,
+    /// The grant that let it through, for its receipt.
+    grant: Option<crate::approval::Grant>,
     /// The tool is to ask its own question again: it gets no resume data
     /// even when the restart answers its own interrupt.
     ask_again: bool,
@@ -203,9 +211,34 @@ impl ToolNext<'_> {
     /// The rest of the chain for a call a standing grant lets through: the
     /// stages inside see it released, as after an approval of the rule's
     /// hold.
-    pub(crate) fn granted(mut self) -> Self {
+    /// `grant` is named in the call's receipt.
+    pub(crate) fn granted_by(mut self, grant: &crate::approval::Grant) -> Self {
         self.granted = true;
+        self.grant = Some(grant.clone());
         self
+    }
+
+    /// The receipt of the call about to run with `input`, when it runs
+    /// after an answered hold or by a standing grant.
+    fn receipt(&self, input: &Value) -> Option<String> {
+        let turn = self.plan.receipts.as_deref()?;
+        let context = &self.context.request;
+        if self.granted {
+            let grant = self.grant.as_ref()?;
+            return crate::receipt::for_grant(turn, grant, self.context.name(), input);
+        }
+        if self.ask_again {
+            return None;
+        }
+        let basis = self.plan.receipt.as_ref()?;
+        crate::receipt::for_restart(
+            turn,
+            basis,
+            self.context.name(),
+            self.context.reference(),
+            input,
+            context,
+        )
     }
 
     /// The rest of the chain with the tool asking its own question again:
@@ -238,11 +271,13 @@ impl ToolNext<'_> {
                 } else {
                     (None, None)
                 };
+                let receipt = self.receipt(&call.input);
                 let ctx = self
                     .context
                     .clone()
                     .with_resumed(resumed, self.plan.original_input.clone())
-                    .with_answered_interrupt(answered);
+                    .with_answered_interrupt(answered)
+                    .with_receipt(receipt);
                 let outcome = self
                     .tool
                     .call(ToolCall {
@@ -275,6 +310,7 @@ impl ToolNext<'_> {
                     context: self.context,
                     holder: self.holder,
                     granted: self.granted,
+                    grant: self.grant.clone(),
                     ask_again: self.ask_again,
                 };
                 let outcome = mw.tool(call, next).await?;

@@ -30,6 +30,7 @@ pub struct ToolContext {
     pub(crate) index: u32,
     pub(crate) request: Arc<Map<String, Value>>,
     pub(crate) attached: Arc<Mutex<Vec<Part>>>,
+    pub(crate) receipt: Option<Arc<str>>,
 }
 
 impl ToolContext {
@@ -95,6 +96,25 @@ impl ToolContext {
     pub fn with_resumed(mut self, resumed: Option<Map<String, Value>>, original_input: Option<Value>) -> Self {
         self.resumed = resumed;
         self.original_input = original_input;
+        self
+    }
+
+    /// The approval receipt of this call (docs/reference.md, "Approval
+    /// receipts"): a signed token binding the hold, the tool, the input this
+    /// call runs with and who decided. `Some` only when the call runs after
+    /// a hold was approved, edited or answered, or a standing grant let it
+    /// through, and the agent issues receipts
+    /// ([`AgentBuilder::receipts`](crate::agent::AgentBuilder::receipts));
+    /// pass it to the service the tool calls, which checks it with
+    /// [`receipt::verify`](crate::receipt::verify).
+    pub fn receipt(&self) -> Option<&str> {
+        self.receipt.as_deref()
+    }
+
+    /// Sets the receipt (see [`receipt`](Self::receipt)); for calling a
+    /// tool directly.
+    pub fn with_receipt(mut self, receipt: Option<String>) -> Self {
+        self.receipt = receipt.map(Arc::from);
         self
     }
 

@@ -17,6 +17,7 @@ mod isolation;
 mod partial_atomic;
 mod pending_page;
 mod readme_tool;
+mod receipts;
 mod resumable;
 mod resume;
 mod state;

@@ -93,7 +93,15 @@ async fn run_turn(
     context: Arc<Map<String, Value>>,
     Claimed { claimed, hold, nested }: Claimed,
 ) -> TurnResult {
-    let turn = Turn::new(input, session.state, responder, context);
+    let receipts = def.receipts.as_ref().map(|issuer| {
+        Arc::new(crate::receipt::TurnReceipts {
+            issuer: Arc::clone(issuer),
+            agent: def.name.clone(),
+            snapshot_id: session.snapshot_id.clone(),
+            approvals: session.approvals.clone(),
+        })
+    });
+    let turn = Turn::new(input, session.state, responder, context).with_receipts(receipts);
     let work = def.handler.handle(turn.clone());
     // Every turn scopes its own collector (none for an agent without
     // sub-agent tools or a store), so a child never hands its rows to a
