@@ -3,9 +3,9 @@
 // and the full audit. Plain DOM modules, no dependencies; everything shown
 // comes from the server and is inserted as text, never as HTML.
 
-import { api, explain, query, refOf, session } from "./web/api.js";
+import { answer, api, explain, failed, failure, query, refOf, session } from "./web/api.js";
 import { $, announce, el } from "./web/dom.js";
-import { Queue } from "./web/queue.js";
+import { Queue, keyOf, summaryOf } from "./web/queue.js";
 import { Detail } from "./web/detail.js";
 import { AuditView, loadInDoubt } from "./web/audit.js";
 import { beginLogin, finishLogin, loginConfig } from "./web/login.js";
@@ -32,7 +32,10 @@ const state = {
   me: null, // the signed-in principal
 };
 
-const queue = new Queue($("queue"), (row) => detail.show(row));
+const queue = new Queue($("queue"), (row) => {
+  detail.show(row);
+  showPosition();
+});
 const detail = new Detail($("detail"), {
   queue,
   tools: () => state.tools,
@@ -43,6 +46,7 @@ const detail = new Detail($("detail"), {
     audit.open(preset);
   },
   refresh: () => setTimeout(refresh, 50),
+  answered: (row, kind) => advance(row, kind),
   log,
 });
 queue.onFinish = (key) => {
@@ -74,7 +78,134 @@ function filters() {
     mine: $("f-mine").checked ? "true" : "",
     partial: $("f-partial").checked ? "true" : "",
     order: $("f-order").value,
+    requester: $("f-requester").value,
+    rule: $("f-rule").value,
+    escalated: $("f-escalated").checked ? "true" : "",
+    amountField: $("f-amount-field").value,
+    minAmount: amountOf($("f-min").value),
+    maxAmount: amountOf($("f-max").value),
+    minAge: $("f-age").value,
   };
+}
+
+// ---- Views: the filters live in the URL (?mine=true&minAmount=10000), so a
+// view is a link to keep, share or bookmark. ----
+
+/** "25,000" / "$25k" / "25000.50" → "25000.50" (empty when not a number). */
+function amountOf(text) {
+  const t = String(text || "").trim().replace(/[$,\s]/g, "");
+  const m = /^(\d+(?:\.\d+)?)(k|m)?$/i.exec(t);
+  if (!m) return "";
+  return String(Number(m[1]) * (m[2] ? (m[2].toLowerCase() === "k" ? 1000 : 1000000) : 1));
+}
+
+/** The filters that differ from the defaults: what a view's URL carries. */
+const DEFAULTS = { expired: "false", order: "oldest" };
+function viewParams(f) {
+  const out = {};
+  for (const [k, v] of Object.entries(f)) if (v !== "" && v !== DEFAULTS[k]) out[k] = v;
+  for (const k of Object.keys(DEFAULTS)) if (f[k] === "" && DEFAULTS[k] !== "") out[k] = "";
+  return out;
+}
+
+function viewQuery(f) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(viewParams(f))) q.set(k, v);
+  // Settings of the page itself (not filters) stay in the URL.
+  for (const k of ["poll", "page"]) if (params.get(k)) q.set(k, params.get(k));
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+function setSelect(select, value) {
+  if (value && ![...select.options].some((o) => o.value === value)) select.append(el("option", { value, text: value }));
+  select.value = value;
+}
+
+/** Sets the filter controls from a view's query. */
+function applyView(search) {
+  const p = new URLSearchParams(search);
+  const get = (k) => (p.has(k) ? p.get(k) : DEFAULTS[k] || "");
+  $("f-q").value = get("q");
+  for (const [id, k] of [["f-agent", "agent"], ["f-tool", "tool"], ["f-role", "role"], ["f-expired", "expired"], ["f-order", "order"], ["f-requester", "requester"], ["f-rule", "rule"], ["f-amount-field", "amountField"], ["f-age", "minAge"]]) {
+    setSelect($(id), get(k));
+  }
+  $("f-mine").checked = get("mine") === "true";
+  $("f-partial").checked = get("partial") === "true";
+  $("f-escalated").checked = get("escalated") === "true";
+  $("f-min").value = get("minAmount");
+  $("f-max").value = get("maxAmount");
+}
+
+/** Writes the filters into the address bar (no reload, no history entry per keystroke). */
+function syncUrl() {
+  if (state.link && !state.link.done) return;
+  const want = viewQuery(filters());
+  if (location.search !== want) history.replaceState(null, "", location.pathname + want);
+  for (const a of document.querySelectorAll("#views a")) a.setAttribute("aria-current", String(a.getAttribute("href") === (want || "?")));
+  const active = Object.keys(viewParams(filters())).filter((k) => k !== "order" && k !== "q").length;
+  $("filters-count").textContent = active ? active + " active" : "";
+}
+
+/** Views everyone has, then the ones saved in this browser. */
+const BUILT_IN_VIEWS = [
+  ["All live", ""],
+  ["Waiting for me", "?mine=true"],
+  ["Waiting for me, over $10k", "?mine=true&minAmount=10000"],
+  ["Escalated", "?escalated=true"],
+  ["Waiting over 1 h", "?minAge=3600"],
+];
+const SAVED_KEY = "holdpoint.views";
+
+function savedViews() {
+  try {
+    const v = JSON.parse(localStorage.getItem(SAVED_KEY) || "[]");
+    return Array.isArray(v) ? v.filter((x) => x && typeof x.name === "string" && typeof x.query === "string") : [];
+  } catch (_) {
+    return [];
+  }
+}
+
+function renderViews() {
+  const links = BUILT_IN_VIEWS.map(([name, q]) => ({ name, query: q })).concat(savedViews());
+  $("views").replaceChildren(
+    ...links.map((v) =>
+      el("li", {}, el("a", {
+        href: v.query || "?",
+        text: v.name,
+        onclick: (e) => {
+          e.preventDefault();
+          applyView(v.query);
+          history.pushState(null, "", location.pathname + (v.query || ""));
+          refresh();
+        },
+      })),
+    ),
+  );
+  syncUrl();
+}
+
+function saveView() {
+  const name = $("view-name").value.trim() || describeView();
+  const views = savedViews().filter((v) => v.name !== name);
+  views.push({ name, query: viewQuery(filters()).replace(/[?&](poll|page)=[^&]*/g, "") });
+  localStorage.setItem(SAVED_KEY, JSON.stringify(views.slice(-12)));
+  $("view-name").value = "";
+  renderViews();
+  announce('View "' + name + '" saved; its link is in the address bar.');
+}
+
+function describeView() {
+  const f = filters();
+  const words = [];
+  if (f.mine) words.push("waiting for me");
+  if (f.minAmount) words.push("over $" + Number(f.minAmount).toLocaleString("en-US"));
+  if (f.maxAmount) words.push("under $" + Number(f.maxAmount).toLocaleString("en-US"));
+  if (f.requester) words.push("from " + f.requester);
+  if (f.rule) words.push('rule "' + f.rule + '"');
+  if (f.escalated) words.push("escalated");
+  if (f.q) words.push('"' + f.q + '"');
+  return words.join(", ") || "My view";
 }
 
 function fillSelect(select, values, allText) {
@@ -116,6 +247,13 @@ function updateCount() {
   $("empty").hidden = shown > 0 || open > 0;
   $("load-more").hidden = !state.cursor;
   $("load-more").textContent = state.cursor ? "Load more (" + Math.max(0, open - state.loaded) + " more)" : "Load more";
+  showPosition();
+}
+
+/** "Row 3 of 333": the selected row among every hold the filters find. */
+function showPosition() {
+  const at = queue.position();
+  $("row-position").textContent = at.n ? "Row " + at.n + " of " + Math.max(state.total, at.of) : "";
 }
 
 /** Refreshes the loaded window of the queue in place. */
@@ -123,6 +261,7 @@ async function refresh() {
   const f = filters();
   const key = JSON.stringify(f);
   if (key !== state.filterKey) {
+    syncUrl();
     state.filterKey = key;
     state.generation++;
     state.loaded = 0;
@@ -153,6 +292,9 @@ async function refresh() {
   fillSelect($("f-agent"), state.agents, "All agents");
   fillSelect($("f-tool"), [...new Set(Object.values(page.agents).flat())].sort(), "All tools");
   fillSelect($("f-role"), page.roles, "Any role");
+  fillSelect($("f-requester"), page.requesters || [], "Anyone");
+  fillSelect($("f-rule"), page.rules || [], "Any rule");
+  fillSelect($("f-amount-field"), page.numericFields || [], "Amount");
   queue.merge(page.items, !page.nextCursor);
   // The window covered everything loaded so far: its end is the new edge.
   if (limit >= state.loaded) {
@@ -211,6 +353,12 @@ function mergeTools(tools) {
 
 async function loadMore() {
   if (!state.cursor) return;
+  if (state.loadingMore) return state.loadingMore;
+  state.loadingMore = loadMoreOnce().finally(() => (state.loadingMore = null));
+  return state.loadingMore;
+}
+
+async function loadMoreOnce() {
   const generation = state.generation;
   const got = await api("inbox" + query(Object.assign({}, filters(), { cursor: state.cursor, limit: PAGE })));
   if (generation !== state.generation) return;
@@ -283,7 +431,140 @@ function showView(view, preset) {
 }
 
 function typing(target) {
-  return target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+  return target && (target.isContentEditable || (/^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName) && target.type !== "checkbox"));
+}
+
+// ---- Triage at volume: auto-advance, bulk answers, new rows held back. ----
+
+const ADVANCE_KEY = "holdpoint.advance";
+
+/** After an answer given here, the next open hold (when "Next hold after answering" is on). */
+function advance(row, kind) {
+  if (!$("f-advance").checked || kind === "bad" || kind === "expired") return;
+  const key = keyOf(row.item);
+  if (queue.selected !== key) return; // the person moved on already
+  const next = queue.nextOpen(key);
+  if (!next) return announce("That was the last hold shown.");
+  queue.select(next, true);
+  announce("Next: " + summaryOf(queue.rows.get(next).item) + ".");
+}
+
+function renderPicked() {
+  const n = queue.picked.size;
+  $("bulk").hidden = n === 0 && !$("bulk-results").children.length;
+  $("bulk-actions").hidden = n === 0;
+  $("bulk-count").textContent = n + (n === 1 ? " hold picked" : " holds picked");
+  $("bulk-approve").textContent = "Approve " + n;
+  $("bulk-deny").textContent = "Deny " + n;
+}
+
+/** What one answer did, in words: {kind, text, item?} (item: the hold's new state, when it still waits). */
+function outcomeOf(got, approve, row, me) {
+  const item = row.item;
+  if (!got.ok) return { kind: "bad", text: "Not done: " + explain(got) };
+  const r = got.result || {};
+  if (r.decided === false) {
+    const approvals = r.approvals || [];
+    const quorum = r.quorum || (item.rule && item.rule.quorum) || approvals.length;
+    const names = approvals.map((a) => a.actor);
+    return {
+      kind: "partial",
+      text: names.length + " of " + quorum + ": " + names.join(", ") + " — recorded; the call runs once the quorum is met.",
+      item: Object.assign({}, item, { approvals, forMe: false }),
+    };
+  }
+  const out = r.decided === true ? r.output : r;
+  if (failed(out)) return { kind: "bad", text: (approve ? "Approved" : "Denied") + ", but the turn failed: " + failure(out) + "." };
+  if (!approve) return { kind: "denied", text: "Denied: the call did not run." };
+  const quorum = item.rule && item.rule.quorum;
+  if (quorum > 1) {
+    const names = (item.approvals || []).map((a) => a.actor);
+    if (me && !names.includes(me)) names.push(me);
+    return { kind: "ok", text: "Approved " + names.length + " of " + quorum + ": " + names.join(", ") + ": the call ran." };
+  }
+  return { kind: "ok", text: "Approved: the call ran." };
+}
+
+/**
+ * Answers every picked hold, one request each (each its own exactly-once
+ * decision and audit row), and lists what happened to each.
+ */
+async function bulk(approve) {
+  const rows = queue.pickedRows();
+  if (!rows.length || state.bulkBusy) return;
+  const reason = $("bulk-reason").value.trim();
+  const needsReason = rows.filter((r) => r.item.rule && r.item.rule.reasonRequired);
+  if (!approve && needsReason.length && !reason) {
+    $("bulk-summary").textContent = "A reason is required to deny " + needsReason.length + " of these (their rule says so): type one, then deny.";
+    $("bulk-reason").focus();
+    return;
+  }
+  state.bulkBusy = true;
+  $("bulk-approve").disabled = $("bulk-deny").disabled = true;
+  const results = $("bulk-results");
+  results.replaceChildren();
+  $("bulk").hidden = false;
+  let done = 0;
+  for (const [i, row] of rows.entries()) {
+    const item = row.item;
+    const key = keyOf(item);
+    $("bulk-summary").textContent = (approve ? "Approving " : "Denying ") + (i + 1) + " of " + rows.length + "…";
+    row.answering = true;
+    const got = await answer(item, approve, reason || undefined);
+    row.answering = false;
+    const o = outcomeOf(got, approve, row, state.me);
+    if (o.kind === "ok" || o.kind === "denied") {
+      queue.finish(key, o.kind, o.text);
+      done++;
+    } else if (o.kind === "partial") {
+      queue.update(row, o.item);
+      queue.pick(key, false);
+      done++;
+    } else {
+      queue.pick(key, false);
+      // A refusal never retires a hold: ask whether it still waits.
+      if (got.status === 404 || got.status === 409) queue.goneElsewhere(row, true);
+    }
+    const what = summaryOf(item) + (item.owner ? " · " + item.owner : "");
+    results.append(el("li", { class: "outcome-" + o.kind, dataset: { key } }, el("strong", { text: what }), " — " + o.text));
+    log(o.kind, what + " (" + item.tool + "): " + o.text);
+  }
+  const verb = approve ? "Approved" : "Denied";
+  const text = verb + " " + done + " of " + rows.length + (done < rows.length ? "; " + (rows.length - done) + " not done (see each below)." : ".");
+  $("bulk-summary").textContent = text;
+  announce(text);
+  $("bulk-reason").value = "";
+  state.bulkBusy = false;
+  $("bulk-approve").disabled = $("bulk-deny").disabled = false;
+  renderPicked();
+  updateCount();
+  setTimeout(refresh, 50);
+}
+
+function onHeld(n) {
+  $("new-rows").hidden = n === 0;
+  $("new-rows").textContent = n + " new — show";
+}
+
+// ---- Phone: a tapped row opens its detail as a sheet, Approve/Deny in reach. ----
+
+const PHONE = matchMedia("(max-width: 760px)");
+
+function openSheet() {
+  if (!PHONE.matches) return;
+  $("detail").classList.add("sheet");
+  document.body.classList.add("sheet-open");
+  $("sheet-back").hidden = false;
+  $("detail").focus({ preventScroll: true });
+}
+
+function closeSheet() {
+  const key = queue.selected;
+  $("detail").classList.remove("sheet");
+  document.body.classList.remove("sheet-open");
+  $("sheet-back").hidden = true;
+  const row = key && queue.rows.get(key);
+  if (row) row.el.focus({ preventScroll: false });
 }
 
 function onKey(event) {
@@ -294,7 +575,12 @@ function onKey(event) {
   }
   switch (event.key) {
     case "j":
-      queue.move(1);
+      // At the end of what is loaded, j loads the next page and moves into it.
+      if (queue.atEnd() && state.cursor) loadMore().then(() => (queue.move(1), showPosition()));
+      else queue.move(1);
+      break;
+    case "x":
+      if (queue.selected) queue.pick(queue.selected);
       break;
     case "k":
       queue.move(-1);
@@ -308,6 +594,10 @@ function onKey(event) {
       break;
     case "/":
       $("f-q").focus();
+      break;
+    case "Escape":
+      if (!$("detail").classList.contains("sheet")) return;
+      closeSheet();
       break;
     default:
       return;
@@ -361,6 +651,43 @@ async function start() {
     restart();
   });
   let searchTimer = null;
+  if (!LINK && location.search) applyView(location.search);
+  renderViews();
+  window.addEventListener("popstate", () => {
+    applyView(location.search);
+    refresh();
+  });
+  $("save-view").addEventListener("click", saveView);
+  for (const id of ["f-min", "f-max"]) {
+    $(id).addEventListener("input", () => {
+      clearTimeout(searchTimer);
+      searchTimer = setTimeout(refresh, 400);
+    });
+  }
+  $("f-advance").checked = params.get("advance") === "1" || localStorage.getItem(ADVANCE_KEY) === "1";
+  $("f-advance").addEventListener("change", () => localStorage.setItem(ADVANCE_KEY, $("f-advance").checked ? "1" : "0"));
+  queue.onPick = renderPicked;
+  queue.onHeld = onHeld;
+  queue.onTap = openSheet;
+  $("new-rows").addEventListener("click", () => {
+    queue.showHeld();
+    updateCount();
+    announce("New holds shown.");
+  });
+  $("bulk-approve").addEventListener("click", () => bulk(true));
+  $("bulk-deny").addEventListener("click", () => bulk(false));
+  $("bulk-clear").addEventListener("click", () => {
+    for (const key of [...queue.picked]) queue.pick(key, false);
+    $("bulk-results").replaceChildren();
+    $("bulk-summary").textContent = "";
+    renderPicked();
+  });
+  $("sheet-back").addEventListener("click", closeSheet);
+  PHONE.addEventListener("change", () => {
+    if (!PHONE.matches) closeSheet();
+    $("filter-fold").open = !PHONE.matches || $("filter-fold").open;
+  });
+  $("filter-fold").open = !PHONE.matches;
   $("filters").addEventListener("submit", (e) => e.preventDefault());
   $("filters").addEventListener("change", () => refresh());
   $("f-q").addEventListener("input", () => {

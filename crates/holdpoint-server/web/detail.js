@@ -203,7 +203,8 @@ export class Detail {
 
     this.root.replaceChildren(
       ...[
-      el("div", { class: "detail-head" }, el("h2", { id: "detail-title", text: item.tool + " · " + item.agent }), state),
+      el("div", { class: "detail-head" }, el("h2", { id: "detail-title", text: item.summary || item.tool + " · " + item.agent }), state),
+      el("p", { class: "requester muted" }, item.owner ? el("span", {}, "Requested by ", el("strong", { text: item.owner }), " · ") : null, item.tool + " · " + item.agent),
       el("p", { class: "interrupt", text: interruptText(item) }),
       el("h3", { text: "What the user asked" }),
       request,
@@ -422,6 +423,7 @@ export class Detail {
     announce(what + ": " + text);
     this.ctx.log(kind, what + ": " + text);
     this.ctx.refresh();
+    if (this.ctx.answered) this.ctx.answered(row, kind);
   }
 
   decide(approve) {

@@ -5,9 +5,20 @@
 // retired only once the server no longer lists the hold (a refused answer
 // never retires it), and an expired hold is never counted as waiting: its
 // clock stops at its expiry.
+//
+// A row says what is at stake ("$18,300 → acct-4471 · bob · 0/2 · waiting
+// 4 min", from the server's `summary`, the words notifications use); its
+// heading and checkbox label are that summary. A hold that arrives above
+// the selected row is held back behind "n new — show", so rows never move
+// under the cursor. Rows can be picked (checkboxes) for bulk answers.
 
 import { api, escalatedTo, isExpired, lookUp, query, refOf } from "./api.js";
 import { age, countdown, el, short, summary, when } from "./dom.js";
+
+/** What is at stake in a hold, in words: the server's summary (input as a fallback). */
+export function summaryOf(item) {
+  return item.summary || summary(item.input) || item.tool;
+}
 
 let ids = 0;
 
@@ -71,40 +82,99 @@ export class Queue {
     this.onSelect = onSelect;
     this.selected = null;
     this.me = null; // the signed-in principal, to tell "you approved"
+    this.picked = new Set(); // keys picked for a bulk answer
+    this.held = 0; // new rows held back above the selection ("n new — show")
+    this.onPick = null;
+    this.onHeld = null;
   }
 
   clear() {
     this.rows.clear();
     this.list.replaceChildren();
     this.selected = null;
+    this.picked.clear();
+    this.held = 0;
+    if (this.onPick) this.onPick();
+    if (this.onHeld) this.onHeld(0);
   }
 
-  /** Keys in display order. */
+  /** Keys in display order (rows held back are not shown, so not counted). */
   keys() {
-    return [...this.list.children].map((li) => li.dataset.key);
+    return [...this.list.children].filter((li) => !li.hidden).map((li) => li.dataset.key);
+  }
+
+  /** Shows the new rows held back above the selection. */
+  showHeld() {
+    for (const li of this.list.children) li.hidden = false;
+    this.held = 0;
+    if (this.onHeld) this.onHeld(0);
+  }
+
+  /** The selected row's place: {n, of} among the rows shown (n from 1; 0: none). */
+  position() {
+    const keys = this.keys();
+    return { n: keys.indexOf(this.selected) + 1, of: keys.length };
+  }
+
+  /** Picks or unpicks `key` for a bulk answer. */
+  pick(key, on) {
+    const row = this.rows.get(key);
+    if (!row) return;
+    const want = on === undefined ? !this.picked.has(key) : on;
+    if (want && !row.done) this.picked.add(key);
+    else this.picked.delete(key);
+    row.parts.pick.checked = this.picked.has(key);
+    row.el.classList.toggle("picked", this.picked.has(key));
+    if (this.onPick) this.onPick();
+  }
+
+  /** The picked rows still open, in display order. */
+  pickedRows() {
+    return this.keys()
+      .filter((k) => this.picked.has(k))
+      .map((k) => this.rows.get(k))
+      .filter((r) => r && !r.done);
+  }
+
+  /** The next open row after `key` (else the one before), for auto-advance. */
+  nextOpen(key) {
+    const keys = this.keys();
+    const at = keys.indexOf(key);
+    const open = (k) => k !== key && !this.rows.get(k).done;
+    return keys.slice(at + 1).find(open) || keys.slice(0, Math.max(0, at)).reverse().find(open) || null;
   }
 
   build(item) {
     const key = keyOf(item);
     const id = "item-h-" + ++ids;
-    const heading = el("h3", { id, class: "item-title" }, el("span", { class: "tool", text: item.tool }), el("span", { class: "muted", text: " · " + item.agent }));
+    const what = summaryOf(item);
+    const heading = el("h3", { id, class: "item-title", text: what });
     const badge = el("span", { class: "badge" });
+    const count = el("span", { class: "tally-short" });
     const waited = el("span", { class: "age", dataset: { since: item.heldSince } });
     const expiry = el("span", { class: "expiry" });
     const escalation = el("span", { class: "badge escalated", hidden: true });
     const outcome = el("p", { class: "item-outcome", hidden: true });
+    const pick = el("input", {
+      type: "checkbox",
+      class: "pick-box",
+      "aria-label": "Pick for a bulk answer: " + what + (item.owner ? ", " + item.owner : ""),
+      onclick: (e) => e.stopPropagation(),
+      onchange: (e) => this.pick(key, e.target.checked),
+    });
     const section = el(
       "section",
       { class: "item-body", "aria-labelledby": id },
       el("div", { class: "item-head" }, heading, escalation, badge),
-      el("p", { class: "item-summary", text: summary(item.input) }),
       el(
         "p",
         { class: "item-meta muted" },
-        item.owner ? el("span", { class: "owner", text: "for " + item.owner }) : null,
+        item.owner ? el("span", { class: "owner", title: "requested by " + item.owner, text: item.owner }) : null,
+        count,
         waited,
         expiry,
-        el("span", { class: "mono", title: item.sessionId, text: "session " + short(item.sessionId) }),
+        el("span", { class: "tool", text: item.tool + " · " + item.agent }),
+        el("span", { class: "mono session", title: item.sessionId, text: "session " + short(item.sessionId) }),
       ),
       outcome,
     );
@@ -114,14 +184,19 @@ export class Queue {
         class: "item",
         tabindex: "-1",
         dataset: { key, agent: item.agent, tool: item.tool, session: item.sessionId, snapshot: item.snapshotId },
-        onclick: () => this.select(key, true),
+        onclick: (e) => {
+          if (e.target.closest(".pick")) return;
+          this.select(key, true);
+          if (this.onTap) this.onTap(key);
+        },
         onfocus: () => {
           if (this.selected !== key) this.select(key, false);
         },
       },
+      el("label", { class: "pick", title: "Pick for a bulk answer" }, pick),
       section,
     );
-    const row = { item, el: li, parts: { badge, waited, expiry, escalation, outcome }, done: null };
+    const row = { item, el: li, parts: { badge, count, waited, expiry, escalation, outcome, pick }, done: null };
     this.update(row, item);
     return row;
   }
@@ -135,6 +210,9 @@ export class Queue {
       row.parts.badge.textContent = s.text;
       row.el.classList.toggle("expired", isExpired(item));
     }
+    const r = item.rule;
+    row.parts.count.textContent = r && r.quorum > 1 ? (item.approvals || []).length + "/" + r.quorum : "";
+    row.parts.count.title = r && r.quorum > 1 ? tally(item.approvals, r.quorum) + " approvals" : "";
     const to = escalatedTo(item);
     row.parts.escalation.hidden = !to.length;
     row.parts.escalation.textContent = to.length ? "escalated to " + to.join(", ") : "";
@@ -163,6 +241,8 @@ export class Queue {
   merge(items, complete) {
     const seen = new Set();
     let prev = null;
+    // Rows shown before this merge: a new one above the selection is held back.
+    const selectedEl = this.selected && this.rows.get(this.selected) ? this.rows.get(this.selected).el : null;
     for (const item of items) {
       const key = keyOf(item);
       seen.add(key);
@@ -174,9 +254,14 @@ export class Queue {
         this.rows.set(key, row);
         if (prev) prev.el.after(row.el);
         else this.list.prepend(row.el);
+        if (selectedEl && row.el.compareDocumentPosition(selectedEl) & Node.DOCUMENT_POSITION_FOLLOWING) {
+          row.el.hidden = true;
+          this.held++;
+        }
       }
       prev = row;
     }
+    if (this.onHeld) this.onHeld(this.held);
     const last = prev && prev.el;
     for (const [key, row] of this.rows) {
       if (seen.has(key) || row.done) continue;
@@ -209,6 +294,10 @@ export class Queue {
     row.parts.outcome.textContent = text;
     row.parts.outcome.hidden = false;
     row.parts.expiry.textContent = "";
+    row.parts.pick.checked = false;
+    row.parts.pick.disabled = true;
+    row.el.classList.remove("picked");
+    if (this.picked.delete(key) && this.onPick) this.onPick();
     if (this.onFinish) this.onFinish(key);
   }
 
@@ -284,6 +373,12 @@ export class Queue {
     const next = keys[Math.max(0, Math.min(keys.length - 1, at < 0 ? 0 : at + step))];
     this.select(next, true);
     this.rows.get(next).el.scrollIntoView({ block: "nearest" });
+  }
+
+  /** Whether the selection is on the last row shown. */
+  atEnd() {
+    const keys = this.keys();
+    return keys.length > 0 && keys[keys.length - 1] === this.selected;
   }
 
   open() {
