@@ -72,6 +72,9 @@ pub enum Command {
     /// one waiting at a hold or in doubt) and older than --older-than
     /// (needs --store).
     Prune(crate::prune::PruneArgs),
+    /// Approval receipts: verify one offline against a JWKS.
+    #[command(subcommand)]
+    Receipt(crate::commands::receipt::ReceiptCommand),
 }
 
 /// `notifications …`.

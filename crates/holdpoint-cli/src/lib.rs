@@ -119,6 +119,10 @@ async fn run_cli(cli: args::Cli, agents: Vec<Agent>) -> Result<(), CliError> {
     if let args::Command::Mcp(args::McpCommand::List { config }) = &cli.command {
         return mcp::list(config, cli.json).await;
     }
+    // `receipt verify` checks a token offline: no store or server.
+    if let args::Command::Receipt(command) = cli.command {
+        return commands::receipt::run(command, cli.json).await;
+    }
     let backend = match (&cli.server, &cli.store) {
         (Some(url), _) => Backend::Server(http::HttpBackend::new(url, cli.api_key.clone())),
         (None, Some(url)) => {

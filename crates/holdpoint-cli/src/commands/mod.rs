@@ -1,5 +1,6 @@
 //! One function per command: ask the backend, print a table or JSON.
 
+pub(crate) mod receipt;
 mod show;
 #[cfg(test)]
 mod tests;
@@ -329,5 +330,6 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
         Command::Notifications(c) => crate::notifications::run(c, cli.json, &backend).await,
         Command::Serve(s) => crate::serve::serve(s, cli.api_key, agents).await,
         Command::Prune(p) => crate::prune::prune(p, &backend, agent, cli.json).await,
+        Command::Receipt(r) => receipt::run(r, cli.json).await,
     }
 }
