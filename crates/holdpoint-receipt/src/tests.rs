@@ -193,3 +193,34 @@ fn a_pinned_key_signs_a_pinned_token() {
     let header: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
     assert_eq!(header, json!({"alg": "EdDSA", "typ": TYP, "kid": "pin"}));
 }
+
+/// BENCHMARKS.md ("Approval receipts"): a receipt's size and the cost of
+/// signing and verifying one. Prints; asserts nothing about time. Run with
+/// `cargo test -p holdpoint-receipt --release -- --ignored --nocapture measure`.
+#[test]
+#[ignore]
+fn measure_receipt_size_and_cost() {
+    let signer = ReceiptSigner::ephemeral().unwrap();
+    let jwks = signer.jwks();
+    let input = json!({"fromAccount": "checking", "toAccount": "acct-4471", "amount": 18300.0, "memo": "invoice 2291"});
+    let subject = || {
+        Subject::new("bankingAgent", "transferMoney", &input, Decision::Approve)
+            .hold("0f8e4a1c-6a2b-4d7e-9b1f-2c3d4e5f6a7b", Some("c2f1d0e9a8b7"))
+            .actor("olga@example.com", vec!["finance".into()])
+            .rule("large transfers", Some(Quorum { required: 1, reached: 1 }))
+    };
+    let n = 2_000u32;
+    let start = std::time::Instant::now();
+    let mut token = String::new();
+    for _ in 0..n {
+        token = signer.sign(subject()).unwrap();
+    }
+    let sign = start.elapsed() / n;
+    let expect = expect(&input).hold("0f8e4a1c-6a2b-4d7e-9b1f-2c3d4e5f6a7b", Some("c2f1d0e9a8b7"));
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        verify(&token, &jwks, &expect).unwrap();
+    }
+    let check = start.elapsed() / n;
+    println!("receipt: {} bytes; sign {sign:?}/receipt; verify {check:?}/receipt", token.len());
+}
