@@ -14,25 +14,45 @@ export const session = {
   },
 };
 
-/** GET `path`, or POST `options.body` as JSON; answers {ok, status, result | error}. */
+// The last inbox page per URL and credential, by its ETag: a refresh sends
+// If-None-Match and a 304 (no body) answers with this page, parsed anew so
+// that nothing a caller changed in the last copy leaks into the next.
+const pages = new Map();
+const MAX_PAGES = 20;
+
+/** GET `path`, or POST `options.body` as JSON (or `options.method`); answers {ok, status, result | error}. */
 export async function api(path, options) {
   const headers = { Accept: "application/json" };
   if (session.credential) headers.Authorization = "Bearer " + session.credential;
-  const init = { method: "GET", headers, cache: "no-store" };
+  const init = { method: (options && options.method) || "GET", headers, cache: "no-store" };
   if (options && options.body !== undefined) {
     init.method = "POST";
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
   }
+  const conditional = init.method === "GET" && /^inbox(\?|$)/.test(path);
+  const cacheKey = session.credential + "\u0000" + path;
+  const cached = conditional ? pages.get(cacheKey) : null;
+  if (cached) headers["If-None-Match"] = cached.etag;
   let response;
   try {
     response = await fetch(path, init);
   } catch (e) {
     return { ok: false, status: 0, error: { status: "UNAVAILABLE", message: "The server cannot be reached (" + e.message + ")." } };
   }
+  if (response.status === 304 && cached) {
+    return { ok: true, status: 304, notModified: true, result: JSON.parse(cached.text).result };
+  }
   let body = null;
   try {
-    body = await response.json();
+    const text = await response.text();
+    body = JSON.parse(text);
+    const etag = response.headers.get("ETag");
+    if (conditional && response.ok && etag) {
+      pages.delete(cacheKey);
+      pages.set(cacheKey, { etag, text });
+      if (pages.size > MAX_PAGES) pages.delete(pages.keys().next().value);
+    }
   } catch (_) {
     body = null;
   }
@@ -106,13 +126,48 @@ export function respondPart(item, output) {
   return { toolResponse, metadata: { interruptResponse: true } };
 }
 
-/** Approve or deny through POST /agents/{name}/answer (docs/reference.md §10.6). */
-export function answer(item, approve, reason) {
-  const data = { snapshotId: item.snapshotId, tool: item.tool, decision: approve ? "approve" : "deny" };
+/**
+ * Approve or deny through POST /agents/{name}/answer (docs/reference.md
+ * §10.7); `approve` is true / false or a decision ("withdraw"); `grant`
+ * ({scope, ttl?, uses?}) goes with an approval (§10.9).
+ */
+export function answer(item, approve, reason, grant) {
+  const decision = typeof approve === "string" ? approve : approve ? "approve" : "deny";
+  const data = { snapshotId: item.snapshotId, tool: item.tool, decision };
   const ref = refOf(item);
   if (ref !== undefined) data.ref = ref;
   if (reason) data.reason = reason;
+  if (grant) data.grant = grant;
   return api(agentPath(item.agent, "answer"), { body: { data } });
+}
+
+/** The requester takes back their own pending request (decision `withdraw`). */
+export function withdraw(item, reason) {
+  return answer(item, "withdraw", reason);
+}
+
+/**
+ * The standing grants a hold's answer may offer (docs/reference.md §10.9):
+ * none unless a rule with quorum 1 whose condition evaluated governs it and
+ * the tool does not ask itself; `tool` only for a holder of one of the
+ * rule's approver roles.
+ */
+export function grantScopes(item, roles) {
+  const r = item.rule;
+  if (!r || r.quorum > 1 || r.error || item.reply || item.refused) return [];
+  const scopes = ["session", "principal"];
+  if ((roles || []).some((role) => (r.approvers || []).includes(role))) scopes.push("tool");
+  return scopes;
+}
+
+/** The active standing grants the caller may manage (GET /grants). */
+export function grants() {
+  return api("grants" + query({ active: true, limit: 1000 }));
+}
+
+/** Revokes a standing grant (DELETE /grants/{id}). */
+export function revokeGrant(id) {
+  return api("grants/" + encodeURIComponent(id), { method: "DELETE" });
 }
 
 /** An ordinary resume of `item`'s snapshot with one directive. */

@@ -8,6 +8,7 @@ import { $, announce, el } from "./web/dom.js";
 import { Queue, keyOf, summaryOf } from "./web/queue.js";
 import { Detail } from "./web/detail.js";
 import { AuditView, loadInDoubt } from "./web/audit.js";
+import { GrantsView } from "./web/grants.js";
 import { beginLogin, finishLogin, loginConfig } from "./web/login.js";
 
 const params = new URLSearchParams(location.search);
@@ -40,6 +41,7 @@ const detail = new Detail($("detail"), {
   queue,
   tools: () => state.tools,
   me: () => state.me,
+  roles: () => state.roles || [],
   openAudit: (preset) => {
     // One load, of that session only (a default load would race it).
     showView("audit", true);
@@ -54,6 +56,7 @@ queue.onFinish = (key) => {
   updateCount();
 };
 const audit = new AuditView();
+const grants = new GrantsView();
 
 function setBanner(text) {
   const banner = $("banner");
@@ -286,6 +289,7 @@ async function refresh() {
   mergeTools(page.tools);
   const me = page.caller || {};
   state.me = me.principal || null;
+  state.roles = me.roles || [];
   queue.me = state.me;
   $("whoami").textContent = (me.principal ? "Signed in as " + me.principal : "Anonymous") + (me.roles && me.roles.length ? " · roles: " + me.roles.join(", ") : "");
   state.agents = Object.keys(page.agents);
@@ -425,7 +429,8 @@ async function refreshCountOnly() {
 function showView(view, preset) {
   state.view = view;
   for (const tab of document.querySelectorAll(".tab")) tab.setAttribute("aria-pressed", String(tab.dataset.view === view));
-  for (const name of ["inbox", "doubt", "audit"]) $("view-" + name).hidden = name !== view;
+  for (const name of ["inbox", "doubt", "audit", "grants"]) $("view-" + name).hidden = name !== view;
+  if (view === "grants") grants.load();
   if (view === "audit" && !preset && !$("audit-table").children.length) audit.load(true);
   if (view === "doubt") doubts();
 }

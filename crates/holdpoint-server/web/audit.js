@@ -4,7 +4,7 @@
 import { agentPath, api, escalatedTo, explain, failed, failure, outputText, query, respondPart, restartPart, settle } from "./api.js";
 import { $, announce, copyable, el, fieldList, when } from "./dom.js";
 import { schemaForm } from "./forms.js";
-import { auditTable } from "./detail.js";
+import { auditTable, inputText } from "./detail.js";
 
 const PAGE = 50;
 const FILTERS = ["agent", "tool", "actor", "decision", "sessionId", "since", "until"];
@@ -103,8 +103,10 @@ export class AuditView {
       text = JSON.stringify(rows, null, 2);
       type = "application/json";
     } else {
-      const cols = ["at", "agent", "sessionId", "snapshotId", "tool", "ref", "decision", "actor", "principal", "reason", "inputHash", "originalInputHash", "settles", "id"];
-      text = [cols.join(",")].concat(rows.map((r) => cols.map((c) => csvCell(r[c])).join(","))).join("\r\n") + "\r\n";
+      // What was decided (the input in words) beside its hash.
+      const cols = ["at", "agent", "sessionId", "snapshotId", "tool", "ref", "decision", "actor", "principal", "reason", "inputSummary", "input", "inputHash", "originalInputHash", "settles", "id"];
+      const cell = (r, c) => (c === "inputSummary" ? inputText(r) : c === "input" ? (r.input !== undefined ? r.input : r.heldInput) : r[c]);
+      text = [cols.join(",")].concat(rows.map((r) => cols.map((c) => csvCell(cell(r, c))).join(","))).join("\r\n") + "\r\n";
       type = "text/csv";
     }
     const url = URL.createObjectURL(new Blob([text], { type }));

@@ -4,8 +4,8 @@
 // "Advanced" edit-then-approve and respond). Typed text lives in `drafts`,
 // so switching items or a refresh never loses it.
 
-import { agentPath, answer, api, escalatedTo, explain, failed, failure, isExpired, lookUp, outputText, refOf, respondPart, restartPart, resume } from "./api.js";
-import { $, announce, copyable, countdown, el, fieldList, pretty, short, when } from "./dom.js";
+import { agentPath, answer, api, escalatedTo, explain, failed, failure, grantScopes, isExpired, lookUp, outputText, refOf, respondPart, restartPart, resume, withdraw } from "./api.js";
+import { $, announce, copyable, countdown, el, fieldList, humanize, pretty, short, summary, when } from "./dom.js";
 import { schemaForm } from "./forms.js";
 import { approvedBy, decisionKind, keyOf, stillNeeds, tally, waited } from "./queue.js";
 
@@ -88,6 +88,26 @@ export function transcriptOf(snapshot) {
   return el("ol", { class: "transcript" }, ...messages.map((m) => el("li", { class: m.role }, el("div", { class: "role", text: m.role }), ...(m.content || []).map(describePart))));
 }
 
+/**
+ * What a decision was about, in words: the input it decided ("Amount:
+ * $18,300.00 · To account: acct-4471"), from the record's `input` (an
+ * edit, with what it replaced) or the listing's `heldInput`; the hash only
+ * when neither is known.
+ */
+export function inputText(r) {
+  const words = (v) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.keys(v).length
+        ? Object.entries(v)
+            .map(([k, x]) => humanize(k) + ": " + summary({ [k]: x }))
+            .join(" · ")
+        : "(no input)"
+      : summary(v);
+  if (r.input !== undefined && r.input !== null) return words(r.input) + (r.originalInput !== undefined ? " (edited from " + words(r.originalInput) + ")" : "");
+  if (r.heldInput !== undefined) return words(r.heldInput);
+  return "input " + short(r.inputHash);
+}
+
 /** A stacked-on-phone table of audit records. */
 export function auditTable(records, withSession) {
   const heads = ["When", "Agent", "Tool", "Decision", "By", "On behalf of", "Reason", "Input"];
@@ -101,13 +121,13 @@ export function auditTable(records, withSession) {
       ["By", r.actor || r.principal || "anonymous"],
       ["On behalf of", r.principal || "anonymous"],
       ["Reason", r.reason || ""],
-      ["Input", r.originalInputHash ? short(r.inputHash) + " (edited from " + short(r.originalInputHash) + ")" : short(r.inputHash)],
+      ["Input", inputText(r)],
     ];
     if (withSession) cells.splice(2, 0, ["Session", short(r.sessionId)]);
     return el(
       "tr",
       { dataset: { decision: r.decision, tool: r.tool, session: r.sessionId } },
-      ...cells.map(([label, text]) => el("td", { "data-label": label, class: label === "Decision" ? "decision decision-" + decisionKind(r.decision) : label === "By" ? "actor" : null, text })),
+      ...cells.map(([label, text]) => el("td", { "data-label": label, class: label === "Decision" ? "decision decision-" + decisionKind(r.decision) : label === "By" ? "actor" : label === "Input" ? "audit-input" : null, text })),
     );
   });
   return el("table", { class: "table stack" }, el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", { scope: "col", text: h })))), el("tbody", {}, ...rows));
@@ -163,14 +183,71 @@ export class Detail {
     const why = el("p", { id: "approve-why", class: "notice warn why", hidden: true });
     const escalation = el("p", { class: "notice escalated-line", hidden: true });
     approve.addEventListener("click", () => this.decide(true));
+    const rule = item.rule || {};
+    const me = this.ctx.me ? this.ctx.me() : null;
+    const roles = this.ctx.roles ? this.ctx.roles() : [];
+    // The rule's preset reasons fill the reason field (one's own stays possible).
+    const presets = (rule.denyReasons || []).length
+      ? el(
+          "select",
+          { id: "reason-preset", "aria-label": "Preset reasons", onchange: (e) => ((reason.value = e.target.value), drafts.set(key, reason.value), reason.focus()) },
+          el("option", { value: "", text: "Pick a reason…" }),
+          ...rule.denyReasons.map((r) => el("option", { value: r, text: r })),
+        )
+      : null;
+    // "Approve, and don't ask again for …": only where the rule allows a grant.
+    const scopes = grantScopes(item, roles);
+    const scopeWords = {
+      session: "this session",
+      principal: "all of " + (item.owner || "this requester") + "'s sessions",
+      tool: "everyone's " + item.tool + " calls",
+    };
+    const grantScope = el("select", { id: "grant-scope" }, el("option", { value: "", text: "Just this once" }), ...scopes.map((sc) => el("option", { value: sc, text: "Don't ask again for " + scopeWords[sc] })));
+    const grantTtl = el(
+      "select",
+      { id: "grant-ttl", "aria-label": "For how long" },
+      ...[
+        ["1h", "for 1 hour"],
+        ["8h", "for 8 hours"],
+        ["1d", "for 1 day"],
+        ["7d", "for 7 days"],
+        ["", "until revoked"],
+      ].map(([v, t]) => el("option", { value: v, text: t })),
+    );
+    const grantUses = el("input", { id: "grant-uses", type: "number", min: "1", step: "1", placeholder: "any", inputmode: "numeric" });
+    const grantBox = scopes.length
+      ? el(
+          "fieldset",
+          { class: "grant" },
+          el("legend", { text: "Approve, and don't ask again for …" }),
+          el("div", { class: "row" }, el("label", { for: "grant-scope", class: "visually-hidden", text: "Grant" }), grantScope, grantTtl, el("label", { for: "grant-uses", text: "Uses" }), grantUses),
+          el("p", { class: "muted small", text: "A standing grant lets later matching calls run without asking; revoke it under Grants." }),
+        )
+      : null;
+    // Large amounts (the rule's `confirm`) ask once more before approving.
+    const confirmYes = el("button", { type: "button", id: "approve-confirm", class: "act approve", text: "Yes, approve", onclick: () => ((this.confirmed = true), (confirmBox.hidden = true), this.decide(true)) });
+    const confirmBox = el(
+      "div",
+      { id: "confirm-box", class: "notice warn", role: "alertdialog", "aria-labelledby": "confirm-text", hidden: true },
+      el("p", { id: "confirm-text", text: "Approve " + summary(item.input) + "? Rule \"" + (rule.rule || "") + "\" asks you to confirm." }),
+      el("div", { class: "row" }, confirmYes, el("button", { type: "button", class: "quiet", id: "approve-cancel", text: "Cancel", onclick: () => ((confirmBox.hidden = true), approve.focus()) })),
+    );
+    // The requester may take back their own request, whatever the rule.
+    const withdrawButton =
+      item.owner && me && item.owner === me
+        ? el("button", { type: "button", id: "withdraw", class: "act quiet", text: "Withdraw my request", onclick: () => this.withdraw() })
+        : null;
     const form = el(
       "form",
       { class: "answer", onsubmit: (e) => (e.preventDefault(), this.decide(false)) },
-      el("label", { for: "reason", text: "Reason" }),
-      el("div", { class: "row" }, reason, approve, deny),
+      el("label", { for: "reason", text: "Reason" + (rule.reasonRequired ? " (required to deny)" : "") }),
+      el("div", { class: "row" }, reason, presets, approve, deny, withdrawButton),
+      grantBox,
+      confirmBox,
       why,
-      el("p", { id: "reason-hint", class: "muted small", text: "Recorded in the audit; the agent hears a denial's reason. Enter denies." }),
+      el("p", { id: "reason-hint", class: "muted small", text: "Recorded in the audit; the agent hears a denial's reason." + (rule.reasonRequired ? " This rule needs a reason to deny." : "") + " Enter denies." }),
     );
+    this.confirmed = false;
 
     const editForm = schemaForm(info && info.inputSchema, item.input);
     const respondForm = schemaForm(info && info.outputSchema, undefined);
@@ -225,7 +302,7 @@ export class Detail {
       el("p", {}, el("button", { type: "button", class: "link", id: "open-audit", text: "Open this session in the full audit", onclick: () => this.ctx.openAudit({ sessionId: item.sessionId, agent: item.agent }) })),
       ].filter(Boolean),
     );
-    this.parts = { state, tallyEl, expiry, escalation, why, request, result, reason, approve, deny, editButton, respondButton, transcript };
+    this.parts = { state, tallyEl, expiry, escalation, why, request, result, reason, approve, deny, editButton, respondButton, transcript, withdrawButton, grantScope, grantTtl, grantUses, confirmBox };
     this.update();
     snapshotOf(item).then((got) => {
       if (!this.row || this.row.el !== row.el) return;
@@ -271,6 +348,7 @@ export class Detail {
     p.deny.disabled = closed || !!item.refused || this.sending;
     p.editButton.disabled = closed || !!item.refused || expired || this.sending;
     p.respondButton.disabled = closed || !!item.refused || this.sending;
+    if (p.withdrawButton) p.withdrawButton.disabled = closed || this.sending;
     p.why.textContent = why;
     p.why.hidden = !why;
     this.tick();
@@ -428,14 +506,46 @@ export class Detail {
 
   decide(approve) {
     if (!this.row || (approve ? this.parts.approve.disabled : this.parts.deny.disabled)) return;
-    const reason = this.parts.reason.value.trim();
+    const p = this.parts;
+    const reason = p.reason.value.trim();
     const item = this.row.item;
+    const rule = item.rule || {};
+    if (!approve && rule.reasonRequired && !reason) {
+      this.notice("bad", 'A reason is required to deny under rule "' + rule.rule + '": type or pick one, then deny.');
+      p.reason.focus();
+      announce("A reason is required to deny.");
+      return;
+    }
+    if (approve && rule.confirm && !this.confirmed) {
+      p.confirmBox.hidden = false;
+      $("approve-confirm").focus();
+      announce($("confirm-text").textContent);
+      return;
+    }
+    this.confirmed = false;
+    let grant = null;
+    if (approve && p.grantScope.value) {
+      grant = { scope: p.grantScope.value };
+      if (p.grantTtl.value) grant.ttl = p.grantTtl.value;
+      const uses = Number(p.grantUses.value);
+      if (p.grantUses.value && Number.isInteger(uses) && uses >= 1) grant.uses = uses;
+    }
+    const granted = grant ? " Later matching calls will not ask (" + p.grantScope.selectedOptions[0].text.replace(/^Don't ask again for /, "") + (grant.ttl ? ", " + p.grantTtl.selectedOptions[0].text : "") + (grant.uses ? ", " + grant.uses + " uses" : "") + ")." : "";
     return this.send(
       approve
-        ? { kind: "ok", done: "Approved: the call ran.", failed: "Approved, but it did not complete." }
+        ? { kind: "ok", done: "Approved: the call ran." + granted, failed: "Approved, but it did not complete." }
         : { kind: "denied", done: "Denied" + (reason ? ' with reason "' + reason + '"' : "") + ": the call did not run.", failed: "Denied, but the turn did not complete." },
-      () => answer(item, approve, reason),
+      () => answer(item, approve, reason, grant),
     );
+  }
+
+  /** The requester takes back their own request (audited `withdraw`). */
+  withdraw() {
+    const p = this.parts;
+    if (!this.row || !p.withdrawButton || p.withdrawButton.disabled) return;
+    const item = this.row.item;
+    const reason = p.reason.value.trim();
+    return this.send({ kind: "withdrawn", done: "Withdrawn: you took back your request; the call did not run and the agent was told.", failed: "Withdrawn, but the turn did not complete." }, () => withdraw(item, reason));
   }
 
   edit(form) {

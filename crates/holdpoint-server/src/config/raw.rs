@@ -90,6 +90,9 @@ pub(super) struct RawRule {
     pub escalate_to: Option<S<Vec<S<String>>>>,
     pub expire_after: Option<S<String>>,
     pub on_expire: Option<S<String>>,
+    pub confirm: Option<bool>,
+    pub deny_reasons: Option<S<Vec<S<String>>>>,
+    pub reason_required: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -28,6 +28,7 @@ const MODULES: &[(&str, &str)] = &[
     ("detail.js", include_str!("../../web/detail.js")),
     ("audit.js", include_str!("../../web/audit.js")),
     ("login.js", include_str!("../../web/login.js")),
+    ("grants.js", include_str!("../../web/grants.js")),
 ];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \

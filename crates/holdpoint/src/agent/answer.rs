@@ -19,7 +19,7 @@ use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of, subagent};
 use crate::approval::{Grant, GrantRequest, roles_of};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
-use crate::message::metadata::TOOL_APPROVED;
+use crate::message::metadata::{TOOL_APPROVED, WITHDRAWN};
 use crate::session::{HoldApproval, record_approval};
 
 /// Yes or no.
@@ -30,6 +30,11 @@ pub enum AnswerKind {
     Approve,
     /// Deny: the call does not run; the model is told, with the reason.
     Deny,
+    /// Withdraw: the session's owner takes back their own request before
+    /// it is decided — also when the rule does not let them answer it. The
+    /// call does not run; the model is told it was withdrawn; the audit
+    /// records `withdraw`.
+    Withdraw,
 }
 
 /// One person's answer to one paused call.
@@ -95,6 +100,14 @@ impl Answer {
         Answer {
             decision: AnswerKind::Deny,
             reason: reason.map(str::to_owned),
+            ..Answer::approve(snapshot_id)
+        }
+    }
+
+    /// The owner's withdrawal of their own paused call of `snapshot_id`.
+    pub fn withdraw(snapshot_id: impl Into<String>) -> Self {
+        Answer {
+            decision: AnswerKind::Withdraw,
             ..Answer::approve(snapshot_id)
         }
     }
@@ -187,7 +200,12 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     }
     let actor = actor_of(&context).map(str::to_owned);
     let owner = snapshot.owner.clone();
+    let withdraw = answer.decision == AnswerKind::Withdraw;
+    if withdraw {
+        check_withdraw(&answer, owner.as_deref(), actor.as_deref(), &call.tool, id)?;
+    }
     match (&call.rule, &actor) {
+        _ if withdraw => {}
         (Some(rule), Some(actor)) => rule.may_answer(actor, owner.as_deref(), &roles)?,
         (None, _) if !snapshot.visible_to(principal) => {
             return Err(Error::PermissionDenied(format!(
@@ -198,6 +216,21 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         _ => {}
     }
     let approve = answer.decision == AnswerKind::Approve;
+    let reason = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    if answer.decision == AnswerKind::Deny
+        && reason.is_none()
+        && let Some(rule) = call.rule.as_ref().filter(|r| r.reason_required)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "approval rule \"{}\" needs a reason for a denial of {}",
+            rule.rule, call.tool
+        )));
+    }
+    let withdrawn_reason = withdraw.then(|| match reason {
+        Some(r) => format!("withdrawn by the requester: {r}"),
+        None => "withdrawn by the requester".to_owned(),
+    });
+    let reason = withdrawn_reason.as_deref().or(reason);
     if approve && call.expired {
         return Err(Error::FailedPrecondition(format!(
             "the hold of {} in snapshot {id} expired; it can no longer be approved",
@@ -208,17 +241,20 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     // before anything is recorded or claimed: a bad answer leaves the hold
     // answerable.
     let data = match &call.reply {
-        Some(shape) => shape.answer(approve, answer.reason.as_deref()),
+        Some(shape) => shape.answer(approve, reason),
         None => {
             let mut data = Map::new();
             data.insert(TOOL_APPROVED.into(), Value::Bool(approve));
-            if let Some(r) = &answer.reason {
+            if let Some(r) = reason {
                 data.insert("reason".into(), json!(r));
             }
             data
         }
     };
-    let directive = call.part.restart(Some(Value::Object(data)))?;
+    let mut directive = call.part.restart(Some(Value::Object(data)))?;
+    if withdraw {
+        directive.set_meta(WITHDRAWN, Value::Bool(true));
+    }
     let call = call.clone();
     let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
     let mut nested = Resume::from_parts(vec![directive.clone()]);
@@ -286,6 +322,22 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             })
         }
         None => Ok(Answered::Resumed(Box::new(out))),
+    }
+}
+
+/// Refuses a withdrawal by anyone but the session's owner, or one that
+/// asks for a grant.
+fn check_withdraw(answer: &Answer, owner: Option<&str>, actor: Option<&str>, tool: &str, id: &str) -> Result<()> {
+    if answer.grant.is_some() {
+        return Err(Error::InvalidArgument(
+            "a standing grant goes with an approval, not a withdrawal".into(),
+        ));
+    }
+    match (owner, actor) {
+        (Some(owner), Some(actor)) if owner == actor => Ok(()),
+        _ => Err(Error::PermissionDenied(format!(
+            "only the requester (the session's owner) may withdraw {tool} of snapshot {id}"
+        ))),
     }
 }
 

@@ -95,6 +95,15 @@ impl<'a> Decider<'a> {
             return Ok(());
         }
         let rule = HoldRule::on(target);
+        // The owner may withdraw their own request (a denial marked
+        // withdrawn), whatever the rule lets them answer.
+        if !self.settles
+            && owner.is_some()
+            && self.owns(owner)
+            && audit::restart_decision(target, directive, chrono::Utc::now()).0 == AuditDecision::Withdraw
+        {
+            return Ok(());
+        }
         if self.settles {
             // In doubt: the hold's approvers and operators settle; an
             // owner settles only what they could have answered.

@@ -37,6 +37,16 @@ pub struct HoldRule {
     /// under this rule rather than let through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether approving asks the approver to confirm first (the rule's
+    /// `confirm`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirm: bool,
+    /// Reasons offered for a denial (the rule's `deny_reasons`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_reasons: Vec<String>,
+    /// Whether a denial must give a reason (the rule's `reason_required`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reason_required: bool,
 }
 
 /// Why an answer to a rule's hold was refused: the rule and the reason.
@@ -64,6 +74,9 @@ impl HoldRule {
             quorum: rule.quorum,
             self_approval: rule.self_approval,
             error: None,
+            confirm: rule.confirm,
+            deny_reasons: rule.deny_reasons.clone(),
+            reason_required: rule.reason_required,
         }
     }
 

@@ -47,6 +47,16 @@ pub struct RuleSpec {
     /// Reminder, escalation and expiry of its holds, stamped on each hold
     /// and fired from the store's outbox (docs/reference.md §11.3).
     pub timers: HoldTimers,
+    /// Whether approving one of its holds asks the approver to confirm
+    /// first (a rule for large amounts); stamped on the hold, the page
+    /// asks (docs/reference.md §10.5).
+    pub confirm: bool,
+    /// Reasons an approver may pick when denying its holds (presets; a
+    /// reason of one's own stays possible).
+    pub deny_reasons: Vec<String>,
+    /// Whether a denial of its holds must give a reason
+    /// (`INVALID_ARGUMENT` without one).
+    pub reason_required: bool,
 }
 
 impl Default for RuleSpec {
@@ -60,6 +70,9 @@ impl Default for RuleSpec {
             quorum: 1,
             self_approval: true,
             timers: HoldTimers::default(),
+            confirm: false,
+            deny_reasons: Vec::new(),
+            reason_required: false,
         }
     }
 }
@@ -174,6 +187,12 @@ pub struct Rule {
     pub self_approval: bool,
     /// The timers stamped on its holds.
     pub timers: HoldTimers,
+    /// Whether an approval asks for confirmation ([`RuleSpec::confirm`]).
+    pub confirm: bool,
+    /// Preset denial reasons ([`RuleSpec::deny_reasons`]).
+    pub deny_reasons: Vec<String>,
+    /// Whether a denial needs a reason ([`RuleSpec::reason_required`]).
+    pub reason_required: bool,
 }
 
 /// What a rule's condition sees of a call.
@@ -333,6 +352,9 @@ impl Policy {
                 quorum: spec.quorum,
                 self_approval: spec.self_approval,
                 timers: spec.timers,
+                confirm: spec.confirm,
+                deny_reasons: spec.deny_reasons,
+                reason_required: spec.reason_required,
             });
         }
         Ok(Policy { rules })

@@ -35,6 +35,10 @@ pub const APPROVAL_RULE: &str = "approvalRule";
 /// `toolRequest`: how a resumable tool's resume data says yes or no (the
 /// data that approves, the data that denies, the key of the reason).
 pub const APPROVAL_REPLY: &str = "approvalReply";
+/// `toolRequest` (a restart directive): the session's owner withdrew
+/// the request (`true`); a denial so marked is audited `withdraw` and
+/// may come from the owner even when the rule refuses them an answer.
+pub const WITHDRAWN: &str = "withdrawn";
 /// The interrupt-data keys that carry [`APPROVAL_RULE`] and
 /// [`APPROVAL_REPLY`] from a tool or middleware to the paused part; the
 /// generate loop moves them out of the interrupt data into the part's

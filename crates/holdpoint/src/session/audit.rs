@@ -36,6 +36,10 @@ pub enum AuditDecision {
     /// name `abandon`; `abandoned`, as older records spell it, still reads).
     #[serde(rename = "abandon", alias = "abandoned")]
     Abandoned,
+    /// The session's owner withdrew their own request before anyone
+    /// answered it: the call was never run, and the model is told it was
+    /// withdrawn (docs/reference.md §10.7).
+    Withdraw,
 }
 
 impl AuditDecision {
@@ -49,6 +53,7 @@ impl AuditDecision {
             AuditDecision::Edit => "edit",
             AuditDecision::Expired => "expire",
             AuditDecision::Abandoned => "abandon",
+            AuditDecision::Withdraw => "withdraw",
         }
     }
 }
@@ -168,6 +173,7 @@ mod tests {
             (AuditDecision::Restart, "restart"),
             (AuditDecision::Expired, "expire"),
             (AuditDecision::Abandoned, "abandon"),
+            (AuditDecision::Withdraw, "withdraw"),
         ] {
             assert_eq!(serde_json::to_value(d).unwrap(), json!(wire));
             assert_eq!(d.as_str(), wire);

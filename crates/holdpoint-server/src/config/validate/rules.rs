@@ -85,6 +85,16 @@ impl Checker<'_, '_> {
                     }
                 }
             };
+            let deny_reasons: Vec<String> = r
+                .deny_reasons
+                .as_ref()
+                .map(|v| v.get_ref().iter().map(|s| s.get_ref().trim().to_owned()).collect())
+                .unwrap_or_default();
+            if let Some(v) = &r.deny_reasons
+                && deny_reasons.iter().any(String::is_empty)
+            {
+                return Err(self.err(v, format!("{p}.deny_reasons"), K::Invalid, "no reason may be empty"));
+            }
             let spec = RuleSpec {
                 name: r.name.as_ref().map(|n| n.get_ref().clone()),
                 agent: r.agent.as_ref().map(|n| n.get_ref().clone()),
@@ -105,6 +115,9 @@ impl Checker<'_, '_> {
                         OnExpire::Expire => holdpoint::session::OnExpire::Expire,
                     },
                 },
+                confirm: r.confirm.unwrap_or(false),
+                deny_reasons,
+                reason_required: r.reason_required.unwrap_or(false),
             };
             out.push(ApprovalRuleConfig {
                 spec,

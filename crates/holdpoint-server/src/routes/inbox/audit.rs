@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use holdpoint::session::{AuditQuery, AuditRecord};
+use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, hash_json};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{Listing, SCAN_LIMIT, after_cursor, agents_of, encode_cursor, page_size};
 use crate::auth::{Caller, Identity};
@@ -54,11 +55,40 @@ pub(crate) struct AuditFilter {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct AuditPage {
-    items: Vec<AuditRecord>,
+    items: Vec<AuditItem>,
     total: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<String>,
     truncated: bool,
+}
+
+/// A record as the listing gives it: with `heldInput`, the input the
+/// decision was about (read from its held snapshot, and only when it
+/// hashes to the record's `inputHash`), so a reader sees what was
+/// approved, not a hash. Absent when the record carries its `input` (an
+/// edit) or the snapshot is gone.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditItem {
+    #[serde(flatten)]
+    record: AuditRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_input: Option<Value>,
+}
+
+/// The input of the paused `tool` call (with `reference`) in the held
+/// snapshot `snapshot`, when it hashes to `hash`.
+fn held_input(snapshot: &Snapshot, tool: &str, reference: Option<&str>, hash: &str) -> Option<Value> {
+    let state = snapshot.state.as_ref()?;
+    state
+        .messages
+        .iter()
+        .rev()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|p| p.as_tool_request())
+        .filter(|r| r.name == tool && r.reference.as_deref() == reference)
+        .map(|r| r.input.clone().unwrap_or(Value::Null))
+        .find(|input| hash_json(input) == hash)
 }
 
 /// Whether `record` is the decision `wanted` names: its wire name, an older
@@ -168,8 +198,38 @@ pub(crate) async fn audit(
     let next_cursor = (rest > page.len())
         .then(|| page.last().map(|(k, _)| encode_cursor(state.keys(), Listing::Audit, k)))
         .flatten();
+    // The inputs decided, read once per held snapshot of the page (the
+    // record is readable, so its hold's input is shown with it).
+    let mut snapshots: HashMap<(String, String), Option<Snapshot>> = HashMap::new();
+    let mut items = Vec::with_capacity(page.len());
+    for (_, record) in page {
+        let mut held = None;
+        if record.input.is_none()
+            && !record.snapshot_id.is_empty()
+            && let Some(agent_name) = record.agent.clone()
+            && let Ok(agent) = state.agent(&caller, &agent_name)
+        {
+            let key = (agent_name, record.snapshot_id.clone());
+            if !snapshots.contains_key(&key) {
+                let read = agent
+                    .snapshot(&record.snapshot_id, holdpoint::agent::Access::Full)
+                    .await
+                    .ok()
+                    .flatten();
+                snapshots.insert(key.clone(), read);
+            }
+            held = snapshots
+                .get(&key)
+                .and_then(Option::as_ref)
+                .and_then(|snap| held_input(snap, &record.tool, record.reference.as_deref(), &record.input_hash));
+        }
+        items.push(AuditItem {
+            record,
+            held_input: held,
+        });
+    }
     Ok(reply(AuditPage {
-        items: page.into_iter().map(|(_, r)| r).collect(),
+        items,
         total,
         next_cursor,
         truncated,

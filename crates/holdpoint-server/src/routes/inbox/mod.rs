@@ -16,6 +16,14 @@
 //!
 //! The cursor, the agents a listing reads and the page size are here;
 //! each listing is in its own submodule ([`queue`], [`audit`]).
+//!
+//! A refresh costs what changed: `GET /inbox` answers with an `ETag` (a
+//! hash of the page as it would be sent) and a request whose
+//! `If-None-Match` names it is answered `304 Not Modified` with no body.
+//! An item's `part` carries its `toolRequest` and the metadata not already
+//! at the item's top level: the part's `interrupt`, `approvalRule` and
+//! `approvalReply` are the item's `interrupt`, `rule` and `reply`, sent
+//! once (docs/reference.md §12.8).
 
 mod audit;
 mod queue;
@@ -32,7 +40,104 @@ use crate::signing::{KeyRing, SigningKey};
 use crate::state::AppState;
 
 pub(crate) use audit::audit;
-pub(crate) use queue::inbox;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use sha2::Digest;
+
+use crate::auth::Caller;
+use crate::envelope::ApiQuery;
+
+/// The part metadata an inbox item carries at its top level instead
+/// (`interrupt`, `rule`, `reply`).
+const LIFTED_META: [&str; 3] = [
+    holdpoint::message::metadata::INTERRUPT,
+    holdpoint::message::metadata::APPROVAL_RULE,
+    holdpoint::message::metadata::APPROVAL_REPLY,
+];
+
+/// How large a page the inbox re-reads to hash and slim (far above any
+/// page `max_list` allows).
+const MAX_PAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// `GET /inbox` with `ETag` / `If-None-Match` (304) and items that carry
+/// each of `interrupt`, `rule` and `reply` once; see [`queue::inbox`] for
+/// the listing itself.
+pub(crate) async fn inbox(
+    state: State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    query: ApiQuery<queue::InboxQuery>,
+) -> Result<Response, ApiError> {
+    let response = queue::inbox(state, caller, query).await?;
+    Ok(conditional(response, &headers).await)
+}
+
+/// The listing `response`, its items slimmed, with its `ETag`; `304 Not
+/// Modified` (no body) when `headers` name that tag in `If-None-Match`.
+async fn conditional(response: Response, headers: &HeaderMap) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_PAGE_BYTES).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "the inbox page could not be read").into_response();
+    };
+    let bytes = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(mut page) => {
+            slim(&mut page);
+            serde_json::to_vec(&page).map_or(bytes, axum::body::Bytes::from)
+        }
+        Err(_) => bytes,
+    };
+    let digest = sha2::Sha256::digest(&bytes);
+    let tag: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    let etag = format!("\"{tag}\"");
+    parts.headers.remove(header::CONTENT_LENGTH);
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        parts.headers.insert(header::ETAG, value);
+    }
+    // Revalidate every time; never shared.
+    parts
+        .headers
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    if matches_etag(headers, &etag) {
+        parts.status = StatusCode::NOT_MODIFIED;
+        parts.headers.remove(header::CONTENT_TYPE);
+        return Response::from_parts(parts, Body::empty());
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Whether `If-None-Match` names `etag` (or is `*`); weak tags compare by
+/// their opaque part.
+fn matches_etag(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == "*" || t == etag)
+}
+
+/// Drops from each item's `part.metadata` what the item carries at its top
+/// level (`interrupt`, `rule`, `reply`).
+fn slim(page: &mut Value) {
+    let Some(items) = page.pointer_mut("/result/items").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for item in items {
+        if let Some(meta) = item.pointer_mut("/part/metadata").and_then(Value::as_object_mut) {
+            for key in LIFTED_META {
+                meta.remove(key);
+            }
+        }
+    }
+}
 
 /// How many rows of one agent a listing reads at most before it answers
 /// `truncated: true`.

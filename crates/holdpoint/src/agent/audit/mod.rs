@@ -89,19 +89,22 @@ pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (
     if d.meta(metadata::REPLACED_INPUT).is_some() {
         return (AuditDecision::Edit, reason);
     }
+    // A denial the owner marked withdrawn (`Agent::answer` with
+    // `withdraw`) is audited as such.
+    let no = if d.meta(metadata::WITHDRAWN) == Some(&Value::Bool(true)) {
+        AuditDecision::Withdraw
+    } else {
+        AuditDecision::Deny
+    };
     if let Some((yes, why)) = ReplyShape::on(target).and_then(|shape| shape.read(&data)) {
-        let decision = if yes {
-            AuditDecision::Approve
-        } else {
-            AuditDecision::Deny
-        };
+        let decision = if yes { AuditDecision::Approve } else { no };
         return (decision, why);
     }
     if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
         let decision = if data.get(TOOL_APPROVED) == Some(&Value::Bool(true)) {
             AuditDecision::Approve
         } else {
-            AuditDecision::Deny
+            no
         };
         return (decision, reason);
     }

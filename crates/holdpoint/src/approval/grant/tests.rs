@@ -101,6 +101,9 @@ fn who_may_manage_a_grant_follows_who_may_answer() {
         quorum: 1,
         self_approval: false,
         error: None,
+        confirm: false,
+        deny_reasons: Vec::new(),
+        reason_required: false,
     };
     let g = Grant {
         rule: Some(rule.clone()),
