@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use scripted::streamed;
-pub use scripted::{DEMO_WORD_DELAY, demo_model};
+pub use scripted::{DEMO_WORD_DELAY, demo_model, parse_amount};
 pub use support::{SUPPORT_AGENT_NAME, SUPPORT_PROMPT, support_agent, support_demo_model, support_model_for};
 
 /// The agent's name, as served over HTTP.

@@ -1,7 +1,10 @@
 //! `banking`: the seed's banking agent.
 //!
-//! - `banking chat [--message TEXT] [--model M] [--store URL]`: a terminal
-//!   chat; transfers and account closings pause for approval at the prompt.
+//! - `banking chat [--message TEXT] [--model M] [--store URL] [--session ID]
+//!   [--config FILE]`: a terminal chat; transfers and account closings pause
+//!   for approval at the prompt (approve, deny, edit the amount then
+//!   approve, or answer with JSON); `--session` continues a stored session,
+//!   a call it left waiting first.
 //! - `banking serve [--config FILE] [--addr 127.0.0.1:8080] [--api-key K]
 //!   [--metrics-open] [--allowed-host HOST]…`: the agent over HTTP as
 //!   `bankingAgent`, with the approval page at `/`; `--config` reads API
@@ -51,11 +54,23 @@ struct ChatArgs {
     model: Option<String>,
     #[arg(long, env = "HOLDPOINT_STORE", default_value = wiring::DEFAULT_STORE, help = STORE_HELP)]
     store: String,
+    /// Continue this stored session (after a crash, or later): a call it
+    /// left waiting is shown and answered first. Needs the store it ran on
+    /// (a sqlite: file or postgres; memory: forgets sessions on exit).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// A TOML configuration file whose `[[approval.rules]]` govern the
+    /// chat's calls (as `banking serve --config`): a call a rule holds is
+    /// left to the rule's approvers (`holdpoint approve`).
+    #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 impl Default for ChatArgs {
     fn default() -> Self {
         ChatArgs {
+            session: None,
+            config: std::env::var_os("HOLDPOINT_CONFIG").map(PathBuf::from),
             message: None,
             model: std::env::var("HOLDPOINT_MODEL").ok(),
             store: std::env::var("HOLDPOINT_STORE").unwrap_or_else(|_| wiring::DEFAULT_STORE.to_owned()),
@@ -108,8 +123,20 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Chat(args) => {
             let store = wiring::open_store(&args.store).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
-            let durable = !args.store.trim().starts_with("memory:");
-            chat::run(model, store, args.message, durable)
+            let durable = !args.store.trim().starts_with("memory");
+            let policy = match &args.config {
+                Some(path) => Some(
+                    holdpoint_server::config::Config::load(path)
+                        .map_err(|e| e.to_string())?
+                        .approval_policy(),
+                ),
+                None => None,
+            };
+            let start = match args.session {
+                Some(id) => chat::Start::Continue(id, args.message),
+                None => chat::Start::New(args.message),
+            };
+            chat::run(model, store, start, durable, policy)
                 .await
                 .map_err(|e| format!("{e} ({})", e.status()))
         }
