@@ -36,6 +36,8 @@
 //! | `POST /agents/{name}/settle` | settle a call in doubt with its real outcome, or run it again |
 //! | `GET /agents/{name}/connect` | a multi-turn connection over a WebSocket ([`routes`] has the protocol) |
 //! | `POST /agents/{name}/agui` | the agent over AG-UI: a `RunAgentInput` in, a stream of AG-UI events out; holds end the run with the interrupt outcome, `resume` answers them |
+//! | `GET /agents/{name}/.well-known/agent-card.json` | the agent's A2A 1.0 agent card (one JSON-RPC interface at `/agents/{name}/a2a`) |
+//! | `POST /agents/{name}/a2a` | the agent over A2A 1.0 JSON-RPC: `SendMessage`, `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`; a hold is `TASK_STATE_INPUT_REQUIRED`, answered on the same task |
 //! | `GET /agents` | the agents the caller may use |
 //! | `GET /inbox` | the approver's queue across agents: one page, filtered and sorted, with the true total |
 //! | `GET /audit` | the audit trail across agents, newest first |

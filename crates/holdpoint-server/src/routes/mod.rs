@@ -22,6 +22,7 @@
 //! and is persisted. Requests carrying an `Origin` header must come from
 //! the server's own origin.
 
+mod a2a;
 mod agents;
 mod agui;
 mod answer;
@@ -79,6 +80,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/agents/{name}/answer"),
     ("GET", "/agents/{name}/connect"),
     ("POST", "/agents/{name}/agui"),
+    ("GET", "/agents/{name}/.well-known/agent-card.json"),
+    ("POST", "/agents/{name}/a2a"),
     ("GET", "/notifications"),
     ("POST", "/notifications/{id}/retry"),
     ("POST", "/notifications/endpoints/{channel}/enable"),
@@ -125,6 +128,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/answer", post(answer::answer))
         .route("/agents/{name}/connect", get(connect::connect))
         .route("/agents/{name}/agui", post(agui::run))
+        .route("/agents/{name}/.well-known/agent-card.json", get(a2a::card))
+        .route("/agents/{name}/a2a", post(a2a::rpc))
         .route("/notifications", get(notifications::list))
         .route("/notifications/{id}/retry", post(notifications::retry))
         .route("/notifications/endpoints/{channel}/enable", post(notifications::enable))

@@ -3,6 +3,7 @@
 //! in a headless browser.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod a2a;
 mod adversarial;
 mod agui;
 mod api;

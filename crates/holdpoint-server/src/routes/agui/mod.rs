@@ -19,7 +19,7 @@
 
 mod events;
 mod quorum;
-mod resume;
+pub(super) mod resume;
 
 use std::convert::Infallible;
 use std::time::Duration;
