@@ -299,6 +299,10 @@ async fn the_page_asks_for_approval_and_approve_runs_the_transfer() {
     );
     // New input waits until the interrupt is answered.
     assert_eq!(b.js("return document.getElementById('send').disabled;").await, true);
+    // For a look at the page: the interrupt as a person sees it.
+    let png = b.client.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    std::fs::write(std::env::temp_dir().join("holdpoint-agui-page.png"), &png).unwrap();
     let thread = b.thread().await;
     assert!(!thread.is_empty());
     assert!(audit(&served.base, &thread).await.is_empty(), "nothing decided yet");
@@ -344,7 +348,10 @@ async fn edit_amount_runs_the_edited_transfer_and_cancel_tells_the_model_it_was_
     b.send("Transfer $500 to savings").await;
     b.wait_text(".interrupt .interrupt-message", &["Transfer $500.00 to savings"])
         .await;
+    let form_shown = "return getComputedStyle(document.querySelector('.interrupt .edit-form')).display !== 'none';";
+    assert_eq!(b.js(form_shown).await, false, "the amount field waits for Edit amount");
     b.click(".interrupt .edit").await;
+    assert_eq!(b.js(form_shown).await, true);
     b.type_into(".interrupt .amount", "250").await;
     b.click(".interrupt .apply-edit").await;
     b.wait_text("#log .assistant", &["Done: txn-123"]).await;
