@@ -60,7 +60,7 @@ impl Notification {
         self.data.get("expiresAt").and_then(Value::as_str)
     }
 
-    /// What is at stake, in one line (`"$18,300 → acct-4471"`): the same
+    /// What is at stake, in one line (`"$18,300.00 → acct-4471"`): the same
     /// words the inbox shows for the hold
     /// ([`hold_summary`](holdpoint::session::outbox::hold_summary)).
     pub fn summary(&self) -> String {
@@ -68,7 +68,7 @@ impl Notification {
     }
 
     /// A one-line title: what happened to which call, and what is at
-    /// stake when the input says (`"Approval needed: transferMoney — $18,300 → acct-4471"`).
+    /// stake when the input says (`"Approval needed: transferMoney — $18,300.00 → acct-4471"`).
     pub fn title(&self) -> String {
         let summary = self.summary();
         let tool = if summary == self.tool() {

@@ -6,7 +6,7 @@
 // never retires it), and an expired hold is never counted as waiting: its
 // clock stops at its expiry.
 //
-// A row says what is at stake ("$18,300 → acct-4471 · bob · 0/2 · waiting
+// A row says what is at stake ("$18,300.00 → acct-4471 · bob · 0/2 · waiting
 // 4 min", from the server's `summary`, the words notifications use); its
 // heading and checkbox label are that summary. A hold that arrives above
 // the selected row is held back behind "n new — show", so rows never move
@@ -169,7 +169,7 @@ export class Queue {
       el(
         "p",
         { class: "item-meta muted" },
-        item.owner ? el("span", { class: "owner", title: "requested by " + item.owner, text: item.owner }) : null,
+        item.owner ? el("span", { class: "owner", title: "requested by " + item.owner, text: "for " + item.owner }) : null,
         count,
         waited,
         expiry,

@@ -503,11 +503,11 @@ async fn an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival
             ],
         )
         .await;
-    // Each hold is a labelled region with a heading.
+    // Each hold is a labelled region with a heading: what is at stake.
     let labelled = browser
         .js("const s = document.querySelector('li.item section'); const h = document.getElementById(s.getAttribute('aria-labelledby')); return [s.tagName, h.tagName, h.textContent];")
         .await;
-    assert_eq!(labelled, json!(["SECTION", "H3", "transferMoney · bankingAgent"]));
+    assert_eq!(labelled, json!(["SECTION", "H3", "$50,000.00 → mallory"]));
 
     // Start typing a reason; a new hold arrives; the words and the focus stay.
     browser.button("//section[@id='detail']", "Deny").await;

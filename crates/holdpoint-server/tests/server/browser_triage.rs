@@ -365,21 +365,21 @@ async fn rows_say_what_is_at_stake_and_filters_find_what_people_type() {
     let bigger = raise(&s, "Transfer $25,000 to acct-9", "carl").await;
     page.open(&s.url("/?poll=300"), Some("fiona")).await;
     let text = page
-        .wait_text(&row(&big), &["$18,300 → acct-4471", "bob", "0/2", "waiting"])
+        .wait_text(&row(&big), &["$18,300.00 → acct-4471", "bob", "0/2", "waiting"])
         .await;
     assert!(!text.contains("transferMoney · bankingAgent\n$"), "{text}");
     let heading = page.text(&format!("{} .item-title", row(&big))).await;
-    assert_eq!(heading, "$18,300 → acct-4471");
+    assert_eq!(heading, "$18,300.00 → acct-4471");
     let label = page
         .js(&format!(
             "return document.querySelector(\"{} .pick-box\").getAttribute('aria-label');",
             row(&big)
         ))
         .await;
-    assert_eq!(label, json!("Pick for a bulk answer: $18,300 → acct-4471, bob"));
-    page.wait_text(&row(&rent), &["$2,400 → acct-77", "alice"]).await;
+    assert_eq!(label, json!("Pick for a bulk answer: $18,300.00 → acct-4471, bob"));
+    page.wait_text(&row(&rent), &["$2,400.00 → acct-77", "alice"]).await;
     page.click(&row(&big)).await;
-    page.wait_text("#detail-title", &["$18,300 → acct-4471"]).await;
+    page.wait_text("#detail-title", &["$18,300.00 → acct-4471"]).await;
     page.wait_text("#detail", &["Requested by bob", "transferMoney"]).await;
 
     // Search as people type it: grouped, with cents and a dollar sign, and
@@ -479,7 +479,7 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
     page.wait_text("#row-position", &["Row 2 of 4"]).await;
     body.send_keys("j").await.unwrap();
     page.wait_text("#row-position", &["Row 3 of 4"]).await;
-    page.wait_text(&format!("{}.selected", row(&a3)), &["$300 → a3"]).await;
+    page.wait_text(&format!("{}.selected", row(&a3)), &["$300.00 → a3"]).await;
 
     // Pick three (one needs two approvers), approve them in one go.
     for hold in [&a1, &a2, &large] {
@@ -490,15 +490,15 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
     page.wait_text("#bulk-summary", &["Approved 3 of 3"]).await;
     let results = page.text("#bulk-results").await;
     assert!(
-        results.contains("$100 → a1 · alice — Approved: the call ran."),
+        results.contains("$100.00 → a1 · alice — Approved: the call ran."),
         "{results}"
     );
     assert!(
-        results.contains("$200 → a2 · alice — Approved: the call ran."),
+        results.contains("$200.00 → a2 · alice — Approved: the call ran."),
         "{results}"
     );
     assert!(
-        results.contains("$50,000 → big · bob — 1 of 2: fiona — recorded"),
+        results.contains("$50,000.00 → big · bob — 1 of 2: fiona — recorded"),
         "{results}"
     );
     page.wait_text(&row(&a1), &["Approved: the call ran"]).await;
@@ -532,7 +532,7 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
     // Auto-advance: a3 answered with the keyboard, the next open hold is selected.
     page.click("#f-advance").await;
     page.click(&row(&a3)).await;
-    page.wait_text("#detail-title", &["$300 → a3"]).await;
+    page.wait_text("#detail-title", &["$300.00 → a3"]).await;
     body.send_keys("a").await.unwrap();
     page.wait_js("return document.activeElement && document.activeElement.id === 'approve';")
         .await;
@@ -544,9 +544,9 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
         .await
         .unwrap();
     page.wait_text(&row(&a3), &["Approved: the call ran"]).await;
-    page.wait_text(&format!("{}.selected", row(&large)), &["$50,000 → big"])
+    page.wait_text(&format!("{}.selected", row(&large)), &["$50,000.00 → big"])
         .await;
-    page.wait_text("#detail-title", &["$50,000 → big"]).await;
+    page.wait_text("#detail-title", &["$50,000.00 → big"]).await;
     page.wait_text("#row-position", &["Row 4 of"]).await;
 
     // Newest first: a hold that arrives above the cursor waits behind "1 new — show".
@@ -582,7 +582,7 @@ async fn on_a_phone_a_tapped_row_shows_approve_and_deny_in_reach() {
     }
     page.client.set_window_size(390, 844).await.unwrap();
     page.open(&s.url("/?poll=500"), Some("fiona")).await;
-    page.wait_text(&row(&holds[11]), &["$111 → acct-11"]).await;
+    page.wait_text(&row(&holds[11]), &["$111.00 → acct-11"]).await;
     assert_eq!(
         page.js("return document.getElementById('filter-fold').open;").await,
         json!(false)
@@ -609,7 +609,7 @@ async fn on_a_phone_a_tapped_row_shows_approve_and_deny_in_reach() {
     ))
     .await;
     page.click(&format!("{} .item-title", row(&holds[11]))).await;
-    page.wait_text("#detail-title", &["$111 → acct-11"]).await;
+    page.wait_text("#detail-title", &["$111.00 → acct-11"]).await;
     page.wait_js("return document.getElementById('detail').classList.contains('sheet');")
         .await;
     for id in ["approve", "deny", "sheet-back"] {

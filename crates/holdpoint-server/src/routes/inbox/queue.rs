@@ -165,7 +165,7 @@ struct CallerInfo {
 struct InboxItem {
     #[serde(flatten)]
     call: PendingApproval,
-    /// What is at stake, in one line (`"$18,300 → acct-4471"`).
+    /// What is at stake, in one line (`"$18,300.00 → acct-4471"`).
     summary: String,
     /// Whether the caller may answer it and has not approved it yet.
     for_me: bool,

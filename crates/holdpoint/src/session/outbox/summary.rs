@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-/// Input keys that name an amount of money (shown as `$18,300`).
+/// Input keys that name an amount of money (shown as `$18,300.00`).
 const AMOUNT_WORDS: &[&str] = &[
     "amount", "price", "total", "sum", "balance", "cost", "value", "usd", "eur",
 ];
@@ -36,12 +36,13 @@ fn is_target_key(key: &str) -> bool {
         || TARGET_WORDS.iter().any(|w| lower.contains(w))
 }
 
-/// `18300` → `18,300`; `18300.5` → `18,300.50` (amounts: cents when not whole).
+/// `18300` → `18,300`; `1234.25` → `1,234.25`; an amount always with
+/// its cents: `18300` → `18,300.00`.
 pub fn group_thousands(n: f64, amount: bool) -> String {
     let negative = n < 0.0;
     let abs = n.abs();
     let whole = abs.trunc();
-    let text = if amount && abs.fract() != 0.0 {
+    let text = if amount {
         format!("{abs:.2}")
     } else if abs.fract() == 0.0 {
         format!("{whole:.0}")
@@ -94,7 +95,7 @@ pub fn readable_input(input: &Value) -> Vec<String> {
 
 /// What is at stake in a held call, in one line built from its input:
 /// amounts first as money, then where it goes, then the other short
-/// values — `"$18,300 → acct-4471 · rent"` for
+/// values — `"$18,300.00 → acct-4471 · rent"` for
 /// `{"amount": 18300, "toAccount": "acct-4471", "memo": "rent"}`. Falls
 /// back to the tool's name when the input says nothing readable.
 ///
@@ -102,7 +103,7 @@ pub fn readable_input(input: &Value) -> Vec<String> {
 /// use holdpoint::session::outbox::hold_summary;
 /// use serde_json::json;
 /// let input = json!({"toAccount": "acct-4471", "amount": 18300, "memo": "rent"});
-/// assert_eq!(hold_summary("transferMoney", &input), "$18,300 → acct-4471 · rent");
+/// assert_eq!(hold_summary("transferMoney", &input), "$18,300.00 → acct-4471 · rent");
 /// assert_eq!(hold_summary("closeAccount", &json!({"account": "acct-1"})), "acct-1");
 /// assert_eq!(hold_summary("ping", &json!(null)), "ping");
 /// ```
@@ -154,7 +155,7 @@ mod tests {
 
     #[test]
     fn amounts_group_and_keep_cents() {
-        assert_eq!(group_thousands(18300.0, true), "18,300");
+        assert_eq!(group_thousands(18300.0, true), "18,300.00");
         assert_eq!(group_thousands(25000.5, true), "25,000.50");
         assert_eq!(group_thousands(999.0, false), "999");
         assert_eq!(group_thousands(-1234567.0, false), "-1,234,567");
