@@ -158,6 +158,13 @@ pub struct DecideArgs {
     /// With `approve`: a standing grant.
     #[command(flatten)]
     pub grant: crate::grants::GrantArgs,
+    /// With `approve`: the call's input as edited, as JSON, e.g.
+    /// '{"amount": 400, "toAccount": "savings"}'. The call restarts with
+    /// it and the approval; the tool's input schema must accept it. Under
+    /// an approval rule the edited call is held again for the rule's
+    /// approvers.
+    #[arg(long, value_name = "JSON")]
+    pub input: Option<String>,
 }
 
 /// `respond` arguments.

@@ -27,6 +27,15 @@ pub enum Decision {
     /// Restart the tool's own interrupt with this resume data (an answer to
     /// the tool's question).
     Restart(Value),
+    /// Approve with an edited input: the call restarts with `input`
+    /// (declared as `replacedInput`) and the approve reply. Under an
+    /// approval rule the edited call is held again for its approvers.
+    ApproveEdited {
+        /// The new input.
+        input: Value,
+        /// Why; recorded in the audit trail.
+        reason: Option<String>,
+    },
 }
 
 /// What deciding a paused call did.
@@ -61,6 +70,15 @@ impl Decision {
             (Decision::Deny(reason), None) => part.restart(Some(approval(false, reason))),
             (Decision::Respond(output), _) => part.respond(output.clone()),
             (Decision::Restart(data), _) => part.restart(Some(data.clone())),
+            (Decision::ApproveEdited { input, reason }, _) => {
+                // The approve reply in the tool's own terms, on the new input.
+                let approved = Decision::Approve(reason.clone()).directive(part)?;
+                let resumed = approved
+                    .meta(holdpoint::message::metadata::RESUMED)
+                    .filter(|v| v.is_object())
+                    .cloned();
+                part.restart_with_input(input.clone(), resumed)
+            }
         }
     }
 }
@@ -71,6 +89,18 @@ fn approval(approved: bool, reason: &Option<String>) -> Value {
         v["reason"] = Value::String(r.clone());
     }
     v
+}
+
+/// A resumed turn's error as the command reports it: a refusal on the
+/// decision path (an answer that does not fit, or that the caller may not
+/// give: nothing ran, the call still waits) is the error itself, as a
+/// server answers it; any other failure is the failed output.
+fn refused_or_failed(e: holdpoint::Error) -> holdpoint::Result<AgentOutput> {
+    if holdpoint::agent::FailureReason::of(&e).is_refusal() {
+        Err(e)
+    } else {
+        e.into_failed_output()
+    }
 }
 
 /// The paused calls of a waiting snapshot (as the server lists them).
@@ -307,7 +337,7 @@ impl Backend {
         let (approve, reason) = match decision {
             Decision::Approve(r) => (true, r.clone()),
             Decision::Deny(r) => (false, r.clone()),
-            Decision::Respond(_) | Decision::Restart(_) => {
+            Decision::Respond(_) | Decision::Restart(_) | Decision::ApproveEdited { .. } => {
                 return self
                     .answer_directly(snapshot_id, reference, decision)
                     .await
@@ -369,7 +399,7 @@ impl Backend {
                         RunOptions::new(AgentInit::snapshot(snapshot_id)).context(context),
                     )
                     .await
-                    .or_else(holdpoint::Error::into_failed_output)?)
+                    .or_else(refused_or_failed)?)
             }
             Backend::Server(h) => {
                 let snapshot = self.snapshot(snapshot_id, None).await?;

@@ -749,3 +749,116 @@ async fn a_bad_respond_output_fails_the_command_and_keeps_the_hold() {
     .unwrap();
     assert_eq!(json_of(&["--store", &url, "pending", "--json"]), json!([]));
 }
+
+/// Issue 33, item 8: `approve --input` runs the call with the edited input
+/// (through a live server, as the caller); JSON that does not parse, or
+/// that the tool's input schema refuses, fails the command and keeps the
+/// hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_with_an_edited_input_through_a_server() {
+    let store = holdpoint_stores::open_store("memory:").await.unwrap();
+    let agent = banking::banking_agent(Arc::new(banking::demo_model()), Some(store)).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = holdpoint_server::Server::builder()
+        .agent(agent)
+        .api_keys(holdpoint_server::auth::ApiKeys::new().key("k-operator-0123456789", "ops"))
+        .data_dir(data.path())
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { holdpoint_server::serve(listener, &server, std::future::pending()).await });
+    let turn: Value = reqwest::Client::new()
+        .post(format!("{base}/agents/bankingAgent"))
+        .header("X-API-Key", "k-operator-0123456789")
+        .json(&json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+    let key = ["--server", &base, "--api-key", "k-operator-0123456789"];
+    let with = |rest: &[&str]| -> Vec<String> { key.iter().chain(rest).map(|s| s.to_string()).collect() };
+    let pending = json_of(&with(&["pending", "--json"]));
+    let snapshot = pending[0]["snapshotId"].as_str().unwrap().to_owned();
+
+    let (ok, _, err) = holdpoint(&with(&["approve", &snapshot, "--input", "{amount: 400"]));
+    assert!(!ok, "{err}");
+    assert!(err.contains("--input is not valid JSON"), "{err}");
+    let (ok, _, err) = holdpoint(&with(&["approve", &snapshot, "--input", r#"{"amount": "lots"}"#]));
+    assert!(!ok, "{err}");
+    assert!(err.contains("INVALID_ARGUMENT"), "{err}");
+    assert!(err.contains("replaced input"), "names what was refused: {err}");
+    let (ok, _, err) = holdpoint(&with(&["deny", &snapshot, "--input", r#"{"amount": 1}"#]));
+    assert!(!ok && err.contains("--input goes with approve"), "{err}");
+    assert_eq!(
+        json_of(&with(&["pending", "--json"])).as_array().unwrap().len(),
+        1,
+        "still answerable"
+    );
+
+    let (ok, out, err) = holdpoint(&with(&[
+        "approve",
+        &snapshot,
+        "--input",
+        r#"{"amount": 400, "toAccount": "savings"}"#,
+    ]));
+    assert!(ok, "{err}");
+    assert!(out.starts_with("approved with the edited input"), "{out}");
+    assert!(out.contains("ended: stop") && out.contains("Done: txn-123"), "{out}");
+    assert_eq!(json_of(&with(&["pending", "--json"])), json!([]));
+    let audit = json_of(&with(&["audit", "--json"]));
+    assert!(
+        audit[0].to_string().contains("400"),
+        "the audit shows the edited input: {audit}"
+    );
+}
+
+/// `approve --input` against the store, in-process: the edited call runs.
+#[tokio::test]
+async fn approve_with_an_edited_input_against_the_store() {
+    let (_dir, url, agent) = seeded().await;
+    let transfer = agent.run_text("Transfer $500 to savings").await.unwrap();
+    let snap = transfer.snapshot_id.clone().unwrap();
+    let bad = holdpoint_cli::run_from(
+        [
+            "holdpoint",
+            "--store",
+            &url,
+            "approve",
+            &snap,
+            "--input",
+            r#"{"amount": -3, "toAccount": "savings"}"#,
+        ],
+        vec![agent.clone()],
+    )
+    .await;
+    let err = bad.expect_err("a bad input is refused");
+    assert_ne!(err.exit_code(), 0);
+    assert!(err.to_string().contains("replaced input of transferMoney"), "{err}");
+    let still = json_of(&["--store", &url, "pending", "--json"]);
+    assert_eq!(still.as_array().unwrap().len(), 1, "nothing claimed: {still}");
+    holdpoint_cli::run_from(
+        [
+            "holdpoint",
+            "--store",
+            &url,
+            "approve",
+            &snap,
+            "--input",
+            r#"{"amount": 400, "toAccount": "savings"}"#,
+        ],
+        vec![agent.clone()],
+    )
+    .await
+    .unwrap();
+    let after = agent
+        .latest_snapshot(&transfer.session_id, holdpoint::agent::Access::Full)
+        .await
+        .unwrap()
+        .unwrap();
+    let text = serde_json::to_string(&after.state).unwrap();
+    assert!(text.contains("Done: txn-123") && text.contains("400"), "{text}");
+}

@@ -210,6 +210,9 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 what,
             )
         }
+        Command::Approve(d) if d.grant.grant.is_some() && d.input.is_some() => Err(CliError::Usage(
+            "--grant and --input do not go together: a grant covers calls like the one held, not an edited one".into(),
+        )),
         Command::Approve(d) if d.grant.grant.is_some() => {
             let grant = d
                 .grant
@@ -222,17 +225,32 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             Err(CliError::Usage("--grant goes with approve, not deny".into()))
         }
         Command::Grants(g) => crate::grants::run(g, &backend, cli.agent.as_deref(), cli.json).await,
-        Command::Approve(d) => outcome(
-            cli.json,
-            backend
-                .decide(
-                    &d.snapshot,
-                    &backend.call_ref(&d.snapshot, d.reference.as_deref()).await?,
-                    &Decision::Approve(d.reason),
-                )
-                .await?,
-            "approved",
-        ),
+        Command::Deny(d) if d.input.is_some() => Err(CliError::Usage(
+            "--input goes with approve (an edited call to run), not deny".into(),
+        )),
+        Command::Approve(d) => {
+            let (decision, what) = match &d.input {
+                Some(raw) => (
+                    Decision::ApproveEdited {
+                        input: edited_input(raw)?,
+                        reason: d.reason,
+                    },
+                    "approved with the edited input",
+                ),
+                None => (Decision::Approve(d.reason), "approved"),
+            };
+            outcome(
+                cli.json,
+                backend
+                    .decide(
+                        &d.snapshot,
+                        &backend.call_ref(&d.snapshot, d.reference.as_deref()).await?,
+                        &decision,
+                    )
+                    .await?,
+                what,
+            )
+        }
         Command::Deny(d) => outcome(
             cli.json,
             backend
@@ -332,4 +350,14 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
         Command::Prune(p) => crate::prune::prune(p, &backend, agent, cli.json).await,
         Command::Receipt(r) => receipt::run(r, cli.json).await,
     }
+}
+
+/// The edited input of `approve --input`: a JSON value, or a usage error
+/// that shows how to quote it.
+fn edited_input(raw: &str) -> Result<Value, CliError> {
+    serde_json::from_str::<Value>(raw).map_err(|e| {
+        CliError::Usage(format!(
+            "--input is not valid JSON ({e}): quote it, e.g. --input '{{\"amount\": 400, \"toAccount\": \"savings\"}}'"
+        ))
+    })
 }
