@@ -111,6 +111,14 @@ pub enum Error {
     /// guard, docs/reference.md §7). Status `ABORTED`; HTTP 409.
     #[error("snapshot {0} was already resumed")]
     AlreadyResumed(String),
+    /// What the caller sent was already answered, where that is not a
+    /// plain stored snapshot: client-held state (whose one-time claim is
+    /// kept under an internal marker), or a sub-agent's hold below the
+    /// snapshot the caller named. The message names the caller's ids (the
+    /// inner ones only as context). Status `ABORTED`; HTTP 409, as
+    /// [`AlreadyResumed`](Self::AlreadyResumed).
+    #[error("{0}")]
+    AlreadyAnswered(String),
     /// A resume left an interrupted tool request without an answer.
     #[error(
         "unresolved tool request \"{name}\" (ref {reference}): every interrupt must be answered with a restart or a respond"
@@ -163,7 +171,7 @@ impl Error {
             Error::InvalidArgument(_) => Status::InvalidArgument,
             Error::NotFound(_) | Error::ToolNotFound(_) => Status::NotFound,
             Error::FailedPrecondition(_) => Status::FailedPrecondition,
-            Error::Aborted(_) | Error::AlreadyResumed(_) => Status::Aborted,
+            Error::Aborted(_) | Error::AlreadyResumed(_) | Error::AlreadyAnswered(_) => Status::Aborted,
             Error::PermissionDenied(_) => Status::PermissionDenied,
             Error::Cancelled(_) => Status::Cancelled,
             Error::Unavailable(_) => Status::Unavailable,

@@ -179,7 +179,12 @@ pub(crate) async fn check(
     check_level(&level, resume, &decider)?;
     let mut read = Vec::new();
     if let Some(store) = &def.store {
-        check_children(store.as_ref(), &level, resume, &decider, 0, &mut read).await?;
+        // What the caller named, for refusals about a child's hold.
+        let caller = match &session.snapshot_id {
+            Some(id) => format!("snapshot {id}"),
+            None => format!("session {}", session.state.session_id),
+        };
+        check_children(store.as_ref(), &level, resume, &decider, &caller, 0, &mut read).await?;
     }
     Ok(read)
 }
@@ -331,12 +336,14 @@ fn check_quorum(
 /// Checks, level by level, the nested answers of every restart of a
 /// surfaced hold in `resume` against the child's paused snapshot: it must
 /// be its agent's and still wait, and its answers pass the same checks as
-/// the root's. Reads only.
+/// the root's. Reads only. `caller`: the snapshot (or session) the caller
+/// named, which refusals name first.
 async fn check_children(
     store: &dyn SessionStore,
     level: &Level<'_>,
     resume: &Resume,
     decider: &Decider<'_>,
+    caller: &str,
     depth: usize,
     read: &mut Vec<Snapshot>,
 ) -> Result<()> {
@@ -374,7 +381,16 @@ async fn check_children(
                 ))
             })?;
         if !snapshot.is_waiting() {
-            return Err(Error::AlreadyResumed(hold.snapshot_id));
+            // The caller named the root's snapshot; the child's is context.
+            let why = if snapshot.resumed_at.is_some() {
+                "already resumed".to_owned()
+            } else {
+                format!("status {}", snapshot.status.as_str())
+            };
+            return Err(Error::AlreadyAnswered(format!(
+                "{caller} was already resumed: its sub-agent call \"{name}\" no longer waits (agent \"{}\", snapshot {}: {why})",
+                hold.agent, hold.snapshot_id
+            )));
         }
         let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
         subagent::nest(messages, &mut nested)?;
@@ -412,6 +428,7 @@ async fn check_children(
             &child_level,
             &nested,
             decider,
+            caller,
             depth + 1,
             &mut Vec::new(),
         ))

@@ -289,7 +289,7 @@ impl FailureReason {
     /// The reason of a turn that failed with `error`.
     pub fn of(error: &Error) -> FailureReason {
         match error {
-            Error::AlreadyResumed(_) => FailureReason::AlreadyResumed,
+            Error::AlreadyResumed(_) | Error::AlreadyAnswered(_) => FailureReason::AlreadyResumed,
             Error::Abandoned(_) => FailureReason::Abandoned,
             Error::Aborted(_) => FailureReason::Conflict,
             Error::InvalidArgument(_) | Error::UnresolvedToolRequest { .. } => FailureReason::InvalidResume,

@@ -11,8 +11,9 @@ use crate::session::{SessionState, SessionStore, Snapshot};
 
 use crate::session::STATE_CLAIM_PREFIX as PREFIX;
 
-/// Saves the marker `state-claim:KEY`, or fails with `ABORTED` ("already
-/// resumed") when it exists. The marker holds no conversation, and is the
+/// Saves the marker `state-claim:KEY`, or fails with `ABORTED` ("the
+/// client-held state of session ID was already resumed", naming the
+/// state's session, never the marker) when it exists. The marker holds no conversation, and is the
 /// only row of a session of its own (its id): the client names the state's
 /// session id, so a marker in that session could become the latest row of
 /// a server-managed session of the same id on a shared store, hiding its
@@ -27,12 +28,16 @@ pub(crate) async fn claim(store: &Arc<dyn SessionStore>, key: &str, agent: &str,
     meta.insert("stateClaim".into(), Value::Bool(true));
     meta.insert("sessionId".into(), Value::String(session_id.to_owned()));
     marker.metadata = Some(meta);
-    let taken = id.clone();
+    // The caller sent state, not the marker: the refusal names the state's
+    // session.
+    let taken = format!(
+        "the client-held state of session {session_id} was already resumed: its paused calls are answered once (continue from the state that answer returned)"
+    );
     store
         .save_snapshot(
             Some(&id),
             Box::new(move |existing| match existing {
-                Some(_) => Err(Error::AlreadyResumed(taken)),
+                Some(_) => Err(Error::AlreadyAnswered(taken)),
                 None => Ok(Some(marker)),
             }),
         )

@@ -370,6 +370,17 @@ async fn state_claims_in(claims: Arc<dyn holdpoint::session::SessionStore>) {
     let err = replay.error.unwrap();
     assert_eq!(err.status, Status::Aborted);
     assert!(err.message.contains("already resumed"), "{}", err.message);
+    // Issue 33, item 8: it names the state's session, not the marker.
+    assert!(
+        err.message.contains(&format!(
+            "client-held state of session {} was already resumed",
+            paused.session_id
+        )),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("state-claim:"), "{}", err.message);
+    assert_eq!(replay.failure, Some(holdpoint::agent::FailureReason::AlreadyResumed));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved transfer ran once");
     assert_eq!(rows(claims.as_ref()).await, 1);
 

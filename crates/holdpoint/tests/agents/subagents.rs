@@ -939,3 +939,35 @@ async fn an_answer_by_the_surfacing_calls_ref_picks_its_only_hold() {
     );
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1);
 }
+
+/// Issue 33, item 8: a refused answer to a sub-agent's hold names the
+/// snapshot the caller sent; the child's snapshot is only context.
+#[tokio::test]
+async fn a_refusal_about_a_sub_agents_hold_names_the_callers_snapshot() {
+    let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
+    let t = tree_on(Arc::clone(&store), 1, None);
+    let held = t.root.run_text("Transfer $500").await.unwrap();
+    let root_id = held.snapshot_id.clone().unwrap();
+    let child_id = SurfacedHold::of(&held.interrupts()[0]).unwrap().snapshot_id;
+    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    // The child's hold is claimed under the root (a resume of it that
+    // died, say): the root still waits, its answer can no longer go down.
+    store
+        .claim_resume(holdpoint::session::ResumeClaim::new(child_id.clone()), Vec::new())
+        .await
+        .unwrap();
+    let (status, message) = refused(
+        t.root
+            .run(answer(&[&entry], true), AgentInit::snapshot(root_id.clone()))
+            .await,
+    );
+    assert_eq!(status, Status::Aborted, "{message}");
+    assert!(
+        message.starts_with(&format!("snapshot {root_id} was already resumed")),
+        "names the caller's snapshot first: {message}"
+    );
+    assert!(message.contains("sub-agent call \"banking\""), "{message}");
+    assert!(!message.starts_with(&format!("snapshot {child_id}")), "{message}");
+    assert!(waiting(&store, &root_id).await, "the root still waits");
+    assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
+}

@@ -273,8 +273,20 @@ impl Tool for SubagentTool {
                         self.agent.name()
                     )));
                 }
+                let child = hold.snapshot_id.clone();
                 let init = AgentInit::snapshot(hold.snapshot_id);
-                self.run_child(ctx, init, AgentInput::resume(nested)).await
+                // The caller answered this call, not the child's snapshot:
+                // a lost race for the child names the call first.
+                self.run_child(ctx, init, AgentInput::resume(nested))
+                    .await
+                    .map_err(|e| match e {
+                        Error::AlreadyResumed(id) if id == child => Error::AlreadyAnswered(format!(
+                            "sub-agent call \"{}\" was already resumed (agent \"{}\", snapshot {child})",
+                            ctx.name(),
+                            self.agent.name()
+                        )),
+                        other => other,
+                    })
             }
         };
         self.outcome(result)
