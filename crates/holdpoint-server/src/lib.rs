@@ -48,6 +48,7 @@
 //! | `POST /notifications/endpoints/{channel}/enable` | re-enable an endpoint stopped by a 410 |
 //! | `GET /healthz` | liveness: 200 while serving, 503 once shutdown began |
 //! | `GET /openapi.json` | the OpenAPI document of all of these |
+//! | `GET /.well-known/holdpoint-receipts.json` | the JWKS approval receipts verify against (404 when none is published) |
 //! | `GET /metrics` | Prometheus metrics: pending approvals, approval wait, turns, tool calls, errors by status, store latency ([`metrics`]) |
 //! | `GET /` | the approval page |
 //! | `GET /app.js` | the approval page's script |

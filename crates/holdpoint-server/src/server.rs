@@ -79,6 +79,7 @@ pub struct ServerBuilder {
     state_claims: Option<Arc<dyn SessionStore>>,
     page_login: Option<crate::PageLogin>,
     outbox: Option<Arc<dyn SessionStore>>,
+    receipt_keys: Option<serde_json::Value>,
 }
 
 impl Default for ServerBuilder {
@@ -100,6 +101,7 @@ impl Default for ServerBuilder {
             state_claims: None,
             page_login: None,
             outbox: None,
+            receipt_keys: None,
         }
     }
 }
@@ -290,6 +292,16 @@ impl ServerBuilder {
         self
     }
 
+    /// Publishes the public keys of the agents' approval receipts at
+    /// `GET /.well-known/holdpoint-receipts.json`, for services and
+    /// `holdpoint receipt verify` (docs/reference.md §20). `jwks` is the
+    /// JSON Web Key Set, public keys only: with `holdpoint-receipt`,
+    /// `serde_json::to_value(signer.jwks())`.
+    pub fn receipt_keys(mut self, jwks: serde_json::Value) -> Self {
+        self.receipt_keys = Some(jwks);
+        self
+    }
+
     /// How long a request body may take to arrive (default 30 s; `None`:
     /// no limit). A client that sends its body slower is answered 408
     /// `DEADLINE_EXCEEDED`; it never holds up other requests.
@@ -367,6 +379,7 @@ impl ServerBuilder {
             request_timeout: self.request_timeout,
             page_login: self.page_login,
             outbox: self.outbox,
+            receipt_keys: self.receipt_keys,
         });
         Ok(Server {
             state,

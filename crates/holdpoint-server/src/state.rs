@@ -31,6 +31,8 @@ pub(crate) struct StateInner {
     pub page_login: Option<crate::auth::PageLogin>,
     /// The notification outbox operators see (`None`: not served).
     pub outbox: Option<Arc<dyn holdpoint::session::SessionStore>>,
+    /// The JWKS of the approval receipts' keys (`None`: not published).
+    pub receipt_keys: Option<serde_json::Value>,
 }
 
 /// The state shared by the server's handlers (cheap to clone).
@@ -51,6 +53,11 @@ impl std::fmt::Debug for AppState {
 impl AppState {
     pub(crate) fn new(inner: StateInner) -> Self {
         AppState { inner: Arc::new(inner) }
+    }
+
+    /// The JWKS of the approval receipts' keys, if published.
+    pub(crate) fn receipt_keys(&self) -> Option<&serde_json::Value> {
+        self.inner.receipt_keys.as_ref()
     }
 
     /// The agents, by name.

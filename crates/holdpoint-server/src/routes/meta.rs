@@ -96,6 +96,25 @@ pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
+/// The public keys approval receipts verify against (a JWKS,
+/// docs/reference.md §20): public, like any JWKS; 404 when the server was
+/// given none ([`ServerBuilder::receipt_keys`](crate::ServerBuilder::receipt_keys)).
+pub(crate) async fn receipt_keys(State(state): State<AppState>) -> Response {
+    match state.receipt_keys() {
+        Some(jwks) => {
+            let mut response = axum::Json(jwks.clone()).into_response();
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+            response
+        }
+        None => crate::error::ApiError::not_found(
+            "this server publishes no receipt keys: it was built without ServerBuilder::receipt_keys",
+        )
+        .into_response(),
+    }
+}
+
 pub(crate) async fn openapi() -> Response {
     let mut response = (StatusCode::OK, OPENAPI).into_response();
     response

@@ -67,6 +67,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/auth/login"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
+    ("GET", "/.well-known/holdpoint-receipts.json"),
     ("GET", "/metrics"),
     ("GET", "/agents"),
     ("POST", "/agents/{name}"),
@@ -115,6 +116,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/auth/login", get(login::login))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
+        .route("/.well-known/holdpoint-receipts.json", get(meta::receipt_keys))
         .route("/metrics", get(meta::scrape))
         .route("/agents", get(pending::list_agents))
         .route("/agents/{name}", post(agents::run))

@@ -38,5 +38,6 @@ mod replicas;
 mod shutdown;
 mod signing;
 mod streaming;
+mod receipts;
 mod support;
 mod websocket;
