@@ -4,6 +4,7 @@
 
 pub mod ledger;
 mod scripted;
+pub mod service;
 mod support;
 
 use std::sync::Arc;
@@ -227,6 +228,9 @@ pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferRes
                     details: format!("Transfer ${:.2} to {}", t.amount, t.to_account),
                 })),
                 Some(a) if a.approved => {
+                    // The transfer service moves money only on a receipt
+                    // of this approval, when it requires them (`banking serve`).
+                    service::check(&t, ctx.receipt()).map_err(|e| ctx.fail(e))?;
                     // The money moves here: with BANKING_LEDGER_URL set, one row per execution.
                     ledger::record(&t).await.map_err(|e| ctx.fail(e))?;
                     Ok(TransferResult {

@@ -76,8 +76,18 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     // calls (MCP tools by their `{server}_{tool}` names) as they run.
     let metrics = Metrics::new();
     let store = metrics.store(Arc::clone(&config.store));
+    // Approval receipts: signed with keys kept in the data directory,
+    // published at /.well-known/holdpoint-receipts.json, and required by
+    // the transfer service before money moves (docs/reference.md §20).
+    let receipts = Arc::new(
+        holdpoint_receipt::ReceiptSigner::load_or_create(&config.data_dir)
+            .map_err(|e| format!("approval receipt keys in {}: {e}", config.data_dir.display()))?,
+    );
+    banking::service::require_receipts(receipts.jwks());
+    let receipt_keys = serde_json::to_value(receipts.jwks()).map_err(|e| e.to_string())?;
     let builder = banking::builder(config.model, Some(Arc::clone(&store)))
         .map_err(|e| e.to_string())?
+        .receipts(receipts)
         .middleware(metrics.middleware())
         .tools(holdpoint_cli::deploy::mcp_tools(mcp.as_ref(), banking::AGENT_NAME));
     let agent = apply_policy(builder, file.map(Config::approval_policy))
@@ -102,6 +112,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         .agent(agent)
         .agent(support)
         .data_dir(&config.data_dir)
+        .receipt_keys(receipt_keys)
         .metrics_open(config.metrics_open);
     // Operators (the `operator` role) see the outbox at /notifications.
     if notifications.is_some() {
