@@ -207,7 +207,13 @@ fn measure_receipt_size_and_cost() {
         Subject::new("bankingAgent", "transferMoney", &input, Decision::Approve)
             .hold("0f8e4a1c-6a2b-4d7e-9b1f-2c3d4e5f6a7b", Some("c2f1d0e9a8b7"))
             .actor("olga@example.com", vec!["finance".into()])
-            .rule("large transfers", Some(Quorum { required: 1, reached: 1 }))
+            .rule(
+                "large transfers",
+                Some(Quorum {
+                    required: 1,
+                    reached: 1,
+                }),
+            )
     };
     let n = 2_000u32;
     let start = std::time::Instant::now();
@@ -222,5 +228,8 @@ fn measure_receipt_size_and_cost() {
         verify(&token, &jwks, &expect).unwrap();
     }
     let check = start.elapsed() / n;
-    println!("receipt: {} bytes; sign {sign:?}/receipt; verify {check:?}/receipt", token.len());
+    println!(
+        "receipt: {} bytes; sign {sign:?}/receipt; verify {check:?}/receipt",
+        token.len()
+    );
 }

@@ -479,7 +479,8 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
     page.wait_text("#row-position", &["Row 2 of 4"]).await;
     body.send_keys("j").await.unwrap();
     page.wait_text("#row-position", &["Row 3 of 4"]).await;
-    page.wait_text(&format!("{}.selected", row(&a3)), &["$300.00 → a3"]).await;
+    page.wait_text(&format!("{}.selected", row(&a3)), &["$300.00 → a3"])
+        .await;
 
     // Pick three (one needs two approvers), approve them in one go.
     for hold in [&a1, &a2, &large] {

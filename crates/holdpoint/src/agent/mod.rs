@@ -57,8 +57,8 @@ use serde_json::{Map, Value};
 
 pub use access::{ACTOR, Access, PRINCIPAL, RunOptions, principal_of};
 pub use answer::{Answer, AnswerKind, Answered};
-pub use audit::{PendingApproval, TOOL_APPROVED};
 pub(crate) use audit::restart_decision;
+pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use builder::AgentBuilder;
 pub use caller::{AsCaller, Caller};
 pub use connection::Connection;
