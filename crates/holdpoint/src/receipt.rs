@@ -3,7 +3,7 @@
 //! the tool, the input that runs and who decided; the tool reads it with
 //! [`ToolContext::receipt`](crate::tool::ToolContext::receipt) and may hand
 //! it to the service it calls, which checks it offline with
-//! [`verify`](holdpoint_receipt::verify).
+//! [`verify`].
 //!
 //! The signing and verifying live in the `holdpoint-receipt` crate
 //! (re-exported here); an agent issues receipts once it is built with

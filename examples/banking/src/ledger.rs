@@ -38,7 +38,7 @@ const CREATE: &str = "CREATE TABLE IF NOT EXISTS banking_ledger (
 /// Why a transfer could not be written to the ledger.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The database refused or could not be reached for [`RETRY_FOR`].
+    /// The database refused or could not be reached for 90 seconds.
     #[error("the ledger could not be written: {0}")]
     Database(#[from] sqlx::Error),
 }

@@ -46,7 +46,7 @@ pub fn requires_receipts() -> bool {
 }
 
 /// Checks `t` before money moves: with keys set, `receipt` must verify for
-/// [`TOOL`] and `t` as JSON; without keys, anything passes.
+/// `transferMoney` and `t` as JSON; without keys, anything passes.
 pub fn check(t: &Transfer, receipt: Option<&str>) -> Result<(), Refused> {
     let Some(keys) = KEYS.get() else {
         return Ok(());
