@@ -125,6 +125,7 @@ async fn get_task(url: &str, id: &str) -> Value {
 /// Runs the root to the remote's hold; returns the held snapshot and the
 /// surfaced part.
 async fn held(path: &std::path::Path, remote: &Remote) -> (String, holdpoint::Part) {
+    let before = remote.transfers.load(Ordering::SeqCst);
     let agent = root(path, &remote.url).await;
     let out = agent.run_text("Transfer $500 to savings").await.unwrap();
     assert_eq!(out.finish_reason, FinishReason::Interrupted, "{out:?}");
@@ -141,7 +142,7 @@ async fn held(path: &std::path::Path, remote: &Remote) -> (String, holdpoint::Pa
     assert_eq!(question[0]["tool"], "transferMoney");
     let task = get_task(&remote.url, task_id).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{task:#}");
-    assert_eq!(remote.transfers.load(Ordering::SeqCst), 0);
+    assert_eq!(remote.transfers.load(Ordering::SeqCst), before, "held, not run");
     (out.snapshot_id.clone().unwrap(), parts[0].clone())
 }
 
@@ -197,6 +198,49 @@ async fn denying_cancels_the_remote_task() {
     assert!(out.text().contains("not today"), "{}", out.text());
     assert!(out.text().contains("canceled"), "{}", out.text());
     assert_eq!(remote.transfers.load(Ordering::SeqCst), 0);
+    let task = get_task(&remote.url, &task_id).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task:#}");
+}
+
+/// An approver's answer (`Agent::answer`, what the inbox and `holdpoint
+/// approve` send) answers the remote task through the tool's approval
+/// reply, and a denial's reason reaches the model.
+#[tokio::test]
+async fn an_approvers_answer_reaches_the_remote_task() {
+    use holdpoint::agent::{Answer, Answered, Caller};
+    let remote = remote().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("root.db");
+
+    let (snapshot, _) = held(&path, &remote).await;
+    let agent = root(&path, &remote.url).await;
+    let answered = agent
+        .answer(Answer::approve(snapshot), Caller::anonymous())
+        .await
+        .unwrap();
+    let Answered::Resumed(out) = answered else {
+        panic!("not resumed: {answered:?}")
+    };
+    assert_eq!(out.finish_reason, FinishReason::Stop, "{out:?}");
+    assert!(out.text().contains("transferred"), "{}", out.text());
+    assert_eq!(remote.transfers.load(Ordering::SeqCst), 1);
+
+    let (snapshot, part) = held(&path, &remote).await;
+    let task_id = part.interrupt_data().unwrap()["taskId"].as_str().unwrap().to_owned();
+    let agent = root(&path, &remote.url).await;
+    let answered = agent
+        .answer(Answer::deny(snapshot, Some("over the limit")), Caller::anonymous())
+        .await
+        .unwrap();
+    let Answered::Resumed(out) = answered else {
+        panic!("not resumed: {answered:?}")
+    };
+    assert!(out.text().contains("over the limit"), "{}", out.text());
+    assert_eq!(
+        remote.transfers.load(Ordering::SeqCst),
+        1,
+        "the denied transfer never ran"
+    );
     let task = get_task(&remote.url, &task_id).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task:#}");
 }
