@@ -55,6 +55,8 @@
 //! | `GET /app.css` | the approval page's style sheet |
 //! | `GET /web/{file}` | one of the page's JavaScript modules |
 //! | `GET /auth/login` | how the page signs people in (OpenID Connect), 404 when not configured |
+//! | `POST /auth/session` | trades a verified API key or token for an `HttpOnly`, `SameSite=Strict` session cookie |
+//! | `POST /auth/signout` | clears the session cookie |
 //!
 //! A request body must arrive within the request timeout
 //! ([`ServerBuilder::request_timeout`], default 30 s) or is answered 408.

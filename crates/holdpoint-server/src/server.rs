@@ -368,7 +368,7 @@ impl ServerBuilder {
         };
         let state = AppState::new(StateInner {
             agents,
-            auth: Arc::new(Authenticator::new(self.providers, anonymous)),
+            auth: Arc::new(Authenticator::new(self.providers, anonymous).with_sessions(Arc::clone(&keys))),
             limits: self.limits,
             turns: Turns::default(),
             keys,

@@ -1,20 +1,31 @@
 // The server's API as the page uses it (docs/reference.md §12).
 
+// The credential is never kept in script-readable storage: the page trades
+// it once for the server's HttpOnly, SameSite=Strict session cookie
+// (POST /auth/session), which every tab then sends. Older pages kept it in
+// storage under this name; it is removed.
 const CREDENTIAL_KEY = "holdpoint.credential";
+try {
+  sessionStorage.removeItem(CREDENTIAL_KEY);
+  localStorage.removeItem(CREDENTIAL_KEY);
+} catch (_) {
+  // storage unavailable: nothing to remove
+}
 
 export const session = {
-  credential: sessionStorage.getItem(CREDENTIAL_KEY) || localStorage.getItem(CREDENTIAL_KEY) || "",
-  set(value) {
-    this.credential = value;
-    if (value) sessionStorage.setItem(CREDENTIAL_KEY, value);
-    else {
-      sessionStorage.removeItem(CREDENTIAL_KEY);
-      localStorage.removeItem(CREDENTIAL_KEY);
-    }
+  /** Signs in with an API key or token: the server sets the session cookie. */
+  async signIn(credential) {
+    pages.clear();
+    return api("auth/session", { body: { credential } });
+  },
+  /** Signs out: the server clears the session cookie. */
+  async signOut() {
+    pages.clear();
+    return api("auth/signout", { method: "POST" });
   },
 };
 
-// The last inbox page per URL and credential, by its ETag: a refresh sends
+// The last inbox page per URL (cleared on sign-in and sign-out), by its ETag: a refresh sends
 // If-None-Match and a 304 (no body) answers with this page, parsed anew so
 // that nothing a caller changed in the last copy leaks into the next.
 const pages = new Map();
@@ -23,15 +34,14 @@ const MAX_PAGES = 20;
 /** GET `path`, or POST `options.body` as JSON (or `options.method`); answers {ok, status, result | error}. */
 export async function api(path, options) {
   const headers = { Accept: "application/json" };
-  if (session.credential) headers.Authorization = "Bearer " + session.credential;
-  const init = { method: (options && options.method) || "GET", headers, cache: "no-store" };
+  const init = { method: (options && options.method) || "GET", headers, cache: "no-store", credentials: "same-origin" };
   if (options && options.body !== undefined) {
     init.method = "POST";
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
   }
   const conditional = init.method === "GET" && /^inbox(\?|$)/.test(path);
-  const cacheKey = session.credential + "\u0000" + path;
+  const cacheKey = path;
   const cached = conditional ? pages.get(cacheKey) : null;
   if (cached) headers["If-None-Match"] = cached.etag;
   let response;

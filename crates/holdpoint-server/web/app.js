@@ -620,9 +620,9 @@ async function signIn() {
   try {
     const token = await finishLogin();
     if (token) {
-      session.set(token);
-      $("token").value = token;
-      announce("Signed in.");
+      const got = await session.signIn(token);
+      if (got.ok) announce("Signed in.");
+      else setBanner(explain(got));
     }
   } catch (e) {
     setBanner(e.message);
@@ -644,15 +644,25 @@ async function start() {
     $("f-agent").value = LINK.agent;
   }
   await signIn();
-  $("token").value = session.credential;
-  $("credentials").addEventListener("submit", (event) => {
+  $("credentials").addEventListener("submit", async (event) => {
     event.preventDefault();
-    session.set($("token").value.trim());
+    const credential = $("token").value.trim();
+    $("token").value = "";
+    if (!credential) return;
+    const got = await session.signIn(credential);
+    if (got.ok) announce("Signed in as " + got.result.principal + ".");
+    else setBanner(explain(got));
     restart();
   });
-  $("forget-token").addEventListener("click", () => {
-    session.set("");
+  $("sign-out").addEventListener("click", async () => {
+    const got = await session.signOut();
+    if (!got.ok) {
+      setBanner(explain(got));
+      return;
+    }
     $("token").value = "";
+    $("whoami").textContent = "Not signed in.";
+    announce("Signed out.");
     restart();
   });
   let searchTimer = null;

@@ -1,7 +1,8 @@
 // Sign-in with OpenID Connect: the authorization code flow with PKCE, run
 // in the page against the issuer GET /auth/login names. The token it gets
-// (the ID token, else the access token) becomes the page's bearer
-// credential; the server verifies it like any bearer token.
+// (the ID token, else the access token) is sent once to POST /auth/session:
+// the server verifies it like any bearer token and answers with its session
+// cookie; the page does not keep the token.
 
 import { api } from "./api.js";
 

@@ -36,6 +36,7 @@
 mod api_key;
 mod jwt;
 mod page_login;
+mod session;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -55,6 +56,8 @@ pub use jwt::{
     MAX_TOKEN_BYTES, PrincipalNaming,
 };
 pub use page_login::{LoginError, PageLogin};
+pub use session::{MAX_SESSION_COOKIE_BYTES, SESSION_COOKIE, SESSION_MAX_AGE, SessionCookies};
+pub(crate) use session::{check_same_origin, now_secs as session_now, set_cookie};
 
 use crate::error::ApiError;
 
@@ -290,23 +293,54 @@ pub trait ContextProvider: Send + Sync {
 pub(crate) struct Authenticator {
     providers: Vec<Arc<dyn ContextProvider>>,
     anonymous: bool,
+    sessions: Option<SessionCookies>,
 }
 
 impl Authenticator {
     pub(crate) fn new(providers: Vec<Arc<dyn ContextProvider>>, anonymous: bool) -> Self {
-        Authenticator { providers, anonymous }
+        Authenticator {
+            providers,
+            anonymous,
+            sessions: None,
+        }
     }
 
-    pub(crate) async fn authenticate(&self, request: &Parts) -> Result<Identity, ApiError> {
+    /// The same authenticator accepting session cookies signed with `keys`
+    /// (a request without other credentials may carry one).
+    pub(crate) fn with_sessions(mut self, keys: Arc<crate::signing::KeyRing>) -> Self {
+        self.sessions = Some(SessionCookies::new(keys));
+        self
+    }
+
+    /// The session cookies this authenticator accepts, if any.
+    pub(crate) fn sessions(&self) -> Option<&SessionCookies> {
+        self.sessions.as_ref()
+    }
+
+    /// The identity the providers give the request's own credentials (its
+    /// headers, never a session cookie); `None` when none is presented.
+    pub(crate) async fn authenticate_credentials(&self, request: &Parts) -> Result<Option<Identity>, ApiError> {
         for provider in &self.providers {
             if let Some(identity) = provider.authenticate(request).await? {
-                return Ok(identity);
+                return Ok(Some(identity));
             }
         }
         let presented =
             request.headers.contains_key(header::AUTHORIZATION) || request.headers.contains_key("x-api-key");
         if presented {
             return Err(ApiError::unauthenticated("the credentials were not recognised"));
+        }
+        Ok(None)
+    }
+
+    pub(crate) async fn authenticate(&self, request: &Parts) -> Result<Identity, ApiError> {
+        if let Some(identity) = self.authenticate_credentials(request).await? {
+            return Ok(identity);
+        }
+        if let (Some(sessions), Some(value)) = (&self.sessions, session::cookie_value(&request.headers)) {
+            let identity = sessions.open(value)?;
+            check_same_origin(request)?;
+            return Ok(identity);
         }
         if self.anonymous {
             return Ok(Identity::anonymous());

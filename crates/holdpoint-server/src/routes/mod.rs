@@ -33,6 +33,7 @@ pub(crate) mod login;
 mod meta;
 mod notifications;
 mod pending;
+mod session;
 mod settle;
 mod snapshots;
 
@@ -65,6 +66,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/grants"),
     ("DELETE", "/grants/{id}"),
     ("GET", "/auth/login"),
+    ("POST", "/auth/session"),
+    ("POST", "/auth/signout"),
     ("GET", "/healthz"),
     ("GET", "/openapi.json"),
     ("GET", "/.well-known/holdpoint-receipts.json"),
@@ -114,6 +117,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/grants", get(grants::list))
         .route("/grants/{id}", delete(grants::revoke))
         .route("/auth/login", get(login::login))
+        .route("/auth/session", post(session::create))
+        .route("/auth/signout", post(session::sign_out))
         .route("/healthz", get(meta::healthz))
         .route("/openapi.json", get(meta::openapi))
         .route("/.well-known/holdpoint-receipts.json", get(meta::receipt_keys))
