@@ -5,143 +5,19 @@
 //! screen" time with 300 holds (measured, not asserted; BENCHMARKS.md).
 //! Skipped with a loud note when chromedriver is missing, unless `CI=true`.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
 use holdpoint_server::Server;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::page::Page;
 use crate::support::{TestServer, memory, user};
 
-const WAIT: Duration = Duration::from_secs(20);
 /// A visible row of the queue.
 const ROW: &str = "#queue li.item:not([hidden])";
 
-struct Page {
-    client: Client,
-    driver: Child,
-    _profile: tempfile::TempDir,
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
 impl Page {
-    async fn start_or_skip(test: &str) -> Option<Page> {
-        let (Some(driver), Some(chromium)) = (
-            which("chromedriver"),
-            which("chromium").or_else(|| which("chromium-browser")),
-        ) else {
-            assert_ne!(
-                std::env::var("CI").as_deref(),
-                Ok("true"),
-                "{test}: chromium and chromedriver are required in CI"
-            );
-            eprintln!(
-                "SKIPPED {test}: install chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
-            );
-            return None;
-        };
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let driver = Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let profile = tempfile::tempdir().unwrap();
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--disable-dev-shm-usage", "--window-size=1366,900",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-            }),
-        );
-        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .unwrap();
-        Some(Page {
-            client,
-            driver,
-            _profile: profile,
-        })
-    }
-
-    /// Types `credential` into the sign-in field and presses Use.
-    async fn sign_in(&self, credential: &str) {
-        let input = self.client.find(Locator::Css("#token")).await.unwrap();
-        input.clear().await.unwrap();
-        input.send_keys(credential).await.unwrap();
-        self.click("#use-token").await;
-    }
-
-    async fn wait_text(&self, css: &str, parts: &[&str]) -> String {
-        let deadline = Instant::now() + WAIT;
-        let mut last = String::new();
-        loop {
-            if let Ok(found) = self.client.find_all(Locator::Css(css)).await {
-                for e in found {
-                    if let Ok(text) = e.text().await {
-                        if parts.iter().all(|p| text.contains(p)) {
-                            return text;
-                        }
-                        last = text;
-                    }
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {css} with {parts:?} within {WAIT:?}; last text: {last:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn click(&self, css: &str) {
-        let e = self
-            .client
-            .wait()
-            .at_most(WAIT)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap();
-        e.click().await.unwrap();
-    }
-
-    async fn js(&self, script: &str) -> Value {
-        self.client.execute(script, vec![]).await.unwrap()
-    }
-
     /// Everything script in the page can read of its storage and cookies.
     async fn readable_storage(&self) -> String {
         self.js(
@@ -172,10 +48,6 @@ impl Page {
             )
             .await;
         got.ok().and_then(|v| v.as_f64()).unwrap_or(f64::NAN)
-    }
-
-    async fn close(self) {
-        let _ = self.client.clone().close().await;
     }
 }
 

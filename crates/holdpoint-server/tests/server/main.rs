@@ -32,6 +32,7 @@ mod load;
 mod notifications;
 mod observability;
 mod oidc;
+mod page;
 mod pg_restart;
 mod provider;
 mod receipts;
