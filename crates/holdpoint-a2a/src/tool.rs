@@ -237,6 +237,16 @@ impl A2aAgentTool {
                     Err(e) => self.fail(e),
                 }
             }
+            // Any other refusal: an agent that is not Holdpoint refuses a
+            // message to a task that moved on (the A2A SDKs answer
+            // `-32004`, the task "is in terminal state") — the answer
+            // reached it before a crash of this process. A task that no
+            // longer waits goes on from where it is; one that still waits
+            // refused this answer, and the call fails with the refusal.
+            Err(e) if e.code.is_some() => match self.rpc("GetTask", json!({"id": task_id})).await {
+                Ok(task) if !still_waits(&task) => self.settle(task).await,
+                _ => self.fail(e),
+            },
             Err(e) => self.fail(e),
         }
     }
@@ -272,4 +282,9 @@ impl Tool for A2aAgentTool {
     fn approval_reply(&self) -> Option<&ReplyShape> {
         Some(&self.reply)
     }
+}
+
+/// Whether a `GetTask` result is a task still waiting for an answer.
+fn still_waits(result: &Value) -> bool {
+    wire::task_of(result).is_some_and(|task| matches!(wire::state_of(task), State::InputRequired { .. }))
 }
