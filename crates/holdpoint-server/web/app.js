@@ -48,7 +48,7 @@ const detail = new Detail($("detail"), {
     audit.open(preset);
   },
   refresh: () => setTimeout(refresh, 50),
-  answered: (row, kind) => advance(row, kind),
+  answered: (row, kind, text) => advance(row, kind, text),
   log,
 });
 queue.onFinish = (key) => {
@@ -441,17 +441,49 @@ function typing(target) {
 
 // ---- Triage at volume: auto-advance, bulk answers, new rows held back. ----
 
+// "Next hold after answering" is on unless the person turned it off: the
+// choice (a preference, never a credential) is kept in localStorage, and
+// ?advance=0 / ?advance=1 in the URL overrides it for that tab.
 const ADVANCE_KEY = "holdpoint.advance";
 
-/** After an answer given here, the next open hold (when "Next hold after answering" is on). */
-function advance(row, kind) {
+/** Whether to move on after an answer: the URL's say, else the stored choice, else on. */
+function advanceWanted() {
+  const fromUrl = params.get("advance");
+  if (fromUrl === "0" || fromUrl === "1") return fromUrl === "1";
+  return localStorage.getItem(ADVANCE_KEY) !== "0";
+}
+
+/** After an answer given here, the next open hold (unless "Next hold after answering" is off). */
+function advance(row, kind, text) {
   if (!$("f-advance").checked || kind === "bad" || kind === "expired") return;
   const key = keyOf(row.item);
   if (queue.selected !== key) return; // the person moved on already
   const next = queue.nextOpen(key);
   if (!next) return announce("That was the last hold shown.");
   queue.select(next, true);
-  announce("Next: " + summaryOf(queue.rows.get(next).item) + ".");
+  showLastAnswer(key, row.item, kind, text);
+  // One announcement for both, so the outcome is not cut off by the move.
+  announce(summaryOf(row.item) + ": " + (text || "done.") + " Next: " + summaryOf(queue.rows.get(next).item) + ".");
+}
+
+// What the answer just given did, at the top of the next hold's detail (so
+// in the phone's sheet too), with a way back to the answered hold. The pane
+// drops it when it shows another hold.
+const lastAnswer = el("p", { id: "last-answer", class: "notice last-answer" });
+
+function showLastAnswer(key, item, kind, text) {
+  const back = el("button", { type: "button", class: "quiet", text: "Show it" });
+  back.addEventListener("click", () => {
+    hideLastAnswer();
+    if (queue.rows.has(key)) queue.select(key, true);
+  });
+  lastAnswer.className = "notice last-answer outcome-" + kind;
+  lastAnswer.replaceChildren(el("strong", { text: "Answered: " + summaryOf(item) }), " — " + (text || "done.") + " Now showing the next hold. ", back);
+  $("detail").prepend(lastAnswer);
+}
+
+function hideLastAnswer() {
+  lastAnswer.remove();
 }
 
 function renderPicked() {
@@ -611,6 +643,7 @@ function onKey(event) {
 }
 
 function restart() {
+  hideLastAnswer();
   clearTimeout(state.polling);
   state.filterKey = "";
   poll();
@@ -679,8 +712,12 @@ async function start() {
       searchTimer = setTimeout(refresh, 400);
     });
   }
-  $("f-advance").checked = params.get("advance") === "1" || localStorage.getItem(ADVANCE_KEY) === "1";
-  $("f-advance").addEventListener("change", () => localStorage.setItem(ADVANCE_KEY, $("f-advance").checked ? "1" : "0"));
+  $("f-advance").checked = advanceWanted();
+  $("f-advance").addEventListener("change", () => {
+    localStorage.setItem(ADVANCE_KEY, $("f-advance").checked ? "1" : "0");
+    if (!$("f-advance").checked) hideLastAnswer();
+    announce($("f-advance").checked ? "After an answer, the next hold is shown." : "After an answer, the answered hold stays shown.");
+  });
   queue.onPick = renderPicked;
   queue.onHeld = onHeld;
   queue.onTap = openSheet;

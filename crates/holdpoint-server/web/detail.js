@@ -501,7 +501,7 @@ export class Detail {
     announce(what + ": " + text);
     this.ctx.log(kind, what + ": " + text);
     this.ctx.refresh();
-    if (this.ctx.answered) this.ctx.answered(row, kind);
+    if (this.ctx.answered) this.ctx.answered(row, kind, text);
   }
 
   decide(approve) {

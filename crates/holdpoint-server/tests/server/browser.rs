@@ -540,19 +540,25 @@ async fn an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival
         .click()
         .await
         .unwrap();
+    // The page moves on to the next hold and says, on top, what the answer did.
     browser
         .wait_text(
-            "#detail-result",
-            &["Denied with reason \"not to an account we know\"", "did not run"],
+            "#detail #last-answer",
+            &[
+                "Answered: $50,000.00 → mallory",
+                "Denied with reason \"not to an account we know\"",
+                "did not run",
+            ],
         )
         .await;
+    browser.wait_text("#detail-title", &["$20,000.00 → savings"]).await;
     browser.wait_text("#live", &["Denied"]).await;
     let class = browser
         .js(&format!("return document.querySelector(\"{row}\").className;"))
         .await;
     assert!(class.as_str().unwrap().contains("outcome-denied"), "{class}");
     let color = browser
-        .js("return getComputedStyle(document.getElementById('detail-result')).color;")
+        .js("return getComputedStyle(document.getElementById('last-answer')).color;")
         .await;
     assert_eq!(color, json!("rgb(163, 34, 27)"), "a denial is red, not a green Done");
     let trail = store
@@ -643,8 +649,12 @@ async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds(
         .send_keys("\u{E007}")
         .await
         .unwrap();
+    // Then the next hold is shown, the answer's outcome on top.
     browser
-        .wait_text("#detail-result", &["Approved: the call ran", "ops result"])
+        .wait_text("#detail #last-answer", &["Approved: the call ran", "ops result"])
+        .await;
+    browser
+        .wait_text(&format!("{}.selected", item(&held[2]["sessionId"])), &["acct-3"])
         .await;
     browser.wait_text("#live", &["Approved"]).await;
     assert_eq!(runs.load(Ordering::SeqCst), 1);
@@ -670,7 +680,7 @@ async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds(
         .await
         .unwrap();
     browser
-        .wait_text("#detail-result", &["Denied with reason \"wrong account\""])
+        .wait_text("#detail #last-answer", &["Denied with reason \"wrong account\""])
         .await;
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     browser.wait_text("#outcomes", &["Approved", "Denied"]).await;
@@ -693,7 +703,9 @@ async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds(
         .click()
         .await
         .unwrap();
-    browser.wait_text("#detail-result", &["Edited", "paused again"]).await;
+    browser
+        .wait_text("#detail #last-answer", &["Edited", "paused again"])
+        .await;
     browser.wait_text("li.item:not(.done)", &["acct-44"]).await;
     browser
         .js("[...document.querySelectorAll('li.item:not(.done)')].find(e => e.textContent.includes('acct-44')).click(); return true;")
@@ -714,7 +726,7 @@ async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds(
         .await
         .unwrap();
     browser
-        .wait_text("#detail-result", &["Responded", "did not run", "by hand"])
+        .wait_text("#detail #last-answer", &["Responded", "did not run", "by hand"])
         .await;
     assert_eq!(
         runs.load(Ordering::SeqCst),
@@ -879,8 +891,12 @@ async fn sign_in_a_double_answer_calls_in_doubt_settled_and_aa_contrast() {
         .click()
         .await
         .unwrap();
+    // Told so on top of the next hold's detail (the page moves on).
     browser
-        .wait_text("#detail-result", &["Already answered elsewhere"])
+        .wait_text("#detail #last-answer", &["Already answered elsewhere"])
+        .await;
+    browser
+        .assert_contrast("#last-answer, #last-answer button", false, 4.5)
         .await;
     browser
         .wait_text(&item(&first["sessionId"]), &["Answered elsewhere: alice — approve"])

@@ -119,9 +119,13 @@ async fn an_approver_grants_standing_approval_revokes_it_and_confirms_a_large_am
     page.choose("#grant-scope", "principal").await;
     page.choose("#grant-ttl", "8h").await;
     page.click("#approve").await;
+    // The page moves on to the next hold (the large one) and says on top
+    // what the answer did.
+    page.wait_text("#detail-title", &["$25,000.00"]).await;
     page.wait_text(
-        "#detail-result",
+        "#detail #last-answer",
         &[
+            "Answered: $40.00",
             "Approved: the call ran.",
             "Later matching calls will not ask",
             "alice's sessions",
@@ -163,7 +167,11 @@ async fn an_approver_grants_standing_approval_revokes_it_and_confirms_a_large_am
         "nothing is sent before the confirmation"
     );
     page.click("#approve-confirm").await;
-    page.wait_text("#detail-result", &["Approved: the call ran."]).await;
+    page.wait_text(
+        "#detail #last-answer",
+        &["Answered: $25,000.00", "Approved: the call ran."],
+    )
+    .await;
     assert_eq!(paid.load(Ordering::SeqCst), 3);
     page.close().await;
 }

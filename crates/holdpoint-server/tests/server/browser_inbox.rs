@@ -308,7 +308,9 @@ async fn two_of_finance_see_a_live_tally_and_everyone_who_decided() {
     .await;
     let first = raise(&server, "bankingAgent", "Transfer $50,000 to mallory", Some("alice")).await;
     let second = raise(&server, "bankingAgent", "Transfer $20,000 to savings", Some("bob")).await;
-    page.open(&server.url("/?poll=300"), Some("fiona")).await;
+    // This test follows the answered hold's own detail: the page stays on
+    // it (?advance=0; moving on after an answer is the default).
+    page.open(&server.url("/?poll=300&advance=0"), Some("fiona")).await;
     page.wait_text("#whoami", &["fiona"]).await;
     let first_row = row(&first["sessionId"]);
     page.click(&first_row).await;

@@ -363,8 +363,12 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
         assert_eq!(n, 1, "one approval of {hold}");
     }
 
-    // Auto-advance: a3 answered with the keyboard, the next open hold is selected.
-    page.click("#f-advance").await;
+    // Auto-advance (on by default): a3 answered with the keyboard, the next
+    // open hold is selected.
+    assert_eq!(
+        page.js("return document.getElementById('f-advance').checked;").await,
+        json!(true)
+    );
     page.click(&row(&a3)).await;
     page.wait_text("#detail-title", &["$300.00 → a3"]).await;
     body.send_keys("a").await.unwrap();
@@ -381,6 +385,11 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
     page.wait_text(&format!("{}.selected", row(&large)), &["$50,000.00 → big"])
         .await;
     page.wait_text("#detail-title", &["$50,000.00 → big"]).await;
+    page.wait_text(
+        "#detail #last-answer",
+        &["Answered: $300.00 → a3", "Approved: the call ran"],
+    )
+    .await;
     page.wait_text("#row-position", &["Row 4 of"]).await;
 
     // Newest first: a hold that arrives above the cursor waits behind "1 new — show".
@@ -398,6 +407,93 @@ async fn triage_at_volume_bulk_answers_advance_and_new_rows_wait() {
     page.click("#new-rows").await;
     wait_shown(&page, &[&fresh, &b2, &b1]).await;
     page.wait_text("#row-position", &["Row 3 of 4"]).await;
+    page.close().await;
+}
+
+/// Item 7: answering a hold in the detail pane shows the next waiting hold
+/// by default, with what the answer did on top and a way back; "Next hold
+/// after answering" turns it off, and the page remembers that choice (a
+/// preference in localStorage, next to no credential).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answering_a_hold_shows_the_next_one_unless_turned_off() {
+    let Some(page) = Page::start_or_skip("answering_a_hold_shows_the_next_one_unless_turned_off").await else {
+        return;
+    };
+    let s = server().await;
+    let h1 = raise(&s, "Transfer $100 to n1", "alice").await;
+    let h2 = raise(&s, "Transfer $200 to n2", "alice").await;
+    let h3 = raise(&s, "Transfer $300 to n3", "alice").await;
+    page.open(&s.url("/?poll=300"), Some("fiona")).await;
+    wait_shown(&page, &[&h1, &h2, &h3]).await;
+    assert_eq!(
+        page.js("return document.getElementById('f-advance').checked;").await,
+        json!(true),
+        "on by default"
+    );
+
+    // Approve the first: the second is shown, the first's outcome on top.
+    page.click(&row(&h1)).await;
+    page.wait_text("#detail-title", &["$100.00 → n1"]).await;
+    page.press("//section[@id='detail']", "Approve").await;
+    page.wait_text(&format!("{}.selected", row(&h2)), &["$200.00 → n2"])
+        .await;
+    page.wait_text("#detail-title", &["$200.00 → n2"]).await;
+    page.wait_text(
+        "#detail #last-answer",
+        &["Answered: $100.00 → n1", "Approved: the call ran", "next hold"],
+    )
+    .await;
+    page.wait_text(&row(&h1), &["Approved: the call ran"]).await;
+    page.wait_text("#row-position", &["Row 2 of"]).await;
+    // The next hold's own Approve is live, and it is a different hold.
+    let approve_enabled = page
+        .js("const b = document.getElementById('approve'); return !!b && !b.disabled;")
+        .await;
+    assert_eq!(approve_enabled, json!(true));
+
+    // Deny the second with a reason: the third is shown.
+    let reason = page.client.find(Locator::Css("#detail .reason")).await.unwrap();
+    reason.send_keys("wrong account").await.unwrap();
+    page.press("//section[@id='detail']", "Deny").await;
+    page.wait_text("#detail-title", &["$300.00 → n3"]).await;
+    page.wait_text("#detail #last-answer", &["Answered: $200.00 → n2", "Denied"])
+        .await;
+
+    // "Show it" goes back to the answered hold.
+    page.press("//p[@id='last-answer']", "Show it").await;
+    page.wait_text("#detail-title", &["$200.00 → n2"]).await;
+    page.wait_text("#detail-result", &["Denied"]).await;
+    assert_eq!(
+        page.js("return !document.getElementById('last-answer');").await,
+        json!(true)
+    );
+
+    // Turned off, and remembered across a reload (a preference, no credential).
+    page.click("#f-advance").await;
+    page.client.refresh().await.unwrap();
+    page.wait_text(&row(&h3), &["$300.00 → n3"]).await;
+    assert_eq!(
+        page.js("return document.getElementById('f-advance').checked;").await,
+        json!(false)
+    );
+    let stored = page
+        .js("return Object.keys(localStorage).map(k => k + '=' + localStorage.getItem(k));")
+        .await;
+    assert_eq!(stored, json!(["holdpoint.advance=0"]), "{stored}");
+
+    // Off: the answered hold stays shown with its outcome.
+    let h4 = raise(&s, "Transfer $400 to n4", "alice").await;
+    page.wait_text(&row(&h4), &["$400.00 → n4"]).await;
+    page.click(&row(&h3)).await;
+    page.wait_text("#detail-title", &["$300.00 → n3"]).await;
+    page.press("//section[@id='detail']", "Approve").await;
+    page.wait_text("#detail-result", &["Approved: the call ran"]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(page.text("#detail-title").await.contains("$300.00 → n3"));
+    assert_eq!(
+        page.js("return !document.getElementById('last-answer');").await,
+        json!(true)
+    );
     page.close().await;
 }
 
@@ -459,7 +555,13 @@ async fn on_a_phone_a_tapped_row_shows_approve_and_deny_in_reach() {
         .await;
     assert_eq!(small, json!([]), "targets of at least 44 px");
     page.press("//section[@id='detail']", "Approve").await;
-    page.wait_text("#detail-result", &["Approved: the call ran"]).await;
+    // The sheet moves on to the next hold and says what the answer did.
+    page.wait_text("#detail-title", &["$110.00 → acct-10"]).await;
+    page.wait_text(
+        "#detail.sheet #last-answer",
+        &["$111.00 → acct-11", "Approved: the call ran"],
+    )
+    .await;
     page.click("#sheet-back").await;
     page.wait_js("return !document.getElementById('detail').classList.contains('sheet');")
         .await;
