@@ -8,7 +8,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::jwt::JWT_PRINCIPAL_PREFIX;
-use super::{AgentScope, AuthError, ContextProvider, Identity, bearer};
+use super::{AgentScope, AuthError, ContextProvider, Identity, SessionCredential, bearer};
 
 #[derive(Clone)]
 struct Entry {
@@ -148,6 +148,18 @@ impl ContextProvider for ApiKeys {
         // A bearer token may be an API key or something another provider
         // understands (a JWT): only claim it when it is one of ours.
         bearer(request).and_then(|token| self.identity(token)).transpose()
+    }
+
+    /// A session cookie signed in with one of these keys works while the
+    /// key is configured with the same principal, roles and agents.
+    async fn still_accepts(&self, identity: &Identity, credential: &SessionCredential) -> Option<bool> {
+        let (_, entry) = self.keys.iter().find(|(digest, _)| credential.is_digest(digest))?;
+        Some(
+            identity.principal() == Some(entry.principal.as_str())
+                && !entry.principal.starts_with(JWT_PRINCIPAL_PREFIX)
+                && identity.roles == entry.roles
+                && identity.scope == entry.scope,
+        )
     }
 }
 

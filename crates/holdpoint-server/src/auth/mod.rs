@@ -56,7 +56,7 @@ pub use jwt::{
     MAX_TOKEN_BYTES, PrincipalNaming,
 };
 pub use page_login::{LoginError, PageLogin};
-pub use session::{MAX_SESSION_COOKIE_BYTES, SESSION_COOKIE, SESSION_MAX_AGE, SessionCookies};
+pub use session::{MAX_SESSION_COOKIE_BYTES, SESSION_COOKIE, SESSION_MAX_AGE, SessionCookies, SessionCredential};
 pub(crate) use session::{check_same_origin, now_secs as session_now, set_cookie};
 
 use crate::error::ApiError;
@@ -286,6 +286,26 @@ impl AsCaller for Identity {
 pub trait ContextProvider: Send + Sync {
     /// Looks at the request head (method, URI, headers).
     async fn authenticate(&self, request: &Parts) -> Result<Option<Identity>, AuthError>;
+
+    /// Whether this provider still accepts `credential`, the one a session
+    /// cookie was signed in with (docs/reference.md §12.10), as `identity`
+    /// (the principal, roles and scope the cookie carries). Asked when the
+    /// cookie is issued and on every request it authenticates:
+    ///
+    /// - `Some(true)`: it is still accepted, as that identity;
+    /// - `Some(false)`: this provider knows the credential but no longer
+    ///   gives it that identity;
+    /// - `None` (the default): this provider cannot tell (not one of its
+    ///   credentials, or it keeps no record of them).
+    ///
+    /// A cookie whose credential some provider could tell about at sign-in
+    /// needs a `Some(true)` on every request; otherwise it is refused (401)
+    /// at once. A cookie no provider could tell about lasts until its own
+    /// expiry ([`SESSION_MAX_AGE`], never past a token's `exp`).
+    async fn still_accepts(&self, identity: &Identity, credential: &SessionCredential) -> Option<bool> {
+        let _ = (identity, credential);
+        None
+    }
 }
 
 /// The providers of a server, run in order.
@@ -333,12 +353,65 @@ impl Authenticator {
         Ok(None)
     }
 
+    /// What the providers say of `credential` for `identity`: `Some(true)`
+    /// when one still accepts it, `Some(false)` when one knows it but none
+    /// accepts it, `None` when none can tell.
+    async fn vouch(&self, identity: &Identity, credential: &SessionCredential) -> Option<bool> {
+        let mut known = None;
+        for provider in &self.providers {
+            match provider.still_accepts(identity, credential).await {
+                Some(true) => return Some(true),
+                Some(false) => known = Some(false),
+                None => {}
+            }
+        }
+        known
+    }
+
+    /// The session cookie value for `identity`, which the request's own
+    /// credential authenticated just now, valid until `expires_at`. When a
+    /// provider can vouch for that credential the cookie is bound to it
+    /// (its MAC, never the credential) and works only as long as a provider
+    /// still accepts it.
+    pub(crate) async fn seal_session(
+        &self,
+        request: &Parts,
+        identity: &Identity,
+        expires_at: i64,
+    ) -> Result<String, ApiError> {
+        let Some(sessions) = &self.sessions else {
+            return Err(ApiError::not_found("this server does not issue session cookies"));
+        };
+        let presented = request
+            .headers
+            .get("x-api-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .or_else(|| bearer(request));
+        let mut bound = None;
+        if let Some(presented) = presented {
+            let credential = sessions.credential(presented)?;
+            if self.vouch(identity, &credential).await.is_some() {
+                bound = Some(credential);
+            }
+        }
+        Ok(sessions.seal_bound(identity, expires_at, bound.as_ref())?)
+    }
+
     pub(crate) async fn authenticate(&self, request: &Parts) -> Result<Identity, ApiError> {
         if let Some(identity) = self.authenticate_credentials(request).await? {
             return Ok(identity);
         }
         if let (Some(sessions), Some(value)) = (&self.sessions, session::cookie_value(&request.headers)) {
-            let identity = sessions.open(value)?;
+            let (identity, credential) = sessions.open_bound(value)?;
+            if let Some(credential) = credential
+                && self.vouch(&identity, &credential).await != Some(true)
+            {
+                return Err(ApiError::unauthenticated(
+                    "the credential this session was signed in with is no longer accepted \
+                     (the API key was removed or changed); sign in again",
+                ));
+            }
             check_same_origin(request)?;
             return Ok(identity);
         }

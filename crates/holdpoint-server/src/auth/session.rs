@@ -11,6 +11,19 @@
 //! holds or a passed expiry is refused 401. The expiry is at most
 //! [`SESSION_MAX_AGE`] after sign-in, and never later than a token's own
 //! `exp`.
+//!
+//! A cookie also lasts no longer than the credential it was signed in with:
+//! it keeps a [`SessionCredential`] (an HMAC, under the server's signing
+//! key, of the credential's SHA-256 digest; never the credential), and when
+//! a provider could vouch for that credential at sign-in (an [`ApiKeys`]
+//! key does), one of the server's providers must still vouch for it on
+//! every request the cookie makes ([`ContextProvider::still_accepts`]): a
+//! key removed from the configuration, or given other roles or agents, ends
+//! its sessions at once (401). A credential no provider can vouch for again
+//! (a token) is bounded by its own expiry.
+//!
+//! [`ApiKeys`]: super::ApiKeys
+//! [`ContextProvider::still_accepts`]: super::ContextProvider::still_accepts
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,10 +32,12 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use super::{AgentScope, AuthError, Identity};
-use crate::signing::{KeyRing, SigningCodec};
+use crate::signing::{KeyRing, SigningCodec, SigningKey};
 
 /// The cookie's name.
 pub const SESSION_COOKIE: &str = "holdpoint_session";
@@ -36,6 +51,71 @@ pub const MAX_SESSION_COOKIE_BYTES: usize = 3800;
 /// The MAC scope: no agent name contains `/`, so no agent state verifies
 /// as a session and no session as agent state.
 const SCOPE: &str = "/auth/session";
+
+/// Domain separation for the credential's MAC: it proves nothing else.
+const CREDENTIAL_CONTEXT: &[u8] = b"holdpoint-session-credential-v1\n";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// What a session cookie keeps of the credential it was signed in with:
+/// an HMAC-SHA256, under one of the server's signing keys, of the
+/// credential's SHA-256 digest. The credential cannot be read back from it,
+/// nor guessed offline without the server's key; a provider that holds the
+/// credential (or its SHA-256 digest) can tell whether it is the one
+/// ([`is`](Self::is), [`is_digest`](Self::is_digest)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdpoint_server::auth::SessionCookies;
+/// use holdpoint_server::signing::KeyRing;
+///
+/// let cookies = SessionCookies::new(Arc::new(KeyRing::ephemeral()?));
+/// let signed_in_with = cookies.credential("k-olga-0123456789")?;
+/// assert!(signed_in_with.is("k-olga-0123456789"));
+/// assert!(!signed_in_with.is("k-olga-rotated-0123"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct SessionCredential {
+    kid: String,
+    keyed: HmacSha256,
+    mac: Vec<u8>,
+}
+
+impl std::fmt::Debug for SessionCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCredential")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionCredential {
+    /// The MAC machine of `key`, ready for a digest.
+    fn keyed(key: &SigningKey) -> Option<HmacSha256> {
+        let mut mac = HmacSha256::new_from_slice(key.secret()).ok()?;
+        mac.update(CREDENTIAL_CONTEXT);
+        Some(mac)
+    }
+
+    /// Whether this is the credential whose SHA-256 digest is `sha256`
+    /// (compared in constant time).
+    pub fn is_digest(&self, sha256: &[u8; 32]) -> bool {
+        let mut mac = self.keyed.clone();
+        mac.update(sha256);
+        mac.verify_slice(&self.mac).is_ok()
+    }
+
+    /// Whether this is `credential` (as presented: the API key or token).
+    pub fn is(&self, credential: &str) -> bool {
+        self.is_digest(&Sha256::digest(credential.as_bytes()).into())
+    }
+
+    /// The cookie's record of it.
+    fn to_json(&self) -> Value {
+        json!({"kid": self.kid, "mac": URL_SAFE_NO_PAD.encode(&self.mac)})
+    }
+}
 
 /// Issues and verifies session cookie values with a server's signing keys.
 ///
@@ -54,6 +134,7 @@ const SCOPE: &str = "/auth/session";
 #[derive(Clone)]
 pub struct SessionCookies {
     codec: SigningCodec,
+    keys: Arc<KeyRing>,
 }
 
 impl std::fmt::Debug for SessionCookies {
@@ -74,14 +155,45 @@ impl SessionCookies {
     /// ring verifies).
     pub fn new(keys: Arc<KeyRing>) -> Self {
         SessionCookies {
-            codec: SigningCodec::scoped(keys, SCOPE),
+            codec: SigningCodec::scoped(Arc::clone(&keys), SCOPE),
+            keys,
         }
     }
 
+    /// The record a cookie keeps of `credential` (the API key or token as
+    /// presented), made with the ring's current key.
+    pub fn credential(&self, credential: &str) -> Result<SessionCredential, AuthError> {
+        let key = self.keys.current();
+        // HMAC takes keys of any length: this does not fail.
+        let keyed = SessionCredential::keyed(key)
+            .ok_or_else(|| AuthError::Unauthenticated("the session could not be signed".into()))?;
+        let mut mac = keyed.clone();
+        mac.update(&Sha256::digest(credential.as_bytes()));
+        Ok(SessionCredential {
+            kid: key.kid().to_owned(),
+            keyed,
+            mac: mac.finalize().into_bytes().to_vec(),
+        })
+    }
+
     /// The cookie value for `identity`, valid until `expires_at` (Unix
-    /// seconds). Refused when the identity is anonymous or its value would
-    /// exceed [`MAX_SESSION_COOKIE_BYTES`].
+    /// seconds), bound to no credential: it lasts until it expires.
+    /// Refused when the identity is anonymous or its value would exceed
+    /// [`MAX_SESSION_COOKIE_BYTES`].
     pub fn seal(&self, identity: &Identity, expires_at: i64) -> Result<String, AuthError> {
+        self.seal_bound(identity, expires_at, None)
+    }
+
+    /// [`seal`](Self::seal), bound to the credential it was signed in with
+    /// when `credential` is given: [`open_bound`](Self::open_bound) hands
+    /// it back, for the server to ask its providers whether they still
+    /// accept it.
+    pub fn seal_bound(
+        &self,
+        identity: &Identity,
+        expires_at: i64,
+        credential: Option<&SessionCredential>,
+    ) -> Result<String, AuthError> {
         let Some(principal) = identity.principal() else {
             return Err(AuthError::Unauthenticated(
                 "an anonymous caller has nothing to sign in as".into(),
@@ -91,7 +203,7 @@ impl SessionCookies {
             AgentScope::All => Value::Null,
             AgentScope::Only(names) => json!(names),
         };
-        let payload = json!({
+        let mut payload = json!({
             "v": 1,
             "principal": principal,
             "roles": identity.roles,
@@ -99,6 +211,9 @@ impl SessionCookies {
             "context": identity.context,
             "exp": expires_at,
         });
+        if let (Some(credential), Value::Object(map)) = (credential, &mut payload) {
+            map.insert("cred".to_owned(), credential.to_json());
+        }
         let signed = self
             .codec
             .sign(payload)
@@ -114,8 +229,16 @@ impl SessionCookies {
     }
 
     /// The identity of a cookie value this server (or a replica sharing
-    /// its keys) issued and that has not expired; else 401.
+    /// its keys) issued and that has not expired; else 401. This does not
+    /// ask whether the credential it was signed in with is still accepted:
+    /// the server does that with [`open_bound`](Self::open_bound).
     pub fn open(&self, value: &str) -> Result<Identity, AuthError> {
+        self.open_bound(value).map(|(identity, _)| identity)
+    }
+
+    /// [`open`](Self::open), with the credential the cookie is bound to
+    /// (`None` for a cookie sealed without one).
+    pub fn open_bound(&self, value: &str) -> Result<(Identity, Option<SessionCredential>), AuthError> {
         let refused = || AuthError::Unauthenticated("the session cookie is not valid; sign in again".into());
         let bytes = URL_SAFE_NO_PAD.decode(value.trim()).map_err(|_| refused())?;
         let signed: Value = serde_json::from_slice(&bytes).map_err(|_| refused())?;
@@ -142,12 +265,28 @@ impl SessionCookies {
             Some(Value::Object(map)) => map.clone(),
             _ => Map::new(),
         };
-        Ok(Identity {
+        let credential = match payload.get("cred") {
+            None => None,
+            Some(cred) => {
+                let kid = cred.get("kid").and_then(Value::as_str).ok_or_else(refused)?;
+                let mac = cred.get("mac").and_then(Value::as_str).ok_or_else(refused)?;
+                let mac = URL_SAFE_NO_PAD.decode(mac).map_err(|_| refused())?;
+                let key = self.keys.get(kid).ok_or_else(refused)?;
+                let keyed = SessionCredential::keyed(key).ok_or_else(refused)?;
+                Some(SessionCredential {
+                    kid: kid.to_owned(),
+                    keyed,
+                    mac,
+                })
+            }
+        };
+        let identity = Identity {
             principal: Some(principal.to_owned()),
             context,
             scope,
             roles: roles.into_iter().collect(),
-        })
+        };
+        Ok((identity, credential))
     }
 
     /// When a session for `identity` signed in now ends: after
@@ -283,6 +422,32 @@ mod tests {
         let other = SessionCookies::new(Arc::new(KeyRing::ephemeral().unwrap()));
         assert!(other.open(&value).is_err());
         assert!(cookies.seal(&Identity::anonymous(), now_secs() + 60).is_err());
+    }
+
+    #[test]
+    fn a_bound_cookie_names_its_credential_by_mac_only() {
+        let ring = Arc::new(KeyRing::ephemeral().unwrap());
+        let cookies = SessionCookies::new(Arc::clone(&ring));
+        let id = Identity::new("olga").with_roles(["finance"]);
+        let key = "k-olga-0123456789abcdef";
+        let credential = cookies.credential(key).unwrap();
+        let value = cookies.seal_bound(&id, now_secs() + 60, Some(&credential)).unwrap();
+        let (opened, bound) = cookies.open_bound(&value).unwrap();
+        assert_eq!(opened, id);
+        let bound = bound.unwrap();
+        assert!(bound.is(key));
+        assert!(bound.is_digest(&Sha256::digest(key.as_bytes()).into()));
+        assert!(!bound.is("k-olga-rotated-0123456"));
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(&value).unwrap()).unwrap();
+        assert!(!text.contains(key), "{text}");
+        // Unbound cookies open with no credential.
+        let plain = cookies.seal(&id, now_secs() + 60).unwrap();
+        assert!(cookies.open_bound(&plain).unwrap().1.is_none());
+        // Another server's keys make another MAC of the same key.
+        let other = SessionCookies::new(Arc::new(KeyRing::ephemeral().unwrap()))
+            .credential(key)
+            .unwrap();
+        assert_ne!(other.mac, bound.mac);
     }
 
     #[test]

@@ -63,9 +63,9 @@ async fn sign_in(state: &AppState, parts: &mut Parts, body: &Bytes) -> Result<Re
     }
     with_credential(parts, body)?;
     let auth = state.authenticator();
-    let Some(sessions) = auth.sessions() else {
+    if auth.sessions().is_none() {
         return Err(ApiError::not_found("this server does not issue session cookies"));
-    };
+    }
     let Some(identity) = auth.authenticate_credentials(parts).await? else {
         return Err(ApiError::unauthenticated(
             "send the API key or token to sign in with: {\"credential\": \"…\"} or an Authorization header",
@@ -76,7 +76,7 @@ async fn sign_in(state: &AppState, parts: &mut Parts, body: &Bytes) -> Result<Re
     if max_age <= 0 {
         return Err(ApiError::unauthenticated("the token has expired"));
     }
-    let value = sessions.seal(&identity, expires_at)?;
+    let value = auth.seal_session(parts, &identity, expires_at).await?;
     let cookie = set_cookie(parts, &value, max_age)
         .ok_or_else(|| ApiError::new(holdpoint::Status::Internal, "the session cookie could not be set"))?;
     let expires = chrono::DateTime::from_timestamp(expires_at, 0)

@@ -2,18 +2,23 @@
 //! §12.10): `POST /auth/session` trades a verified key for an `HttpOnly`,
 //! `SameSite=Strict` cookie that then authenticates `GET /inbox` and an
 //! answer sent from the server's own origin, but not one from another
-//! origin; a tampered, foreign or expired cookie is 401; sign-out clears it.
+//! origin; a tampered, foreign or expired cookie is 401; sign-out clears it;
+//! a cookie signed in with an API key stops working once that key is no
+//! longer configured as it was (removed, rotated, or given other roles).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use axum::http::request::Parts;
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use holdpoint_server::Server;
-use holdpoint_server::auth::{AuthError, ContextProvider, Identity, SessionCookies};
+use holdpoint_server::auth::{ApiKeys, AuthError, ContextProvider, Identity, SessionCookies};
 use holdpoint_server::signing::{KeyRing, SigningKey};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::support::{TestServer, memory, read, user};
 
@@ -253,4 +258,113 @@ async fn sign_out_clears_the_cookie() {
     // What a browser then sends: no cookie, so 401.
     let (code, _) = read(s.client.get(s.url("/inbox")).send().await.unwrap()).await;
     assert_eq!(code, 401);
+}
+
+const OLGA_KEY: &str = "k-olga-finance-0123456789";
+const OLGA_NEW_KEY: &str = "k-olga-rotated-9876543210";
+
+/// A server of `keys` on the same signing keys as every other server of
+/// this test (a restart, or a replica, with another key configuration).
+async fn start_with_keys(keys: ApiKeys, paid: &Arc<AtomicUsize>) -> TestServer {
+    let server = Server::builder()
+        .agent(crate::grants::payer(memory(), paid))
+        .api_keys(keys)
+        .signing_keys(ring())
+        .build()
+        .unwrap();
+    TestServer::start(server).await
+}
+
+#[tokio::test]
+async fn a_cookie_stops_working_once_its_api_key_is_no_longer_configured() {
+    let paid = Arc::new(AtomicUsize::new(0));
+    let mut before = start_with_keys(ApiKeys::new().key_with_roles(OLGA_KEY, "olga", ["finance"]), &paid).await;
+    let response = sign_in(&before, OLGA_KEY).await;
+    let cookie = pair(&set_cookie(&response));
+    assert_eq!(response.status(), 200);
+    let (code, page) = inbox(&before, &cookie).await;
+    assert_eq!(code, 200, "{page:#}");
+    assert_eq!(page["result"]["caller"]["principal"], "olga", "{page:#}");
+
+    // The key is not in the cookie, in clear or as its SHA-256 digest.
+    let value = cookie.split_once('=').unwrap().1;
+    let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(value).unwrap()).unwrap();
+    let digest = Sha256::digest(OLGA_KEY.as_bytes());
+    for secret in [
+        OLGA_KEY.to_owned(),
+        URL_SAFE_NO_PAD.encode(digest),
+        STANDARD.encode(digest),
+        digest.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+    ] {
+        assert!(!decoded.contains(&secret), "{secret} in the cookie: {decoded}");
+        assert!(!value.contains(&secret), "{secret} in the cookie: {value}");
+    }
+    before.shutdown().await;
+
+    // Restarted with the same key: a restart alone does not end the session.
+    let mut same = start_with_keys(ApiKeys::new().key_with_roles(OLGA_KEY, "olga", ["finance"]), &paid).await;
+    assert_eq!(inbox(&same, &cookie).await.0, 200);
+    same.shutdown().await;
+
+    // Restarted with olga's key rotated: the cookie the old key minted
+    // still decodes (same signing keys) but is refused, with a JSON body.
+    let rotated = start_with_keys(ApiKeys::new().key_with_roles(OLGA_NEW_KEY, "olga", ["finance"]), &paid).await;
+    assert!(
+        SessionCookies::new(Arc::new(ring())).open(value).is_ok(),
+        "the cookie itself is still well signed"
+    );
+    let response = rotated
+        .client
+        .get(rotated.url("/inbox"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{:?}",
+        response.headers()
+    );
+    let (code, body) = read(response).await;
+    assert_eq!(code, 401, "{body:#}");
+    assert_eq!(body["error"]["status"], "UNAUTHENTICATED", "{body:#}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer accepted"),
+        "{body:#}"
+    );
+    // Nor can it answer anything from the page's own origin.
+    let (code, body) = answer(&rotated, &cookie, Some(&rotated.base), &json!({"snapshotId": "s"})).await;
+    assert_eq!(code, 401, "{body:#}");
+    // The new key signs in as before.
+    let fresh = pair(&set_cookie(&sign_in(&rotated, OLGA_NEW_KEY).await));
+    assert_eq!(inbox(&rotated, &fresh).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_cookie_stops_working_once_its_key_loses_the_roles_it_was_signed_in_with() {
+    let paid = Arc::new(AtomicUsize::new(0));
+    let mut before = start_with_keys(ApiKeys::new().key_with_roles(OLGA_KEY, "olga", ["finance"]), &paid).await;
+    let cookie = pair(&set_cookie(&sign_in(&before, OLGA_KEY).await));
+    assert_eq!(inbox(&before, &cookie).await.0, 200);
+    before.shutdown().await;
+
+    // The same key, now without the finance role: the cookie (which says
+    // finance) is refused; signing in again gives the key's new identity.
+    let demoted = start_with_keys(ApiKeys::new().key(OLGA_KEY, "olga"), &paid).await;
+    let (code, body) = inbox(&demoted, &cookie).await;
+    assert_eq!(code, 401, "{body:#}");
+    assert_eq!(body["error"]["status"], "UNAUTHENTICATED", "{body:#}");
+    let response = sign_in(&demoted, OLGA_KEY).await;
+    let again = pair(&set_cookie(&response));
+    let (code, body) = read(response).await;
+    assert_eq!(code, 200, "{body:#}");
+    assert_eq!(body["result"]["roles"], json!([]), "{body:#}");
+    assert_eq!(inbox(&demoted, &again).await.0, 200);
 }
