@@ -61,10 +61,20 @@ impl Notification {
     }
 
     /// What is at stake, in one line (`"$18,300.00 → acct-4471"`): the same
-    /// words the inbox shows for the hold
+    /// words the inbox shows for the hold — the tool's preview summary
+    /// when it made one, else the line built from the (redacted) input
     /// ([`hold_summary`](holdpoint::session::outbox::hold_summary)).
     pub fn summary(&self) -> String {
-        hold_summary(self.tool(), self.data.get("input").unwrap_or(&Value::Null))
+        match self
+            .data
+            .get("preview")
+            .and_then(|p| p.get("summary"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+        {
+            Some(s) => s.to_owned(),
+            None => hold_summary(self.tool(), self.data.get("input").unwrap_or(&Value::Null)),
+        }
     }
 
     /// A one-line title: what happened to which call, and what is at

@@ -12,6 +12,7 @@
 //! | [`mod@generate`] | the generate loop ([`generate()`]), [`Resume`] directives and their validation |
 //! | [`middleware`] | hooks around model and tool calls that may hold a call |
 //! | [`approval`] | approval rules: CEL conditions, the roles that may answer, quorum |
+//! | [`review`] | what an approver sees of a hold: redaction, the tool's preview, "not approvable as is" |
 //! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types, [`Caller`](agent::Caller) (who calls: principal, roles, actor) |
 //! | [`session`] | [`Snapshot`](session::Snapshot), the [`SessionStore`](session::SessionStore) trait, [`InMemoryStore`](session::InMemoryStore) |
 //! | [`error`] | one [`Error`] enum with a wire [`Status`] |
@@ -88,6 +89,7 @@ pub mod middleware;
 pub mod model;
 pub mod prelude;
 pub mod receipt;
+pub mod review;
 pub mod session;
 pub mod tool;
 

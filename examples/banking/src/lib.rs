@@ -12,7 +12,9 @@ use std::sync::Arc;
 use holdpoint::agent::{Agent, AgentBuilder};
 use holdpoint::approval::{ApprovalReply, Policy};
 use holdpoint::middleware::ToolApproval;
+use holdpoint::review::{HoldView, Preview};
 use holdpoint::session::SessionStore;
+use holdpoint::session::outbox::group_thousands;
 use holdpoint::tool::{ResumableTool, TypedTool, tool};
 use holdpoint::{Model, ToolContext};
 use schemars::JsonSchema;
@@ -196,6 +198,7 @@ pub fn close_account() -> TypedTool<CloseAccount, Value> {
         "Closes an account for good.",
         |_ctx: ToolContext, c: CloseAccount| async move { Ok(json!({ "closed": c.account })) },
     )
+    .hold_view(close_view())
 }
 
 /// The approval gate: `getBalance` runs freely, `transferMoney` asks for
@@ -246,6 +249,40 @@ pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferRes
         },
     )?
     .approval_reply()
+    .map(|t| t.hold_view(transfer_view()))
+}
+
+/// What an approver sees of a held transfer: "Transfer $18,300.00 to
+/// acct-4471", the amount and the account as labelled fields, one account
+/// touched (docs/reference.md §10.14). Made from the input approvers may
+/// see; a transfer whose amount is not a number shows its raw input.
+pub fn transfer_view() -> HoldView {
+    HoldView::new().preview(|input| {
+        let amount = input
+            .get("amount")
+            .and_then(Value::as_f64)
+            .ok_or("the transfer has no amount")?;
+        let to = input.get("toAccount").and_then(Value::as_str).unwrap_or("?");
+        let money = format!("${}", group_thousands(amount, true));
+        Ok(Preview::new(format!("Transfer {money} to {to}"))
+            .field("Amount", money)
+            .field("To account", to)
+            .touches(1))
+    })
+}
+
+/// What an approver sees of a held account closure: "Close account
+/// acct-1 for good".
+pub fn close_view() -> HoldView {
+    HoldView::new().preview(|input| {
+        let account = input
+            .get("account")
+            .and_then(Value::as_str)
+            .ok_or("the closure names no account")?;
+        Ok(Preview::new(format!("Close account {account} for good"))
+            .field("Account", account)
+            .touches(1))
+    })
 }
 
 /// `getBalance`: runs freely.

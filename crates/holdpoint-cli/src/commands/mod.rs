@@ -123,6 +123,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                 "TOOL",
                 "HELD SINCE",
                 "BY",
+                "WHAT",
                 "INPUT",
                 "ASKS",
                 "MAY ANSWER",
@@ -141,6 +142,10 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
                     p.tool.clone(),
                     format!("{}{expired}", time(p.held_since)),
                     by,
+                    match &p.unapprovable {
+                        Some(_) => cut(&format!("{} (deny or edit only)", p.summary()), 60),
+                        None => cut(&p.summary(), 48),
+                    },
                     cut(&p.input.to_string(), 48),
                     cut(&Value::Object(p.interrupt.clone()).to_string(), 60),
                     may_answer(p),

@@ -93,6 +93,9 @@ pub(super) struct RawRule {
     pub confirm: Option<bool>,
     pub deny_reasons: Option<S<Vec<S<String>>>>,
     pub reason_required: Option<bool>,
+    pub redact: Option<S<Vec<S<String>>>>,
+    pub max_review_bytes: Option<S<i64>>,
+    pub require_preview: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -134,10 +134,13 @@ impl Trace {
         let path = format!("{}/{{{name},t:action,s:tool}}", self.root_path);
         let mut span = Span::new(name, Some(&self.root.id), path, "tool");
         span.start = self.root.start;
-        span.set(
-            "genkit:input",
-            json!(request.get("input").cloned().unwrap_or(Value::Null).to_string()),
-        );
+        // The Dev UI shows the input masked where the hold says so
+        // (docs/reference.md §10.13).
+        let mut input = request.get("input").cloned().unwrap_or(Value::Null);
+        if let Ok(p) = serde_json::from_value::<holdpoint::Part>(part.clone()) {
+            holdpoint::review::Redaction::on(&p).mask(&mut input);
+        }
+        span.set("genkit:input", json!(input.to_string()));
         let meta = part
             .get("metadata")
             .and_then(|m| m.get(key))
@@ -156,7 +159,11 @@ impl Trace {
     pub fn finish(&mut self, output: Result<&Value, &str>) {
         self.root.end = now_ms();
         match output {
-            Ok(out) => self.root.set("genkit:output", json!(out.to_string())),
+            Ok(out) => {
+                let mut shown = out.clone();
+                holdpoint::review::redact_json(&mut shown);
+                self.root.set("genkit:output", json!(shown.to_string()));
+            }
             Err(message) => self.root.error = Some(message.to_owned()),
         }
     }

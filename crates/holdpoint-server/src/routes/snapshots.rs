@@ -24,6 +24,15 @@ fn of_agent(snapshot: Option<Snapshot>, agent: &str) -> Option<Snapshot> {
     snapshot.filter(|s| s.belongs_to(agent))
 }
 
+/// `snapshot` as people and other systems read it: the inputs its held
+/// calls record as redacted masked (docs/reference.md §10.13). A resume
+/// built from the masked parts still answers the real calls.
+fn masked(snapshot: &mut Snapshot) {
+    if let Some(state) = snapshot.state.as_mut() {
+        holdpoint::review::redact_messages(&mut state.messages);
+    }
+}
+
 /// `{"data": {"snapshotId"?, "sessionId"?, "metadataOnly"?}}` →
 /// `{"result": Snapshot}`; 404 for unknown ids and for another principal's.
 pub(crate) async fn get_snapshot(
@@ -60,6 +69,7 @@ pub(crate) async fn get_snapshot(
     if data.metadata_only {
         snapshot.state = None;
     }
+    masked(&mut snapshot);
     Ok(reply(snapshot).into_response())
 }
 
@@ -92,7 +102,9 @@ pub(crate) async fn wait_for_snapshot(
     let snapshot = agent
         .wait_for_snapshot(&id, holdpoint::agent::Access::As(principal), wait)
         .await?;
-    let snapshot = of_agent(snapshot, &name).ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
+    let mut snapshot =
+        of_agent(snapshot, &name).ok_or_else(|| ApiError::not_found(format!("snapshot {id} not found")))?;
+    masked(&mut snapshot);
     Ok(reply(snapshot).into_response())
 }
 

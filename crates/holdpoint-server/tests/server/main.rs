@@ -36,6 +36,8 @@ mod page;
 mod pg_restart;
 mod provider;
 mod receipts;
+mod receivers;
+mod redaction;
 mod rejections;
 mod replicas;
 mod session_cookie;

@@ -3,15 +3,10 @@
 //! endpoints; `/metrics` counts deliveries, failures, dead letters and the
 //! queue; no secret shows in a listing, an error, a log line or a metric.
 
-use std::collections::VecDeque;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::post;
 use base64::Engine;
 use holdpoint::message::metadata;
 use holdpoint::session::{InMemoryStore, SessionState, SessionStore, Snapshot};
@@ -23,6 +18,7 @@ use holdpoint_server::auth::ApiKeys;
 use holdpoint_server::{Metrics, OPERATOR_ROLE, Server};
 use serde_json::json;
 
+use crate::receivers::{Logs, Receiver};
 use crate::support::{TestServer, assert_error, bank, user};
 
 const OPERATOR_KEY: &str = "k-operator-0123456789abcdef";
@@ -30,33 +26,6 @@ const FINANCE_KEY: &str = "k-finance-0123456789abcdef";
 /// Path segments that stand for tokens in endpoint URLs.
 const HOOK_TOKEN: &str = "hooktoken-SECRET-7f3a";
 const SLACK_TOKEN: &str = "T000/B000/slacktoken-SECRET-91c2";
-
-/// A receiver answering the statuses in its script, then 200.
-#[derive(Clone, Default)]
-struct Receiver {
-    script: Arc<Mutex<VecDeque<u16>>>,
-    hits: Arc<Mutex<Vec<String>>>,
-    /// Each request's path and JSON body, in order.
-    bodies: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
-}
-
-impl Receiver {
-    async fn start(script: Vec<u16>) -> (Self, std::net::SocketAddr) {
-        let r = Receiver::default();
-        r.script.lock().unwrap().extend(script);
-        async fn take(State(r): State<Receiver>, uri: axum::http::Uri, body: axum::body::Bytes) -> StatusCode {
-            r.hits.lock().unwrap().push(uri.path().to_owned());
-            let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            r.bodies.lock().unwrap().push((uri.path().to_owned(), json));
-            StatusCode::from_u16(r.script.lock().unwrap().pop_front().unwrap_or(200)).unwrap()
-        }
-        let app = Router::new().route("/{*path}", post(take)).with_state(r.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        (r, addr)
-    }
-}
 
 /// The worker's reports into the server's metrics (what `holdpoint serve`
 /// wires).
@@ -77,20 +46,6 @@ impl DeliveryObserver for Observe {
     }
     fn unrouted(&self, kind: &str) {
         self.0.notification_unrouted(kind);
-    }
-}
-
-/// A log sink the test reads back.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

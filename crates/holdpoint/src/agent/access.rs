@@ -158,7 +158,7 @@ fn approves_a_hold_of(snapshot: &Snapshot, roles: &[String]) -> bool {
     if snapshot.state.is_none() {
         return false;
     }
-    super::audit::pending_of(snapshot)
+    super::audit::pending_raw_of(snapshot)
         .iter()
         .any(|call| call.rule.as_ref().is_some_and(|rule| rule.is_approver(roles)))
 }

@@ -176,7 +176,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             None => Error::FailedPrecondition(format!("snapshot {id} has no paused call waiting for an answer")),
         });
     }
-    let calls = audit::pending_of(&snapshot);
+    let calls = audit::pending_raw_of(&snapshot);
     let chosen: Vec<&PendingApproval> = calls
         .iter()
         .filter(|c| answer.reference.is_none() || names(answer.reference.as_deref(), c.reference.as_deref()))
@@ -231,6 +231,12 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         None => "withdrawn by the requester".to_owned(),
     });
     let reason = withdrawn_reason.as_deref().or(reason);
+    if approve && let Some(why) = &call.unapprovable {
+        return Err(Error::FailedPrecondition(format!(
+            "{} of snapshot {id} cannot be approved as is: {why}",
+            call.tool
+        )));
+    }
     if approve && call.expired {
         return Err(Error::FailedPrecondition(format!(
             "the hold of {} in snapshot {id} expired; it can no longer be approved",
@@ -294,6 +300,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         if !tally.complete {
             let mut now = call.clone();
             now.approvals = tally.approvals;
+            now.redact();
             return Ok(Answered::Recorded {
                 call: Box::new(now),
                 counted: tally.counted,

@@ -180,6 +180,7 @@ impl AgentBuilder {
         // What a direct tool call runs through (`Agent::call_tool`): the
         // very stages of a turn's tool calls.
         let mut tool_middleware = Vec::new();
+        let mut redactions = std::collections::HashMap::new();
         let handler: Arc<dyn TurnHandler> = match self.custom {
             Some(h) => h,
             None => {
@@ -195,6 +196,7 @@ impl AgentBuilder {
                     )));
                 }
                 let mut middleware = self.middleware;
+                redactions = redactions_of(&self.name, &self.tools, self.policy.as_deref());
                 if let Some(policy) = self.policy {
                     let self_asking = self
                         .tools
@@ -255,7 +257,34 @@ impl AgentBuilder {
                 model: kept_model,
                 children: self.children,
                 receipts: self.receipts,
+                redactions,
             }),
         })
     }
+}
+
+/// The paths masked in calls of each tool of agent `agent` that has any:
+/// its [`HoldView`](crate::review::HoldView)'s, and those of every rule of
+/// `policy` that may cover it (docs/reference.md §10.13).
+fn redactions_of(
+    agent: &str,
+    tools: &[Arc<dyn crate::Tool>],
+    policy: Option<&crate::approval::Policy>,
+) -> std::collections::HashMap<String, crate::review::Redaction> {
+    let mut out = std::collections::HashMap::new();
+    for tool in tools {
+        let name = tool.name();
+        let mut redaction = tool.hold_view().map(|v| v.redaction().clone()).unwrap_or_default();
+        for rule in policy.map(crate::approval::Policy::rules).unwrap_or_default() {
+            let covers = rule.agent.as_ref().is_none_or(|p| p.matches(agent))
+                && rule.tool.as_ref().is_none_or(|p| p.matches(name));
+            if covers {
+                redaction.extend(&rule.redact);
+            }
+        }
+        if !redaction.is_empty() {
+            out.insert(name.to_owned(), redaction);
+        }
+    }
+    out
 }

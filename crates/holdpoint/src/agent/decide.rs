@@ -200,10 +200,35 @@ fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Res
             check_content(def, target, directive)?;
         }
         decider.authorise(target, directive, level.owner)?;
+        if !decider.settles {
+            check_approvable(target, directive, now)?;
+        }
         if !decider.counts_quorum {
             continue;
         }
         check_quorum(level, target, directive, decider, now)?;
+    }
+    Ok(())
+}
+
+/// Refuses an answer that would let a call marked `unapprovable` run as
+/// held (docs/reference.md §10.15): a respond, an approval or a plain
+/// restart. A denial, a withdrawal or an edit (the revised call is held
+/// and judged again) passes.
+fn check_approvable(target: &Part, directive: &Part, now: chrono::DateTime<chrono::Utc>) -> Result<()> {
+    let Some(why) = target.meta(metadata::UNAPPROVABLE).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let runs_as_held = directive.as_tool_response().is_some()
+        || matches!(
+            audit::restart_decision(target, directive, now).0,
+            AuditDecision::Approve | AuditDecision::Restart
+        );
+    if runs_as_held {
+        return Err(Error::FailedPrecondition(format!(
+            "{} cannot be approved as is: {why}",
+            tool_name(target)
+        )));
     }
     Ok(())
 }

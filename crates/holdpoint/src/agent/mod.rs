@@ -140,6 +140,9 @@ pub(crate) struct AgentDef {
     pub children: Vec<Agent>,
     /// Signs the approval receipts of calls that run after a hold.
     pub receipts: Option<Arc<dyn crate::receipt::ReceiptIssuer>>,
+    /// The input paths masked in each tool's calls, by tool name (only
+    /// tools that mask any).
+    pub redactions: std::collections::HashMap<String, crate::review::Redaction>,
 }
 
 impl AgentDef {
@@ -268,6 +271,14 @@ impl Agent {
     /// Whether the agent keeps sessions in a store (server-managed state).
     pub fn is_server_managed(&self) -> bool {
         self.def.store.is_some()
+    }
+
+    /// The input paths masked wherever a call of `tool` is shown
+    /// (docs/reference.md §10.13): the tool's own and those of every
+    /// approval rule that may cover it. For surfaces that show a call
+    /// before it is held (an AG-UI client's tool-call events).
+    pub fn redaction_for(&self, tool: &str) -> Option<&crate::review::Redaction> {
+        self.def.redactions.get(tool)
     }
 
     /// Whether an approval policy governs its tool calls

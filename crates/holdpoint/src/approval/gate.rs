@@ -47,6 +47,13 @@ pub struct HoldRule {
     /// Whether a denial must give a reason (the rule's `reason_required`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reason_required: bool,
+    /// Paths of the input its hold masks (the rule's `redact`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact: Vec<String>,
+    /// Whether the hold needs a full preview to be approvable (the rule's
+    /// `require_preview`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_preview: bool,
 }
 
 /// Why an answer to a rule's hold was refused: the rule and the reason.
@@ -77,6 +84,8 @@ impl HoldRule {
             confirm: rule.confirm,
             deny_reasons: rule.deny_reasons.clone(),
             reason_required: rule.reason_required,
+            redact: rule.redact.paths().map(str::to_owned).collect(),
+            require_preview: rule.require_preview,
         }
     }
 
@@ -199,13 +208,34 @@ impl RuleGate {
     /// `approvalRule` metadata, where notification routing reads its
     /// approvers; the interrupt data stays the tool's or the gate's own,
     /// docs/reference.md §10.5) and its timers' deadlines (§11.3).
-    fn carry(&self, data: &mut Map<String, Value>, rule: &HoldRule) {
+    fn carry(&self, data: &mut Map<String, Value>, rule: &HoldRule, oversize: Option<String>) {
         if let Ok(value) = serde_json::to_value(rule) {
             data.insert(metadata::CARRIED_META[0].0.to_owned(), value);
         }
         if let Some(governing) = self.policy.rules().iter().find(|r| r.name == rule.rule) {
             governing.timers.stamp(data, chrono::Utc::now());
         }
+        if let Some(reason) = oversize {
+            data.insert(metadata::CARRIED_META[4].0.to_owned(), Value::String(reason));
+        }
+    }
+
+    /// Why `input` is too large for `rule`'s approvers to review as is,
+    /// when the rule sets `max_review_bytes` and it is.
+    fn oversize(&self, rule: &HoldRule, input: &Value) -> Option<String> {
+        let max = self
+            .policy
+            .rules()
+            .iter()
+            .find(|r| r.name == rule.rule)?
+            .max_review_bytes?;
+        let size = serde_json::to_vec(input).map_or(0, |v| v.len());
+        (size > max).then(|| {
+            format!(
+                "the input is {size} bytes; approval rule \"{}\" lets approvers review up to {max} bytes: deny it or edit it",
+                rule.rule
+            )
+        })
     }
 }
 
@@ -226,7 +256,8 @@ impl Middleware for RuleGate {
                         "message".into(),
                         Value::String(format!("approval rule \"{}\" holds the revised call", rule.rule)),
                     );
-                    self.carry(&mut data, &rule);
+                    let oversize = self.oversize(&rule, &call.input);
+                    self.carry(&mut data, &rule, oversize);
                     return Ok(ToolOutcome::Interrupt(data));
                 }
                 return next.run(call).await;
@@ -255,6 +286,7 @@ impl Middleware for RuleGate {
             // An edited restart of the tool's own question: the answer was
             // to the old input, so the tool asks again about the revised
             // call and the rule's approvers (and quorum) decide it.
+            let oversize = self.oversize(&rule, &call.input);
             let next = if call.original_input.is_some() {
                 next.asking_again()
             } else {
@@ -262,13 +294,20 @@ impl Middleware for RuleGate {
             };
             return Ok(match next.run(call).await? {
                 ToolOutcome::Interrupt(mut data) => {
-                    self.carry(&mut data, &rule);
+                    self.carry(&mut data, &rule, oversize);
                     ToolOutcome::Interrupt(data)
                 }
                 other => other,
             });
         }
-        if let Some(grant) = self.granted(&call, &rule).await {
+        let oversize = self.oversize(&rule, &call.input);
+        // A grant approves ahead of time; a call too large to review, or
+        // under a rule that wants each call previewed, is never approved
+        // unseen, so no grant lets it through.
+        if oversize.is_none()
+            && !rule.require_preview
+            && let Some(grant) = self.granted(&call, &rule).await
+        {
             tracing::debug!(tool = %call.name, grant = %grant.id, "a standing grant lets the call run");
             return next.granted_by(&grant).run(call).await;
         }
@@ -281,7 +320,7 @@ impl Middleware for RuleGate {
             None => format!("approval rule \"{}\" holds {}", rule.rule, call.name),
         };
         data.insert("message".into(), Value::String(message));
-        self.carry(&mut data, &rule);
+        self.carry(&mut data, &rule, oversize);
         Ok(ToolOutcome::Interrupt(data))
     }
 }

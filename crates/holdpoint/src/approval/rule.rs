@@ -57,6 +57,16 @@ pub struct RuleSpec {
     /// Whether a denial of its holds must give a reason
     /// (`INVALID_ARGUMENT` without one).
     pub reason_required: bool,
+    /// Paths of the input every surface masks for its holds
+    /// (docs/reference.md §10.13), besides the tool's own.
+    pub redact: Vec<String>,
+    /// A hold whose input is larger than this many bytes (as JSON) is
+    /// not approvable as is: only a denial or an edit answers it
+    /// (docs/reference.md §10.15).
+    pub max_review_bytes: Option<usize>,
+    /// Whether a hold the tool cannot fully preview (no preview, a failed
+    /// one, or one that names parts it cannot show) is not approvable as is.
+    pub require_preview: bool,
 }
 
 impl Default for RuleSpec {
@@ -73,6 +83,9 @@ impl Default for RuleSpec {
             confirm: false,
             deny_reasons: Vec::new(),
             reason_required: false,
+            redact: Vec::new(),
+            max_review_bytes: None,
+            require_preview: false,
         }
     }
 }
@@ -90,6 +103,8 @@ pub enum PolicyField {
     Approvers,
     /// `quorum`.
     Quorum,
+    /// `redact`.
+    Redact,
 }
 
 impl PolicyField {
@@ -101,6 +116,7 @@ impl PolicyField {
             PolicyField::When => "when",
             PolicyField::Approvers => "approvers",
             PolicyField::Quorum => "quorum",
+            PolicyField::Redact => "redact",
         }
     }
 }
@@ -193,6 +209,12 @@ pub struct Rule {
     pub deny_reasons: Vec<String>,
     /// Whether a denial needs a reason ([`RuleSpec::reason_required`]).
     pub reason_required: bool,
+    /// Paths its holds mask ([`RuleSpec::redact`]), checked.
+    pub redact: crate::review::Redaction,
+    /// The largest input approvable as is ([`RuleSpec::max_review_bytes`]).
+    pub max_review_bytes: Option<usize>,
+    /// Whether its holds need a full preview ([`RuleSpec::require_preview`]).
+    pub require_preview: bool,
 }
 
 /// What a rule's condition sees of a call.
@@ -343,6 +365,8 @@ impl Policy {
                 Some(source) => Some(Condition::compile(source).map_err(|e| err(PolicyField::When, e.to_string()))?),
                 None => None,
             };
+            let redact =
+                crate::review::Redaction::parse(&spec.redact).map_err(|e| err(PolicyField::Redact, e.to_string()))?;
             rules.push(Rule {
                 name: spec.name.clone().unwrap_or_else(|| format!("rule {}", index + 1)),
                 agent: spec.agent.clone().map(NamePattern::new),
@@ -355,6 +379,9 @@ impl Policy {
                 confirm: spec.confirm,
                 deny_reasons: spec.deny_reasons,
                 reason_required: spec.reason_required,
+                redact,
+                max_review_bytes: spec.max_review_bytes,
+                require_preview: spec.require_preview,
             });
         }
         Ok(Policy { rules })

@@ -111,6 +111,11 @@ impl Dispatcher {
             attached: Arc::default(),
             receipt: None,
         };
+        // The input a preview sees, kept only for a tool that has one.
+        let view = tool.hold_view();
+        let preview_input = view
+            .and_then(crate::review::HoldView::preview_fn)
+            .map(|_| call.input.clone());
         let hook_call = ToolHookCall {
             name: call.name,
             reference: call.reference,
@@ -124,11 +129,15 @@ impl Dispatcher {
         };
         let mut plan = call.plan;
         plan.receipts.clone_from(&self.receipts);
-        let (outcome, held_by) = self
+        let (mut outcome, held_by) = self
             .chain
             .call_tool(tool.as_ref(), hook_call, &plan, &ctx)
             .instrument(span.clone())
             .await?;
+        if let ToolOutcome::Interrupt(data) = &mut outcome {
+            // What approvers will see of the hold: masks, preview, review limits.
+            crate::review::describe_hold(view, preview_input, data).await;
+        }
         span.record(
             "outcome",
             match &outcome {

@@ -39,13 +39,26 @@ pub const APPROVAL_REPLY: &str = "approvalReply";
 /// the request (`true`); a denial so marked is audited `withdraw` and
 /// may come from the owner even when the rule refuses them an answer.
 pub const WITHDRAWN: &str = "withdrawn";
-/// The interrupt-data keys that carry [`APPROVAL_RULE`] and
-/// [`APPROVAL_REPLY`] from a tool or middleware to the paused part; the
-/// generate loop moves them out of the interrupt data into the part's
-/// metadata, so the interrupt data stays the tool's own.
-pub const CARRIED_META: [(&str, &str); 2] = [
+/// `toolRequest`: the paths of the call's input that every surface masks
+/// (an array of strings), docs/reference.md §10.13.
+pub const REDACT: &str = "redact";
+/// `toolRequest`: the tool's preview of the held call (or `{"error": …}`
+/// when it could not make one), docs/reference.md §10.14.
+pub const PREVIEW: &str = "preview";
+/// `toolRequest`: why the held call cannot be approved as is (only a
+/// denial or an edit answers it), docs/reference.md §10.15.
+pub const UNAPPROVABLE: &str = "unapprovable";
+/// The interrupt-data keys that carry [`APPROVAL_RULE`],
+/// [`APPROVAL_REPLY`], [`REDACT`], [`PREVIEW`] and [`UNAPPROVABLE`] from
+/// a tool or middleware to the paused part; the generate loop moves them
+/// out of the interrupt data into the part's metadata, so the interrupt
+/// data stays the tool's own.
+pub const CARRIED_META: [(&str, &str); 5] = [
     ("holdpoint:approvalRule", APPROVAL_RULE),
     ("holdpoint:approvalReply", APPROVAL_REPLY),
+    ("holdpoint:redact", REDACT),
+    ("holdpoint:preview", PREVIEW),
+    ("holdpoint:unapprovable", UNAPPROVABLE),
 ];
 /// Resume data (under [`RESUMED`]): approves (`true`) or denies (`false`)
 /// an approval gate's hold.

@@ -12,6 +12,7 @@ use super::schema::SchemaValidator;
 use super::{Tool, ToolOutcome};
 use crate::error::{Error, Result};
 use crate::model::ToolDefinition;
+use crate::review::HoldView;
 
 type DynFn = dyn Fn(ToolContext, Value) -> BoxFuture<'static, std::result::Result<Value, ToolError>> + Send + Sync;
 
@@ -32,6 +33,7 @@ pub struct DynamicTool {
     input: SchemaValidator,
     output: Option<SchemaValidator>,
     f: Arc<DynFn>,
+    view: Option<Arc<HoldView>>,
 }
 
 impl DynamicTool {
@@ -52,6 +54,7 @@ impl DynamicTool {
             input: SchemaValidator::new(input_schema),
             output: None,
             f: Arc::new(move |ctx, v| Box::pin(f(ctx, v))),
+            view: None,
         }
     }
 
@@ -59,6 +62,13 @@ impl DynamicTool {
     pub fn with_output_schema(mut self, schema: Value) -> Self {
         self.definition.output_schema = Some(schema.clone());
         self.output = Some(SchemaValidator::new(schema));
+        self
+    }
+
+    /// Shows its held calls through `view` (redaction, preview), as
+    /// [`ResumableTool::hold_view`](super::ResumableTool::hold_view).
+    pub fn hold_view(mut self, view: HoldView) -> Self {
+        self.view = Some(Arc::new(view));
         self
     }
 
@@ -99,5 +109,9 @@ impl Tool for DynamicTool {
             Some(v) => v.check(&format!("output for tool \"{}\"", self.definition.name), output),
             None => Ok(()),
         }
+    }
+
+    fn hold_view(&self) -> Option<&HoldView> {
+        self.view.as_deref()
     }
 }

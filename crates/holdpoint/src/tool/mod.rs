@@ -82,6 +82,13 @@ pub trait Tool: Send + Sync {
     fn approval_reply(&self) -> Option<&crate::approval::ReplyShape> {
         None
     }
+
+    /// How this tool's held calls are shown: input paths to redact and a
+    /// preview ([`HoldView`](crate::review::HoldView)). The default:
+    /// nothing redacted, no preview.
+    fn hold_view(&self) -> Option<&crate::review::HoldView> {
+        None
+    }
 }
 
 /// Anything an agent or a generation takes as a tool: a typed tool

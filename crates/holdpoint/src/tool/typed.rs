@@ -18,6 +18,7 @@ use crate::approval::{ApprovalReply, ReplyShape};
 use crate::error::{Error, Result};
 use crate::message::{InterruptAsError, Part};
 use crate::model::ToolDefinition;
+use crate::review::HoldView;
 
 type ToolFn<In, Out, Res> =
     dyn Fn(ToolContext, In, Option<Res>) -> BoxFuture<'static, std::result::Result<Out, ToolError>> + Send + Sync;
@@ -57,6 +58,8 @@ pub struct ResumableTool<In, Out, Res> {
     inner: Arc<Inner<In, Out, Res>>,
     /// How its resume type says yes or no, when it declares one.
     reply: Option<Arc<ReplyShape>>,
+    /// How its held calls are shown (redaction, preview).
+    view: Option<Arc<HoldView>>,
 }
 
 /// A typed tool with no resume type of its own (resume data, if any, is
@@ -75,6 +78,7 @@ impl<In, Out, Res> Clone for ResumableTool<In, Out, Res> {
         ResumableTool {
             inner: Arc::clone(&self.inner),
             reply: self.reply.clone(),
+            view: self.view.clone(),
         }
     }
 }
@@ -161,7 +165,36 @@ where
                 f: Box::new(move |ctx, input, res| Box::pin(f(ctx, input, res))),
             }),
             reply: None,
+            view: None,
         }
+    }
+
+    /// Shows its held calls through `view`: the input paths every
+    /// surface masks and a preview of what the call will do
+    /// (docs/reference.md §10.13, §10.14).
+    ///
+    /// ```
+    /// use holdpoint::review::{HoldView, Preview};
+    /// use holdpoint::tool::{ToolContext, tool};
+    /// use schemars::JsonSchema;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Deserialize, Serialize, JsonSchema)]
+    /// struct Charge { amount: f64, card: String }
+    /// let charge = tool("charge", "Charges a card", |_ctx: ToolContext, c: Charge| async move {
+    ///     Ok(format!("charged {}", c.amount))
+    /// })
+    /// .hold_view(
+    ///     HoldView::new()
+    ///         .redact(["card"])?
+    ///         .preview(|i| Ok(Preview::new(format!("Charge ${:.2}", i["amount"].as_f64().unwrap_or(0.0))))),
+    /// );
+    /// # let _ = charge;
+    /// # Ok::<(), holdpoint::review::RedactPathError>(())
+    /// ```
+    pub fn hold_view(mut self, view: HoldView) -> Self {
+        self.view = Some(Arc::new(view));
+        self
     }
 
     /// Declares that this tool asks for approval itself and how its resume
@@ -288,6 +321,10 @@ where
 
     fn approval_reply(&self) -> Option<&ReplyShape> {
         self.reply.as_deref()
+    }
+
+    fn hold_view(&self) -> Option<&HoldView> {
+        self.view.as_deref()
     }
 }
 

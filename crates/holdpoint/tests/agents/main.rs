@@ -20,6 +20,7 @@ mod readme_tool;
 mod receipts;
 mod resumable;
 mod resume;
+mod review;
 mod state;
 mod subagents;
 

@@ -75,6 +75,7 @@ impl Checker<'_, '_> {
                 PolicyField::When => r.when.as_ref().map(at),
                 PolicyField::Approvers => Some(at(&r.approvers)),
                 PolicyField::Quorum => r.quorum.as_ref().map(at),
+                PolicyField::Redact => r.redact.as_ref().map(at),
             }
             .unwrap_or_else(|| at(rule));
             let kind = if e.field == PolicyField::When {

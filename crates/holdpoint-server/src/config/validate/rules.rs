@@ -95,6 +95,25 @@ impl Checker<'_, '_> {
             {
                 return Err(self.err(v, format!("{p}.deny_reasons"), K::Invalid, "no reason may be empty"));
             }
+            let redact: Vec<String> = r
+                .redact
+                .as_ref()
+                .map(|v| v.get_ref().iter().map(|s| s.get_ref().trim().to_owned()).collect())
+                .unwrap_or_default();
+            let max_review_bytes = match &r.max_review_bytes {
+                None => None,
+                Some(n) => match usize::try_from(*n.get_ref()) {
+                    Ok(bytes) if bytes > 0 => Some(bytes),
+                    _ => {
+                        return Err(self.err(
+                            n,
+                            format!("{p}.max_review_bytes"),
+                            K::Invalid,
+                            "must be a positive number of bytes",
+                        ));
+                    }
+                },
+            };
             let spec = RuleSpec {
                 name: r.name.as_ref().map(|n| n.get_ref().clone()),
                 agent: r.agent.as_ref().map(|n| n.get_ref().clone()),
@@ -118,6 +137,9 @@ impl Checker<'_, '_> {
                 confirm: r.confirm.unwrap_or(false),
                 deny_reasons,
                 reason_required: r.reason_required.unwrap_or(false),
+                redact,
+                max_review_bytes,
+                require_preview: r.require_preview.unwrap_or(false),
             };
             out.push(ApprovalRuleConfig {
                 spec,

@@ -262,13 +262,16 @@ pub(super) fn input_schema(agent: &Agent, call: &PendingApproval) -> Option<Valu
         .and_then(|d| d.input_schema.clone())
 }
 
-/// The hold's summary for people.
+/// The hold's summary for people: the tool's preview summary, else the
+/// interrupt's `message` or `details`, else the line built from the
+/// (redacted) input.
 fn summary(call: &PendingApproval) -> String {
     ["message", "details", "reason"]
         .iter()
         .find_map(|k| call.interrupt.get(*k).and_then(Value::as_str))
         .map(str::to_owned)
-        .unwrap_or_else(|| format!("{} {} waits for an answer", call.tool, call.input))
+        .filter(|_| call.preview.is_none())
+        .unwrap_or_else(|| call.summary())
 }
 
 /// The data of one open hold: what it is, and the JSON Schemas of its
@@ -306,6 +309,12 @@ pub(super) fn hold_data(agent: &Agent, snapshot: &Snapshot, call: &PendingApprov
             ],
         },
     });
+    if let Some(p) = &call.preview {
+        data["preview"] = json!(p);
+    }
+    if let Some(why) = &call.unapprovable {
+        data["unapprovable"] = json!(why);
+    }
     if let Some(r) = &call.reference {
         data["ref"] = json!(r);
     }

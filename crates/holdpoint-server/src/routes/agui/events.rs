@@ -85,6 +85,9 @@ pub(crate) struct Translator {
     streamed: Vec<Streamed>,
     /// The model messages whose text was streamed.
     texted: BTreeSet<usize>,
+    /// The agent, whose redaction paths mask the calls' arguments
+    /// (docs/reference.md §10.13).
+    agent: Option<holdpoint::agent::Agent>,
 }
 
 impl Translator {
@@ -100,7 +103,15 @@ impl Translator {
             started: BTreeSet::new(),
             streamed: Vec::new(),
             texted: BTreeSet::new(),
+            agent: None,
         }
+    }
+
+    /// The same translator masking the arguments of `agent`'s calls where
+    /// its tools or rules redact them.
+    pub(crate) fn masking(mut self, agent: &holdpoint::agent::Agent) -> Self {
+        self.agent = Some(agent.clone());
+        self
     }
 
     /// The model message a chunk of generation message `index` belongs
@@ -213,6 +224,16 @@ impl Translator {
             "toolCallName": name,
             "parentMessageId": message_id(m),
         }));
+        let masked;
+        let input = match self.agent.as_ref().and_then(|a| a.redaction_for(name)) {
+            Some(redaction) => {
+                let mut shown = input.clone();
+                redaction.mask(&mut shown);
+                masked = shown;
+                &masked
+            }
+            None => input,
+        };
         out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": input.to_string()}));
         out.push(json!({"type": "TOOL_CALL_END", "toolCallId": id}));
     }
@@ -294,14 +315,16 @@ impl Translator {
     }
 }
 
-/// The hold's summary for people: the interrupt's `message` or
-/// `details`, else the tool and its input.
+/// The hold's summary for people: the tool's preview summary, else the
+/// interrupt's `message` or `details`, else the line built from the
+/// (redacted) input.
 fn summary(call: &PendingApproval) -> String {
     ["message", "details", "reason"]
         .iter()
         .find_map(|k| call.interrupt.get(*k).and_then(Value::as_str))
         .map(str::to_owned)
-        .unwrap_or_else(|| format!("{} {} waits for an answer", call.tool, call.input))
+        .filter(|_| call.preview.is_none())
+        .unwrap_or_else(|| call.summary())
 }
 
 /// The AG-UI `Interrupt` of one paused call of `snapshot`, whose last
@@ -336,6 +359,12 @@ pub(crate) fn interrupt(snapshot: &Snapshot, m: usize, call: &PendingApproval, i
     }
     if !call.path.is_empty() {
         holdpoint["path"] = json!(call.path);
+    }
+    if let Some(p) = &call.preview {
+        holdpoint["preview"] = json!(p);
+    }
+    if let Some(why) = &call.unapprovable {
+        holdpoint["unapprovable"] = json!(why);
     }
     let mut out = json!({
         "id": interrupt_id(&snapshot.snapshot_id, call),

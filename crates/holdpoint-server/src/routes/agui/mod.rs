@@ -221,7 +221,7 @@ pub(crate) async fn run(
     };
     let resuming = turn.resume.is_some();
     let turn_events = turns::drive(&state, agent.clone(), conn, turn, meta);
-    let translator = Translator::new(models_in(latest.as_ref()), resuming);
+    let translator = Translator::new(models_in(latest.as_ref()), resuming).masking(&agent);
     let stream = Stream {
         agent,
         caller,

@@ -85,10 +85,15 @@ fn held_input(snapshot: &Snapshot, tool: &str, reference: Option<&str>, hash: &s
         .iter()
         .rev()
         .flat_map(|m| m.content.iter())
-        .filter_map(|p| p.as_tool_request())
-        .filter(|r| r.name == tool && r.reference.as_deref() == reference)
-        .map(|r| r.input.clone().unwrap_or(Value::Null))
-        .find(|input| hash_json(input) == hash)
+        .filter_map(|p| p.as_tool_request().map(|r| (r, p)))
+        .filter(|(r, _)| r.name == tool && r.reference.as_deref() == reference)
+        .map(|(r, part)| (r.input.clone().unwrap_or(Value::Null), part))
+        .find(|(input, _)| hash_json(input) == hash)
+        .map(|(mut input, part)| {
+            // Shown masked (docs/reference.md §10.13); the hash was of the real input.
+            holdpoint::review::Redaction::on(part).mask(&mut input);
+            input
+        })
 }
 
 /// Whether `record` is the decision `wanted` names: its wire name, an older

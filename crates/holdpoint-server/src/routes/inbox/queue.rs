@@ -2,7 +2,8 @@
 //! sorted in the asked [`Order`] and paged.
 //!
 //! Each item carries its `summary`, what is at stake in one line
-//! ([`hold_summary`], the words notifications use). The search `q` looks
+//! ([`PendingApproval::summary`]: the tool's preview, else
+//! [`hold_summary`](holdpoint::session::outbox::hold_summary), the words notifications use). The search `q` looks
 //! at the ids, the tool, the owner, the interrupt and the input, the
 //! summary, numbers as people type them (`25000`, `25,000`, `$25,000.00`)
 //! and the user's request that led to the call (the last user text of the
@@ -18,7 +19,7 @@ use chrono::Utc;
 use holdpoint::agent::{Access, Agent, PendingApproval};
 use holdpoint::message::Role;
 use holdpoint::session::SnapshotQuery;
-use holdpoint::session::outbox::{ESCALATED_TO, group_thousands, hold_summary, is_amount_key};
+use holdpoint::session::outbox::{ESCALATED_TO, group_thousands, is_amount_key};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -441,7 +442,7 @@ pub(crate) async fn inbox(
             if !keep {
                 continue;
             }
-            let summary = hold_summary(&call.tool, &call.input);
+            let summary = call.summary();
             let found = match needle.as_deref() {
                 None => true,
                 Some(n) => matches_text(&call, &summary, n) || contains(&request_text(agent, &call).await, n),

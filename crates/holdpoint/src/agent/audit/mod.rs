@@ -4,7 +4,7 @@
 mod pending;
 
 pub use pending::PendingApproval;
-pub(crate) use pending::pending_of;
+pub(crate) use pending::{pending_of, pending_raw_of};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -37,9 +37,23 @@ fn record(
 ) -> Option<AuditRecord> {
     let req = request.as_tool_request()?;
     let held = req.input.clone().unwrap_or(Value::Null);
-    let (input_hash, input, original_input, original_input_hash) = match replacement {
+    let (input_hash, mut input, mut original_input, original_input_hash) = match replacement {
         Some(new) => (hash_json(&new), Some(new), Some(held.clone()), Some(hash_json(&held))),
         None => (hash_json(&held), None, None, None),
+    };
+    // The hashes cover the real inputs; the record shows them masked
+    // (docs/reference.md §10.13).
+    let redaction = crate::review::Redaction::on(request);
+    for shown in [&mut input, &mut original_input].into_iter().flatten() {
+        redaction.mask(shown);
+    }
+    // A decision about a hold that could not be approved as is says why.
+    let reason = match request.meta(metadata::UNAPPROVABLE).and_then(Value::as_str) {
+        Some(why) => Some(match reason {
+            Some(r) => format!("{r} (not approvable as is: {why})"),
+            None => format!("not approvable as is: {why}"),
+        }),
+        None => reason,
     };
     Some(AuditRecord {
         id: uuid::Uuid::new_v4().to_string(),

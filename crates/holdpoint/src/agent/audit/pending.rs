@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use crate::approval::{HoldRule, ReplyShape};
 use crate::error::Result;
-use crate::message::Part;
-use crate::message::Role;
+use crate::message::{Part, Role, metadata};
+use crate::review::Preview;
 use crate::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
 
 /// A paused call waiting for an answer, as listings show it.
@@ -72,6 +72,14 @@ pub struct PendingApproval {
     /// it: `approve` / `deny` answer it without hand-written JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<ReplyShape>,
+    /// The tool's preview of what the call will do, when it made one
+    /// (docs/reference.md §10.14): its `summary` is the hold's headline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Preview>,
+    /// Why the call cannot be approved as is — only a denial or an edit
+    /// answers it (docs/reference.md §10.15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unapprovable: Option<String>,
 }
 
 impl PendingApproval {
@@ -127,13 +135,12 @@ impl std::fmt::Display for PendingApproval {
 impl PendingApproval {
     /// [`Display`](std::fmt::Display) as of `now`.
     fn write_at(&self, f: &mut std::fmt::Formatter<'_>, now: DateTime<Utc>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {} asks {}",
-            self.tool,
-            self.input,
-            Value::Object(self.interrupt.clone())
-        )?;
+        if let Some(p) = &self.preview {
+            write!(f, "{} \"{}\" ", self.tool, p.summary)?;
+        } else {
+            write!(f, "{} ", self.tool)?;
+        }
+        write!(f, "{} asks {}", self.input, Value::Object(self.interrupt.clone()))?;
         match &self.interrupted_by {
             Some(by) => write!(f, " (held by {by})")?,
             None => f.write_str(" (held by the tool)")?,
@@ -168,11 +175,33 @@ impl PendingApproval {
         if self.in_doubt {
             f.write_str(", in doubt")?;
         }
+        if let Some(why) = &self.unapprovable {
+            write!(f, ", not approvable as is: {why}")?;
+        }
         Ok(())
     }
 }
 
 impl PendingApproval {
+    /// What is at stake, in one line: the tool's preview summary when it
+    /// made one, else the line built from the (redacted) input
+    /// ([`hold_summary`](crate::session::outbox::hold_summary)) — the
+    /// headline of the inbox, notifications, the CLI and the protocols.
+    pub fn summary(&self) -> String {
+        match &self.preview {
+            Some(p) if !p.summary.trim().is_empty() => p.summary.clone(),
+            _ => crate::session::outbox::hold_summary(&self.tool, &self.input),
+        }
+    }
+
+    /// Masks what the call's part records as redacted, in `input` and in
+    /// `part` (docs/reference.md §10.13). Listings are masked already; a
+    /// directive built from a masked part still answers the real call.
+    pub fn redact(&mut self) {
+        crate::review::Redaction::on(&self.part).mask(&mut self.input);
+        crate::review::redact_part(&mut self.part);
+    }
+
     /// How far the quorum is: `1 of 2: olga` (`0 of 2` before any).
     pub fn tally(&self) -> String {
         let quorum = self.rule.as_ref().map_or(1, |r| r.quorum);
@@ -216,6 +245,17 @@ impl Snapshot {
 
 /// The paused calls of a waiting snapshot.
 pub(crate) fn pending_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
+    let mut calls = pending_raw_of(snapshot);
+    for call in &mut calls {
+        call.redact();
+    }
+    calls
+}
+
+/// [`pending_of`] with each call's input as stored, secrets unmasked:
+/// for the decision path, which builds directives from the parts, and for
+/// checks that read only rules.
+pub(crate) fn pending_raw_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
     // Sub-agents: a child's holds are listed on the root that surfaced them.
     let linked = snapshot
         .state
@@ -262,6 +302,11 @@ fn calls_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
                     .cloned()
                     .collect(),
                 reply: ReplyShape::on(part),
+                preview: Preview::on(part),
+                unapprovable: part
+                    .meta(metadata::UNAPPROVABLE)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             })
         })
         // Sub-agents: a surfaced hold is listed as the child's holds.
@@ -274,6 +319,7 @@ fn calls_of(snapshot: &Snapshot) -> Vec<PendingApproval> {
 pub(crate) fn in_doubt_of(snapshot: &Snapshot, trail: &[AuditRecord]) -> Vec<PendingApproval> {
     let mut calls = calls_of(snapshot);
     for call in &mut calls {
+        call.redact();
         call.in_doubt = true;
         call.decided = trail
             .iter()

@@ -58,6 +58,11 @@ fn expand_at(entry: PendingApproval, own: Option<String>) -> Vec<PendingApproval
             rule: crate::approval::HoldRule::on(inner),
             approvals: Vec::new(),
             reply: crate::approval::ReplyShape::on(inner),
+            preview: crate::review::Preview::on(inner),
+            unapprovable: inner
+                .meta(crate::message::metadata::UNAPPROVABLE)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
             part,
             path,
             ..entry.clone()

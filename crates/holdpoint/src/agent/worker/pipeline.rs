@@ -52,6 +52,11 @@ impl Worker {
     /// turn, and the turn's outcome.
     pub(super) async fn handle(&mut self, mut input: AgentInput) -> Outcome {
         let span = tracing::info_span!("turn");
+        // Answers built from a listing carry masked values; they answer
+        // the real call (docs/reference.md §10.13).
+        if let Some(resume) = input.resume.as_mut() {
+            crate::review::unmask_resume(&self.session.state.messages, resume);
+        }
         let runs_turn = input.runs_turn();
         // An input that detaches announces its turn only if the detach
         // did not happen (refused, or the claim failed first): a detached

@@ -104,6 +104,8 @@ fn who_may_manage_a_grant_follows_who_may_answer() {
         confirm: false,
         deny_reasons: Vec::new(),
         reason_required: false,
+        redact: Vec::new(),
+        require_preview: false,
     };
     let g = Grant {
         rule: Some(rule.clone()),

@@ -72,19 +72,43 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
             .and_then(Value::as_str)
             .and_then(OnExpire::parse)
             .unwrap_or_default();
+        // What receivers read is masked (docs/reference.md §10.13): the
+        // input, and the child parts a surfaced hold carries.
+        // Copied only when something is to be masked.
+        let (input, interrupt) = if part.meta(metadata::REDACT).is_some() || interrupt.contains_key(metadata::SUBAGENT)
+        {
+            let mut shown: Part = part.as_ref().clone();
+            crate::review::redact_part(&mut shown);
+            let input = shown.as_tool_request().and_then(|r| r.input.clone());
+            (
+                input.unwrap_or(Value::Null),
+                shown.interrupt_data().unwrap_or(interrupt),
+            )
+        } else {
+            (req.input.clone().unwrap_or(Value::Null), interrupt)
+        };
         let mut data = json!({
             "agent": row.agent,
             "sessionId": row.session_id,
             "snapshotId": row.snapshot_id,
             "ref": req.reference,
             "tool": req.name,
-            "input": req.input.clone().unwrap_or(Value::Null),
+            "input": input,
             "interrupt": Value::Object(interrupt),
             "approvers": approvers,
             "decisions": [],
         });
         if let (Some(at), Some(obj)) = (expires_at, data.as_object_mut()) {
             obj.insert("expiresAt".into(), Value::String(rfc3339(at)));
+        }
+        if let Some(obj) = data.as_object_mut() {
+            // The tool's preview (its summary is the headline) and why the
+            // hold cannot be approved as is, when they apply.
+            for key in [metadata::PREVIEW, metadata::UNAPPROVABLE] {
+                if let Some(v) = part.meta(key) {
+                    obj.insert(key.to_owned(), v.clone());
+                }
+            }
         }
         let event = |kind: &str, data: Value, due: DateTime<Utc>| {
             OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)

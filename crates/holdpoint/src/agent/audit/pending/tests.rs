@@ -35,6 +35,8 @@ fn transfer() -> PendingApproval {
         rule: None,
         approvals: Vec::new(),
         reply: None,
+        preview: None,
+        unapprovable: None,
     }
 }
 
