@@ -254,7 +254,7 @@ pub fn transfer_money() -> holdpoint::Result<ResumableTool<Transfer, TransferRes
 
 /// What an approver sees of a held transfer: "Transfer $18,300.00 to
 /// acct-4471", the amount and the account as labelled fields, one account
-/// touched (docs/reference.md §10.14). Made from the input approvers may
+/// touched (docs/reference.md §22.2). Made from the input approvers may
 /// see; a transfer whose amount is not a number shows its raw input.
 pub fn transfer_view() -> HoldView {
     HoldView::new().preview(|input| {

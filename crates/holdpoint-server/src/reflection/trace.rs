@@ -135,7 +135,7 @@ impl Trace {
         let mut span = Span::new(name, Some(&self.root.id), path, "tool");
         span.start = self.root.start;
         // The Dev UI shows the input masked where the hold says so
-        // (docs/reference.md §10.13).
+        // (docs/reference.md §22.1).
         let mut input = request.get("input").cloned().unwrap_or(Value::Null);
         if let Ok(p) = serde_json::from_value::<holdpoint::Part>(part.clone()) {
             holdpoint::review::Redaction::on(&p).mask(&mut input);

@@ -25,7 +25,7 @@ fn of_agent(snapshot: Option<Snapshot>, agent: &str) -> Option<Snapshot> {
 }
 
 /// `snapshot` as people and other systems read it: the inputs its held
-/// calls record as redacted masked (docs/reference.md §10.13). A resume
+/// calls record as redacted masked (docs/reference.md §22.1). A resume
 /// built from the masked parts still answers the real calls.
 fn masked(snapshot: &mut Snapshot) {
     if let Some(state) = snapshot.state.as_mut() {

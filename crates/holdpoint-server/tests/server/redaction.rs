@@ -1,4 +1,4 @@
-//! Redaction over HTTP (docs/reference.md §10.13): a secret planted in a
+//! Redaction over HTTP (docs/reference.md §22.1): a secret planted in a
 //! held call's input shows in none of the places people and systems read
 //! a hold — the inbox, the agent's pending list, the transcript, the
 //! audit, the webhook, the notification listing, AG-UI and A2A

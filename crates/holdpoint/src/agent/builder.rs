@@ -265,7 +265,7 @@ impl AgentBuilder {
 
 /// The paths masked in calls of each tool of agent `agent` that has any:
 /// its [`HoldView`](crate::review::HoldView)'s, and those of every rule of
-/// `policy` that may cover it (docs/reference.md §10.13).
+/// `policy` that may cover it (docs/reference.md §22.1).
 fn redactions_of(
     agent: &str,
     tools: &[Arc<dyn crate::Tool>],

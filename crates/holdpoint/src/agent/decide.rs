@@ -212,7 +212,7 @@ fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Res
 }
 
 /// Refuses an answer that would let a call marked `unapprovable` run as
-/// held (docs/reference.md §10.15): a respond, an approval or a plain
+/// held (docs/reference.md §22.3): a respond, an approval or a plain
 /// restart. A denial, a withdrawal or an edit (the revised call is held
 /// and judged again) passes.
 fn check_approvable(target: &Part, directive: &Part, now: chrono::DateTime<chrono::Utc>) -> Result<()> {

@@ -274,7 +274,7 @@ impl Agent {
     }
 
     /// The input paths masked wherever a call of `tool` is shown
-    /// (docs/reference.md §10.13): the tool's own and those of every
+    /// (docs/reference.md §22.1): the tool's own and those of every
     /// approval rule that may cover it. For surfaces that show a call
     /// before it is held (an AG-UI client's tool-call events).
     pub fn redaction_for(&self, tool: &str) -> Option<&crate::review::Redaction> {

@@ -58,11 +58,11 @@ pub struct RuleSpec {
     /// (`INVALID_ARGUMENT` without one).
     pub reason_required: bool,
     /// Paths of the input every surface masks for its holds
-    /// (docs/reference.md §10.13), besides the tool's own.
+    /// (docs/reference.md §22.1), besides the tool's own.
     pub redact: Vec<String>,
     /// A hold whose input is larger than this many bytes (as JSON) is
     /// not approvable as is: only a denial or an edit answers it
-    /// (docs/reference.md §10.15).
+    /// (docs/reference.md §22.3).
     pub max_review_bytes: Option<usize>,
     /// Whether a hold the tool cannot fully preview (no preview, a failed
     /// one, or one that names parts it cannot show) is not approvable as is.

@@ -40,13 +40,13 @@ pub const APPROVAL_REPLY: &str = "approvalReply";
 /// may come from the owner even when the rule refuses them an answer.
 pub const WITHDRAWN: &str = "withdrawn";
 /// `toolRequest`: the paths of the call's input that every surface masks
-/// (an array of strings), docs/reference.md §10.13.
+/// (an array of strings), docs/reference.md §22.1.
 pub const REDACT: &str = "redact";
 /// `toolRequest`: the tool's preview of the held call (or `{"error": …}`
-/// when it could not make one), docs/reference.md §10.14.
+/// when it could not make one), docs/reference.md §22.2.
 pub const PREVIEW: &str = "preview";
 /// `toolRequest`: why the held call cannot be approved as is (only a
-/// denial or an edit answers it), docs/reference.md §10.15.
+/// denial or an edit answers it), docs/reference.md §22.3.
 pub const UNAPPROVABLE: &str = "unapprovable";
 /// The interrupt-data keys that carry [`APPROVAL_RULE`],
 /// [`APPROVAL_REPLY`], [`REDACT`], [`PREVIEW`] and [`UNAPPROVABLE`] from

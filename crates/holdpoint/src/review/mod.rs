@@ -1,4 +1,4 @@
-//! What an approver sees of a held call (docs/reference.md §10.13–§10.15):
+//! What an approver sees of a held call (docs/reference.md §22):
 //! redaction of secrets in its input, the tool's preview of what will
 //! happen, and whether it can be approved as is.
 //!

@@ -1,5 +1,5 @@
 //! "What will happen": a tool's preview of a held call, made when the hold
-//! is (docs/reference.md §10.14).
+//! is (docs/reference.md §22.2).
 //!
 //! Invariants: a preview is pure and bounded in time. It sees the input as
 //! an approver may see it (redacted), never the secrets; it runs once,

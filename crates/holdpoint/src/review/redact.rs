@@ -1,5 +1,5 @@
 //! Redaction paths and masking: which parts of a held call's input a person
-//! or another system never reads (docs/reference.md §10.13).
+//! or another system never reads (docs/reference.md §22.1).
 //!
 //! Invariants: redaction is display-only. The stored snapshot keeps the
 //! real input, the tool runs with it and a receipt hashes it; every surface

@@ -171,7 +171,7 @@ where
 
     /// Shows its held calls through `view`: the input paths every
     /// surface masks and a preview of what the call will do
-    /// (docs/reference.md §10.13, §10.14).
+    /// (docs/reference.md §22.1, §22.2).
     ///
     /// ```
     /// use holdpoint::review::{HoldView, Preview};

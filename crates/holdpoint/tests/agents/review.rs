@@ -1,4 +1,4 @@
-//! What an approver sees of a hold (docs/reference.md §10.13–§10.15), in
+//! What an approver sees of a hold (docs/reference.md §22), in
 //! process on a SQLite store: redaction masks a secret everywhere a hold
 //! is read while the tool runs with it whole; a tool's preview is the
 //! hold's headline and a failing one never stops the hold; a hold too

@@ -86,7 +86,7 @@ pub(crate) struct Translator {
     /// The model messages whose text was streamed.
     texted: BTreeSet<usize>,
     /// The agent, whose redaction paths mask the calls' arguments
-    /// (docs/reference.md §10.13).
+    /// (docs/reference.md §22.1).
     agent: Option<holdpoint::agent::Agent>,
 }
 

@@ -90,7 +90,7 @@ fn held_input(snapshot: &Snapshot, tool: &str, reference: Option<&str>, hash: &s
         .map(|(r, part)| (r.input.clone().unwrap_or(Value::Null), part))
         .find(|(input, _)| hash_json(input) == hash)
         .map(|(mut input, part)| {
-            // Shown masked (docs/reference.md §10.13); the hash was of the real input.
+            // Shown masked (docs/reference.md §22.1); the hash was of the real input.
             holdpoint::review::Redaction::on(part).mask(&mut input);
             input
         })

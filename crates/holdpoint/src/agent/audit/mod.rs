@@ -42,7 +42,7 @@ fn record(
         None => (hash_json(&held), None, None, None),
     };
     // The hashes cover the real inputs; the record shows them masked
-    // (docs/reference.md §10.13).
+    // (docs/reference.md §22.1).
     let redaction = crate::review::Redaction::on(request);
     for shown in [&mut input, &mut original_input].into_iter().flatten() {
         redaction.mask(shown);

@@ -73,11 +73,11 @@ pub struct PendingApproval {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<ReplyShape>,
     /// The tool's preview of what the call will do, when it made one
-    /// (docs/reference.md §10.14): its `summary` is the hold's headline.
+    /// (docs/reference.md §22.2): its `summary` is the hold's headline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<Preview>,
     /// Why the call cannot be approved as is — only a denial or an edit
-    /// answers it (docs/reference.md §10.15).
+    /// answers it (docs/reference.md §22.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unapprovable: Option<String>,
 }
@@ -195,7 +195,7 @@ impl PendingApproval {
     }
 
     /// Masks what the call's part records as redacted, in `input` and in
-    /// `part` (docs/reference.md §10.13). Listings are masked already; a
+    /// `part` (docs/reference.md §22.1). Listings are masked already; a
     /// directive built from a masked part still answers the real call.
     pub fn redact(&mut self) {
         crate::review::Redaction::on(&self.part).mask(&mut self.input);

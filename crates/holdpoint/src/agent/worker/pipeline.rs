@@ -53,7 +53,7 @@ impl Worker {
     pub(super) async fn handle(&mut self, mut input: AgentInput) -> Outcome {
         let span = tracing::info_span!("turn");
         // Answers built from a listing carry masked values; they answer
-        // the real call (docs/reference.md §10.13).
+        // the real call (docs/reference.md §22.1).
         if let Some(resume) = input.resume.as_mut() {
             crate::review::unmask_resume(&self.session.state.messages, resume);
         }

@@ -72,7 +72,7 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
             .and_then(Value::as_str)
             .and_then(OnExpire::parse)
             .unwrap_or_default();
-        // What receivers read is masked (docs/reference.md §10.13): the
+        // What receivers read is masked (docs/reference.md §22.1): the
         // input, and the child parts a surfaced hold carries.
         // Copied only when something is to be masked.
         let (input, interrupt) = if part.meta(metadata::REDACT).is_some() || interrupt.contains_key(metadata::SUBAGENT)
