@@ -10,7 +10,9 @@ in m outside comments and `#[cfg(test)]` modules (files named tests.rs are
 tests). A parent's references to its own submodules (its `mod`, `pub use
 child::…`) are its facade, not a dependency, and are not counted. Prints the
 edges, then either the cycles (strongly connected components) or the layers
-(longest path to a node with no edges), and exits 1 on a cycle."""
+(longest path to a node with no edges), and exits 1 on a cycle. A crate
+with no module beyond its root (only lib.rs or main.rs) has no edges and
+passes."""
 import os, re, sys
 
 root = sys.argv[1]
@@ -145,5 +147,5 @@ def lv(v):
 for v in graph:
     lv(v)
 print("acyclic; layers (each uses only lower ones):")
-for l in range(max(level.values()) + 1):
+for l in range(max(level.values(), default=-1) + 1):
     print(f"  {l}: {' '.join(sorted(v for v in level if level[v] == l))}")
