@@ -96,9 +96,18 @@ impl HoldView {
 /// not approvable without a full preview. The generate loop moves these
 /// to the paused part's metadata.
 pub async fn describe_hold(view: Option<&HoldView>, input: Option<Value>, data: &mut Map<String, Value>) {
-    let rule: Option<HoldRule> = data
-        .get(carried(APPROVAL_RULE))
-        .and_then(|v| serde_json::from_value(v.clone()).ok());
+    // Read from the carried rule without decoding it whole: most holds
+    // have no view and a rule that masks nothing, and cost nothing here.
+    let carried_rule = data.get(carried(APPROVAL_RULE));
+    let rule_paths = carried_rule
+        .and_then(|r| r.get("redact"))
+        .and_then(Value::as_array)
+        .filter(|paths| !paths.is_empty());
+    let require_preview = carried_rule.and_then(|r| r.get("requirePreview")) == Some(&Value::Bool(true));
+    if view.is_none() && rule_paths.is_none() && !require_preview {
+        return;
+    }
+    let rule: Option<HoldRule> = carried_rule.and_then(|v| serde_json::from_value(v.clone()).ok());
     let mut redaction = view.map(|v| v.redaction.clone()).unwrap_or_default();
     if let Some(rule) = &rule
         && let Ok(paths) = Redaction::parse(&rule.redact)
