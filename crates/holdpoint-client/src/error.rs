@@ -47,7 +47,7 @@ pub enum ClientError {
 impl From<holdpoint::Error> for ClientError {
     fn from(error: holdpoint::Error) -> Self {
         match error {
-            holdpoint::Error::TurnFailed(out) => ClientError::TurnFailed(out),
+            holdpoint::Error::TurnFailed(out) => ClientError::TurnFailed(out.into_boxed()),
             other => ClientError::Core(other),
         }
     }

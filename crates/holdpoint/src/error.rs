@@ -1,8 +1,9 @@
 //! The one error type of the core, and the gRPC-style status names of the wire.
 
-use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::fmt;
 
-use crate::agent::AgentOutput;
+use serde::{Deserialize, Serialize};
 
 /// A status name, as Genkit and gRPC spell them on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -147,21 +148,61 @@ pub enum Error {
     /// never ran and can no longer be answered. Status `ABORTED`.
     #[error("{0}")]
     Abandoned(String),
-    /// A turn ran and failed. The failed [`AgentOutput`] (its session,
+    /// A turn ran and failed. The failed
+    /// [`AgentOutput`](crate::agent::AgentOutput) (its session,
     /// snapshot id, client-held state, [`FailureReason`](crate::agent::FailureReason) and error body)
     /// rides along; the status and message are the failure's own.
     /// [`Agent::run`](crate::agent::Agent::run), settling and a
     /// [`Connection`](crate::agent::Connection)'s outputs return a failed
     /// turn as this error, so `?` never passes one on as a success.
-    #[error("{}", failure_message(.0))]
-    TurnFailed(Box<AgentOutput>),
+    /// [`FailedTurn`] derefs to the output.
+    #[error("{}", .0.message())]
+    TurnFailed(FailedTurn),
     /// A broken invariant or an unexpected failure (serialisation, a task panicked).
     #[error("{0}")]
     Internal(String),
 }
 
-fn failure_message(out: &AgentOutput) -> &str {
-    out.error.as_ref().map_or("the turn failed", |e| e.message.as_str())
+/// What [`Error::TurnFailed`] needs of a failed turn's output. The error
+/// module sits below every other module of the crate, so it does not name
+/// the output's type: the agent module implements this for its
+/// `AgentOutput`, the one type a [`FailedTurn`] is ever built from.
+pub(crate) trait TurnOutput: Any + fmt::Debug + Send + Sync {
+    /// The failure's wire error, if the output names one.
+    fn error_body(&self) -> Option<&ErrorBody>;
+    /// A boxed copy, for `Clone`.
+    fn clone_boxed(&self) -> Box<dyn TurnOutput>;
+    /// The output as `Any`, to take it back by value.
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send + Sync>;
+}
+
+/// A failed turn's output, as [`Error::TurnFailed`] carries it. It derefs
+/// to [`AgentOutput`](crate::agent::AgentOutput) (the agent module builds
+/// it from one and reads it back).
+pub struct FailedTurn(pub(crate) Box<dyn TurnOutput>);
+
+impl FailedTurn {
+    /// The failure's message, as `Display` shows it.
+    fn message(&self) -> &str {
+        self.0.error_body().map_or("the turn failed", |e| e.message.as_str())
+    }
+
+    /// The failure's status (`INTERNAL` when the output names no error).
+    fn status(&self) -> Status {
+        self.0.error_body().map_or(Status::Internal, |e| e.status)
+    }
+}
+
+impl Clone for FailedTurn {
+    fn clone(&self) -> Self {
+        FailedTurn(self.0.clone_boxed())
+    }
+}
+
+impl fmt::Debug for FailedTurn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
 }
 
 impl Error {
@@ -180,7 +221,7 @@ impl Error {
             Error::MaxTurnsExceeded(_) => Status::Aborted,
             Error::Status { status, .. } => *status,
             Error::Abandoned(_) => Status::Aborted,
-            Error::TurnFailed(out) => out.error.as_ref().map_or(Status::Internal, |e| e.status),
+            Error::TurnFailed(out) => out.status(),
             Error::Internal(_) => Status::Internal,
         }
     }
@@ -198,23 +239,6 @@ impl Error {
         ErrorBody {
             status: self.status(),
             message: self.to_string(),
-        }
-    }
-
-    /// The failed turn's output, for [`Error::TurnFailed`].
-    pub fn failed_output(&self) -> Option<&AgentOutput> {
-        match self {
-            Error::TurnFailed(out) => Some(out),
-            _ => None,
-        }
-    }
-
-    /// The failed turn's output, for [`Error::TurnFailed`]; any other
-    /// error back as itself.
-    pub fn into_failed_output(self) -> Result<AgentOutput, Error> {
-        match self {
-            Error::TurnFailed(out) => Ok(*out),
-            other => Err(other),
         }
     }
 

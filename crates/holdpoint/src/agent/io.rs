@@ -344,7 +344,7 @@ impl AgentOutput {
     /// as itself.
     pub fn into_result(self) -> Result<AgentOutput> {
         if self.is_failed() {
-            Err(Error::TurnFailed(Box::new(self)))
+            Err(Error::TurnFailed(crate::error::FailedTurn::new(self)))
         } else {
             Ok(self)
         }

@@ -32,6 +32,7 @@ mod connection;
 mod decide;
 mod detach;
 mod direct;
+mod failed;
 mod grant_answer;
 mod grants;
 mod hold;
