@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use holdpoint::Tool;
 use holdpoint::tool::SchemaValidator;
 use rmcp::{Peer, RoleClient};
 use serde::Serialize;
@@ -30,7 +29,6 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{ServerConfig, Transport};
 use crate::error::McpError;
-use crate::tool::McpTool;
 use connection::ConnState;
 
 /// A tool as the server lists it, with its compiled input schema.
@@ -83,6 +81,11 @@ impl Shared {
 
     pub(crate) fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tools as the server last listed them.
+    pub(crate) fn listed_tools(&self) -> Vec<ListedTool> {
+        self.tools.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     pub(crate) fn tool(&self, name: &str) -> Option<ListedTool> {
@@ -219,16 +222,6 @@ impl McpServer {
     /// Connects if there is no live connection (within the restart policy).
     pub async fn reconnect(&self) -> Result<(), McpError> {
         self.shared.connection().await.map(|_| ())
-    }
-
-    /// The server's tools as Holdpoint tools, named by the server's
-    /// `tool_names` template, as the server last listed them.
-    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        let listed = self.shared.tools.read().unwrap_or_else(PoisonError::into_inner).clone();
-        listed
-            .iter()
-            .map(|t| Arc::new(McpTool::new(Arc::clone(&self.shared), t)) as Arc<dyn Tool>)
-            .collect()
     }
 
     /// The MCP names of the listed tools.

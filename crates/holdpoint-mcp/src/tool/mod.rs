@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
 use crate::answer::{self, Answers, ELICITATION, INPUT_REQUIRED};
-use crate::client::{ListedTool, Shared};
+use crate::client::{ListedTool, McpServer, Shared};
 
 /// One tool of an [`McpServer`](crate::McpServer).
 pub struct McpTool {
@@ -62,6 +62,18 @@ pub fn is_read_only(definition: &ToolDefinition) -> bool {
 /// Tools that are not MCP tools count as destructive.
 pub fn may_destroy(definition: &ToolDefinition) -> bool {
     !is_read_only(definition) && hint(definition, "destructiveHint") != Some(false)
+}
+
+impl McpServer {
+    /// The server's tools as Holdpoint tools, named by the server's
+    /// `tool_names` template, as the server last listed them.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared
+            .listed_tools()
+            .iter()
+            .map(|t| Arc::new(McpTool::new(Arc::clone(&self.shared), t)) as Arc<dyn Tool>)
+            .collect()
+    }
 }
 
 impl McpTool {
