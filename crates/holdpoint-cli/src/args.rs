@@ -74,7 +74,7 @@ pub enum Command {
     Prune(crate::prune::PruneArgs),
     /// Approval receipts: verify one offline against a JWKS.
     #[command(subcommand)]
-    Receipt(crate::commands::receipt::ReceiptCommand),
+    Receipt(crate::receipt::ReceiptCommand),
 }
 
 /// `notifications …`.

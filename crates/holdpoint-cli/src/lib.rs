@@ -80,6 +80,7 @@ mod mcp;
 mod notifications;
 pub mod output;
 pub mod prune;
+mod receipt;
 mod serve;
 
 use std::process::ExitCode;
@@ -121,7 +122,7 @@ async fn run_cli(cli: args::Cli, agents: Vec<Agent>) -> Result<(), CliError> {
     }
     // `receipt verify` checks a token offline: no store or server.
     if let args::Command::Receipt(command) = cli.command {
-        return commands::receipt::run(command, cli.json).await;
+        return receipt::run(command, cli.json).await;
     }
     let backend = match (&cli.server, &cli.store) {
         (Some(url), _) => Backend::Server(http::HttpBackend::new(url, cli.api_key.clone())),

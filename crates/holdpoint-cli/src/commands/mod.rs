@@ -1,6 +1,5 @@
 //! One function per command: ask the backend, print a table or JSON.
 
-pub(crate) mod receipt;
 mod show;
 #[cfg(test)]
 mod tests;
@@ -353,7 +352,7 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
         Command::Notifications(c) => crate::notifications::run(c, cli.json, &backend).await,
         Command::Serve(s) => crate::serve::serve(s, cli.api_key, agents).await,
         Command::Prune(p) => crate::prune::prune(p, &backend, agent, cli.json).await,
-        Command::Receipt(r) => receipt::run(r, cli.json).await,
+        Command::Receipt(r) => crate::receipt::run(r, cli.json).await,
     }
 }
 
