@@ -1,15 +1,15 @@
 //! One agent of a server: the routes of `holdpoint-server` under
 //! `/agents/{name}`.
 
-use holdpoint::agent::{AgentInit, AgentInput, AgentOutput, PendingApproval};
+use holdpoint::Status;
+use holdpoint::agent::{AgentInit, AgentInput, AgentOutput};
 use holdpoint::session::{Snapshot, SnapshotStatus};
-use holdpoint::{FinishReason, Status};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::client::{Client, Layout, server_error};
 use crate::connection::RemoteConnection;
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, Result, fail_loudly};
 use crate::stream::TurnStream;
 
 /// What an abort did.
@@ -35,19 +35,17 @@ pub struct RemoteAgent {
     name: String,
 }
 
-/// A failed turn is an `Err`, as in process.
-pub(crate) fn fail_loudly(out: AgentOutput) -> Result<AgentOutput> {
-    if out.finish_reason == FinishReason::Failed {
-        return Err(ClientError::TurnFailed(Box::new(out)));
+impl Client {
+    /// The agent served under `name`.
+    pub fn agent(&self, name: impl Into<String>) -> RemoteAgent {
+        RemoteAgent {
+            client: self.clone(),
+            name: name.into(),
+        }
     }
-    Ok(out)
 }
 
 impl RemoteAgent {
-    pub(crate) fn new(client: Client, name: String) -> Self {
-        RemoteAgent { client, name }
-    }
-
     /// The agent's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -183,13 +181,5 @@ impl RemoteAgent {
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-    }
-
-    /// The paused calls of this agent the caller may see, newest first, at
-    /// most `limit`: its own, and those its roles may answer. For one
-    /// session's, see [`pending_where`](Self::pending_where); for the
-    /// approver's queue with filters and pages, [`inbox`](Self::inbox).
-    pub async fn pending(&self, limit: usize) -> Result<Vec<PendingApproval>> {
-        self.pending_where(crate::ListQuery::new().limit(limit)).await
     }
 }

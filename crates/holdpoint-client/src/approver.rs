@@ -22,9 +22,9 @@ use holdpoint::session::{AuditRecord, HoldApproval, Snapshot};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::agent::{RemoteAgent, fail_loudly};
+use crate::agent::RemoteAgent;
 use crate::client::Client;
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, Result, fail_loudly};
 
 /// Which rows of one agent a per-agent listing returns
 /// (`GET /agents/{name}/pending`, `/inDoubt`, `/audit`): one session's, or
@@ -590,6 +590,14 @@ pub(crate) fn encode_segment(text: &str) -> String {
 }
 
 impl RemoteAgent {
+    /// The paused calls of this agent the caller may see, newest first, at
+    /// most `limit`: its own, and those its roles may answer. For one
+    /// session's, see [`pending_where`](Self::pending_where); for the
+    /// approver's queue with filters and pages, [`inbox`](Self::inbox).
+    pub async fn pending(&self, limit: usize) -> Result<Vec<PendingApproval>> {
+        self.pending_where(ListQuery::new().limit(limit)).await
+    }
+
     /// The paused calls of this agent `query` selects that the caller may
     /// see (`GET /agents/{name}/pending?sessionId=&limit=`): its own, and
     /// those its roles may answer in anyone's session (§10.7), newest

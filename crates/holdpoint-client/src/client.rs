@@ -7,7 +7,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::agent::RemoteAgent;
 use crate::error::{ClientError, Result};
 
 /// How a request proves who sends it.
@@ -96,11 +95,6 @@ impl Client {
     pub fn bearer(mut self, token: impl Into<String>) -> Self {
         self.credential = Credential::Bearer(token.into());
         self
-    }
-
-    /// The agent served under `name`.
-    pub fn agent(&self, name: impl Into<String>) -> RemoteAgent {
-        RemoteAgent::new(self.clone(), name.into())
     }
 
     /// The names of the agents the server offers this caller.

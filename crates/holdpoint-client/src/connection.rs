@@ -12,9 +12,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::agent::fail_loudly;
 use crate::client::{Client, Credential};
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, Result, fail_loudly};
 
 #[derive(Deserialize)]
 struct Incoming {

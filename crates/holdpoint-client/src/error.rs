@@ -1,6 +1,7 @@
 //! What a call to a remote agent can fail with.
 
-use holdpoint::Status;
+use holdpoint::agent::AgentOutput;
+use holdpoint::{FinishReason, Status};
 
 /// A failed call to a remote agent.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +35,7 @@ pub enum ClientError {
     },
     /// The turn failed: the output carries its snapshot id, state and error.
     #[error("the turn failed: {}", .0.error.as_ref().map_or("no error given", |e| e.message.as_str()))]
-    TurnFailed(Box<holdpoint::agent::AgentOutput>),
+    TurnFailed(Box<AgentOutput>),
     /// An error of the core, passed on by `?` in code that mixes in-process
     /// and remote calls (a tool's typed claim, a policy, a resume built by
     /// hand). A core [`holdpoint::Error::TurnFailed`] becomes
@@ -78,6 +79,14 @@ impl ClientError {
             message: err.to_string(),
         }
     }
+}
+
+/// A failed turn is an `Err`, as in process.
+pub(crate) fn fail_loudly(out: AgentOutput) -> Result<AgentOutput> {
+    if out.finish_reason == FinishReason::Failed {
+        return Err(ClientError::TurnFailed(Box::new(out)));
+    }
+    Ok(out)
 }
 
 /// A result of this crate.

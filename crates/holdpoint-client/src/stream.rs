@@ -7,8 +7,7 @@ use futures::stream::BoxStream;
 use holdpoint::agent::{AgentOutput, AgentStreamChunk};
 use serde::Deserialize;
 
-use crate::agent::fail_loudly;
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, Result, fail_loudly};
 
 /// One frame of a stream.
 #[derive(Deserialize)]
