@@ -68,6 +68,27 @@ function requestOf(snapshot) {
   return "";
 }
 
+/**
+ * "What will happen": the tool's preview of the held call (its summary is
+ * the heading), its labelled fields, a diff and a count of what it
+ * touches, and what it cannot show. Nothing when the tool made none.
+ */
+function previewOf(item) {
+  const p = item.preview;
+  if (!p) return null;
+  const fields = el("dl", { class: "fields preview-fields" });
+  for (const f of p.fields || []) fields.append(el("dt", { text: f.label }), el("dd", {}, el("span", { text: f.value })));
+  return el(
+    "section",
+    { class: "preview", "aria-label": "What will happen" },
+    el("h3", { text: "What will happen" }),
+    (p.fields || []).length ? fields : null,
+    typeof p.touches === "number" ? el("p", { class: "touches", text: "Touches " + p.touches + (p.touches === 1 ? " thing" : " things") + "." }) : null,
+    p.diff ? el("pre", { class: "diff mono", text: p.diff }) : null,
+    (p.unshown || []).length ? el("p", { class: "notice unshown", text: "The preview cannot show: " + p.unshown.join(", ") + "." }) : null,
+  );
+}
+
 function describePart(part) {
   if (typeof part.text === "string") return el("div", { text: part.text });
   if (part.toolRequest) {
@@ -229,7 +250,7 @@ export class Detail {
     const confirmBox = el(
       "div",
       { id: "confirm-box", class: "notice warn", role: "alertdialog", "aria-labelledby": "confirm-text", hidden: true },
-      el("p", { id: "confirm-text", text: "Approve " + summary(item.input) + "? Rule \"" + (rule.rule || "") + "\" asks you to confirm." }),
+      el("p", { id: "confirm-text", text: "Approve " + (item.summary || summary(item.input)) + "? Rule \"" + (rule.rule || "") + "\" asks you to confirm." }),
       el("div", { class: "row" }, confirmYes, el("button", { type: "button", class: "quiet", id: "approve-cancel", text: "Cancel", onclick: () => ((confirmBox.hidden = true), approve.focus()) })),
     );
     // The requester may take back their own request, whatever the rule.
@@ -286,6 +307,7 @@ export class Detail {
       el("h3", { text: "What the user asked" }),
       request,
       info && info.description ? el("div", {}, el("h3", { text: "The tool" }), el("p", { class: "tool-description", text: info.description })) : null,
+      previewOf(item),
       el("h3", { text: "Input" }),
       fieldList(item.input),
       el("h3", { text: "Who may approve" }),
@@ -343,11 +365,13 @@ export class Detail {
     if (closed) why = "";
     else if (item.refused) why = "You may not answer this one: " + item.refused;
     else if (expired) why = "Approve is off: this hold expired" + (item.expiresAt ? " at " + when(item.expiresAt) : "") + " and can no longer be approved. A denial still reaches the agent.";
+    else if (item.unapprovable) why = "Approve is off: this call cannot be approved as is — " + item.unapprovable + ". Deny it, or edit it (the edited call is held again).";
     else if (mine) why = "Approve is off: you approved this already; " + (needs || "it needs another approver") + ".";
-    p.approve.disabled = closed || !!item.refused || expired || mine || this.sending;
+    p.approve.disabled = closed || !!item.refused || expired || !!item.unapprovable || mine || this.sending;
     p.deny.disabled = closed || !!item.refused || this.sending;
     p.editButton.disabled = closed || !!item.refused || expired || this.sending;
-    p.respondButton.disabled = closed || !!item.refused || this.sending;
+    // Responding runs nothing but settles the call as done: an approval too.
+    p.respondButton.disabled = closed || !!item.refused || !!item.unapprovable || this.sending;
     if (p.withdrawButton) p.withdrawButton.disabled = closed || this.sending;
     p.why.textContent = why;
     p.why.hidden = !why;

@@ -13,6 +13,7 @@ mod bank;
 mod browser;
 mod browser_grants;
 mod browser_inbox;
+mod browser_review;
 mod browser_session;
 mod browser_triage;
 mod child;
