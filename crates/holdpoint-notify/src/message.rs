@@ -169,3 +169,40 @@ pub fn payload(n: &Notification) -> Value {
         "data": Value::Object(data),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(data: Value) -> Notification {
+        Notification {
+            id: "evt-1".into(),
+            kind: HOLD_CREATED.into(),
+            timestamp: Utc::now(),
+            data,
+            url: None,
+        }
+    }
+
+    #[test]
+    fn the_tools_preview_is_the_headline_and_the_masked_input_is_what_is_listed() {
+        // As the outbox writes a hold of a tool with a preview and a
+        // redacted path (docs/reference.md §22).
+        let n = hold(json!({
+            "tool": "payVendor",
+            "input": {"vendor": "acme", "card": "[redacted]"},
+            "preview": {"summary": "Pay $40.00 to acme"},
+        }));
+        assert_eq!(n.summary(), "Pay $40.00 to acme");
+        assert!(n.title().contains("Pay $40.00 to acme"), "{}", n.title());
+        assert!(n.readable_input().contains(&"card: [redacted]".to_owned()));
+        let slack = crate::slack::blocks(&n).to_string();
+        assert!(
+            slack.contains("Pay $40.00 to acme") && slack.contains("[redacted]"),
+            "{slack}"
+        );
+        // Without a preview, the line built from the input.
+        let plain = hold(json!({"tool": "payVendor", "input": {"amount": 40, "vendor": "acme"}}));
+        assert_eq!(plain.summary(), "$40.00 · acme");
+    }
+}
