@@ -49,6 +49,25 @@ impl Page {
             .await;
         got.ok().and_then(|v| v.as_f64()).unwrap_or(f64::NAN)
     }
+
+    /// What the page fetched over `seconds` of refreshes, by the browser's
+    /// Resource Timing: `[requests to /inbox, bytes over the wire (headers
+    /// included), body bytes decoded]` for everything it asked the server.
+    /// Counting starts after one refresh (3 s), so a list just grown by
+    /// Load more has been fetched once at its new size.
+    async fn fetched_over(&self, seconds: u64) -> (u64, u64, u64) {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        self.js("performance.clearResourceTimings(); return true;").await;
+        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        let got = self
+            .js("const all = performance.getEntriesByType('resource');
+                 return [all.filter(e => new URL(e.name).pathname === '/inbox').length,
+                         all.reduce((n, e) => n + e.transferSize, 0),
+                         all.reduce((n, e) => n + e.decodedBodySize, 0)];")
+            .await;
+        let n = |i: usize| got[i].as_u64().unwrap_or(0);
+        (n(0), n(1), n(2))
+    }
 }
 
 const OLGA_KEY: &str = "k-olga-2b7e151628aed2a6";
@@ -169,5 +188,48 @@ async fn first_hold_on_screen_with_300_holds() {
         samples[samples.len() / 2],
         samples.iter().map(|m| m.round()).collect::<Vec<_>>()
     );
+    page.close().await;
+}
+
+/// Whether the list's "Load more" is offered (a JS expression).
+const MORE: &str = "(() => { const b = document.getElementById('load-more'); return !!b && !b.hidden; })()";
+
+/// Issue 34 item 9's budget: what each 2 s refresh of the list costs with
+/// 300 holds waiting, with the first page shown and with all 300 loaded
+/// (Load more until none is left). Printed, not asserted (BENCHMARKS.md).
+#[tokio::test]
+async fn bytes_per_refresh_with_300_holds() {
+    let Some(page) = Page::start_or_skip("bytes_per_refresh_with_300_holds").await else {
+        return;
+    };
+    let s = start_with_holds(300).await;
+    page.client.goto(&s.url("/")).await.unwrap();
+    page.sign_in(OLGA_KEY).await;
+    page.wait_text("#queue-status", &["300"]).await;
+    page.wait_text(ROW, &[]).await;
+    let loaded = || page.js("return document.querySelectorAll('#queue li.item').length;");
+    let first = loaded().await;
+    let (polls, wire, body) = page.fetched_over(10).await;
+    eprintln!(
+        "bytes per refresh, 300 holds, {first} loaded: {polls} refreshes in 10 s, {} B over the wire, {} B of bodies per refresh",
+        wire / polls.max(1),
+        body / polls.max(1)
+    );
+    while page.js(&format!("return {MORE};")).await == json!(true) {
+        let before = loaded().await.as_u64().unwrap_or(0);
+        page.click("#load-more").await;
+        page.wait_js(&format!(
+            "return document.querySelectorAll('#queue li.item').length > {before} || !{MORE};"
+        ))
+        .await;
+    }
+    let all = loaded().await;
+    let (polls, wire, body) = page.fetched_over(10).await;
+    eprintln!(
+        "bytes per refresh, 300 holds, {all} loaded: {polls} refreshes in 10 s, {} B over the wire, {} B of bodies per refresh",
+        wire / polls.max(1),
+        body / polls.max(1)
+    );
+    assert!(polls > 0, "the page refreshed");
     page.close().await;
 }
