@@ -135,8 +135,8 @@ impl ToolApproval {
     /// compound ref, answerable at the root (with several, claim each from
     /// [`AgentOutput::holds`](crate::agent::AgentOutput::holds)).
     pub fn interrupted(part: &Part) -> Option<ApprovalHold> {
-        if crate::agent::subagent::SurfacedHold::is_surfaced(part) {
-            let mut ours = crate::agent::subagent::answerable(part)
+        if crate::message::surfaced::SurfacedHold::is_surfaced(part) {
+            let mut ours = crate::message::surfaced::answerable(part)
                 .iter()
                 .filter_map(Self::interrupted)
                 .collect::<Vec<_>>()

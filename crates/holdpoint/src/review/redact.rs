@@ -378,7 +378,7 @@ pub fn unmask_resume(history: &[Message], resume: &mut Resume) {
         .content
         .iter()
         .filter(|p| p.is_interrupt())
-        .flat_map(crate::agent::subagent::answerable)
+        .flat_map(crate::message::surfaced::answerable)
         .collect();
     for directive in &mut resume.restart {
         let Some(req) = directive.as_tool_request() else {

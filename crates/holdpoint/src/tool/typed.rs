@@ -221,8 +221,8 @@ where
     /// claimed under its compound ref, answerable at the root (with
     /// several, claim each from [`AgentOutput::holds`](crate::agent::AgentOutput::holds)).
     pub fn interrupted(&self, part: &Part) -> Option<Interrupted<In, Out, Res>> {
-        if crate::agent::subagent::SurfacedHold::is_surfaced(part) {
-            let mut ours = crate::agent::subagent::answerable(part)
+        if crate::message::surfaced::SurfacedHold::is_surfaced(part) {
+            let mut ours = crate::message::surfaced::answerable(part)
                 .into_iter()
                 .filter_map(|p| self.interrupted(&p));
             let first = ours.next()?;

@@ -31,18 +31,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Agent, AgentBuilder};
-use crate::message::Part;
 use crate::model::ToolDefinition;
 use crate::tool::Tool;
 
 pub(crate) use abandon::abandon_children;
 pub(crate) use defer::ChildWrites;
 
+pub use crate::message::surfaced::{SurfacedHold, answerable};
 pub use background::BACKGROUND_MAX_WAIT;
 pub(crate) use nest::{nest, nested_error};
 pub use notice::BACKGROUND_TASK;
 pub(crate) use notice::Notices;
-pub use pending::answerable;
 pub(crate) use pending::expand;
 pub(crate) use tool::nested_resume;
 pub use tool::{ChildFailure, SubagentOptions, SubagentTool};
@@ -65,53 +64,6 @@ pub const CALLER: &str = "holdpoint.caller";
 /// the sub-agent calls it is nested in, outermost first, then its own
 /// (a call without a ref is named by its tool).
 pub use crate::message::metadata::REF_SEPARATOR;
-
-/// A child's hold as its parent's paused call carries it (the interrupt
-/// data under [`SUBAGENT`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SurfacedHold {
-    /// The child agent.
-    pub agent: String,
-    /// The child's session.
-    pub session_id: String,
-    /// The child's paused snapshot (the one a nested answer resumes).
-    pub snapshot_id: String,
-    /// The child's paused tool-request parts, as in its snapshot (each may
-    /// carry a surfaced hold of its own, for deeper levels).
-    pub interrupts: Vec<Part>,
-}
-
-impl SurfacedHold {
-    /// The surfaced hold a paused request part carries, if it is one.
-    pub fn of(part: &Part) -> Option<SurfacedHold> {
-        // Decoded from the part's own JSON, borrowed: nothing is copied
-        // first (a hold carries its child's whole paused request).
-        SurfacedHold::deserialize(surfaced(part)?).ok()
-    }
-
-    /// Whether `part` carries a surfaced hold (without decoding it).
-    pub fn is_surfaced(part: &Part) -> bool {
-        surfaced(part).is_some()
-    }
-
-    /// The interrupt data that carries this hold.
-    pub(crate) fn into_data(self) -> Map<String, Value> {
-        let mut data = Map::new();
-        if let Ok(v) = serde_json::to_value(self) {
-            data.insert(SUBAGENT.to_owned(), v);
-        }
-        data
-    }
-}
-
-/// The surfaced hold's JSON in a paused request part's interrupt data.
-fn surfaced(part: &Part) -> Option<&Value> {
-    if !part.is_interrupt() {
-        return None;
-    }
-    crate::message::metadata::marker_object(part.metadata.as_ref(), crate::message::metadata::INTERRUPT)?.get(SUBAGENT)
-}
 
 /// One level of the way from a root session to a nested hold: the call
 /// of the parent that surfaced it and the child session it paused in.

@@ -2,7 +2,7 @@
 //! surfaces a child's holds is listed as those holds, at any depth, each
 //! under its compound ref and with the path to it.
 
-use super::{REF_SEPARATOR, SubagentStep, SurfacedHold};
+use super::{REF_SEPARATOR, SubagentStep, SurfacedHold, answerable};
 use crate::agent::{AgentOutput, PendingApproval};
 use crate::message::Part;
 
@@ -68,30 +68,6 @@ fn expand_at(entry: PendingApproval, own: Option<String>) -> Vec<PendingApproval
             ..entry.clone()
         };
         out.extend(expand_at(nested, req.reference.clone()));
-    }
-    out
-}
-
-/// The calls a paused request part stands for, each as a part a directive
-/// can be built from at the root: the part itself for a call of its own;
-/// for a sub-agent call that surfaced its child's holds, those holds (at
-/// any depth), each with its compound ref (`OUTER/INNER`), as listings
-/// show them. Restarting or responding to one of them answers that nested
-/// call through the root's session (docs/reference.md §16.3).
-pub fn answerable(part: &Part) -> Vec<Part> {
-    let Some(hold) = SurfacedHold::of(part) else {
-        return vec![part.clone()];
-    };
-    let prefix = part.ref_segment().unwrap_or_default();
-    let mut out = Vec::new();
-    for inner in &hold.interrupts {
-        let Some(own) = inner.ref_segment() else { continue };
-        let compound = format!("{prefix}{REF_SEPARATOR}{own}");
-        let mut named = inner.clone();
-        if let Some(r) = named.as_tool_request_mut() {
-            r.reference = Some(compound);
-        }
-        out.extend(answerable(&named));
     }
     out
 }
