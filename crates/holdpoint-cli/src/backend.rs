@@ -9,6 +9,7 @@ use holdpoint::approval::ReplyShape;
 use holdpoint::middleware::ToolApproval;
 use holdpoint::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
 use holdpoint::{Part, Resume};
+use holdpoint_client::AnswerOutcome;
 use serde_json::{Value, json};
 
 use crate::error::CliError;
@@ -52,6 +53,29 @@ pub enum Outcome {
         /// Whether this approval was new (the same approver counts once).
         counted: bool,
     },
+}
+
+impl Outcome {
+    /// What a server's answer did, as an outcome.
+    fn of_answer(answered: AnswerOutcome) -> Result<Outcome, CliError> {
+        if let AnswerOutcome::Recorded {
+            counted,
+            quorum,
+            approvals,
+        } = answered
+        {
+            return Ok(Outcome::Recorded {
+                approvals,
+                quorum: quorum.unwrap_or(1),
+                counted,
+            });
+        }
+        let output = answered
+            .output()
+            .cloned()
+            .ok_or_else(|| CliError::Server("the answer was neither recorded nor decided".into()))?;
+        Ok(Outcome::Resumed(Box::new(output)))
+    }
 }
 
 impl Decision {
@@ -189,7 +213,7 @@ impl Backend {
     pub async fn session(&self, session: &str, agent: Option<&str>) -> Result<Snapshot, CliError> {
         let found = match self {
             Backend::Store(b) => b.store.get_latest_snapshot(session).await?,
-            Backend::Server(h) => h.snapshot(json!({ "sessionId": session }), agent).await?,
+            Backend::Server(h) => h.latest_snapshot(session, agent).await?,
         };
         found.ok_or_else(|| CliError::NotFound(format!("session {session} not found")))
     }
@@ -224,7 +248,7 @@ impl Backend {
     pub async fn snapshot(&self, id: &str, agent: Option<&str>) -> Result<Snapshot, CliError> {
         let found = match self {
             Backend::Store(b) => b.store.get_snapshot(id).await?,
-            Backend::Server(h) => h.snapshot(json!({ "snapshotId": id }), agent).await?,
+            Backend::Server(h) => h.snapshot(id, agent).await?,
         };
         found.ok_or_else(|| CliError::NotFound(format!("snapshot {id} not found")))
     }
@@ -357,7 +381,13 @@ impl Backend {
                     reason,
                     grant: None,
                 };
-                h.answer(&name, &answer).await
+                let not_found = || {
+                    CliError::NotFound(format!(
+                        "snapshot {snapshot_id} not found on agent {name} (or not yours to answer)"
+                    ))
+                };
+                let answered = h.answer(&name, answer).await?.ok_or_else(not_found)?;
+                Outcome::of_answer(answered)
             }
             Backend::Store(_) => self
                 .answer_directly(snapshot_id, reference, decision)

@@ -3,9 +3,9 @@
 //! caller (`--server URL --api-key KEY`) or against a store as an operator.
 
 use clap::{Args, Subcommand};
-use holdpoint::agent::Answer;
+use holdpoint::agent::{AgentOutput, Answer};
 use holdpoint::approval::{Grant, GrantQuery, GrantRequest, GrantScope, GrantTtl};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::backend::{Backend, find_call};
 use crate::error::CliError;
@@ -114,41 +114,25 @@ fn line(g: &Grant) -> String {
 }
 
 async fn list(backend: &Backend, agent: Option<&str>, active: bool, limit: usize) -> Result<Vec<Grant>, CliError> {
+    let query = GrantQuery {
+        agent: agent.map(str::to_owned),
+        active_at: active.then(chrono::Utc::now),
+        limit: Some(limit),
+        ..GrantQuery::default()
+    };
     match backend {
-        Backend::Server(h) => {
-            let mut path = format!("/grants?limit={limit}");
-            if active {
-                path.push_str("&active=true");
-            }
-            if let Some(a) = agent {
-                path.push_str(&format!("&agent={a}"));
-            }
-            let found = h.result(reqwest::Method::GET, &path, None).await?;
-            let value = found.ok_or_else(|| CliError::NotFound("the server lists no grants".into()))?;
-            serde_json::from_value(value).map_err(|e| CliError::Server(format!("/grants: unexpected answer: {e}")))
-        }
-        Backend::Store(b) => Ok(b
-            .store
-            .list_grants(&GrantQuery {
-                agent: agent.map(str::to_owned),
-                active_at: active.then(chrono::Utc::now),
-                limit: Some(limit),
-                ..GrantQuery::default()
-            })
-            .await?),
+        Backend::Server(h) => h
+            .grants(query)
+            .await?
+            .ok_or_else(|| CliError::NotFound("the server lists no grants".into())),
+        Backend::Store(b) => Ok(b.store.list_grants(&query).await?),
     }
 }
 
 async fn revoke(backend: &Backend, id: &str) -> Result<Grant, CliError> {
     let missing = || CliError::NotFound(format!("grant {id} not found (or not yours to revoke)"));
     match backend {
-        Backend::Server(h) => {
-            let found = h
-                .result(reqwest::Method::DELETE, &format!("/grants/{id}"), None)
-                .await?;
-            let value = found.ok_or_else(missing)?;
-            serde_json::from_value(value).map_err(|e| CliError::Server(format!("/grants: unexpected answer: {e}")))
-        }
+        Backend::Server(h) => h.revoke_grant(id).await?.ok_or_else(missing),
         Backend::Store(b) => b
             .store
             .revoke_grant(id, "holdpoint-cli", chrono::Utc::now())
@@ -174,15 +158,13 @@ pub async fn approve(
     answer.tool = request.map(|r| r.name.clone());
     answer.reason = reason;
     let name = snapshot.agent.clone().unwrap_or_default();
-    let (output, grant): (Value, Option<Grant>) = match backend {
+    let (output, grant): (Option<AgentOutput>, Option<Grant>) = match backend {
         Backend::Server(h) => {
-            let body = json!({ "data": answer });
-            let found = h
-                .result(reqwest::Method::POST, &format!("/agents/{name}/answer"), Some(body))
-                .await?;
-            let value = found.ok_or_else(|| CliError::NotFound(format!("snapshot {snapshot_id} not found")))?;
-            let grant = serde_json::from_value(value["grant"].clone()).ok();
-            (value["output"].clone(), grant)
+            let answered = h
+                .answer(&name, answer)
+                .await?
+                .ok_or_else(|| CliError::NotFound(format!("snapshot {snapshot_id} not found")))?;
+            (answered.output().cloned(), answered.grant().cloned())
         }
         Backend::Store(_) => {
             return Err(CliError::Usage(

@@ -1,127 +1,76 @@
-//! A holdpoint server as a backend: the routes of `holdpoint-server`.
+//! A holdpoint server as a backend: the routes of `holdpoint-server`,
+//! called through [`holdpoint_client`], with its errors said the way the
+//! CLI says them (what to check, `--server`, `--api-key`).
+//!
+//! A command that names no agent asks every agent the caller may use, in
+//! the server's order; a 404 from one of them means "not this one".
 
 use holdpoint::Resume;
-use holdpoint::agent::{AgentOutput, Answer, PendingApproval};
-use holdpoint::session::{AuditRecord, HoldApproval, Snapshot};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use holdpoint::agent::{AgentInit, AgentInput, AgentOutput, Answer, PendingApproval};
+use holdpoint::approval::{Grant, GrantQuery};
+use holdpoint::session::{AuditRecord, Snapshot};
+use holdpoint_client::{
+    AnswerOutcome, AuditFilter, Client, ClientError, ListQuery, Notification, NotificationQuery, NotificationsPage,
+};
 
-use crate::backend::Outcome;
 use crate::error::CliError;
 
 /// A server at `base`, called with an optional API key.
 pub struct HttpBackend {
     base: String,
-    api_key: Option<String>,
-    client: reqwest::Client,
+    client: Client,
 }
 
-#[derive(Deserialize)]
-struct AgentInfo {
-    name: String,
-}
-
-/// The result of `POST /agents/{name}/answer`.
-#[derive(Deserialize)]
-struct AnswerReply {
-    #[serde(default)]
-    counted: Option<bool>,
-    #[serde(default)]
-    quorum: Option<u32>,
-    #[serde(default)]
-    approvals: Option<Vec<HoldApproval>>,
-    #[serde(default)]
-    output: Option<AgentOutput>,
-}
-
-/// What a call came back with: a result, or a 404 (to try the next agent).
-enum Reply<T> {
-    Found(T),
-    NotFound,
+/// Which snapshot to read: by its id, or a session's latest.
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Snapshot(&'a str),
+    Session(&'a str),
 }
 
 impl HttpBackend {
     /// A backend for the server at `base` (e.g. `http://127.0.0.1:8080`).
     pub fn new(base: &str, api_key: Option<String>) -> Self {
-        HttpBackend {
-            base: base.trim_end_matches('/').to_owned(),
-            api_key,
-            client: reqwest::Client::new(),
+        let base = base.trim_end_matches('/').to_owned();
+        let mut client = Client::new(base.clone());
+        if let Some(key) = api_key {
+            client = client.api_key(key);
         }
+        HttpBackend { base, client }
     }
 
-    /// A request to `path` on the server, with the API key.
-    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let req = self.client.request(method, format!("{}{path}", self.base));
-        match &self.api_key {
-            Some(key) => req.header("X-API-Key", key),
-            None => req,
-        }
-    }
-
-    async fn call<T: DeserializeOwned>(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Reply<T>, CliError> {
-        let mut req = self.client.request(method, format!("{}{path}", self.base));
-        if let Some(key) = &self.api_key {
-            req = req.header("X-API-Key", key);
-        }
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req.send().await.map_err(|e| {
-            CliError::Server(format!(
-                "cannot reach {}: {e} (is the server running? check --server)",
+    /// A failed call as the CLI reports it. A 404 is [`CliError::NotFound`]
+    /// with the server's message; a 401 adds how to pass a key.
+    fn error(&self, error: ClientError) -> CliError {
+        match error {
+            ClientError::Transport { message, .. } => CliError::Server(format!(
+                "cannot reach {}: {message} (is the server running? check --server)",
                 self.base
-            ))
-        })?;
-        let status = resp.status();
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| CliError::Server(format!("{path} answered {status} without JSON: {e}")))?;
-        if status == reqwest::StatusCode::NOT_FOUND {
-            return Ok(Reply::NotFound);
+            )),
+            ClientError::Server { http: 404, message, .. } => CliError::NotFound(message),
+            ClientError::Server { http, message, .. } => {
+                let hint = if http == 401 {
+                    " (pass --api-key or set HOLDPOINT_API_KEY)"
+                } else {
+                    ""
+                };
+                let status = reqwest::StatusCode::from_u16(http)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|_| http.to_string());
+                CliError::Server(format!("{status}: {message}{hint}"))
+            }
+            other => CliError::Server(other.to_string()),
         }
-        if let Some(err) = body.get("error") {
-            let message = err.get("message").and_then(Value::as_str).unwrap_or("no message");
-            let hint = if status == reqwest::StatusCode::UNAUTHORIZED {
-                " (pass --api-key or set HOLDPOINT_API_KEY)"
-            } else {
-                ""
-            };
-            return Err(CliError::Server(format!("{status}: {message}{hint}")));
+    }
+
+    /// A call's result, `None` for a 404 (to try the next agent, or to say
+    /// what was not found in the command's words).
+    fn found<T>(&self, result: holdpoint_client::Result<T>) -> Result<Option<T>, CliError> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(ClientError::Server { http: 404, .. }) => Ok(None),
+            Err(e) => Err(self.error(e)),
         }
-        let result = body.get("result").cloned().unwrap_or(Value::Null);
-        serde_json::from_value(result)
-            .map(Reply::Found)
-            .map_err(|e| CliError::Server(format!("{path}: unexpected answer: {e}")))
-    }
-
-    /// A call's `result` as JSON, `None` on 404 (for commands kept in
-    /// files of their own).
-    pub(crate) async fn result(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Option<Value>, CliError> {
-        Ok(match self.call::<Value>(method, path, body).await? {
-            Reply::Found(v) => Some(v),
-            Reply::NotFound => None,
-        })
-    }
-
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Reply<T>, CliError> {
-        self.call(reqwest::Method::GET, path, None).await
-    }
-
-    async fn post<T: DeserializeOwned>(&self, path: &str, body: Value) -> Result<Reply<T>, CliError> {
-        self.call(reqwest::Method::POST, path, Some(body)).await
     }
 
     /// The agents to look at: `only`, or every agent the caller may use.
@@ -129,21 +78,19 @@ impl HttpBackend {
         if let Some(name) = only {
             return Ok(vec![name.to_owned()]);
         }
-        match self.get::<Vec<AgentInfo>>("/agents").await? {
-            Reply::Found(list) => Ok(list.into_iter().map(|a| a.name).collect()),
-            Reply::NotFound => Err(CliError::Server(format!(
-                "{} has no /agents route: is it a holdpoint server?",
-                self.base
-            ))),
-        }
+        self.found(self.client.agents().await)?
+            .ok_or_else(|| CliError::Server(format!("{} has no /agents route: is it a holdpoint server?", self.base)))
     }
 
-    /// A snapshot by `{"snapshotId"}` or `{"sessionId"}`, from the first
-    /// agent that knows it.
-    pub async fn snapshot(&self, query: Value, agent: Option<&str>) -> Result<Option<Snapshot>, CliError> {
+    /// The snapshot `key` names, from the first agent that knows it.
+    async fn find_snapshot(&self, key: Key<'_>, agent: Option<&str>) -> Result<Option<Snapshot>, CliError> {
         for name in self.agents(agent).await? {
-            let path = format!("/agents/{name}/getSnapshot");
-            if let Reply::Found(mut s) = self.post::<Snapshot>(&path, json!({ "data": query })).await? {
+            let remote = self.client.agent(name.clone());
+            let read = match key {
+                Key::Snapshot(id) => remote.snapshot(id).await,
+                Key::Session(id) => remote.latest_snapshot(id).await,
+            };
+            if let Some(mut s) = self.found(read)? {
                 s.agent.get_or_insert(name);
                 return Ok(Some(s));
             }
@@ -151,16 +98,22 @@ impl HttpBackend {
         Ok(None)
     }
 
+    /// The snapshot `id`, from the first agent that knows it.
+    pub async fn snapshot(&self, id: &str, agent: Option<&str>) -> Result<Option<Snapshot>, CliError> {
+        self.find_snapshot(Key::Snapshot(id), agent).await
+    }
+
+    /// The latest snapshot of `session`, from the first agent that knows it.
+    pub async fn latest_snapshot(&self, session: &str, agent: Option<&str>) -> Result<Option<Snapshot>, CliError> {
+        self.find_snapshot(Key::Session(session), agent).await
+    }
+
     /// Aborts `snapshot`; the status it had.
     pub async fn abort(&self, snapshot: &str, agent: Option<&str>) -> Result<Option<String>, CliError> {
         for name in self.agents(agent).await? {
-            let path = format!("/agents/{name}/abort");
-            if let Reply::Found(v) = self
-                .post::<Value>(&path, json!({ "data": { "snapshotId": snapshot } }))
-                .await?
-            {
-                let previous = v.get("previousStatus").or_else(|| v.get("status"));
-                return Ok(Some(previous.and_then(Value::as_str).unwrap_or("unknown").to_owned()));
+            if let Some(aborted) = self.found(self.client.agent(name).abort(snapshot).await)? {
+                let previous = aborted.previous_status.or(aborted.status);
+                return Ok(Some(previous.map_or("unknown", |s| s.as_str()).to_owned()));
             }
         }
         Ok(None)
@@ -170,10 +123,7 @@ impl HttpBackend {
     pub async fn pending(&self, agent: Option<&str>, limit: usize) -> Result<Vec<PendingApproval>, CliError> {
         let mut all = Vec::new();
         for name in self.agents(agent).await? {
-            if let Reply::Found(items) = self
-                .get::<Vec<PendingApproval>>(&format!("/agents/{name}/pending?limit={limit}"))
-                .await?
-            {
+            if let Some(items) = self.found(self.client.agent(name).pending(limit).await)? {
                 all.extend(items);
             }
         }
@@ -186,10 +136,8 @@ impl HttpBackend {
     pub async fn in_doubt(&self, agent: Option<&str>, limit: usize) -> Result<Vec<PendingApproval>, CliError> {
         let mut all = Vec::new();
         for name in self.agents(agent).await? {
-            if let Reply::Found(items) = self
-                .get::<Vec<PendingApproval>>(&format!("/agents/{name}/inDoubt?limit={limit}"))
-                .await?
-            {
+            let listed = self.client.agent(name).in_doubt(ListQuery::new().limit(limit)).await;
+            if let Some(items) = self.found(listed)? {
                 all.extend(items);
             }
         }
@@ -198,18 +146,12 @@ impl HttpBackend {
         Ok(all)
     }
 
-    /// Settles calls of `snapshot` left in doubt; the settled turn's output.
+    /// Settles calls of `snapshot` left in doubt; the settled turn's output
+    /// (a failed one included).
     pub async fn settle(&self, agent: &str, snapshot: &str, resume: Resume) -> Result<AgentOutput, CliError> {
-        let body = json!({ "data": { "snapshotId": snapshot, "resume": resume } });
-        match self
-            .post::<AgentOutput>(&format!("/agents/{agent}/settle"), body)
-            .await?
-        {
-            Reply::Found(out) => Ok(out),
-            Reply::NotFound => Err(CliError::NotFound(format!(
-                "snapshot {snapshot} not found on agent {agent}"
-            ))),
-        }
+        let settled = failed_as_output(self.client.agent(agent).settle(snapshot, resume).await);
+        self.found(settled)?
+            .ok_or_else(|| CliError::NotFound(format!("snapshot {snapshot} not found on agent {agent}")))
     }
 
     /// Decisions of every agent (or `agent`'s) that the caller made or that
@@ -221,58 +163,80 @@ impl HttpBackend {
         session: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditRecord>, CliError> {
-        #[derive(Deserialize)]
-        struct Page {
-            items: Vec<AuditRecord>,
-        }
-        let mut path = format!("/audit?limit={limit}");
+        let mut filter = AuditFilter::new().limit(limit);
         if let Some(agent) = agent {
-            path.push_str(&format!("&agent={agent}"));
+            filter = filter.agent(agent);
         }
         if let Some(session) = session {
-            path.push_str(&format!("&sessionId={session}"));
+            filter = filter.session(session);
         }
-        match self.get::<Page>(&path).await? {
-            Reply::Found(page) => Ok(page.items),
-            Reply::NotFound => Err(CliError::NotFound(match agent {
+        match self.found(self.client.audit(filter).await)? {
+            Some(page) => Ok(page.items),
+            None => Err(CliError::NotFound(match agent {
                 Some(a) => format!("agent {a} not found"),
                 None => "no audit on this server".into(),
             })),
         }
     }
 
-    /// Resumes `snapshot` of `agent` with `resume`; the resumed turn's output.
-    /// Approves or denies one paused call as the caller
-    /// (`POST /agents/{name}/answer`): the server checks the call's
-    /// approval rule, records an approval short of the quorum, and
-    /// resumes the session once the hold is decided.
-    pub async fn answer(&self, agent: &str, answer: &Answer) -> Result<Outcome, CliError> {
-        let body = json!({ "data": answer });
-        match self
-            .post::<AnswerReply>(&format!("/agents/{agent}/answer"), body)
-            .await?
-        {
-            Reply::Found(AnswerReply { output: Some(out), .. }) => Ok(Outcome::Resumed(Box::new(out))),
-            Reply::Found(reply) => Ok(Outcome::Recorded {
-                approvals: reply.approvals.unwrap_or_default(),
-                quorum: reply.quorum.unwrap_or(1),
-                counted: reply.counted.unwrap_or(true),
-            }),
-            Reply::NotFound => Err(CliError::NotFound(format!(
-                "snapshot {} not found on agent {agent} (or not yours to answer)",
-                answer.snapshot_id
-            ))),
-        }
+    /// Approves or denies one paused call as the caller (`POST
+    /// /agents/{name}/answer`): the server checks the call's approval
+    /// rule, records an approval short of the quorum, and resumes the
+    /// session once the hold is decided (a failed turn is
+    /// [`AnswerOutcome::Resumed`] too). `None` when the agent does not
+    /// know the snapshot or the caller may not answer it.
+    pub async fn answer(&self, agent: &str, answer: Answer) -> Result<Option<AnswerOutcome>, CliError> {
+        let answered = match self.client.agent(agent).answer(answer).await {
+            Err(ClientError::TurnFailed(out)) => Ok(AnswerOutcome::Resumed(out)),
+            other => other,
+        };
+        self.found(answered)
     }
 
-    /// Resumes `snapshot` of `agent` with `resume`.
+    /// Resumes `snapshot` of `agent` with `resume`; the resumed turn's
+    /// output (a failed one included).
     pub async fn resume(&self, agent: &str, snapshot: &str, resume: Resume) -> Result<AgentOutput, CliError> {
-        let body = json!({ "data": { "resume": resume }, "init": { "snapshotId": snapshot } });
-        match self.post::<AgentOutput>(&format!("/agents/{agent}"), body).await? {
-            Reply::Found(out) => Ok(out),
-            Reply::NotFound => Err(CliError::NotFound(format!(
-                "snapshot {snapshot} not found on agent {agent}"
-            ))),
-        }
+        let run = self
+            .client
+            .agent(agent)
+            .run(AgentInput::resume(resume), AgentInit::snapshot(snapshot))
+            .await;
+        self.found(failed_as_output(run))?
+            .ok_or_else(|| CliError::NotFound(format!("snapshot {snapshot} not found on agent {agent}")))
+    }
+
+    /// The standing grants the caller may manage; `None` when the server
+    /// lists none (404).
+    pub async fn grants(&self, query: GrantQuery) -> Result<Option<Vec<Grant>>, CliError> {
+        self.found(self.client.grants(query).await)
+    }
+
+    /// Revokes grant `id`; `None` when the caller may not manage it (404).
+    pub async fn revoke_grant(&self, id: &str) -> Result<Option<Grant>, CliError> {
+        self.found(self.client.revoke_grant(id).await)
+    }
+
+    /// One page of the notification outbox (the `operator` role).
+    pub async fn notifications(&self, query: NotificationQuery) -> Result<NotificationsPage, CliError> {
+        self.client.notifications(query).await.map_err(|e| self.error(e))
+    }
+
+    /// Makes notification `id` due again.
+    pub async fn retry_notification(&self, id: &str) -> Result<Notification, CliError> {
+        self.client.retry_notification(id).await.map_err(|e| self.error(e))
+    }
+
+    /// Re-enables the stopped endpoint of `channel`.
+    pub async fn enable_endpoint(&self, channel: &str) -> Result<(), CliError> {
+        self.client.enable_endpoint(channel).await.map_err(|e| self.error(e))
+    }
+}
+
+/// A failed turn's output as an output: the command prints it (and exits
+/// non-zero), as with a store.
+fn failed_as_output(result: holdpoint_client::Result<AgentOutput>) -> holdpoint_client::Result<AgentOutput> {
+    match result {
+        Err(ClientError::TurnFailed(out)) => Ok(*out),
+        other => other,
     }
 }

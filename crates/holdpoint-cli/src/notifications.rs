@@ -7,20 +7,19 @@
 
 use chrono::{DateTime, Utc};
 use holdpoint::session::{EndpointStop, OutboxEvent, OutboxQuery, OutboxState};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use holdpoint_client::{Notification, NotificationQuery, StoppedEndpoint};
+use serde::Serialize;
 
 use crate::args::NotificationsCommand;
 use crate::backend::Backend;
 use crate::error::CliError;
-use crate::http::HttpBackend;
 use crate::output::{Table, print, print_json, time, with_progress};
 
 /// The `--state` values.
 const STATES: &str = "pending, retrying, delivered, dead or cancelled";
 
 /// One outbox row as listed (the server's `GET /notifications` shape).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationRow {
     /// The event id (the idempotency key).
@@ -63,8 +62,25 @@ impl NotificationRow {
     }
 }
 
+impl NotificationRow {
+    /// A row as the server listed it.
+    fn listed(n: Notification) -> Self {
+        NotificationRow {
+            id: n.id,
+            kind: n.kind,
+            state: n.state,
+            attempts: n.attempts,
+            last_error: n.last_error,
+            due_at: n.due_at,
+            snapshot_id: n.snapshot_id,
+            session_id: n.session_id,
+            done: n.done,
+        }
+    }
+}
+
 /// A stopped endpoint as listed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StoppedRow {
     channel: String,
@@ -80,15 +96,15 @@ impl StoppedRow {
             stopped_at: s.stopped_at,
         }
     }
-}
 
-/// The server's listing.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Listing {
-    notifications: Vec<NotificationRow>,
-    #[serde(default)]
-    endpoints: Vec<StoppedRow>,
+    /// A stopped endpoint as the server listed it.
+    fn listed(s: StoppedEndpoint) -> Self {
+        StoppedRow {
+            channel: s.channel,
+            reason: s.reason,
+            stopped_at: s.stopped_at,
+        }
+    }
 }
 
 /// The store query of a `--state` value.
@@ -110,40 +126,6 @@ fn query(state: Option<&str>, limit: usize, offset: usize) -> Result<OutboxQuery
     })
 }
 
-/// `GET`/`POST` on the server, with the server's error message (a 404
-/// included) as the error.
-async fn call(server: &HttpBackend, method: reqwest::Method, path: &str) -> Result<Value, CliError> {
-    let post = method == reqwest::Method::POST;
-    let mut req = server.request(method, path);
-    if post {
-        req = req.json(&json!({}));
-    }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| CliError::Server(format!("cannot reach the server: {e} (is it running? check --server)")))?;
-    let status = resp.status();
-    let body: Value = resp
-        .json()
-        .await
-        .map_err(|e| CliError::Server(format!("{path} answered {status} without JSON: {e}")))?;
-    if let Some(err) = body.get("error") {
-        let message = err.get("message").and_then(Value::as_str).unwrap_or("no message");
-        return Err(match status {
-            reqwest::StatusCode::NOT_FOUND => CliError::NotFound(message.to_owned()),
-            reqwest::StatusCode::UNAUTHORIZED => {
-                CliError::Server(format!("{status}: {message} (pass --api-key or set HOLDPOINT_API_KEY)"))
-            }
-            _ => CliError::Server(format!("{status}: {message}")),
-        });
-    }
-    Ok(body.get("result").cloned().unwrap_or(Value::Null))
-}
-
-fn decode<T: serde::de::DeserializeOwned>(path: &str, v: Value) -> Result<T, CliError> {
-    serde_json::from_value(v).map_err(|e| CliError::Server(format!("{path}: unexpected answer: {e}")))
-}
-
 /// Runs a `notifications` subcommand.
 pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend) -> Result<(), CliError> {
     match command {
@@ -160,12 +142,15 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
                         ))
                     }
                     Backend::Server(h) => {
-                        let mut path = format!("/notifications?limit={limit}&offset={offset}");
+                        let mut query = NotificationQuery::new().limit(limit).offset(offset);
                         if let Some(s) = &state {
-                            path.push_str(&format!("&state={s}"));
+                            query = query.state(s.clone());
                         }
-                        let listing: Listing = decode(&path, call(h, reqwest::Method::GET, &path).await?)?;
-                        Ok((listing.notifications, listing.endpoints))
+                        let page = h.notifications(query).await?;
+                        Ok((
+                            page.notifications.into_iter().map(NotificationRow::listed).collect(),
+                            page.endpoints.into_iter().map(StoppedRow::listed).collect(),
+                        ))
                     }
                 }
             })
@@ -219,10 +204,7 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
                     .await?
                     .map(NotificationRow::of)
                     .ok_or_else(|| CliError::NotFound(format!("notification {id} not found")))?,
-                Backend::Server(h) => {
-                    let path = format!("/notifications/{id}/retry");
-                    decode(&path, call(h, reqwest::Method::POST, &path).await?)?
-                }
+                Backend::Server(h) => NotificationRow::listed(h.retry_notification(&id).await?),
             };
             if as_json {
                 return Ok(print_json(&row)?);
@@ -239,10 +221,7 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
                         return Err(CliError::NotFound(format!("endpoint {channel} is not stopped")));
                     }
                 }
-                Backend::Server(h) => {
-                    let path = format!("/notifications/endpoints/{channel}/enable");
-                    call(h, reqwest::Method::POST, &path).await?;
-                }
+                Backend::Server(h) => h.enable_endpoint(&channel).await?,
             }
             Ok(print(&format!("endpoint {channel} gets deliveries again\n"))?)
         }

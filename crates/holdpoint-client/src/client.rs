@@ -97,9 +97,12 @@ impl Client {
         self
     }
 
-    /// The names of the agents the server offers this caller.
+    /// The names of the agents the server offers this caller: the
+    /// `result` list of `holdpoint-server` (`[{"name": …}, …]`), or a bare
+    /// list or `{"agents": […]}` of names or objects with a `name`.
     pub async fn agents(&self) -> Result<Vec<String>> {
-        let listed: Value = self.get("/agents").await?;
+        let body: Value = self.get("/agents").await?;
+        let listed = body.get("result").unwrap_or(&body);
         let names = listed
             .as_array()
             .or_else(|| listed.get("agents").and_then(Value::as_array))
