@@ -7,12 +7,13 @@ Each .rs file is a node (src/a/mod.rs is `a`, src/a/b.rs is `a::b`); with
 the default (top-level) view, nodes are merged into their top-level module.
 An edge m -> n means a path `crate::n…` or `super::…` resolving to n occurs
 in m outside comments and `#[cfg(test)]` modules (files named tests.rs are
-tests). A parent's references to its own submodules (its `mod`, `pub use
-child::…`) are its facade, not a dependency, and are not counted. Prints the
-edges, then either the cycles (strongly connected components) or the layers
-(longest path to a node with no edges), and exits 1 on a cycle. A crate
-with no module beyond its root (only lib.rs or main.rs) has no edges and
-passes."""
+tests); a `crate::Name` the crate root re-exports (`pub use a::Name`) is
+a path to `a`. A parent's references to its own submodules (its `mod`,
+`pub use child::…`) are its facade, not a dependency, and are not
+counted. Prints the edges, then either the cycles (strongly connected
+components) or the layers (longest path to a node with no edges), and
+exits 1 on a cycle. A crate with no module beyond its root (only lib.rs
+or main.rs) has no edges and passes."""
 import os, re, sys
 
 root = sys.argv[1]
@@ -69,8 +70,33 @@ def paths(src, prefix):
     found += [m.group(1) for m in re.finditer(prefix + r'::((?:\w+::)*\w+)\b(?!::)', src)]
     return [[x for x in p.split('::') if x] for p in found]
 
+def root_reexports():
+    """The names the crate root re-exports (`pub use a::b::Name;` in lib.rs
+    or main.rs), each with the module path it comes from."""
+    out = {}
+    for f in ('lib.rs', 'main.rs'):
+        p = os.path.join(root, f)
+        if not os.path.exists(p):
+            continue
+        src = strip(open(p).read())
+        for m in re.finditer(r'\bpub(?:\([^)]*\))?\s+use\s+([^;]+);', src):
+            text = re.sub(r'\s+', ' ', m.group(1)).strip()
+            group = re.match(r'([\w:]*?)::\{(.*)\}$', text, re.S)
+            items = [group.group(1) + '::' + i for i in expand(group.group(2))] if group else [text]
+            for item in items:
+                path, _, alias = item.partition(' as ')
+                parts = [x for x in re.sub(r'^(crate|self)::', '', path.strip()).split('::') if x]
+                if len(parts) >= 2:
+                    out.setdefault(alias.strip() or parts[-1], parts[:-1])
+    return out
+
+REEXPORTS = {}
+
 def resolve(parts):
-    """The deepest file module that `parts` (from the crate root) names."""
+    """The deepest file module that `parts` (from the crate root) names; a
+    name the root re-exports (`crate::Name`) stands for its module."""
+    if parts and not is_mod(parts[:1]) and parts[0] in REEXPORTS:
+        parts = REEXPORTS[parts[0]] + parts[1:]
     best = None
     for i in range(1, len(parts) + 1):
         if is_mod(parts[:i]):
@@ -79,6 +105,7 @@ def resolve(parts):
             break
     return best
 
+REEXPORTS = root_reexports()
 edges = {}
 for dirpath, _, names in os.walk(root):
     for f in names:
