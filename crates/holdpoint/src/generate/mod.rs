@@ -15,7 +15,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-pub use resume::{Resume, validate as validate_resume};
+pub use resume::validate as validate_resume;
+
+pub use crate::message::resume::Resume;
 
 use crate::error::Result;
 use crate::message::Message;

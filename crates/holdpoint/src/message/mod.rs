@@ -3,6 +3,7 @@
 mod json;
 pub mod metadata;
 mod part;
+pub(crate) mod resume;
 pub(crate) mod surfaced;
 
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::generate::Resume;
+use crate::message::resume::Resume;
 use crate::message::{Message, Part, metadata};
 
 /// What a redacted value is replaced with.
