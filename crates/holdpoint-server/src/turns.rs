@@ -79,6 +79,7 @@ pub(crate) fn drive(
         // A failed turn is answered as Genkit's failed output.
         let out = conn.output().await.or_else(holdpoint::Error::into_failed_output);
         metrics.output(&meta, &out);
+        let out = out.map(masked);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
             _ => None,
@@ -90,6 +91,16 @@ pub(crate) fn drive(
         drop(guard);
     });
     rx
+}
+
+/// `out` as callers read it: the held calls of its message that record a
+/// redaction show their input masked (docs/reference.md §22.1); a resume
+/// built from them still answers the real calls.
+pub(crate) fn masked(mut out: AgentOutput) -> AgentOutput {
+    if let Some(message) = out.message.as_mut() {
+        holdpoint::review::redact_messages(std::slice::from_mut(message));
+    }
+    out
 }
 
 /// Runs one input without streaming, in a task of its own, on what
@@ -131,6 +142,7 @@ where
         // A failed turn is answered as Genkit's failed output.
         let out = turn(agent.clone()).await.or_else(holdpoint::Error::into_failed_output);
         metrics.output(&meta, &out);
+        let out = out.map(masked);
         let detached = match &out {
             Ok(o) if o.finish_reason == FinishReason::Detached => o.snapshot_id.clone(),
             _ => None,

@@ -83,7 +83,7 @@ pub(crate) async fn answer(
             counted: None,
             quorum: None,
             approvals: None,
-            output: Some(*out),
+            output: Some(crate::turns::masked(*out)),
             grant: None,
         },
         Answered::Granted { output, grant } => AnswerResult {
@@ -91,7 +91,7 @@ pub(crate) async fn answer(
             counted: None,
             quorum: None,
             approvals: None,
-            output: Some(*output),
+            output: Some(crate::turns::masked(*output)),
             grant: Some(*grant),
         },
     };

@@ -136,6 +136,8 @@ async fn a_planted_secret_shows_nowhere_a_hold_is_read() {
         .await;
     assert_eq!(code, StatusCode::OK, "{held:#}");
     assert_eq!(held["result"]["finishReason"], "interrupted", "{held:#}");
+    // Even the requester's own output shows the held call masked.
+    clean("the run's output", &held.to_string());
     let snapshot = held["result"]["snapshotId"].as_str().unwrap().to_owned();
 
     // The inbox: the preview is the headline, the card is masked.
@@ -224,6 +226,7 @@ async fn a_planted_secret_shows_nowhere_a_hold_is_read() {
         )
         .await;
     assert_eq!(code, StatusCode::OK, "{done:#}");
+    clean("the answer's output", &done.to_string());
     assert_eq!(seen.lock().unwrap()[0]["card"]["number"], CARD);
 
     // The audit (what the page exports) and the decision's webhook.
