@@ -84,6 +84,7 @@ pub mod agent;
 pub mod approval;
 pub mod error;
 pub mod generate;
+mod hold;
 pub mod message;
 pub mod middleware;
 pub mod model;

@@ -18,7 +18,7 @@ pub use holdpoint_receipt::{
     ReceiptSigner, Subject, input_sha256, verify, verify_unbound,
 };
 
-use crate::approval::{Grant, HoldRule, roles_of};
+use crate::hold::{Grant, HoldRule, roles_of};
 use crate::message::Part;
 use crate::session::{AuditDecision, HoldApproval};
 

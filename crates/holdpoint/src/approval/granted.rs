@@ -15,9 +15,9 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use super::gate::{HoldRule, RULE_GATE, RuleGate};
-use super::grant::{Grant, GrantCall, GrantQuery, GrantRef};
+use super::gate::RuleGate;
 use crate::agent::principal_of;
+use crate::hold::{Grant, GrantCall, GrantQuery, GrantRef, HoldRule, RULE_GATE};
 use crate::middleware::ToolHookCall;
 use crate::session::{AuditDecision, AuditRecord, hash_json};
 

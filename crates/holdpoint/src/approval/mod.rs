@@ -19,20 +19,15 @@
 //! Principals carry roles: the request context holds them under [`ROLES`]
 //! (an array of strings) beside the principal.
 
-mod condition;
 mod gate;
-mod grant;
 mod granted;
-mod reply;
 mod rule;
 
-pub use condition::{Condition, ConditionError};
 pub(crate) use gate::RuleGate;
-pub use gate::{HoldRule, RULE_GATE, Refusal, roles_of};
-pub use grant::{Grant, GrantCall, GrantQuery, GrantRef, GrantRequest, GrantScope, GrantTtl, MAX_GRANT_TTL, parse_ttl};
 pub use granted::GRANT_SESSION;
-pub use reply::{ApprovalReply, ReplyShape};
 pub use rule::{CallFacts, NamePattern, Policy, PolicyError, PolicyField, Rule, RuleSpec};
 
-/// The request-context key for the caller's roles (an array of strings).
-pub const ROLES: &str = "roles";
+pub use crate::hold::{
+    ApprovalReply, Condition, ConditionError, Grant, GrantCall, GrantQuery, GrantRef, GrantRequest, GrantScope,
+    GrantTtl, HoldRule, MAX_GRANT_TTL, ROLES, RULE_GATE, Refusal, ReplyShape, parse_ttl, roles_of,
+};

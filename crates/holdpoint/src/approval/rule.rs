@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::condition::{Condition, ConditionError};
+use crate::hold::{Condition, ConditionError};
 use crate::session::HoldTimers;
 
 /// The shape of one approval rule as configured (a `[[approval.rules]]`
@@ -267,7 +267,7 @@ impl CallFacts<'_> {
         vars.insert(
             "roles".into(),
             call.context
-                .get(super::ROLES)
+                .get(crate::hold::ROLES)
                 .cloned()
                 .unwrap_or(Value::Array(Vec::new())),
         );

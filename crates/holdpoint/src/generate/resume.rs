@@ -225,7 +225,7 @@ pub(crate) async fn apply(
                     input_replaced: replaced.is_some(),
                     original_input: replaced,
                     interrupt: part.interrupt_data(),
-                    released_by_rule: part.interrupted_by() == Some(crate::approval::RULE_GATE),
+                    released_by_rule: part.interrupted_by() == Some(crate::hold::RULE_GATE),
                     receipt,
                     receipts: None,
                 },

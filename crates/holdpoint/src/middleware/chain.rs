@@ -201,7 +201,7 @@ pub struct ToolNext<'a> {
     /// the stages inside see it released and do not hold it.
     granted: bool,
     /// The grant that let it through, for its receipt.
-    grant: Option<crate::approval::Grant>,
+    grant: Option<crate::hold::Grant>,
     /// The tool is to ask its own question again: it gets no resume data
     /// even when the restart answers its own interrupt.
     ask_again: bool,
@@ -212,7 +212,7 @@ impl ToolNext<'_> {
     /// stages inside see it released, as after an approval of the rule's
     /// hold.
     /// `grant` is named in the call's receipt.
-    pub(crate) fn granted_by(mut self, grant: &crate::approval::Grant) -> Self {
+    pub(crate) fn granted_by(mut self, grant: &crate::hold::Grant) -> Self {
         self.granted = true;
         self.grant = Some(grant.clone());
         self

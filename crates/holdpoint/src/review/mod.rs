@@ -4,7 +4,7 @@
 //!
 //! A tool declares its part with a [`HoldView`] (redaction paths and a
 //! preview function); an approval rule adds its own paths and its review
-//! limits ([`RuleSpec`](crate::approval::RuleSpec)'s `redact`,
+//! limits ([`RuleSpec`](crate::hold::RuleSpec)'s `redact`,
 //! `max_review_bytes`, `require_preview`). When a call is held,
 //! [`describe_hold`] records all of it on the paused part (`redact`,
 //! `preview`, `unapprovable`), so every surface — listings, the inbox and
@@ -23,7 +23,7 @@ pub use redact::{
     MASK, RedactPath, RedactPathError, Redaction, redact_json, redact_messages, redact_part, unmask_resume,
 };
 
-use crate::approval::HoldRule;
+use crate::hold::HoldRule;
 use crate::message::metadata::{APPROVAL_RULE, CARRIED_META};
 
 /// How a tool's held calls are shown: the input paths to mask and a

@@ -121,7 +121,7 @@ pub struct AuditRecord {
     /// The standing grant that let the call run without a hold
     /// (docs/reference.md §10.9): its id and who granted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant: Option<crate::approval::GrantRef>,
+    pub grant: Option<crate::hold::GrantRef>,
 }
 
 /// The MCP server and the server's own name of a tool (the agent's name

@@ -16,8 +16,8 @@ use super::prune::{PruneOutcome, PruneRequest};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::write::insert_update;
-use crate::approval::{Grant, GrantQuery};
 use crate::error::{Error, Result};
+use crate::hold::{Grant, GrantQuery};
 
 /// The read-modify-write step of [`SessionStore::save_snapshot`]: it gets
 /// the current row (or `None`) and returns the row to write, `None` to

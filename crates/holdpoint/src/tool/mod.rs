@@ -79,7 +79,7 @@ pub trait Tool: Send + Sync {
     /// How this tool's resume data says yes or no, when it asks for
     /// approval itself (see
     /// [`ResumableTool::approval_reply`]). The default: it does not.
-    fn approval_reply(&self) -> Option<&crate::approval::ReplyShape> {
+    fn approval_reply(&self) -> Option<&crate::hold::ReplyShape> {
         None
     }
 

@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use super::rows::Rows;
-use crate::approval::{Grant, GrantQuery};
 use crate::error::{Error, Result};
+use crate::hold::{Grant, GrantQuery};
 use crate::session::audit::AuditRecord;
 
 impl Rows {

@@ -29,8 +29,8 @@ use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::{Snapshot, SnapshotStatus};
 use super::store::{SessionStore, SnapshotUpdate, WaitingCount};
 use super::write::mint_id;
-use crate::approval::{Grant, GrantQuery};
 use crate::error::{Error, Result};
+use crate::hold::{Grant, GrantQuery};
 
 /// A [`SessionStore`] in memory: fast, shared by clones, gone with the
 /// process.

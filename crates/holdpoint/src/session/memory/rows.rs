@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::stored::{ReadStatus, Stored};
-use crate::approval::Grant;
 use crate::error::Result;
+use crate::hold::Grant;
 use crate::session::audit::AuditRecord;
 use crate::session::outbox::{OutboxEvent, hold_events};
 use crate::session::snapshot::{Snapshot, SnapshotStatus};

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::condition::Condition;
-use super::gate::HoldRule;
+use super::rule::HoldRule;
 use crate::error::{Error, Result};
 
 /// What a grant covers besides its agent and tool.

@@ -1,0 +1,20 @@
+//! What a held call carries and what may answer it, as plain data below
+//! the middleware, tools, review and stores that read it: the rule that
+//! governs a hold ([`HoldRule`]), the yes/no reply a resumable tool asks
+//! for ([`ApprovalReply`]), standing grants ([`Grant`]) and the CEL
+//! conditions that narrow them ([`Condition`]). `approval` (the policy and
+//! the middleware that enforce it) re-exports all of it, and its public
+//! paths are those.
+
+mod condition;
+mod grant;
+mod reply;
+mod rule;
+
+pub use condition::{Condition, ConditionError};
+pub use grant::{Grant, GrantCall, GrantQuery, GrantRef, GrantRequest, GrantScope, GrantTtl, MAX_GRANT_TTL, parse_ttl};
+pub use reply::{ApprovalReply, ReplyShape};
+pub use rule::{HoldRule, RULE_GATE, Refusal, roles_of};
+
+/// The request-context key for the caller's roles (an array of strings).
+pub const ROLES: &str = "roles";
