@@ -45,7 +45,7 @@ impl ReceiptBasis {
     /// edits and restarts get one; denials, withdrawals and expired
     /// answers none (their call does not run with a receipt).
     pub fn of_restart(target: &Part, directive: &Part) -> Option<Self> {
-        let (decision, _) = crate::agent::restart_decision(target, directive, chrono::Utc::now());
+        let (decision, _) = crate::session::restart_decision(target, directive, chrono::Utc::now());
         let decision = match decision {
             AuditDecision::Approve => Decision::Approve,
             AuditDecision::Edit => Decision::Edit,
@@ -62,8 +62,8 @@ impl ReceiptBasis {
 /// The id and roles of whoever the request context says decides.
 fn deciding_actor(context: &Map<String, Value>) -> Actor {
     let id = context
-        .get(crate::agent::ACTOR)
-        .or_else(|| context.get(crate::agent::PRINCIPAL))
+        .get(crate::hold::ACTOR)
+        .or_else(|| context.get(crate::hold::PRINCIPAL))
         .and_then(Value::as_str)
         .unwrap_or("operator")
         .to_owned();

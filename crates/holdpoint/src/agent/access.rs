@@ -6,19 +6,7 @@ use serde_json::{Map, Value};
 
 use super::*;
 
-/// The request-context key holding the authenticated principal (a string).
-/// Sessions belong to the principal that starts them.
-pub const PRINCIPAL: &str = "principal";
-
-/// The request-context key naming the individual who acts (an approver's
-/// user name, say) when it differs from the owning principal; recorded in
-/// the audit trail.
-pub const ACTOR: &str = "actor";
-
-/// The principal in a request context.
-pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
-    context.get(PRINCIPAL).and_then(Value::as_str)
-}
+pub use crate::hold::{ACTOR, PRINCIPAL, principal_of};
 
 /// On whose behalf a read or an abort acts.
 ///

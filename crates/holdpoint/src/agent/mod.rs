@@ -58,7 +58,6 @@ use serde_json::{Map, Value};
 
 pub use access::{ACTOR, Access, PRINCIPAL, RunOptions, principal_of};
 pub use answer::{Answer, AnswerKind, Answered};
-pub(crate) use audit::restart_decision;
 pub use audit::{PendingApproval, TOOL_APPROVED};
 pub use builder::AgentBuilder;
 pub use caller::{AsCaller, Caller};

@@ -16,8 +16,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::gate::RuleGate;
-use crate::agent::principal_of;
-use crate::hold::{Grant, GrantCall, GrantQuery, GrantRef, HoldRule, RULE_GATE};
+use crate::hold::{Grant, GrantCall, GrantQuery, GrantRef, HoldRule, RULE_GATE, principal_of};
 use crate::middleware::ToolHookCall;
 use crate::session::{AuditDecision, AuditRecord, hash_json};
 

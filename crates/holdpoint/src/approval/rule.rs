@@ -259,10 +259,7 @@ impl CallFacts<'_> {
         vars.insert("tool".into(), Value::String(call.tool.to_owned()));
         vars.insert(
             "principal".into(),
-            call.context
-                .get(crate::agent::PRINCIPAL)
-                .cloned()
-                .unwrap_or(Value::Null),
+            call.context.get(crate::hold::PRINCIPAL).cloned().unwrap_or(Value::Null),
         );
         vars.insert(
             "roles".into(),

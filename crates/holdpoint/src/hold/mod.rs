@@ -6,6 +6,8 @@
 //! the middleware that enforce it) re-exports all of it, and its public
 //! paths are those.
 
+use serde_json::{Map, Value};
+
 mod condition;
 mod grant;
 mod reply;
@@ -18,3 +20,17 @@ pub use rule::{HoldRule, RULE_GATE, Refusal, roles_of};
 
 /// The request-context key for the caller's roles (an array of strings).
 pub const ROLES: &str = "roles";
+
+/// The request-context key holding the authenticated principal (a string).
+/// Sessions belong to the principal that starts them.
+pub const PRINCIPAL: &str = "principal";
+
+/// The request-context key naming the individual who acts (an approver's
+/// user name, say) when it differs from the owning principal; recorded in
+/// the audit trail.
+pub const ACTOR: &str = "actor";
+
+/// The principal in a request context.
+pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
+    context.get(PRINCIPAL).and_then(Value::as_str)
+}

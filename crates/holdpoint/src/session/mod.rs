@@ -18,6 +18,7 @@ mod write;
 
 pub use crate::message::canonical_json;
 pub use approvals::{ApprovalTally, HoldApproval, record_approval};
+pub(crate) use audit::restart_decision;
 pub use audit::{AuditDecision, AuditRecord, McpOrigin, hash_json};
 pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, lease_end, renew_claim_update, successor_id};
 pub use codec::{JsonStateCodec, StateCodec};

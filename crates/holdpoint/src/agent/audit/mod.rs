@@ -6,10 +6,11 @@ mod pending;
 pub use pending::PendingApproval;
 pub(crate) use pending::{pending_of, pending_raw_of};
 
+pub(crate) use crate::session::restart_decision;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::approval::ReplyShape;
 use crate::error::Error;
 use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
@@ -83,46 +84,6 @@ fn matching<'a>(pending: &'a Message, name: &str, reference: Option<&str>) -> Op
         p.as_tool_request()
             .is_some_and(|r| r.name == name && r.reference.as_deref() == reference)
     })
-}
-
-/// What the restart directive `d` decides about the paused `target`, and
-/// the reason it gives: `expired` past the hold's `expiresAt`; `edit` when
-/// it replaced the input (neither input is approved by it: a gate holds
-/// the revised call again); `approve` / `deny` by the tool's declared
-/// [`ReplyShape`] or a gate's `toolApproved`; else `restart`.
-pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (AuditDecision, Option<String>) {
-    let data = metadata::marker(d.metadata.as_ref(), metadata::RESUMED)
-        .ok()
-        .flatten()
-        .map(metadata::Marker::into_object)
-        .unwrap_or_default();
-    let reason = data.get("reason").and_then(Value::as_str).map(str::to_owned);
-    if target.expires_at().is_some_and(|t| t <= now) {
-        return (AuditDecision::Expired, reason);
-    }
-    if d.meta(metadata::REPLACED_INPUT).is_some() {
-        return (AuditDecision::Edit, reason);
-    }
-    // A denial the owner marked withdrawn (`Agent::answer` with
-    // `withdraw`) is audited as such.
-    let no = if d.meta(metadata::WITHDRAWN) == Some(&Value::Bool(true)) {
-        AuditDecision::Withdraw
-    } else {
-        AuditDecision::Deny
-    };
-    if let Some((yes, why)) = ReplyShape::on(target).and_then(|shape| shape.read(&data)) {
-        let decision = if yes { AuditDecision::Approve } else { no };
-        return (decision, why);
-    }
-    if target.interrupted_by().is_some() || data.contains_key(TOOL_APPROVED) {
-        let decision = if data.get(TOOL_APPROVED) == Some(&Value::Bool(true)) {
-            AuditDecision::Approve
-        } else {
-            no
-        };
-        return (decision, reason);
-    }
-    (AuditDecision::Restart, reason)
 }
 
 /// The paused request of the last model message in `history` that the
