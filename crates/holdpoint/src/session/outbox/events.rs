@@ -4,12 +4,12 @@
 
 use std::borrow::Cow;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::event::OutboxEvent;
-use super::timers::OnExpire;
+use super::timers::{OnExpire, parse_time, rfc3339};
 use super::{
     APPROVERS, ESCALATE_AT, ESCALATE_TO, HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT,
     HOLD_PARTIALLY_APPROVED, HOLD_REMINDED, ON_EXPIRE, REMIND_AT,
@@ -287,12 +287,4 @@ fn decision_json(r: &AuditRecord) -> Value {
         "ref": r.reference,
         "tool": r.tool,
     })
-}
-
-pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
 }

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::events::{parse_time, rfc3339};
 use super::{ESCALATE_AT, ESCALATE_TO, ON_EXPIRE, REMIND_AT};
 use crate::message::metadata;
 use crate::session::claim::lease_end;
@@ -98,4 +97,14 @@ impl HoldTimers {
             data.insert(ON_EXPIRE.into(), Value::String(self.on_expire.as_str().into()));
         }
     }
+}
+
+/// A time as the outbox's JSON writes it (RFC 3339, milliseconds, `Z`).
+pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A time the outbox's JSON wrote, if it is RFC 3339.
+pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
 }
