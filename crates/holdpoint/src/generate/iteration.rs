@@ -1,6 +1,9 @@
 //! One iteration of the loop: a model call, refs for its tool requests,
 //! then the tool calls it asks for, run concurrently; a pause marks the
-//! paused requests and ends the generation.
+//! paused requests and ends the generation. The loop's state ([`Loop`])
+//! is here too: `run` builds it and lends it to each iteration.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tracing::Instrument;
@@ -8,12 +11,66 @@ use tracing::Instrument;
 use crate::error::{Error, Result};
 use crate::message::{Message, Part, Role, metadata};
 use crate::middleware::{IterationOutcome, IterationReport, RestartPlan};
-use crate::model::{ChunkSink, GenerateChunk};
+use crate::model::{ChunkSink, FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
 use crate::tool::ToolOutcome;
 
-use super::dispatch::PlannedCall;
-use super::run::Loop;
-use super::{Generation, dispatch};
+use super::dispatch::{Dispatcher, PlannedCall};
+use super::{Generation, INTERRUPTED_MESSAGE, dispatch};
+
+/// The state of one generate loop, lent to each iteration.
+pub(super) struct Loop {
+    pub(super) model: Arc<dyn Model>,
+    pub(super) system: Option<Message>,
+    pub(super) config: Option<Value>,
+    pub(super) dispatcher: Dispatcher,
+    pub(super) usage: Usage,
+    pub(super) index: u32,
+    pub(super) last_request: Option<GenerateRequest>,
+    /// Whether to keep `last_request` (a copy of every request) at all.
+    pub(super) keep_request: bool,
+    /// How long the history was at the last seam. The loop only appends
+    /// after a seam (and marks parts of messages appended since), so
+    /// `history[..seam]` is the history as it stood there.
+    pub(super) seam: Option<usize>,
+}
+
+impl Loop {
+    pub(super) fn request(&self, history: &[Message]) -> GenerateRequest {
+        let mut messages = Vec::with_capacity(history.len() + usize::from(self.system.is_some()));
+        messages.extend(self.system.iter().cloned());
+        messages.extend(history.iter().cloned());
+        let mut req = GenerateRequest::new(messages);
+        req.tools = Arc::clone(&self.dispatcher.tools.definitions);
+        req.config = self.config.clone();
+        req
+    }
+
+    pub(super) fn seam(&mut self, history: &[Message]) {
+        self.seam = Some(history.len());
+    }
+
+    pub(super) fn emit_tool_chunk(&self, parts: Vec<Part>) {
+        let mut chunk = GenerateChunk::new(Role::Tool, parts);
+        chunk.index = Some(self.index);
+        self.dispatcher.sink.send(chunk);
+    }
+
+    pub(super) fn interrupted(&mut self, history: Vec<Message>) -> Generation {
+        Generation {
+            response: GenerateResponse {
+                message: history.last().cloned(),
+                finish_reason: Some(FinishReason::Interrupted),
+                finish_message: Some(INTERRUPTED_MESSAGE.to_owned()),
+                usage: self.usage.clone(),
+                custom: Value::Object(Map::new()),
+                // The loop ends here: hand the request over, no copy.
+                request: self.last_request.take(),
+                latency_ms: None,
+            },
+            messages: history,
+        }
+    }
+}
 
 /// How one iteration of the loop ended.
 pub(super) enum Step {

@@ -1,74 +1,17 @@
-//! The loop's state and its course: a resume first, then iterations until
+//! The loop's course: a resume first, then iterations until
 //! the model answers, a call pauses, or `max_turns` is hit; on a failure
 //! the history as it stood at the last seam is handed to the seam hook.
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use crate::error::{Error, Result};
-use crate::message::{Message, Part, Role};
+use crate::message::Message;
 use crate::middleware::{Chain, IterationFn, IterationInfo};
-use crate::model::{FinishReason, GenerateChunk, GenerateRequest, GenerateResponse, Model, Usage};
+use crate::model::Usage;
 
 use super::dispatch::{Dispatcher, Toolset};
-use super::iteration::{Step, iteration};
-use super::{GenerateOptions, Generation, INTERRUPTED_MESSAGE, Resume, resume};
-
-/// The state of one generate loop, lent to each iteration.
-pub(super) struct Loop {
-    pub(super) model: Arc<dyn Model>,
-    pub(super) system: Option<Message>,
-    pub(super) config: Option<Value>,
-    pub(super) dispatcher: Dispatcher,
-    pub(super) usage: Usage,
-    pub(super) index: u32,
-    pub(super) last_request: Option<GenerateRequest>,
-    /// Whether to keep `last_request` (a copy of every request) at all.
-    pub(super) keep_request: bool,
-    /// How long the history was at the last seam. The loop only appends
-    /// after a seam (and marks parts of messages appended since), so
-    /// `history[..seam]` is the history as it stood there.
-    pub(super) seam: Option<usize>,
-}
-
-impl Loop {
-    pub(super) fn request(&self, history: &[Message]) -> GenerateRequest {
-        let mut messages = Vec::with_capacity(history.len() + usize::from(self.system.is_some()));
-        messages.extend(self.system.iter().cloned());
-        messages.extend(history.iter().cloned());
-        let mut req = GenerateRequest::new(messages);
-        req.tools = Arc::clone(&self.dispatcher.tools.definitions);
-        req.config = self.config.clone();
-        req
-    }
-
-    pub(super) fn seam(&mut self, history: &[Message]) {
-        self.seam = Some(history.len());
-    }
-
-    pub(super) fn emit_tool_chunk(&self, parts: Vec<Part>) {
-        let mut chunk = GenerateChunk::new(Role::Tool, parts);
-        chunk.index = Some(self.index);
-        self.dispatcher.sink.send(chunk);
-    }
-
-    pub(super) fn interrupted(&mut self, history: Vec<Message>) -> Generation {
-        Generation {
-            response: GenerateResponse {
-                message: history.last().cloned(),
-                finish_reason: Some(FinishReason::Interrupted),
-                finish_message: Some(INTERRUPTED_MESSAGE.to_owned()),
-                usage: self.usage.clone(),
-                custom: Value::Object(Map::new()),
-                // The loop ends here: hand the request over, no copy.
-                request: self.last_request.take(),
-                latency_ms: None,
-            },
-            messages: history,
-        }
-    }
-}
+use super::iteration::{Loop, Step, iteration};
+use super::{GenerateOptions, Generation, Resume, resume};
 
 pub(super) async fn run(
     options: GenerateOptions,
