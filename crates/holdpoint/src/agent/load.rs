@@ -3,10 +3,10 @@
 use serde_json::{Map, Value};
 
 use super::io::{AgentInit, AgentInput};
-use super::worker::actor_of;
 use super::{ACTOR, Access, AgentDef, PRINCIPAL, principal_of};
 use crate::approval::roles_of;
 use crate::error::{Error, Result};
+use crate::hold::actor_of;
 use crate::session::{HoldApproval, SessionState, Snapshot, SnapshotStatus, check_session_id};
 
 /// The session a connection works on: the committed state and the

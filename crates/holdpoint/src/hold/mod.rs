@@ -34,3 +34,11 @@ pub const ACTOR: &str = "actor";
 pub fn principal_of(context: &Map<String, Value>) -> Option<&str> {
     context.get(PRINCIPAL).and_then(Value::as_str)
 }
+
+/// The individual who acts: [`ACTOR`], else the principal.
+pub(crate) fn actor_of(context: &Map<String, Value>) -> Option<&str> {
+    context
+        .get(ACTOR)
+        .and_then(Value::as_str)
+        .or_else(|| principal_of(context))
+}

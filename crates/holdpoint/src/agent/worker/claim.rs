@@ -15,10 +15,11 @@ use super::super::audit::{self, AuditContext};
 use super::super::hold::Hold;
 use super::super::io::AgentInput;
 use super::super::load::{Holds, Session, TurnKind};
-use super::super::{ACTOR, AgentDef, principal_of};
+use super::super::{AgentDef, principal_of};
 
 use crate::error::{Error, Result};
 use crate::generate::Resume;
+use crate::hold::actor_of;
 use crate::session::{ResumeClaim, SessionStore, Snapshot};
 
 /// What a turn claimed before its tools run: `claimed` once the store
@@ -116,14 +117,6 @@ async fn claim_resume(
             .await?;
     }
     Ok(Claimed::default())
-}
-
-/// The individual who acts: [`ACTOR`], else the principal.
-pub(crate) fn actor_of(context: &Map<String, Value>) -> Option<&str> {
-    context
-        .get(ACTOR)
-        .and_then(Value::as_str)
-        .or_else(|| principal_of(context))
 }
 
 /// Claims the stored paused snapshot `id` for a resume: refused when the

@@ -19,7 +19,7 @@ mod pipeline;
 mod sink;
 mod write;
 
-pub(crate) use claim::actor_of;
+pub(crate) use crate::hold::actor_of;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
