@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::snapshot::{HEARTBEAT_EXPIRY, Snapshot};
-use super::store::SnapshotUpdate;
+use super::snapshot::{HEARTBEAT_EXPIRY, Snapshot, SnapshotUpdate, lease_end};
 use crate::error::{Error, Result};
 
 /// The id of the snapshot that follows `snapshot_id` once a resume claimed
@@ -62,14 +61,6 @@ impl ResumeClaim {
         self.takeover = true;
         self
     }
-}
-
-/// `now + lease`, saturating.
-pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
-    chrono::Duration::from_std(lease)
-        .ok()
-        .and_then(|d| now.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// Checks `claim` against the row it claims and applies it in place. A

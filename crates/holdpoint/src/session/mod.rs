@@ -20,7 +20,7 @@ pub use crate::message::canonical_json;
 pub use approvals::{ApprovalTally, HoldApproval, record_approval};
 pub(crate) use audit::restart_decision;
 pub use audit::{AuditDecision, AuditRecord, McpOrigin, hash_json};
-pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, lease_end, renew_claim_update, successor_id};
+pub use claim::{ResumeClaim, apply_claim, apply_claim_to, claim_update, renew_claim_update, successor_id};
 pub use codec::{JsonStateCodec, StateCodec};
 pub use listing::filter_snapshots;
 pub use memory::InMemoryStore;
@@ -32,7 +32,7 @@ pub use prune::{MAX_PRUNE_BATCH, PruneOutcome, PruneRequest, prunable, prunable_
 pub use query::{AuditQuery, SnapshotQuery, Viewer};
 pub use snapshot::{
     Artifact, HEARTBEAT_EXPIRY, MAX_SESSION_ID_LEN, STATE_CLAIM_PREFIX, SessionState, Snapshot, SnapshotStatus,
-    check_session_id, upsert_artifact,
+    SnapshotUpdate, check_session_id, lease_end, upsert_artifact,
 };
-pub use store::{SessionStore, SnapshotUpdate, WaitingCount};
+pub use store::{SessionStore, WaitingCount};
 pub use write::{insert_refused, insert_update, mint_id, prepare_row};

@@ -1,6 +1,8 @@
 //! `Snapshot`, `SnapshotStatus`, `SessionState` and `Artifact`: what a
 //! session store keeps (docs/reference.md §6).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -288,7 +290,7 @@ impl Snapshot {
         let claimed = self.resumed_at?;
         Some(
             self.resume_lease_until
-                .unwrap_or_else(|| super::claim::lease_end(claimed, HEARTBEAT_EXPIRY)),
+                .unwrap_or_else(|| lease_end(claimed, HEARTBEAT_EXPIRY)),
         )
     }
 
@@ -328,6 +330,19 @@ pub fn check_session_id(id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The read-modify-write step of [`SessionStore::save_snapshot`](super::SessionStore::save_snapshot): it gets
+/// the current row (or `None`) and returns the row to write, `None` to
+/// write nothing, or an error that aborts the save with nothing written.
+pub type SnapshotUpdate = Box<dyn FnOnce(Option<&Snapshot>) -> Result<Option<Snapshot>> + Send>;
+
+/// `now + lease`, saturating.
+pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(lease)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 #[cfg(test)]

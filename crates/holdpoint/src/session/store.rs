@@ -14,15 +14,10 @@ use super::claim::{ResumeClaim, claim_update};
 use super::outbox::{EndpointStop, OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxStats};
 use super::prune::{PruneOutcome, PruneRequest};
 use super::query::{AuditQuery, SnapshotQuery};
-use super::snapshot::{Snapshot, SnapshotStatus};
+use super::snapshot::{Snapshot, SnapshotStatus, SnapshotUpdate};
 use super::write::insert_update;
 use crate::error::{Error, Result};
 use crate::hold::{Grant, GrantQuery};
-
-/// The read-modify-write step of [`SessionStore::save_snapshot`]: it gets
-/// the current row (or `None`) and returns the row to write, `None` to
-/// write nothing, or an error that aborts the save with nothing written.
-pub type SnapshotUpdate = Box<dyn FnOnce(Option<&Snapshot>) -> Result<Option<Snapshot>> + Send>;
 
 /// A store of session snapshots.
 ///

@@ -2,8 +2,7 @@
 //! insert-if-absent update behind
 //! [`SessionStore::insert_snapshot`](super::SessionStore::insert_snapshot).
 
-use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::SnapshotUpdate;
+use super::snapshot::{Snapshot, SnapshotStatus, SnapshotUpdate};
 use crate::error::{Error, Result};
 
 /// The update behind [`SessionStore::insert_snapshot`](super::SessionStore::insert_snapshot): writes `row` when

@@ -23,7 +23,7 @@ impl Rows {
             .collect();
         due.sort_by_key(|&i| self.outbox[i].0.due_at);
         due.truncate(limit);
-        let until = crate::session::claim::lease_end(now, lease);
+        let until = crate::session::snapshot::lease_end(now, lease);
         let mut out = Vec::with_capacity(due.len());
         for i in due {
             let token = mint_id();

@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::hold::Grant;
 use crate::session::audit::AuditRecord;
 use crate::session::outbox::{OutboxEvent, hold_events};
+use crate::session::snapshot::SnapshotUpdate;
 use crate::session::snapshot::{Snapshot, SnapshotStatus};
-use crate::session::store::SnapshotUpdate;
 use crate::session::write::prepare_row;
 
 /// How many of the newest waiting rows stay decoded. A call answered soon

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::{ESCALATE_AT, ESCALATE_TO, ON_EXPIRE, REMIND_AT};
 use crate::message::metadata;
-use crate::session::claim::lease_end;
+use crate::session::snapshot::lease_end;
 
 /// What expiry does to an unanswered hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
