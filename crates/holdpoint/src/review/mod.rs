@@ -4,7 +4,7 @@
 //!
 //! A tool declares its part with a [`HoldView`] (redaction paths and a
 //! preview function); an approval rule adds its own paths and its review
-//! limits ([`RuleSpec`](crate::hold::RuleSpec)'s `redact`,
+//! limits ([`RuleSpec`](crate::approval::RuleSpec)'s `redact`,
 //! `max_review_bytes`, `require_preview`). When a call is held,
 //! [`describe_hold`] records all of it on the paused part (`redact`,
 //! `preview`, `unapprovable`), so every surface — listings, the inbox and
