@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 const CARD: &str = "4111-SECRET-CARD-9999";
 const MEMO: &str = "SECRET-MEMO-71";
+const CVV: &str = "CVV-SECRET-318";
 
 type Seen = Arc<Mutex<Vec<(String, Value, Option<String>)>>>;
 
@@ -153,11 +154,11 @@ async fn ask(s: &Setup, text: &str) -> AgentOutput {
 }
 
 fn pay_input(amount: f64) -> Value {
-    json!({"vendor": "acme", "amount": amount, "memo": MEMO, "card": {"number": CARD, "cvv": "987"}})
+    json!({"vendor": "acme", "amount": amount, "memo": MEMO, "card": {"number": CARD, "cvv": CVV}})
 }
 
 fn assert_no_secret(what: &str, text: &str) {
-    for secret in [CARD, MEMO, "987"] {
+    for secret in [CARD, MEMO, CVV] {
         assert!(!text.contains(secret), "{what} shows {secret}: {text}");
     }
 }
