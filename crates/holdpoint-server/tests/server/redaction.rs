@@ -229,6 +229,19 @@ async fn a_planted_secret_shows_nowhere_a_hold_is_read() {
     clean("the answer's output", &done.to_string());
     assert_eq!(seen.lock().unwrap()[0]["card"]["number"], CARD);
 
+    // The transcript after the call ran: the answered call stays masked.
+    let session = held["result"]["sessionId"].as_str().unwrap();
+    let (code, after) = http
+        .post(
+            "/agents/shop/getSnapshot",
+            json!({"data": {"sessionId": session}}),
+            Some(OWNER_KEY),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{after:#}");
+    assert!(after.to_string().contains("resolvedInterrupt"), "{after:#}");
+    clean("the transcript after the answer", &after.to_string());
+
     // The audit (what the page exports) and the decision's webhook.
     let (_, audit) = http.get("/audit", Some(FINANCE_KEY)).await;
     assert!(audit.to_string().contains("approve"), "{audit:#}");
