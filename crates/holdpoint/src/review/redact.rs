@@ -374,10 +374,20 @@ pub fn unmask_resume(history: &[Message], resume: &mut Resume) {
     let Some(last) = history.iter().rev().find(|m| m.role == crate::message::Role::Model) else {
         return;
     };
+    // Only a paused call that records a redaction, or a surfaced hold
+    // (whose child parts may), has anything to restore: the others are
+    // not copied.
+    let may_mask = |p: &&Part| {
+        p.is_interrupt()
+            && (p.meta(metadata::REDACT).is_some() || crate::message::surfaced::SurfacedHold::is_surfaced(p))
+    };
+    if resume.restart.is_empty() || !last.content.iter().any(|p| may_mask(&p)) {
+        return;
+    }
     let paused: Vec<Part> = last
         .content
         .iter()
-        .filter(|p| p.is_interrupt())
+        .filter(may_mask)
         .flat_map(crate::message::surfaced::answerable)
         .collect();
     for directive in &mut resume.restart {
