@@ -108,43 +108,8 @@ pub(super) async fn iteration(
     rounds: &mut u32,
     max_turns: u32,
 ) -> Result<Step> {
-    let request = lp.request(history);
-    let index = lp.index;
-    let outer = lp.dispatcher.sink.clone();
-    let sink = if outer.is_listening() {
-        ChunkSink::new(move |mut chunk: GenerateChunk| {
-            chunk.index = Some(index);
-            if chunk.role.is_none() {
-                chunk.role = Some(Role::Model);
-            }
-            outer.send(chunk);
-        })
-    } else {
-        ChunkSink::none()
-    };
-    let (request, kept) = if lp.keep_request {
-        (request.clone(), Some(request))
-    } else {
-        (request, None)
-    };
     let started = std::time::Instant::now();
-    let mut response = lp
-        .dispatcher
-        .chain
-        .call_model(lp.model.as_ref(), request, &sink)
-        .instrument(tracing::debug_span!("model_call", index))
-        .await?;
-    lp.usage.add(&response.usage);
-    lp.last_request = kept;
-    let Some(mut message) = response.message.take() else {
-        return Err(Error::with_status(
-            crate::Status::Internal,
-            format!("model \"{}\" returned no message", lp.model.name()),
-        ));
-    };
-    message.role = Role::Model;
-    assign_refs(&mut message);
-
+    let (mut response, message) = call_model(lp, history).await?;
     let calls: Vec<PlannedCall> = message
         .tool_requests()
         .filter_map(Part::as_tool_request)
@@ -173,6 +138,60 @@ pub(super) async fn iteration(
         return Err(Error::MaxTurnsExceeded(max_turns));
     }
     *rounds += 1;
+    run_calls(lp, history, message, calls).await
+}
+
+/// The model call of an iteration, its chunks streamed with the
+/// iteration's index: the response (its message taken out) and the
+/// model message, refs assigned.
+async fn call_model(lp: &mut Loop, history: &[Message]) -> Result<(GenerateResponse, Message)> {
+    let request = lp.request(history);
+    let index = lp.index;
+    let outer = lp.dispatcher.sink.clone();
+    let sink = if outer.is_listening() {
+        ChunkSink::new(move |mut chunk: GenerateChunk| {
+            chunk.index = Some(index);
+            if chunk.role.is_none() {
+                chunk.role = Some(Role::Model);
+            }
+            outer.send(chunk);
+        })
+    } else {
+        ChunkSink::none()
+    };
+    let (request, kept) = if lp.keep_request {
+        (request.clone(), Some(request))
+    } else {
+        (request, None)
+    };
+    let mut response = lp
+        .dispatcher
+        .chain
+        .call_model(lp.model.as_ref(), request, &sink)
+        .instrument(tracing::debug_span!("model_call", index))
+        .await?;
+    lp.usage.add(&response.usage);
+    lp.last_request = kept;
+    let Some(mut message) = response.message.take() else {
+        return Err(Error::with_status(
+            crate::Status::Internal,
+            format!("model \"{}\" returned no message", lp.model.name()),
+        ));
+    };
+    message.role = Role::Model;
+    assign_refs(&mut message);
+    Ok((response, message))
+}
+
+/// Runs the tool calls `message` asks for: the loop goes on with their
+/// responses, or stops when any of them paused (the others keep their
+/// output on the paused message).
+async fn run_calls(
+    lp: &mut Loop,
+    history: &mut Vec<Message>,
+    message: Message,
+    calls: Vec<PlannedCall>,
+) -> Result<Step> {
     // The tool-call names and refs are read from here once the calls
     // ran; the history gets the message itself.
     let requests: Vec<(String, Option<String>)> = message
