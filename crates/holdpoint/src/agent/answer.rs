@@ -156,6 +156,9 @@ pub enum Answered {
     },
 }
 
+/// Answers one paused call: find it, check who may answer and how,
+/// decode the answer, count it toward the quorum, and resume once
+/// decided (module docs for the invariants).
 pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, Value>) -> Result<Answered> {
     let store = agent.require_store()?;
     let roles = roles_of(&context);
@@ -164,110 +167,21 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         principal,
         roles: &roles,
     };
-    let id = &answer.snapshot_id;
-    let snapshot = store
-        .get_snapshot(id)
-        .await?
-        .filter(|s| s.belongs_to(agent.name()) && access.sees(s))
-        .ok_or_else(|| Error::NotFound(format!("snapshot {id} not found")))?;
-    if !snapshot.is_waiting() {
-        return Err(match snapshot.resumed_at {
-            Some(_) => Error::AlreadyResumed(id.clone()),
-            None => Error::FailedPrecondition(format!("snapshot {id} has no paused call waiting for an answer")),
-        });
-    }
-    let calls = audit::pending_raw_of(&snapshot);
-    let chosen: Vec<&PendingApproval> = calls
-        .iter()
-        .filter(|c| answer.reference.is_none() || names(answer.reference.as_deref(), c.reference.as_deref()))
-        .filter(|c| answer.tool.as_ref().is_none_or(|t| &c.tool == t))
-        .collect();
-    let call = match chosen.as_slice() {
-        [one] => *one,
-        [] => return Err(Error::NotFound(format!("snapshot {id} has no such paused call"))),
-        _ => {
-            return Err(Error::InvalidArgument(format!(
-                "snapshot {id} holds {} paused calls: name one by ref",
-                chosen.len()
-            )));
-        }
-    };
-    if calls.len() > 1 {
-        return Err(Error::FailedPrecondition(format!(
-            "snapshot {id} holds {} paused calls; a resume must answer them all together (POST /agents/NAME with a resume)",
-            calls.len()
-        )));
-    }
+    let (snapshot, call) = find_call(agent, store.as_ref(), &answer, access).await?;
     let actor = actor_of(&context).map(str::to_owned);
     let owner = snapshot.owner.clone();
-    let withdraw = answer.decision == AnswerKind::Withdraw;
-    if withdraw {
-        check_withdraw(&answer, owner.as_deref(), actor.as_deref(), &call.tool, id)?;
-    }
-    match (&call.rule, &actor) {
-        _ if withdraw => {}
-        (Some(rule), Some(actor)) => rule.may_answer(actor, owner.as_deref(), &roles)?,
-        (None, _) if !snapshot.visible_to(principal) => {
-            return Err(Error::PermissionDenied(format!(
-                "no approval rule governs {} of snapshot {id}: only the session's owner may answer it",
-                call.tool
-            )));
-        }
-        _ => {}
-    }
-    let approve = answer.decision == AnswerKind::Approve;
-    let reason = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
-    if answer.decision == AnswerKind::Deny
-        && reason.is_none()
-        && let Some(rule) = call.rule.as_ref().filter(|r| r.reason_required)
-    {
-        return Err(Error::InvalidArgument(format!(
-            "approval rule \"{}\" needs a reason for a denial of {}",
-            rule.rule, call.tool
-        )));
-    }
-    let withdrawn_reason = withdraw.then(|| match reason {
-        Some(r) => format!("withdrawn by the requester: {r}"),
-        None => "withdrawn by the requester".to_owned(),
-    });
-    let reason = withdrawn_reason.as_deref().or(reason);
-    if approve && let Some(why) = &call.unapprovable {
-        return Err(Error::FailedPrecondition(format!(
-            "{} of snapshot {id} cannot be approved as is: {why}",
-            call.tool
-        )));
-    }
-    if approve && call.expired {
-        return Err(Error::FailedPrecondition(format!(
-            "the hold of {} in snapshot {id} expired; it can no longer be approved",
-            call.tool
-        )));
-    }
+    let reason = authorise(&answer, &call, &snapshot, actor.as_deref(), &roles, principal)?;
     // Decode and validate the answer whole (at every sub-agent level)
     // before anything is recorded or claimed: a bad answer leaves the hold
     // answerable.
-    let data = match &call.reply {
-        Some(shape) => shape.answer(approve, reason),
-        None => {
-            let mut data = Map::new();
-            data.insert(TOOL_APPROVED.into(), Value::Bool(approve));
-            if let Some(r) = reason {
-                data.insert("reason".into(), json!(r));
-            }
-            data
-        }
-    };
-    let mut directive = call.part.restart(Some(Value::Object(data)))?;
-    if withdraw {
-        directive.set_meta(WITHDRAWN, Value::Bool(true));
-    }
-    let call = call.clone();
+    let directive = directive(&answer, &call, reason.as_deref())?;
     let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
     let mut nested = Resume::from_parts(vec![directive.clone()]);
     subagent::nest(&session.state.messages, &mut nested)?;
     decide::check(&agent.def, &session, &nested, Purpose::Record, &context)
         .await
         .map_err(|e| explain_misfit(e, &call))?;
+    let approve = answer.decision == AnswerKind::Approve;
     let grant = match &answer.grant {
         Some(request) => Some(
             super::grant_answer::prepare(agent, store.as_ref(), request, &call, approve, actor.as_deref(), &roles)
@@ -278,37 +192,17 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     if let (true, Some(rule), Some(actor)) = (approve, &call.rule, &actor)
         && rule.quorum > 1
     {
-        let approval = HoldApproval {
-            tool: call.tool.clone(),
-            reference: call.reference.clone(),
-            actor: actor.clone(),
-            at: chrono::Utc::now(),
+        let who = Voter {
+            actor,
+            owner: owner.as_deref(),
+            quorum: rule.quorum,
         };
-        let ctx = AuditContext {
-            principal: owner.as_deref(),
-            actor: Some(actor),
-            agent: agent.name(),
-            session_id: &session.state.session_id,
-            snapshot_id: id,
-        };
-        // The row goes in with the approval it records, or not at all.
-        let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone()).map(|mut r| {
-            r.mcp = agent.def.mcp_origin(&r.tool);
-            r
-        });
-        let tally = record_approval(store.as_ref(), id, approval, rule.quorum, row.into_iter().collect()).await?;
-        if !tally.complete {
-            let mut now = call.clone();
-            now.approvals = tally.approvals;
-            now.redact();
-            return Ok(Answered::Recorded {
-                call: Box::new(now),
-                counted: tally.counted,
-            });
+        match count(agent, store.as_ref(), &answer, &call, &session, who).await? {
+            Tally::Short(recorded) => return Ok(recorded),
+            // The approvals the compare-and-set saw, which may be newer
+            // than the snapshot read above.
+            Tally::Complete(approvals) => session.approvals = approvals,
         }
-        // The approvals the compare-and-set saw, which may be newer than
-        // the snapshot read above.
-        session.approvals = tally.approvals;
     }
     let input = AgentInput::resume(Resume::from_parts(vec![directive]));
     let mut run_context = context;
@@ -330,6 +224,194 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         }
         None => Ok(Answered::Resumed(Box::new(out))),
     }
+}
+
+/// The waiting snapshot `answer` names (one the caller may see) and the
+/// one paused call it answers: `NOT_FOUND` for a snapshot or call that is
+/// not there, `ALREADY_RESUMED` once answered, and a refusal when the
+/// snapshot holds several calls (answered together, by a resume).
+async fn find_call(
+    agent: &Agent,
+    store: &dyn crate::session::SessionStore,
+    answer: &Answer,
+    access: Access<'_>,
+) -> Result<(crate::session::Snapshot, PendingApproval)> {
+    let id = &answer.snapshot_id;
+    let snapshot = store
+        .get_snapshot(id)
+        .await?
+        .filter(|s| s.belongs_to(agent.name()) && access.sees(s))
+        .ok_or_else(|| Error::NotFound(format!("snapshot {id} not found")))?;
+    if !snapshot.is_waiting() {
+        return Err(match snapshot.resumed_at {
+            Some(_) => Error::AlreadyResumed(id.clone()),
+            None => Error::FailedPrecondition(format!("snapshot {id} has no paused call waiting for an answer")),
+        });
+    }
+    let mut calls = audit::pending_raw_of(&snapshot);
+    let chosen: Vec<usize> = (0..calls.len())
+        .filter(|&i| answer.reference.is_none() || names(answer.reference.as_deref(), calls[i].reference.as_deref()))
+        .filter(|&i| answer.tool.as_ref().is_none_or(|t| &calls[i].tool == t))
+        .collect();
+    let at = match chosen.as_slice() {
+        [one] => *one,
+        [] => return Err(Error::NotFound(format!("snapshot {id} has no such paused call"))),
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot {id} holds {} paused calls: name one by ref",
+                chosen.len()
+            )));
+        }
+    };
+    if calls.len() > 1 {
+        return Err(Error::FailedPrecondition(format!(
+            "snapshot {id} holds {} paused calls; a resume must answer them all together (POST /agents/NAME with a resume)",
+            calls.len()
+        )));
+    }
+    Ok((snapshot, calls.swap_remove(at)))
+}
+
+/// Whether the caller may give this answer to `call`: a withdrawal by the
+/// owner, an answer by the rule's approvers (or the owner when no rule
+/// governs it), a denial with the reason its rule needs, an approval of a
+/// call that is approvable and not expired. The reason to record.
+fn authorise(
+    answer: &Answer,
+    call: &PendingApproval,
+    snapshot: &crate::session::Snapshot,
+    actor: Option<&str>,
+    roles: &[String],
+    principal: Option<&str>,
+) -> Result<Option<String>> {
+    let id = &answer.snapshot_id;
+    let owner = snapshot.owner.as_deref();
+    let withdraw = answer.decision == AnswerKind::Withdraw;
+    if withdraw {
+        check_withdraw(answer, owner, actor, &call.tool, id)?;
+    }
+    match (&call.rule, actor) {
+        _ if withdraw => {}
+        (Some(rule), Some(actor)) => rule.may_answer(actor, owner, roles)?,
+        (None, _) if !snapshot.visible_to(principal) => {
+            return Err(Error::PermissionDenied(format!(
+                "no approval rule governs {} of snapshot {id}: only the session's owner may answer it",
+                call.tool
+            )));
+        }
+        _ => {}
+    }
+    let approve = answer.decision == AnswerKind::Approve;
+    let reason = answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    if answer.decision == AnswerKind::Deny
+        && reason.is_none()
+        && let Some(rule) = call.rule.as_ref().filter(|r| r.reason_required)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "approval rule \"{}\" needs a reason for a denial of {}",
+            rule.rule, call.tool
+        )));
+    }
+    if approve && let Some(why) = &call.unapprovable {
+        return Err(Error::FailedPrecondition(format!(
+            "{} of snapshot {id} cannot be approved as is: {why}",
+            call.tool
+        )));
+    }
+    if approve && call.expired {
+        return Err(Error::FailedPrecondition(format!(
+            "the hold of {} in snapshot {id} expired; it can no longer be approved",
+            call.tool
+        )));
+    }
+    Ok(if withdraw {
+        Some(match reason {
+            Some(r) => format!("withdrawn by the requester: {r}"),
+            None => "withdrawn by the requester".to_owned(),
+        })
+    } else {
+        reason.map(str::to_owned)
+    })
+}
+
+/// The restart directive that carries the answer: the tool's own reply
+/// shape when it declares one, else `{toolApproved, reason}`; a
+/// withdrawal is marked.
+fn directive(answer: &Answer, call: &PendingApproval, reason: Option<&str>) -> Result<crate::message::Part> {
+    let approve = answer.decision == AnswerKind::Approve;
+    let data = match &call.reply {
+        Some(shape) => shape.answer(approve, reason),
+        None => {
+            let mut data = Map::new();
+            data.insert(TOOL_APPROVED.into(), Value::Bool(approve));
+            if let Some(r) = reason {
+                data.insert("reason".into(), json!(r));
+            }
+            data
+        }
+    };
+    let mut directive = call.part.restart(Some(Value::Object(data)))?;
+    if answer.decision == AnswerKind::Withdraw {
+        directive.set_meta(WITHDRAWN, Value::Bool(true));
+    }
+    Ok(directive)
+}
+
+/// Who approves toward a quorum, for whose session.
+struct Voter<'a> {
+    actor: &'a str,
+    owner: Option<&'a str>,
+    quorum: u32,
+}
+
+/// Where an approval toward a quorum left the hold.
+enum Tally {
+    /// Short of the quorum: the approval is recorded, nothing resumes.
+    Short(Answered),
+    /// The quorum is met, with these approvals.
+    Complete(Vec<HoldApproval>),
+}
+
+/// Records `who`'s approval of `call` with its audit row, by
+/// compare-and-set on the waiting snapshot.
+async fn count(
+    agent: &Agent,
+    store: &dyn crate::session::SessionStore,
+    answer: &Answer,
+    call: &PendingApproval,
+    session: &load::Session,
+    who: Voter<'_>,
+) -> Result<Tally> {
+    let id = &answer.snapshot_id;
+    let approval = HoldApproval {
+        tool: call.tool.clone(),
+        reference: call.reference.clone(),
+        actor: who.actor.to_owned(),
+        at: chrono::Utc::now(),
+    };
+    let ctx = AuditContext {
+        principal: who.owner,
+        actor: Some(who.actor),
+        agent: agent.name(),
+        session_id: &session.state.session_id,
+        snapshot_id: id,
+    };
+    // The row goes in with the approval it records, or not at all.
+    let row = audit::partial_approval(&ctx, &call.part, answer.reason.clone()).map(|mut r| {
+        r.mcp = agent.def.mcp_origin(&r.tool);
+        r
+    });
+    let tally = record_approval(store, id, approval, who.quorum, row.into_iter().collect()).await?;
+    if tally.complete {
+        return Ok(Tally::Complete(tally.approvals));
+    }
+    let mut now = call.clone();
+    now.approvals = tally.approvals;
+    now.redact();
+    Ok(Tally::Short(Answered::Recorded {
+        call: Box::new(now),
+        counted: tally.counted,
+    }))
 }
 
 /// Refuses a withdrawal by anyone but the session's owner, or one that

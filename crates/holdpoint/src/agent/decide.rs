@@ -395,28 +395,7 @@ async fn check_children(
             .map(metadata::Marker::into_object)
             .unwrap_or_default();
         let mut nested = subagent::nested_resume(&name, &resumed)?;
-        let snapshot = store
-            .get_snapshot(&hold.snapshot_id)
-            .await?
-            .filter(|s| s.belongs_to(&hold.agent))
-            .ok_or_else(|| {
-                Error::FailedPrecondition(format!(
-                    "sub-agent snapshot {} of call \"{name}\" is not in this agent's store (a sub-agent must keep its sessions in its parent's store)",
-                    hold.snapshot_id
-                ))
-            })?;
-        if !snapshot.is_waiting() {
-            // The caller named the root's snapshot; the child's is context.
-            let why = if snapshot.resumed_at.is_some() {
-                "already resumed".to_owned()
-            } else {
-                format!("status {}", snapshot.status.as_str())
-            };
-            return Err(Error::AlreadyAnswered(format!(
-                "{caller} was already resumed: its sub-agent call \"{name}\" no longer waits (agent \"{}\", snapshot {}: {why})",
-                hold.agent, hold.snapshot_id
-            )));
-        }
+        let snapshot = waiting_child(store, &hold, &name, caller).await?;
         let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
         subagent::nest(messages, &mut nested)?;
         validate_resume(messages, &nested).map_err(|e| subagent::nested_error(&name, e))?;
@@ -428,16 +407,7 @@ async fn check_children(
         let child_prefix = format!("{segment}{}", subagent::REF_SEPARATOR);
         // The root records approvals of a nested call under its compound
         // ref; the child's own count too.
-        let mut approvals: Vec<HoldApproval> = level
-            .approvals
-            .iter()
-            .filter_map(|a| {
-                let inner = a.reference.as_deref()?.strip_prefix(&child_prefix)?;
-                let mut a = a.clone();
-                a.reference = Some(inner.to_owned()).filter(|r| !r.is_empty() && *r != a.tool);
-                Some(a)
-            })
-            .collect();
+        let mut approvals = approvals_below(&level.approvals, &child_prefix);
         approvals.extend(snapshot.approvals.iter().cloned());
         // Every child level is authorised, known sub-agent or not: the
         // child's own claim trusts its parent's check.
@@ -461,4 +431,46 @@ async fn check_children(
         read.push(snapshot);
     }
     Ok(())
+}
+
+/// The sub-agent's snapshot a surfaced hold names, which must be its
+/// agent's, in this store, and still waiting; the refusal names the
+/// caller's snapshot first (the child's is context).
+async fn waiting_child(store: &dyn SessionStore, hold: &SurfacedHold, name: &str, caller: &str) -> Result<Snapshot> {
+    let snapshot = store
+        .get_snapshot(&hold.snapshot_id)
+        .await?
+        .filter(|s| s.belongs_to(&hold.agent))
+        .ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "sub-agent snapshot {} of call \"{name}\" is not in this agent's store (a sub-agent must keep its sessions in its parent's store)",
+                hold.snapshot_id
+            ))
+        })?;
+    if snapshot.is_waiting() {
+        return Ok(snapshot);
+    }
+    let why = if snapshot.resumed_at.is_some() {
+        "already resumed".to_owned()
+    } else {
+        format!("status {}", snapshot.status.as_str())
+    };
+    Err(Error::AlreadyAnswered(format!(
+        "{caller} was already resumed: its sub-agent call \"{name}\" no longer waits (agent \"{}\", snapshot {}: {why})",
+        hold.agent, hold.snapshot_id
+    )))
+}
+
+/// The approvals of a level recorded for calls below `prefix` (a nested
+/// call's compound ref), with the ref as the level below names them.
+fn approvals_below(approvals: &[HoldApproval], prefix: &str) -> Vec<HoldApproval> {
+    approvals
+        .iter()
+        .filter_map(|a| {
+            let inner = a.reference.as_deref()?.strip_prefix(prefix)?;
+            let mut a = a.clone();
+            a.reference = Some(inner.to_owned()).filter(|r| !r.is_empty() && *r != a.tool);
+            Some(a)
+        })
+        .collect()
 }
