@@ -4,6 +4,9 @@
 
 #[path = "../src/cycle.rs"]
 mod cycle;
+#[path = "../src/drive.rs"]
+#[allow(dead_code)]
+mod drive;
 
 use std::sync::{Arc, LazyLock};
 
@@ -34,7 +37,7 @@ static SAMPLE: LazyLock<Sample> = LazyLock::new(|| {
     RT.block_on(async {
         let store: Arc<dyn SessionStore> = Arc::new(InMemoryStore::new());
         let (agent, _) = cycle::setup(Arc::clone(&store)).unwrap();
-        let paused = cycle::Driver::Direct(agent).pause().await.unwrap();
+        let paused = drive::Driver::Direct(agent).pause().await.unwrap();
         let snap = store.get_latest_snapshot(&paused.session_id).await.unwrap().unwrap();
         Sample {
             part: paused.part,
@@ -125,7 +128,7 @@ fn claim(b: Bencher, kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let store = open(kind, &dir);
     let (agent, _) = cycle::setup(Arc::clone(&store)).unwrap();
-    let driver = cycle::Driver::Direct(agent);
+    let driver = drive::Driver::Direct(agent);
     b.with_inputs(|| {
         RT.block_on(async {
             let paused = driver.pause().await.unwrap();

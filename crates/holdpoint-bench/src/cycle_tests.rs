@@ -6,6 +6,7 @@ use std::sync::Arc;
 use holdpoint::session::{AuditDecision, AuditQuery, InMemoryStore, SessionStore};
 
 use crate::cycle::*;
+use crate::drive::{Answerers, Driver};
 
 fn store() -> Arc<dyn SessionStore> {
     Arc::new(InMemoryStore::new())

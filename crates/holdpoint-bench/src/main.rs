@@ -10,6 +10,7 @@
 mod cycle;
 #[cfg(test)]
 mod cycle_tests;
+mod drive;
 mod report;
 mod run;
 mod scale;
@@ -146,7 +147,7 @@ fn probe_fsync(dir: &std::path::Path, probe: sys::Probe) -> Result<Duration, Str
 async fn start_http(
     agent: holdpoint::agent::Agent,
     concurrency: usize,
-) -> Result<(cycle::Driver, tokio::sync::oneshot::Sender<()>), String> {
+) -> Result<(drive::Driver, tokio::sync::oneshot::Sender<()>), String> {
     let name = agent.name().to_owned();
     let server = holdpoint_server::Server::builder()
         .agent(agent)
@@ -170,8 +171,8 @@ async fn start_http(
     let uri: http::Uri = format!("http://{addr}/agents/{name}")
         .parse()
         .map_err(|e| format!("uri: {e}"))?;
-    let client = cycle::HttpClient::new(uri, concurrency.max(1));
-    Ok((cycle::Driver::Http(client), stop))
+    let client = drive::HttpClient::new(uri, concurrency.max(1));
+    Ok((drive::Driver::Http(client), stop))
 }
 
 async fn main_async(args: Args) -> Result<(), String> {
@@ -192,21 +193,47 @@ async fn main_async(args: Args) -> Result<(), String> {
         .transpose()?;
     let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
     let store = Arc::clone(&counting) as Arc<dyn SessionStore>;
+    let Setup {
+        agent,
+        tool,
+        _mcp_server,
+        _server,
+    } = setup(&args, store).await?;
+    let mut report = measure(&args, &agent, &tool, &counting).await?;
+    if let (Some(dir), Some(fsync_before)) = (durable_dir(&args.store), fsync_before) {
+        report.floor = Some(floor(&dir, fsync_before, &report)?);
+    }
+    print(&args, &report);
+    Ok(())
+}
+
+/// The agent a run drives and what must live as long as it.
+struct Setup {
+    agent: drive::Driver,
+    tool: cycle::TransferTool,
+    /// The MCP server's process lives as long as this handle.
+    _mcp_server: Option<holdpoint_mcp::McpServer>,
+    /// The HTTP server stops when this is dropped.
+    _server: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Builds the agent the flags ask for on `store`: plain, with a policy,
+/// a quorum, a sub-agent or an MCP tool, in process or over HTTP.
+async fn setup(args: &Args, store: Arc<dyn SessionStore>) -> Result<Setup, String> {
     let answered = args.quorum || args.mcp.is_some();
     if answered && (args.http || args.subagent || args.policy) {
         return Err("--quorum and --mcp run in process, without --http, --subagent or --policy".into());
     }
-    // The MCP server's process lives as long as this handle.
-    let mut _mcp_server = None;
+    let mut mcp_server = None;
     let (agent, tool) = if let Some(path) = &args.mcp {
         let path = match path.as_str() {
             "" => std::env::var("HOLDPOINT_MCP_EVERYTHING").unwrap_or_else(|_| cycle::EVERYTHING_JS.into()),
             given => given.to_owned(),
         };
         let (agent, server) = cycle::setup_mcp(store, &path).await.map_err(|e| e.to_string())?;
-        _mcp_server = Some(server);
+        mcp_server = Some(server);
         let expect = format!("Done: Echo: {}", cycle::ECHOED);
-        let driver = cycle::Driver::Answered(cycle::Answerers::new(agent, vec!["olga"], expect));
+        let driver = drive::Driver::Answered(drive::Answerers::new(agent, vec!["olga"], expect));
         (driver, cycle::transfer_tool().map_err(|e| e.to_string())?)
     } else {
         let built = if args.subagent {
@@ -219,29 +246,45 @@ async fn main_async(args: Args) -> Result<(), String> {
             cycle::setup(store)
         };
         let (agent, tool) = built.map_err(|e| e.to_string())?;
-        (cycle::Driver::Direct(agent), tool)
+        (drive::Driver::Direct(agent), tool)
     };
-    let (agent, _server) = match agent {
-        cycle::Driver::Direct(agent) if args.http => {
+    let (agent, server) = match agent {
+        drive::Driver::Direct(agent) if args.http => {
             let (driver, stop) = start_http(agent, args.concurrency).await?;
             (driver, Some(stop))
         }
-        cycle::Driver::Direct(agent) if args.quorum => (
-            cycle::Driver::Answered(cycle::Answerers::new(agent, vec!["olga", "pete"], "Done: txn-123")),
+        drive::Driver::Direct(agent) if args.quorum => (
+            drive::Driver::Answered(drive::Answerers::new(agent, vec!["olga", "pete"], "Done: txn-123")),
             None,
         ),
         driver => (driver, None),
     };
+    Ok(Setup {
+        agent,
+        tool,
+        _mcp_server: mcp_server,
+        _server: server,
+    })
+}
+
+/// Warms up, then runs the cycles (or holds `--paused` calls) and
+/// reports their times and the store's commits.
+async fn measure(
+    args: &Args,
+    agent: &drive::Driver,
+    tool: &cycle::TransferTool,
+    counting: &CountingStore,
+) -> Result<Report, String> {
     if args.warmup > 0 && args.paused.is_none() {
-        run_cycles(&agent, &tool, args.warmup, args.concurrency)
+        run_cycles(agent, tool, args.warmup, args.concurrency)
             .await
             .map_err(|e| format!("warm-up failed: {e}"))?;
     }
     counting.commits.store(0, Ordering::Relaxed);
     let started = Instant::now();
-    let report = match args.paused {
+    Ok(match args.paused {
         Some(k) => {
-            let (resumes, per) = run_paused(&agent, &tool, k, args.concurrency)
+            let (resumes, per) = run_paused(agent, tool, k, args.concurrency)
                 .await
                 .map_err(|e| e.to_string())?;
             Report {
@@ -255,7 +298,7 @@ async fn main_async(args: Args) -> Result<(), String> {
             }
         }
         None => {
-            let (cycles, resumes) = run_cycles(&agent, &tool, args.n, args.concurrency)
+            let (cycles, resumes) = run_cycles(agent, tool, args.n, args.concurrency)
                 .await
                 .map_err(|e| e.to_string())?;
             Report {
@@ -268,25 +311,25 @@ async fn main_async(args: Args) -> Result<(), String> {
                 floor: None,
             }
         }
-    };
-    let mut report = report;
-    if let (Some(dir), Some(fsync_before)) = (durable_dir(&args.store), fsync_before) {
-        let fsync_after = probe_fsync(&dir, sys::Probe::Append)?;
-        let fsync = fsync_before.min(fsync_after);
-        let overwrite = probe_fsync(&dir, sys::Probe::Rewrite)?;
-        let commits = report.commits as f64 / report.cycles.max(1) as f64;
-        let floor = |latency: Duration| 1.0 / (commits * latency.as_secs_f64()).max(1e-9);
-        report.floor = Some(Floor {
-            fsync,
-            fsync_before,
-            fsync_after,
-            cycles_per_sec: floor(fsync),
-            overwrite,
-            overwrite_cycles_per_sec: floor(overwrite),
-        });
-    }
-    print(&args, &report);
-    Ok(())
+    })
+}
+
+/// The fsync floor: the cycles per second the disk allows at the run's
+/// commits per cycle, probed again after the run.
+fn floor(dir: &std::path::Path, fsync_before: Duration, report: &Report) -> Result<Floor, String> {
+    let fsync_after = probe_fsync(dir, sys::Probe::Append)?;
+    let fsync = fsync_before.min(fsync_after);
+    let overwrite = probe_fsync(dir, sys::Probe::Rewrite)?;
+    let commits = report.commits as f64 / report.cycles.max(1) as f64;
+    let floor = |latency: Duration| 1.0 / (commits * latency.as_secs_f64()).max(1e-9);
+    Ok(Floor {
+        fsync,
+        fsync_before,
+        fsync_after,
+        cycles_per_sec: floor(fsync),
+        overwrite,
+        overwrite_cycles_per_sec: floor(overwrite),
+    })
 }
 
 fn main() -> ExitCode {

@@ -42,47 +42,94 @@ pub(crate) struct Report {
     pub(crate) floor: Option<Floor>,
 }
 
-pub(crate) fn print(args: &Args, r: &Report) {
-    let mut cycles = r.cycle_times.clone();
-    cycles.sort();
-    let mut resumes = r.resume_times.clone();
-    resumes.sort();
-    let rate = r.cycles as f64 / r.elapsed.as_secs_f64();
-    let mean = if cycles.is_empty() {
-        0.0
-    } else {
-        cycles.iter().map(|d| us(*d)).sum::<f64>() / cycles.len() as f64
-    };
-    let commits = r.commits as f64 / r.cycles.max(1) as f64;
-    let peak = sys::peak_rss_bytes();
-    if args.json {
-        let out = json!({
-            "store": args.store,
-            "http": args.http,
-            "subagent": args.subagent,
-            "policy": args.policy,
-            "quorum": args.quorum,
-            "mcp": args.mcp.is_some(),
-            "cycles": r.cycles,
-            "concurrency": args.concurrency,
-            "paused": args.paused,
-            "cyclesPerSec": rate,
-            "cycleUs": {"mean": mean, "p50": us(percentile(&cycles, 0.5)), "p99": us(percentile(&cycles, 0.99))},
-            "resumeUs": {"p50": us(percentile(&resumes, 0.5)), "p99": us(percentile(&resumes, 0.99))},
-            "commitsPerCycle": commits,
-            "bytesPerPausedSession": r.bytes_per_paused,
-            "peakRssBytes": peak,
-            "fsyncUs": r.floor.as_ref().map(|f| us(f.fsync)),
-            "fsyncBeforeUs": r.floor.as_ref().map(|f| us(f.fsync_before)),
-            "fsyncAfterUs": r.floor.as_ref().map(|f| us(f.fsync_after)),
-            "floorCyclesPerSec": r.floor.as_ref().map(|f| f.cycles_per_sec),
-            "fsyncOverwriteUs": r.floor.as_ref().map(|f| us(f.overwrite)),
-            "floorOverwriteCyclesPerSec": r.floor.as_ref().map(|f| f.overwrite_cycles_per_sec),
-            "allocator": ALLOCATOR_NAME,
-        });
-        println!("{out}");
-        return;
+/// The times of a run, sorted, and what is derived from them.
+struct Summary {
+    cycles: Vec<Duration>,
+    resumes: Vec<Duration>,
+    rate: f64,
+    mean: f64,
+    commits: f64,
+    peak: Option<u64>,
+}
+
+impl Summary {
+    fn of(r: &Report) -> Self {
+        let mut cycles = r.cycle_times.clone();
+        cycles.sort();
+        let mut resumes = r.resume_times.clone();
+        resumes.sort();
+        let mean = if cycles.is_empty() {
+            0.0
+        } else {
+            cycles.iter().map(|d| us(*d)).sum::<f64>() / cycles.len() as f64
+        };
+        Summary {
+            rate: r.cycles as f64 / r.elapsed.as_secs_f64(),
+            mean,
+            commits: r.commits as f64 / r.cycles.max(1) as f64,
+            peak: sys::peak_rss_bytes(),
+            cycles,
+            resumes,
+        }
     }
+}
+
+/// Prints the run's report: one JSON object with `--json`, else a
+/// Markdown table.
+pub(crate) fn print(args: &Args, r: &Report) {
+    let s = Summary::of(r);
+    if args.json {
+        print_json(args, r, &s);
+    } else {
+        print_table(args, r, &s);
+    }
+}
+
+fn print_json(args: &Args, r: &Report, s: &Summary) {
+    let Summary {
+        cycles,
+        resumes,
+        rate,
+        mean,
+        commits,
+        peak,
+    } = s;
+    let out = json!({
+        "store": args.store,
+        "http": args.http,
+        "subagent": args.subagent,
+        "policy": args.policy,
+        "quorum": args.quorum,
+        "mcp": args.mcp.is_some(),
+        "cycles": r.cycles,
+        "concurrency": args.concurrency,
+        "paused": args.paused,
+        "cyclesPerSec": rate,
+        "cycleUs": {"mean": mean, "p50": us(percentile(cycles, 0.5)), "p99": us(percentile(cycles, 0.99))},
+        "resumeUs": {"p50": us(percentile(resumes, 0.5)), "p99": us(percentile(resumes, 0.99))},
+        "commitsPerCycle": commits,
+        "bytesPerPausedSession": r.bytes_per_paused,
+        "peakRssBytes": peak,
+        "fsyncUs": r.floor.as_ref().map(|f| us(f.fsync)),
+        "fsyncBeforeUs": r.floor.as_ref().map(|f| us(f.fsync_before)),
+        "fsyncAfterUs": r.floor.as_ref().map(|f| us(f.fsync_after)),
+        "floorCyclesPerSec": r.floor.as_ref().map(|f| f.cycles_per_sec),
+        "fsyncOverwriteUs": r.floor.as_ref().map(|f| us(f.overwrite)),
+        "floorOverwriteCyclesPerSec": r.floor.as_ref().map(|f| f.overwrite_cycles_per_sec),
+        "allocator": ALLOCATOR_NAME,
+    });
+    println!("{out}");
+}
+
+fn print_table(args: &Args, r: &Report, s: &Summary) {
+    let Summary {
+        cycles,
+        resumes,
+        rate,
+        mean,
+        commits,
+        peak,
+    } = s;
     println!(
         "holdpoint-bench: store={} cycles={} concurrency={} allocator={ALLOCATOR_NAME}{}",
         args.store,
@@ -99,37 +146,41 @@ pub(crate) fn print(args: &Args, r: &Report) {
     println!("| cycles/s | {rate:.0} |");
     if !cycles.is_empty() {
         println!("| µs per cycle (mean) | {mean:.1} |");
-        println!("| µs per cycle (p50) | {:.1} |", us(percentile(&cycles, 0.5)));
-        println!("| µs per cycle (p99) | {:.1} |", us(percentile(&cycles, 0.99)));
+        println!("| µs per cycle (p50) | {:.1} |", us(percentile(cycles, 0.5)));
+        println!("| µs per cycle (p99) | {:.1} |", us(percentile(cycles, 0.99)));
     }
-    println!("| resume latency p50 (µs) | {:.1} |", us(percentile(&resumes, 0.5)));
-    println!("| resume latency p99 (µs) | {:.1} |", us(percentile(&resumes, 0.99)));
+    println!("| resume latency p50 (µs) | {:.1} |", us(percentile(resumes, 0.5)));
+    println!("| resume latency p99 (µs) | {:.1} |", us(percentile(resumes, 0.99)));
     println!("| store commits per cycle | {commits:.2} |");
     if let Some(b) = r.bytes_per_paused {
         println!("| bytes per paused session | {b:.0} |");
     }
     if let Some(p) = peak {
-        println!("| peak RSS (MiB) | {:.1} |", p as f64 / (1024.0 * 1024.0));
+        println!("| peak RSS (MiB) | {:.1} |", *p as f64 / (1024.0 * 1024.0));
     }
     if let Some(f) = &r.floor {
-        println!(
-            "| fsync latency, same disk (µs, p50; lower of before / after the cycles) | {:.0} ({:.0} / {:.0}) |",
-            us(f.fsync),
-            us(f.fsync_before),
-            us(f.fsync_after)
-        );
-        println!(
-            "| floor: cycles/s at one fsync per commit, sequential | {:.0} |",
-            f.cycles_per_sec
-        );
-        println!(
-            "| share of the floor reached | {:.0}% |",
-            100.0 * rate / f.cycles_per_sec
-        );
-        println!(
-            "| fsync latency of a 4 KiB rewrite in place (µs, p50) and its floor (cycles/s) | {:.0}; {:.0} |",
-            us(f.overwrite),
-            f.overwrite_cycles_per_sec
-        );
+        print_floor(f, *rate);
     }
+}
+
+fn print_floor(f: &Floor, rate: f64) {
+    println!(
+        "| fsync latency, same disk (µs, p50; lower of before / after the cycles) | {:.0} ({:.0} / {:.0}) |",
+        us(f.fsync),
+        us(f.fsync_before),
+        us(f.fsync_after)
+    );
+    println!(
+        "| floor: cycles/s at one fsync per commit, sequential | {:.0} |",
+        f.cycles_per_sec
+    );
+    println!(
+        "| share of the floor reached | {:.0}% |",
+        100.0 * rate / f.cycles_per_sec
+    );
+    println!(
+        "| fsync latency of a 4 KiB rewrite in place (µs, p50) and its floor (cycles/s) | {:.0}; {:.0} |",
+        us(f.overwrite),
+        f.overwrite_cycles_per_sec
+    );
 }

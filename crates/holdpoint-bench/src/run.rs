@@ -4,10 +4,11 @@
 use std::time::{Duration, Instant};
 
 use crate::cycle;
+use crate::drive;
 use crate::sys;
 
 pub(crate) async fn run_cycles(
-    agent: &cycle::Driver,
+    agent: &drive::Driver,
     tool: &cycle::TransferTool,
     n: usize,
     concurrency: usize,
@@ -47,11 +48,11 @@ enum Held {
     /// The session id only.
     Id(String),
     /// The paused part as the turn returned it.
-    Part(Box<cycle::Paused>),
+    Part(Box<drive::Paused>),
 }
 
 pub(crate) async fn run_paused(
-    agent: &cycle::Driver,
+    agent: &drive::Driver,
     tool: &cycle::TransferTool,
     k: usize,
     concurrency: usize,
@@ -60,7 +61,7 @@ pub(crate) async fn run_paused(
     // queue would hold) and reads each waiting call back when approving, so
     // the figure is what the agent and its store keep per paused session.
     // Over HTTP it keeps the paused part the response carried.
-    let in_process = matches!(agent, cycle::Driver::Direct(_));
+    let in_process = matches!(agent, drive::Driver::Direct(_));
     let before = sys::rss_bytes();
     let mut paused: Vec<Held> = Vec::with_capacity(k);
     for _ in 0..k {

@@ -89,16 +89,17 @@ mod approver;
 mod client;
 mod connection;
 mod error;
+mod inbox;
 mod operator;
 mod stream;
 
 pub use agent::{Aborted, RemoteAgent};
-pub use approver::{
-    AnswerOutcome, AuditFilter, AuditPage, InboxCaller, InboxCounts, InboxItem, InboxOrder, InboxPage, InboxQuery,
-    InboxTool, ListQuery,
-};
+pub use approver::{AnswerOutcome, ListQuery};
 pub use client::{Client, Layout};
 pub use connection::RemoteConnection;
 pub use error::{ClientError, Result};
+pub use inbox::{
+    AuditFilter, AuditPage, InboxCaller, InboxCounts, InboxItem, InboxOrder, InboxPage, InboxQuery, InboxTool,
+};
 pub use operator::{Notification, NotificationQuery, NotificationsPage, StoppedEndpoint};
 pub use stream::TurnStream;

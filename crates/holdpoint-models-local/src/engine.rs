@@ -260,8 +260,42 @@ fn run(
     cancel: &AtomicBool,
     on_text: &mut impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Outcome> {
-    let vocab = model.vocab();
     let started = Instant::now();
+    let common = reuse_prefix(session, tokens);
+    let mut batch = LlamaBatch::new(BATCH, 1);
+    let last_index = evaluate_prompt(session, tokens, common, &mut batch, cancel)?;
+    let prompt_time = started.elapsed();
+
+    let started = Instant::now();
+    let mut out = Outcome {
+        prompt_tokens: tokens.len() as u64,
+        cached_tokens: common as u64,
+        prompt_time,
+        ..Outcome::default()
+    };
+    let step = Step {
+        model,
+        job,
+        cancel,
+        prompt_len: tokens.len(),
+    };
+    generate(session, &step, sampler, &mut batch, last_index, &mut out, on_text)?;
+    out.generate_time = started.elapsed();
+    Ok(out)
+}
+
+/// What the generation loop reads of one job.
+struct Step<'a> {
+    model: &'static LlamaModel,
+    job: &'a Job,
+    cancel: &'a AtomicBool,
+    prompt_len: usize,
+}
+
+/// How many of `tokens` the session's KV cache already holds (the longest
+/// common prefix, keeping at least one token to evaluate: its logits start
+/// the generation); the rest of the cache is cleared.
+fn reuse_prefix(session: &mut Session, tokens: &[LlamaToken]) -> usize {
     // Reuse the KV cache of the longest common prefix, keeping at least
     // one token to evaluate (its logits start the generation).
     let mut common = session
@@ -282,7 +316,18 @@ fn run(
         }
         session.tokens.truncate(common);
     }
-    let mut batch = LlamaBatch::new(BATCH, 1);
+    common
+}
+
+/// Evaluates `tokens` after the first `common` in batches; the index of
+/// the last token's logits in the last batch.
+fn evaluate_prompt(
+    session: &mut Session,
+    tokens: &[LlamaToken],
+    common: usize,
+    batch: &mut LlamaBatch,
+    cancel: &AtomicBool,
+) -> Result<i32> {
     let mut last_index = 0;
     for (chunk_start, chunk) in tokens[common..]
         .chunks(BATCH)
@@ -301,22 +346,28 @@ fn run(
         }
         session
             .ctx
-            .decode(&mut batch)
+            .decode(batch)
             .map_err(|e| internal(format!("llama.cpp could not evaluate the prompt: {e}")))?;
         session.tokens.extend_from_slice(chunk);
         last_index = chunk.len() as i32 - 1;
     }
-    let prompt_time = started.elapsed();
+    Ok(last_index)
+}
 
-    let started = Instant::now();
-    let mut out = Outcome {
-        prompt_tokens: tokens.len() as u64,
-        cached_tokens: common as u64,
-        prompt_time,
-        ..Outcome::default()
-    };
+/// Samples tokens into `out` until end of generation, the limit (the
+/// job's maximum and the context's room), `on_text` breaking, or a cancel.
+fn generate(
+    session: &mut Session,
+    step: &Step<'_>,
+    sampler: &mut LlamaSampler,
+    batch: &mut LlamaBatch,
+    mut last_index: i32,
+    out: &mut Outcome,
+    on_text: &mut impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<()> {
+    let (vocab, job, cancel) = (step.model.vocab(), step.job, step.cancel);
     let mut pending: Vec<u8> = Vec::new();
-    let room = (session.n_ctx as usize).saturating_sub(tokens.len());
+    let room = (session.n_ctx as usize).saturating_sub(step.prompt_len);
     let limit = (job.max_tokens as usize).min(room);
     let mut finished = false;
     while (out.output_tokens as usize) < limit {
@@ -344,7 +395,7 @@ fn run(
             .map_err(|e| internal(format!("llama.cpp batch: {e}")))?;
         session
             .ctx
-            .decode(&mut batch)
+            .decode(batch)
             .map_err(|e| internal(format!("llama.cpp could not evaluate a token: {e}")))?;
         session.tokens.push(token);
         last_index = 0;
@@ -353,8 +404,7 @@ fn run(
         out.text.push_str(&String::from_utf8_lossy(&pending));
     }
     out.hit_limit = !finished;
-    out.generate_time = started.elapsed();
-    Ok(out)
+    Ok(())
 }
 
 /// Moves the complete UTF-8 characters at the start of `pending` to

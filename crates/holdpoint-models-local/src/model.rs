@@ -100,7 +100,36 @@ impl Model for LocalModel {
     }
 
     async fn generate(&self, request: GenerateRequest, chunks: ChunkSink) -> Result<GenerateResponse> {
-        let config = Options::from_request(&request)?;
+        let started = Instant::now();
+        let Planned {
+            job,
+            shape,
+            stops,
+            tools,
+        } = self.plan(&request)?;
+        tracing::debug!(target: "holdpoint_models::local", model = %self.name, tools, ?shape, "generate");
+        let (outcome, load_time) = self.run(job, shape, stops.clone(), chunks).await?;
+        let mut response = response(shape, &outcome, &stops, load_time)?;
+        response.latency_ms = Some(ms(started.elapsed()));
+        Ok(response)
+    }
+}
+
+/// What one request asks of the engine.
+struct Planned {
+    job: Job,
+    shape: Shape,
+    /// Stop sequences (plain text only).
+    stops: Vec<String>,
+    /// How many tools the model may call.
+    tools: usize,
+}
+
+impl LocalModel {
+    /// The engine job for `request`: its tools and mode, the grammar that
+    /// holds the output to its shape, the prompt and the sampling options.
+    fn plan(&self, request: &GenerateRequest) -> Result<Planned> {
+        let config = Options::from_request(request)?;
         let output = request.output_format();
         let (tools, mode): (&[ToolDefinition], ToolMode) = match request.tool_choice.as_deref() {
             None | Some("auto") => (&request.tools, ToolMode::CallOrAnswer),
@@ -126,7 +155,7 @@ impl Model for LocalModel {
         } else {
             (Shape::Text, None)
         };
-        let prompt = prompt::render(&request, tools, output.json);
+        let prompt = prompt::render(request, tools, output.json);
         let job = Job {
             prompt: prompt.segments,
             grammar,
@@ -146,48 +175,57 @@ impl Model for LocalModel {
             Shape::Text => config.stop_sequences.clone().unwrap_or_default(),
             _ => Vec::new(),
         };
-        tracing::debug!(target: "holdpoint_models::local", model = %self.name, tools = tools.len(), ?shape, "generate");
+        Ok(Planned {
+            job,
+            shape,
+            stops,
+            tools: tools.len(),
+        })
+    }
 
+    /// Runs `job` on the engine's thread, streaming text to `chunks`;
+    /// dropped, it cancels the job.
+    async fn run(&self, job: Job, shape: Shape, stops: Vec<String>, chunks: ChunkSink) -> Result<(Outcome, Duration)> {
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(Arc::clone(&cancel));
         let path = self.path.clone();
-        let started = Instant::now();
-        let thread_stops = stops.clone();
-        let (outcome, load_time) = tokio::task::spawn_blocking(move || -> Result<(Outcome, Duration)> {
+        tokio::task::spawn_blocking(move || -> Result<(Outcome, Duration)> {
             let engine = engine::engine(&path)?;
             let mut streamer = Streamer {
                 chunks,
                 shape,
-                stops: thread_stops,
+                stops,
                 sent: 0,
             };
             let outcome = engine.generate(&job, &cancel, |text| streamer.update(text))?;
             Ok((outcome, engine.load_time))
         })
         .await
-        .map_err(|e| Error::with_status(Status::Internal, format!("the local model thread failed: {e}")))??;
-
-        let mut response = finish(shape, &outcome, &stops)?;
-        let total = outcome.prompt_tokens + outcome.output_tokens;
-        response.usage = Usage {
-            input_tokens: Some(outcome.prompt_tokens),
-            output_tokens: Some(outcome.output_tokens),
-            total_tokens: Some(total),
-            thoughts_tokens: None,
-            cached_content_tokens: (outcome.cached_tokens > 0).then_some(outcome.cached_tokens),
-        };
-        let generate_s = outcome.generate_time.as_secs_f64();
-        response.custom = json!({
-            "local": {
-                "loadMs": ms(load_time),
-                "promptEvalMs": ms(outcome.prompt_time),
-                "generateMs": ms(outcome.generate_time),
-                "outputTokensPerSecond": if generate_s > 0.0 { outcome.output_tokens as f64 / generate_s } else { 0.0 },
-            }
-        });
-        response.latency_ms = Some(ms(started.elapsed()));
-        Ok(response)
+        .map_err(|e| Error::with_status(Status::Internal, format!("the local model thread failed: {e}")))?
     }
+}
+
+/// The response of a finished job: its message, usage and timings.
+fn response(shape: Shape, outcome: &Outcome, stops: &[String], load_time: Duration) -> Result<GenerateResponse> {
+    let mut response = finish(shape, outcome, stops)?;
+    let total = outcome.prompt_tokens + outcome.output_tokens;
+    response.usage = Usage {
+        input_tokens: Some(outcome.prompt_tokens),
+        output_tokens: Some(outcome.output_tokens),
+        total_tokens: Some(total),
+        thoughts_tokens: None,
+        cached_content_tokens: (outcome.cached_tokens > 0).then_some(outcome.cached_tokens),
+    };
+    let generate_s = outcome.generate_time.as_secs_f64();
+    response.custom = json!({
+        "local": {
+            "loadMs": ms(load_time),
+            "promptEvalMs": ms(outcome.prompt_time),
+            "generateMs": ms(outcome.generate_time),
+            "outputTokensPerSecond": if generate_s > 0.0 { outcome.output_tokens as f64 / generate_s } else { 0.0 },
+        }
+    });
+    Ok(response)
 }
 
 /// Half the cores, at most 4, at least 1. A model this small gains little

@@ -192,8 +192,22 @@ impl Shaper<'_> {
     }
 }
 
+/// One schema object rewritten into the subset Gemini accepts: members
+/// merged, nullability as `nullable`, string-only enums, the formats it
+/// knows, and only its keys.
 #[cfg(feature = "gemini")]
 fn gemini_fix(obj: &mut Map<String, Value>) {
+    gemini_merge(obj);
+    gemini_types(obj);
+    gemini_enums(obj);
+    gemini_format(obj);
+    gemini_shape(obj);
+    obj.retain(|k, _| GEMINI_KEYS.contains(&k.as_str()));
+}
+
+/// `allOf` members merged into the object; `oneOf` read as `anyOf`.
+#[cfg(feature = "gemini")]
+fn gemini_merge(obj: &mut Map<String, Value>) {
     if let Some(Value::Array(members)) = obj.remove("allOf") {
         for member in members {
             if let Value::Object(m) = member {
@@ -206,6 +220,12 @@ fn gemini_fix(obj: &mut Map<String, Value>) {
     if let Some(one_of) = obj.remove("oneOf") {
         obj.entry("anyOf").or_insert(one_of);
     }
+}
+
+/// A `type` array or an `anyOf` with a null member becomes `nullable`
+/// with the other type(s).
+#[cfg(feature = "gemini")]
+fn gemini_types(obj: &mut Map<String, Value>) {
     if let Some(Value::Array(types)) = obj.get("type").cloned() {
         let non_null: Vec<Value> = types.iter().filter(|t| t.as_str() != Some("null")).cloned().collect();
         if non_null.len() < types.len() {
@@ -244,6 +264,11 @@ fn gemini_fix(obj: &mut Map<String, Value>) {
             }
         }
     }
+}
+
+/// A string `const` becomes a one-value `enum`; enums of other values go.
+#[cfg(feature = "gemini")]
+fn gemini_enums(obj: &mut Map<String, Value>) {
     if let Some(c) = obj.remove("const")
         && c.is_string()
     {
@@ -255,6 +280,11 @@ fn gemini_fix(obj: &mut Map<String, Value>) {
     {
         obj.remove("enum");
     }
+}
+
+/// Only the formats Gemini knows for the type are kept.
+#[cfg(feature = "gemini")]
+fn gemini_format(obj: &mut Map<String, Value>) {
     let kind = obj.get("type").and_then(Value::as_str).unwrap_or("").to_owned();
     if let Some(format) = obj.get("format").and_then(Value::as_str) {
         let allowed = match kind.as_str() {
@@ -267,6 +297,11 @@ fn gemini_fix(obj: &mut Map<String, Value>) {
             obj.remove("format");
         }
     }
+}
+
+/// `required` names only declared properties; tuple `items` keep the first.
+#[cfg(feature = "gemini")]
+fn gemini_shape(obj: &mut Map<String, Value>) {
     if let Some(Value::Array(required)) = obj.get("required") {
         let props = obj.get("properties").and_then(Value::as_object);
         let kept: Vec<Value> = required
@@ -290,7 +325,6 @@ fn gemini_fix(obj: &mut Map<String, Value>) {
             None => obj.remove("items"),
         };
     }
-    obj.retain(|k, _| GEMINI_KEYS.contains(&k.as_str()));
 }
 
 #[cfg(test)]

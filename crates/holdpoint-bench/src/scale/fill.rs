@@ -9,6 +9,7 @@ use holdpoint::agent::Agent;
 use holdpoint::session::{AuditQuery, AuditRecord, SessionStore, Snapshot, mint_id};
 
 use crate::cycle;
+use crate::drive;
 
 /// How many approver roles the holds are spread over.
 pub const ROLES: usize = 20;
@@ -52,7 +53,7 @@ impl Templates {
         store: &Arc<dyn SessionStore>,
     ) -> Result<Self, String> {
         let err = |e: holdpoint::Error| e.to_string();
-        let driver = cycle::Driver::Direct(agent.clone());
+        let driver = drive::Driver::Direct(agent.clone());
         let paused = driver.pause().await.map_err(err)?;
         let id = paused.session_id.clone();
         let hold = store

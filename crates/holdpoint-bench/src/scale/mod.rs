@@ -22,6 +22,7 @@ use holdpoint::session::{AuditQuery, SessionStore, SnapshotQuery};
 use serde_json::{Value, json};
 
 use crate::cycle;
+use crate::drive;
 
 pub use fill::Templates;
 
@@ -84,7 +85,7 @@ async fn timed<T, F: std::future::Future<Output = holdpoint::Result<T>>>(
 
 /// `n` cycles over `concurrency` workers; cycles per second.
 async fn cycles(
-    driver: &cycle::Driver,
+    driver: &drive::Driver,
     tool: &cycle::TransferTool,
     n: usize,
     concurrency: usize,
@@ -147,7 +148,7 @@ async fn measure(
     run: &ScaleRun,
     size: usize,
     store: &Arc<dyn SessionStore>,
-    plain: (&cycle::Driver, &cycle::TransferTool),
+    plain: (&drive::Driver, &cycle::TransferTool),
     governed: &Agent,
     templates: &Templates,
     rss_start: u64,
@@ -157,8 +158,8 @@ async fn measure(
     let sequential = cycles(plain.0, plain.1, run.cycles, 1).await?;
     let concurrent = cycles(plain.0, plain.1, run.cycles, run.concurrency).await?;
     let banking = match plain.0 {
-        cycle::Driver::Direct(agent) => agent.clone(),
-        cycle::Driver::Http(_) | cycle::Driver::Answered(_) => {
+        drive::Driver::Direct(agent) => agent.clone(),
+        drive::Driver::Http(_) | drive::Driver::Answered(_) => {
             return Err("--scale drives the plain cycle in process".into());
         }
     };
@@ -174,6 +175,33 @@ async fn measure(
         }
     })
     .await?;
+    let (listed, role_times) = role_scan(run, size, governed).await?;
+    let role_page = role_page(run, governed).await?;
+    let (audit, get) = store_reads(run, size, store, templates).await?;
+    let disk = disk_bytes(&run.store);
+    let per_session = |bytes: u64| bytes as f64 / size.max(1) as f64;
+    Ok(json!({
+        "store": store_kind(&run.store),
+        "sessions": size,
+        "waiting": size / 10,
+        "fillSeconds": fill_secs,
+        "cyclesPerSec": {"sequential": sequential, "concurrent": concurrent, "concurrency": run.concurrency, "cycles": run.cycles},
+        "pendingAgent": percentiles(pending_agent),
+        "pendingRole": {"listed": listed, "latency": percentiles(role_times)},
+        "pendingRolePage": percentiles(role_page),
+        "auditSession": percentiles(audit),
+        "getSnapshot": percentiles(get),
+        "disk": disk,
+        "diskBytesPerSession": disk.get("total").and_then(Value::as_u64).map(per_session),
+        "rssBytes": rss,
+        "rssBytesPerSession": per_session(rss.saturating_sub(rss_start)),
+        "allocator": crate::ALLOCATOR_NAME,
+    }))
+}
+
+/// The inbox's read for an approver, `samples` times (fewer at 100k and
+/// up): how many calls the last read listed, and each read's time.
+async fn role_scan(run: &ScaleRun, size: usize, governed: &Agent) -> Result<(usize, Vec<Duration>), String> {
     // The inbox's read for an approver: every waiting call of the agent
     // (up to its scan limit) filtered to the role, then the first page.
     let role_samples = run.samples.min(if size >= 100_000 { 10 } else { 30 });
@@ -199,9 +227,14 @@ async fn measure(
         role_times.push(started.elapsed());
         listed = calls.len();
     }
+    Ok((listed, role_times))
+}
+
+/// An approver's first page, `samples` times.
+async fn role_page(run: &ScaleRun, governed: &Agent) -> Result<Vec<Duration>, String> {
     // An approver's first page: `pending_for` with a page's limit, as an
     // approval screen asks for it (no inbox totals).
-    let role_page = timed(run.samples, |i| {
+    timed(run.samples, |i| {
         let agent = governed.clone();
         async move {
             let roles = [fill::role(i % fill::ROLES)];
@@ -219,7 +252,17 @@ async fn measure(
                 .await
         }
     })
-    .await?;
+    .await
+}
+
+/// A finished session's audit and a snapshot by id, picked at random,
+/// `samples` times each.
+async fn store_reads(
+    run: &ScaleRun,
+    size: usize,
+    store: &Arc<dyn SessionStore>,
+    templates: &Templates,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
     let mut picks = Picks(0x9e37_79b9_7f4a_7c15 ^ size as u64);
     let audit = timed(run.samples, |_| {
         let session = templates.finished_session(picks.below(size));
@@ -240,25 +283,7 @@ async fn measure(
         async move { store.get_snapshot(&id).await }
     })
     .await?;
-    let disk = disk_bytes(&run.store);
-    let per_session = |bytes: u64| bytes as f64 / size.max(1) as f64;
-    Ok(json!({
-        "store": store_kind(&run.store),
-        "sessions": size,
-        "waiting": size / 10,
-        "fillSeconds": fill_secs,
-        "cyclesPerSec": {"sequential": sequential, "concurrent": concurrent, "concurrency": run.concurrency, "cycles": run.cycles},
-        "pendingAgent": percentiles(pending_agent),
-        "pendingRole": {"listed": listed, "latency": percentiles(role_times)},
-        "pendingRolePage": percentiles(role_page),
-        "auditSession": percentiles(audit),
-        "getSnapshot": percentiles(get),
-        "disk": disk,
-        "diskBytesPerSession": disk.get("total").and_then(Value::as_u64).map(per_session),
-        "rssBytes": rss,
-        "rssBytesPerSession": per_session(rss.saturating_sub(rss_start)),
-        "allocator": crate::ALLOCATOR_NAME,
-    }))
+    Ok((audit, get))
 }
 
 fn store_kind(url: &str) -> &'static str {
@@ -285,7 +310,7 @@ pub async fn run(run: ScaleRun) -> Result<(), String> {
     let (plain, tool) = cycle::setup(Arc::clone(&store)).map_err(|e| e.to_string())?;
     let (governed, governed_tool) = cycle::setup_with_policy(Arc::clone(&store)).map_err(|e| e.to_string())?;
     let templates = Arc::new(Templates::capture(&governed, &governed_tool, &store).await?);
-    let plain = cycle::Driver::Direct(plain);
+    let plain = drive::Driver::Direct(plain);
     let mut filled = 0;
     for &size in &run.sizes {
         let started = Instant::now();

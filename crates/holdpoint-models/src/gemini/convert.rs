@@ -19,24 +19,7 @@ pub const THOUGHT_SIGNATURE: &str = "thoughtSignature";
 
 /// Builds the request body.
 pub(crate) fn to_request(request: &GenerateRequest, config: &ModelConfig) -> Result<GenerateContentRequest> {
-    let mut contents: Vec<Content> = Vec::new();
-    for message in request.messages.iter().filter(|m| m.role != Role::System) {
-        let role = match message.role {
-            Role::Model => "model",
-            _ => "user",
-        };
-        let parts: Vec<WirePart> = message.content.iter().filter_map(to_wire_part).collect();
-        if parts.is_empty() {
-            continue;
-        }
-        match contents.last_mut() {
-            Some(last) if last.role.as_deref() == Some(role) => last.parts.extend(parts),
-            _ => contents.push(Content {
-                role: Some(role.to_owned()),
-                parts,
-            }),
-        }
-    }
+    let contents = to_contents(request);
     let system_instruction = system_text(&request.messages).map(|text| Content {
         role: None,
         parts: vec![WirePart {
@@ -44,44 +27,8 @@ pub(crate) fn to_request(request: &GenerateRequest, config: &ModelConfig) -> Res
             ..WirePart::default()
         }],
     });
-    let tools = if request.tools.is_empty() {
-        Vec::new()
-    } else {
-        vec![Tool {
-            function_declarations: request
-                .tools
-                .iter()
-                .map(|t| FunctionDeclaration {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    parameters: t
-                        .input_schema
-                        .as_ref()
-                        .map(|s| shape(s, Dialect::Gemini))
-                        .filter(has_properties),
-                })
-                .collect(),
-        }]
-    };
-    let tool_config = match request.tool_choice.as_deref() {
-        None => None,
-        Some(choice) => Some(ToolConfig {
-            function_calling_config: FunctionCallingConfig {
-                mode: match choice {
-                    "auto" => "AUTO",
-                    "required" => "ANY",
-                    "none" => "NONE",
-                    other => {
-                        return Err(holdpoint::Error::with_status(
-                            Status::InvalidArgument,
-                            format!("unknown tool choice \"{other}\" (auto, required or none)"),
-                        ));
-                    }
-                }
-                .to_owned(),
-            },
-        }),
-    };
+    let tools = to_tools(request);
+    let tool_config = to_tool_config(request)?;
     let output = request.output_format();
     // Gemini rejects JSON mode together with function calling.
     let json_mode = output.json && tools.is_empty();
@@ -108,6 +55,76 @@ pub(crate) fn to_request(request: &GenerateRequest, config: &ModelConfig) -> Res
         tools,
         tool_config,
         generation_config: (!generation_config.is_empty()).then_some(generation_config),
+    })
+}
+
+/// The conversation as Gemini contents: system messages left out (they
+/// go in `systemInstruction`), consecutive messages of one role merged.
+fn to_contents(request: &GenerateRequest) -> Vec<Content> {
+    let mut contents: Vec<Content> = Vec::new();
+    for message in request.messages.iter().filter(|m| m.role != Role::System) {
+        let role = match message.role {
+            Role::Model => "model",
+            _ => "user",
+        };
+        let parts: Vec<WirePart> = message.content.iter().filter_map(to_wire_part).collect();
+        if parts.is_empty() {
+            continue;
+        }
+        match contents.last_mut() {
+            Some(last) if last.role.as_deref() == Some(role) => last.parts.extend(parts),
+            _ => contents.push(Content {
+                role: Some(role.to_owned()),
+                parts,
+            }),
+        }
+    }
+    contents
+}
+
+/// The function declarations of the request's tools (none: no tools).
+fn to_tools(request: &GenerateRequest) -> Vec<Tool> {
+    if request.tools.is_empty() {
+        Vec::new()
+    } else {
+        vec![Tool {
+            function_declarations: request
+                .tools
+                .iter()
+                .map(|t| FunctionDeclaration {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t
+                        .input_schema
+                        .as_ref()
+                        .map(|s| shape(s, Dialect::Gemini))
+                        .filter(has_properties),
+                })
+                .collect(),
+        }]
+    }
+}
+
+/// The tool choice as Gemini's function-calling mode.
+fn to_tool_config(request: &GenerateRequest) -> Result<Option<ToolConfig>> {
+    Ok(match request.tool_choice.as_deref() {
+        None => None,
+        Some(choice) => Some(ToolConfig {
+            function_calling_config: FunctionCallingConfig {
+                mode: match choice {
+                    "auto" => "AUTO",
+                    "required" => "ANY",
+                    "none" => "NONE",
+                    other => {
+                        return Err(holdpoint::Error::with_status(
+                            Status::InvalidArgument,
+                            format!("unknown tool choice \"{other}\" (auto, required or none)"),
+                        ));
+                    }
+                }
+                .to_owned(),
+            },
+        }),
     })
 }
 
