@@ -15,7 +15,7 @@ use super::audit::{self, AuditContext, PendingApproval};
 use super::decide::{self, Purpose};
 use super::io::{AgentInput, AgentOutput};
 use super::worker::actor_of;
-use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of, subagent};
+use super::{ACTOR, Access, Agent, PRINCIPAL, load, principal_of};
 use crate::approval::{Grant, GrantRequest, roles_of};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
@@ -177,7 +177,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     let directive = directive(&answer, &call, reason.as_deref())?;
     let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
     let mut nested = Resume::from_parts(vec![directive.clone()]);
-    subagent::nest(&session.state.messages, &mut nested)?;
+    agent.def.nesting.route(&session.state.messages, &mut nested)?;
     decide::check(&agent.def, &session, &nested, Purpose::Record, &context)
         .await
         .map_err(|e| explain_misfit(e, &call))?;

@@ -258,6 +258,7 @@ impl AgentBuilder {
                 children: self.children,
                 receipts: self.receipts,
                 redactions,
+                nesting: Arc::new(subagent::SubAgents),
             }),
         })
     }

@@ -23,21 +23,18 @@ use serde_json::{Map, Value};
 
 use super::audit;
 use super::load::Session;
-use super::subagent::{self, SurfacedHold};
 use super::{AgentDef, worker::actor_of};
 use crate::approval::{HoldRule, roles_of};
 use crate::error::{Error, Result};
 use crate::generate::{Resume, validate_resume};
+use crate::message::surfaced::SurfacedHold;
 use crate::message::{Message, Part, Role, metadata};
-use crate::session::{AuditDecision, HoldApproval, SessionStore, Snapshot};
+use crate::session::{AuditDecision, HoldApproval, Snapshot};
 use crate::tool::SchemaValidator;
 
 /// The role that may settle any call in doubt and read any audit row
 /// (docs/reference.md §10.10).
 pub const OPERATOR_ROLE: &str = "operator";
-
-/// How deep nested answers are followed.
-const MAX_DEPTH: usize = 16;
 
 /// Who answers: the acting person (`None`: the agent's own process, which
 /// answers as an operator) and their roles.
@@ -131,26 +128,26 @@ impl<'a> Decider<'a> {
     }
 }
 
-fn tool_name(part: &Part) -> &str {
+pub(crate) fn tool_name(part: &Part) -> &str {
     part.as_tool_request().map_or("the call", |r| r.name.as_str())
 }
 
 /// One level of a check: the session's messages, its owner, the tools
 /// that answer its calls and the approvals recorded toward quorums.
-struct Level<'a> {
+pub(crate) struct Level<'a> {
     /// The agent whose session this is (`None`: a child this agent does
     /// not know as a sub-agent, whose answers are then authorised but not
     /// decoded against its tools).
-    def: Option<&'a AgentDef>,
-    messages: &'a [Message],
-    owner: Option<&'a str>,
+    pub def: Option<&'a AgentDef>,
+    pub messages: &'a [Message],
+    pub owner: Option<&'a str>,
     /// Approvals recorded for this level's calls, by their ref at this
     /// level (the root's, and for a child those the root recorded under
     /// the compound ref).
-    approvals: Vec<HoldApproval>,
+    pub approvals: Vec<HoldApproval>,
 }
 
-/// Checks `resume` (already nested, see [`subagent::nest`]) on `session`
+/// Checks `resume` (already routed, see [`Nesting::route`](super::nesting::Nesting::route)) on `session`
 /// of the agent `def`, for the person `context` names, before anything
 /// is claimed. Returns the child snapshots the nested answers were
 /// checked against (their resumes start from them).
@@ -163,9 +160,10 @@ pub(crate) async fn check(
 ) -> Result<Vec<Snapshot>> {
     let messages = &session.state.messages;
     validate_resume(messages, resume)?;
-    // Sub-agents: a child's holds are answered through its parent.
-    subagent::check_direct(messages, purpose == Purpose::Settle, context)?;
-    if subagent::from_parent_call(context) {
+    // A nested run's holds are answered through the level above.
+    def.nesting
+        .check_direct(messages, purpose == Purpose::Settle, context)?;
+    if def.nesting.resumed_by_parent(context) {
         // The parent checked these answers before its own claim.
         return Ok(Vec::new());
     }
@@ -184,12 +182,17 @@ pub(crate) async fn check(
             Some(id) => format!("snapshot {id}"),
             None => format!("session {}", session.state.session_id),
         };
-        check_children(store.as_ref(), &level, resume, &decider, &caller, 0, &mut read).await?;
+        let nesting = &def.nesting;
+        nesting
+            .check_below(store.as_ref(), &level, resume, &decider, &caller, &mut read)
+            .await?;
     }
     Ok(read)
 }
 
-fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Result<()> {
+/// Checks one level's answers: decoded against its agent's tools (when
+/// known) and authorised for `decider`, approvability and quorum included.
+pub(crate) fn check_level(level: &Level<'_>, resume: &Resume, decider: &Decider<'_>) -> Result<()> {
     let now = chrono::Utc::now();
     check_all_answered(level.messages, resume)?;
     for directive in resume.restart.iter().chain(&resume.respond) {
@@ -356,121 +359,4 @@ fn check_quorum(
         )));
     }
     Ok(())
-}
-
-/// Checks, level by level, the nested answers of every restart of a
-/// surfaced hold in `resume` against the child's paused snapshot: it must
-/// be its agent's and still wait, and its answers pass the same checks as
-/// the root's. Reads only. `caller`: the snapshot (or session) the caller
-/// named, which refusals name first.
-async fn check_children(
-    store: &dyn SessionStore,
-    level: &Level<'_>,
-    resume: &Resume,
-    decider: &Decider<'_>,
-    caller: &str,
-    depth: usize,
-    read: &mut Vec<Snapshot>,
-) -> Result<()> {
-    let Some(pending) = level.messages.iter().rev().find(|m| m.role == Role::Model) else {
-        return Ok(());
-    };
-    if !pending.interrupts().any(SurfacedHold::is_surfaced) {
-        return Ok(());
-    }
-    if depth >= MAX_DEPTH {
-        return Err(Error::InvalidArgument(format!(
-            "nested answers deeper than {MAX_DEPTH} sub-agent levels"
-        )));
-    }
-    for directive in &resume.restart {
-        let Some(target) = audit::target_of(level.messages, directive) else {
-            continue;
-        };
-        let Some(hold) = SurfacedHold::of(target) else {
-            continue;
-        };
-        let name = tool_name(target).to_owned();
-        let resumed = metadata::marker(directive.metadata.as_ref(), metadata::RESUMED)?
-            .map(metadata::Marker::into_object)
-            .unwrap_or_default();
-        let mut nested = subagent::nested_resume(&name, &resumed)?;
-        let snapshot = waiting_child(store, &hold, &name, caller).await?;
-        let messages = snapshot.state.as_ref().map_or(&[][..], |s| s.messages.as_slice());
-        subagent::nest(messages, &mut nested)?;
-        validate_resume(messages, &nested).map_err(|e| subagent::nested_error(&name, e))?;
-        let child = level
-            .def
-            .and_then(|d| d.children.iter().find(|c| c.name() == hold.agent));
-        let segment = target.ref_segment().unwrap_or(name.as_str());
-        // Approvals of this level name a nested call by its ref below it.
-        let child_prefix = format!("{segment}{}", subagent::REF_SEPARATOR);
-        // The root records approvals of a nested call under its compound
-        // ref; the child's own count too.
-        let mut approvals = approvals_below(&level.approvals, &child_prefix);
-        approvals.extend(snapshot.approvals.iter().cloned());
-        // Every child level is authorised, known sub-agent or not: the
-        // child's own claim trusts its parent's check.
-        let child_level = Level {
-            def: child.map(|c| c.def.as_ref()),
-            messages,
-            owner: snapshot.owner.as_deref(),
-            approvals,
-        };
-        check_level(&child_level, &nested, decider)?;
-        Box::pin(check_children(
-            store,
-            &child_level,
-            &nested,
-            decider,
-            caller,
-            depth + 1,
-            &mut Vec::new(),
-        ))
-        .await?;
-        read.push(snapshot);
-    }
-    Ok(())
-}
-
-/// The sub-agent's snapshot a surfaced hold names, which must be its
-/// agent's, in this store, and still waiting; the refusal names the
-/// caller's snapshot first (the child's is context).
-async fn waiting_child(store: &dyn SessionStore, hold: &SurfacedHold, name: &str, caller: &str) -> Result<Snapshot> {
-    let snapshot = store
-        .get_snapshot(&hold.snapshot_id)
-        .await?
-        .filter(|s| s.belongs_to(&hold.agent))
-        .ok_or_else(|| {
-            Error::FailedPrecondition(format!(
-                "sub-agent snapshot {} of call \"{name}\" is not in this agent's store (a sub-agent must keep its sessions in its parent's store)",
-                hold.snapshot_id
-            ))
-        })?;
-    if snapshot.is_waiting() {
-        return Ok(snapshot);
-    }
-    let why = if snapshot.resumed_at.is_some() {
-        "already resumed".to_owned()
-    } else {
-        format!("status {}", snapshot.status.as_str())
-    };
-    Err(Error::AlreadyAnswered(format!(
-        "{caller} was already resumed: its sub-agent call \"{name}\" no longer waits (agent \"{}\", snapshot {}: {why})",
-        hold.agent, hold.snapshot_id
-    )))
-}
-
-/// The approvals of a level recorded for calls below `prefix` (a nested
-/// call's compound ref), with the ref as the level below names them.
-fn approvals_below(approvals: &[HoldApproval], prefix: &str) -> Vec<HoldApproval> {
-    approvals
-        .iter()
-        .filter_map(|a| {
-            let inner = a.reference.as_deref()?.strip_prefix(prefix)?;
-            let mut a = a.clone();
-            a.reference = Some(inner.to_owned()).filter(|r| !r.is_empty() && *r != a.tool);
-            Some(a)
-        })
-        .collect()
 }

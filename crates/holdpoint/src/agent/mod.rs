@@ -35,9 +35,11 @@ mod direct;
 mod failed;
 mod grant_answer;
 mod grants;
+mod handoff;
 mod hold;
 mod io;
 mod load;
+mod nesting;
 mod pending_page;
 mod prompt;
 mod reads;
@@ -143,6 +145,9 @@ pub(crate) struct AgentDef {
     /// The input paths masked in each tool's calls, by tool name (only
     /// tools that mask any).
     pub redactions: std::collections::HashMap<String, crate::review::Redaction>,
+    /// The hooks through which runs nested in its tool calls (sub-agents)
+    /// take part in its turns.
+    pub nesting: Arc<dyn nesting::Nesting>,
 }
 
 impl AgentDef {
@@ -350,7 +355,7 @@ impl Agent {
         &self,
         input: AgentInput,
         options: RunOptions,
-        parent: Option<Arc<subagent::ChildWrites>>,
+        parent: Option<Arc<handoff::HandedUp>>,
         preloaded: Option<crate::session::Snapshot>,
     ) -> Result<AgentOutput> {
         input.validate()?;
@@ -372,7 +377,7 @@ impl Agent {
         session: load::Session,
         input: AgentInput,
         context: Map<String, Value>,
-        parent: Option<Arc<subagent::ChildWrites>>,
+        parent: Option<Arc<handoff::HandedUp>>,
     ) -> Result<AgentOutput> {
         let held_since = input.resume.as_ref().filter(|r| !r.is_empty()).and(session.saved_at);
         let (mut work, mut output) = worker::single(Arc::clone(&self.def), session, Arc::new(context), input, parent);

@@ -19,7 +19,7 @@
 
 mod abandon;
 mod background;
-pub(crate) mod defer;
+mod check;
 mod nest;
 mod notice;
 mod pending;
@@ -30,12 +30,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::decide::{Decider, Level};
+use super::nesting::Nesting;
 use super::{Agent, AgentBuilder};
 use crate::model::ToolDefinition;
+use crate::session::SessionStore;
 use crate::tool::Tool;
 
 pub(crate) use abandon::abandon_children;
-pub(crate) use defer::ChildWrites;
 
 pub use crate::message::surfaced::{SurfacedHold, answerable};
 pub use background::BACKGROUND_MAX_WAIT;
@@ -135,7 +137,7 @@ pub(crate) fn is_subagent(definition: &ToolDefinition) -> bool {
 }
 
 /// Whether `def` has foreground sub-agent tools, whose children hand
-/// their rows to its turns ([`defer`]).
+/// their rows to its turns (`agent::handoff`).
 pub(crate) fn collects(def: &super::AgentDef) -> bool {
     def.tools.iter().any(|d| {
         d.metadata
@@ -273,5 +275,59 @@ impl AgentBuilder {
         let tool = SubagentTool::new(&self.name, agent, options);
         self.tools.push(Arc::new(tool));
         self
+    }
+}
+
+/// Sub-agents as the turn pipeline's [`Nesting`] hooks: the one place the
+/// pipeline reaches them.
+pub(crate) struct SubAgents;
+
+#[async_trait::async_trait]
+impl Nesting for SubAgents {
+    fn route(
+        &self,
+        history: &[crate::message::Message],
+        resume: &mut crate::generate::Resume,
+    ) -> crate::error::Result<()> {
+        nest(history, resume)
+    }
+
+    fn resumed_by_parent(&self, context: &Map<String, Value>) -> bool {
+        from_parent_call(context)
+    }
+
+    fn check_direct(
+        &self,
+        messages: &[crate::message::Message],
+        settles: bool,
+        context: &Map<String, Value>,
+    ) -> crate::error::Result<()> {
+        check_direct(messages, settles, context)
+    }
+
+    async fn check_below(
+        &self,
+        store: &dyn SessionStore,
+        level: &Level<'_>,
+        resume: &crate::generate::Resume,
+        decider: &Decider<'_>,
+        caller: &str,
+        read: &mut Vec<crate::session::Snapshot>,
+    ) -> crate::error::Result<()> {
+        check::check_children(store, level, resume, decider, caller, 0, read).await
+    }
+
+    async fn abandon_below(
+        &self,
+        store: &dyn SessionStore,
+        history: &[crate::message::Message],
+        context: &Map<String, Value>,
+        lease: std::time::Duration,
+    ) {
+        abandon_children(store, history, context, lease).await;
+    }
+
+    fn collects(&self, def: &super::AgentDef) -> bool {
+        collects(def)
     }
 }

@@ -107,7 +107,7 @@ impl SubagentTool {
         if !ctx.chunks.is_listening() {
             // In this task: the child starts from the snapshot its parent's
             // claim checked, and its row goes up with the parent's.
-            let parent = super::defer::turn_writes();
+            let parent = crate::agent::handoff::turn_writes();
             let preloaded = init
                 .snapshot_id
                 .as_deref()

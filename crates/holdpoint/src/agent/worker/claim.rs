@@ -136,7 +136,7 @@ async fn claim_snapshot(
     // parent's paused (trusted) snapshot holds: the session cannot have
     // gone on past it but through that parent, and an abandonment claims
     // it, which the claim below finds.
-    if !super::super::subagent::from_parent_call(context) {
+    if !def.nesting.resumed_by_parent(context) {
         check_not_left_behind(store.as_ref(), session, id).await?;
     }
     let ctx = audit_context(def, session, id, context);
@@ -253,9 +253,11 @@ async fn abandon_open(
         let sid = &session.state.session_id;
         return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
     }
-    // Sub-agents: the children whose holds these calls surfaced go too.
+    // Nesting hook: what runs below the calls abandoned here goes too.
     let history = &session.state.messages;
-    super::super::subagent::abandon_children(store.as_ref(), history, context, def.resume_lease).await;
+    def.nesting
+        .abandon_below(store.as_ref(), history, context, def.resume_lease)
+        .await;
     Ok(Claimed::held(hold))
 }
 

@@ -14,10 +14,10 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 
 use super::super::AgentDef;
+use super::super::handoff::{self, HandedUp};
 use super::super::hold::Hold;
 use super::super::io::AgentInput;
 use super::super::load::Session;
-use super::super::subagent::{self, ChildWrites, defer};
 use super::super::turn::{Responder, Turn};
 use super::claim::Claimed;
 use crate::error::Error;
@@ -33,7 +33,7 @@ pub(super) struct TurnDone {
     pub finish: FinishReason,
     pub hold: Option<Box<Hold>>,
     /// The rows its sub-agent calls handed up, written with its own.
-    pub children: Option<Arc<ChildWrites>>,
+    pub children: Option<Arc<HandedUp>>,
 }
 
 /// A turn that failed.
@@ -46,7 +46,7 @@ pub(super) struct TurnFailure {
     /// The turn's hold on its claim, to confirm before writing anything.
     pub hold: Option<Box<Hold>>,
     /// The rows its sub-agent calls handed up, written with its own.
-    pub children: Option<Arc<ChildWrites>>,
+    pub children: Option<Arc<HandedUp>>,
 }
 
 /// How a turn ended.
@@ -107,10 +107,10 @@ async fn run_turn(
     // sub-agent tools or a store), so a child never hands its rows to a
     // turn other than its parent's.
     let children = match &def.store {
-        Some(store) if subagent::collects(&def) => Some(ChildWrites::new(Arc::clone(store), nested)),
+        Some(store) if def.nesting.collects(&def) => Some(HandedUp::new(Arc::clone(store), nested)),
         _ => None,
     };
-    let work = defer::collecting(children.clone(), work);
+    let work = handoff::collecting(children.clone(), work);
     let done = match &hold {
         Some(hold) => while_renewing(work, hold.keep()).await,
         None => work.await,

@@ -29,9 +29,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use super::AgentDef;
+use super::handoff::HandedUp;
 use super::io::{AgentInput, AgentOutput};
 use super::load::Session;
-use super::subagent::ChildWrites;
 use super::turn::Responder;
 use crate::error::{Error, Result};
 use crate::message::Message;
@@ -50,7 +50,7 @@ pub(crate) struct WorkerIo {
     pub ended: Arc<AtomicBool>,
     /// A foreground sub-agent call's parent turn, which writes this run's
     /// outcome row with its own.
-    pub parent: Option<Arc<ChildWrites>>,
+    pub parent: Option<Arc<HandedUp>>,
 }
 
 /// How one input ended, for the worker's loop.
@@ -92,7 +92,7 @@ struct Worker {
     turns: u32,
     /// Where this run's outcome row goes when it is a foreground sub-agent
     /// call (see [`WorkerIo::parent`]).
-    parent: Option<Arc<ChildWrites>>,
+    parent: Option<Arc<HandedUp>>,
 }
 
 /// A worker's whole run, as a future to drive or spawn.
@@ -106,7 +106,7 @@ pub(crate) fn single(
     session: Session,
     context: Arc<Map<String, Value>>,
     input: AgentInput,
-    parent: Option<Arc<ChildWrites>>,
+    parent: Option<Arc<HandedUp>>,
 ) -> (WorkerFuture, oneshot::Receiver<Result<AgentOutput>>) {
     let (output_tx, output_rx) = oneshot::channel();
     let io = WorkerIo {

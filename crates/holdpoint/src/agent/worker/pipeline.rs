@@ -21,7 +21,7 @@ use super::inbox::Arrival;
 use super::sink::Finished;
 use super::write::{self, Levels};
 use super::{Outcome, Worker};
-use crate::agent::subagent::ChildWrites;
+use crate::agent::handoff::HandedUp;
 use crate::error::Result;
 
 use super::super::io::{AgentInput, AgentStreamChunk, TurnStart};
@@ -115,10 +115,13 @@ impl Worker {
         if asks_detach && self.def.store.is_none() {
             self.detach(None).await.map_err(Outcome::Refused)?;
         }
-        // Sub-agents: answers to nested holds become restarts of the calls
-        // that surfaced them, before anything checks or claims them.
+        // Nesting hook: answers to nested holds become restarts of the
+        // calls that surfaced them, before anything checks or claims them.
         if let Some(resume) = input.resume.as_mut() {
-            super::super::subagent::nest(&self.session.state.messages, resume).map_err(Outcome::Failed)?;
+            self.def
+                .nesting
+                .route(&self.session.state.messages, resume)
+                .map_err(Outcome::Failed)?;
         }
         let claimed = if input.has_payload() {
             let claiming = claim::claim(&self.def, &self.session, input, &self.context);
@@ -261,7 +264,7 @@ impl Worker {
 
     /// The parent's turn this run's outcome row is handed to: a
     /// foreground sub-agent call's, for its one input.
-    fn parent_turn(&self) -> Option<std::sync::Arc<ChildWrites>> {
+    fn parent_turn(&self) -> Option<std::sync::Arc<HandedUp>> {
         self.parent.clone().filter(|_| self.inbox.is_drained())
     }
 }

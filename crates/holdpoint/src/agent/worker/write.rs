@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use super::super::AgentDef;
+use super::super::handoff::{self, HandedUp};
 use super::super::hold::Hold;
 use super::super::load::{Holds, Session};
-use super::super::subagent::{ChildWrites, defer};
 use crate::error::{Error, Result};
 use crate::model::FinishReason;
 use crate::session::{SessionState, Snapshot, SnapshotStatus, mint_id, prepare_row};
@@ -20,8 +20,8 @@ use crate::session::{SessionState, Snapshot, SnapshotStatus, mint_id, prepare_ro
 /// to hand them all to instead, when this run is a sub-agent call.
 #[derive(Default)]
 pub(super) struct Levels {
-    pub children: Option<Arc<ChildWrites>>,
-    pub parent: Option<Arc<ChildWrites>>,
+    pub children: Option<Arc<HandedUp>>,
+    pub parent: Option<Arc<HandedUp>>,
 }
 
 impl Levels {
@@ -34,7 +34,7 @@ impl Levels {
     /// not written here (detached, or its claim lost).
     pub(super) async fn write_children(&self, def: &AgentDef) {
         if let Some(store) = &def.store {
-            defer::write_alone(store.as_ref(), self.take_children()).await;
+            handoff::write_alone(store.as_ref(), self.take_children()).await;
         }
     }
 }
@@ -83,18 +83,18 @@ pub(super) async fn commit(
     }
     let children = levels.take_children();
     let saved = match hold {
-        Some(hold) if !hold.takes_over() => defer::write_with(store.as_ref(), children, (hold.successor(), row))
+        Some(hold) if !hold.takes_over() => handoff::write_with(store.as_ref(), children, (hold.successor(), row))
             .await
             .map_err(|e| hold.outcome_refused(e))?,
         Some(hold) => {
-            defer::write_alone(store.as_ref(), children).await;
+            handoff::write_alone(store.as_ref(), children).await;
             hold.write_outcome(row).await?
         }
         None if children.is_empty() => store
             .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
             .await?
             .ok_or_else(|| Error::Internal("the turn's snapshot was not written".into()))?,
-        None => defer::write_with(store.as_ref(), children, (mint_id(), row)).await?,
+        None => handoff::write_with(store.as_ref(), children, (mint_id(), row)).await?,
     };
     let state = saved.state.ok_or_else(|| {
         Error::Internal(format!(

@@ -1,4 +1,7 @@
-//! A child's rows written with its parent's (docs/reference.md §16.8).
+//! Rows of nested runs written with the turn they run in
+//! (docs/reference.md §16.8): the pipeline's side of the hand-off, which
+//! knows rows and claims, not what produced them (foreground sub-agents
+//! today, through the [`Nesting`](super::nesting::Nesting) hooks).
 //!
 //! A foreground child's turn runs inside its parent's call. Its outcome
 //! row (its paused snapshot, or the outcome of its resume) is not written
@@ -32,12 +35,12 @@ tokio::task_local! {
     /// The collector of the running turn of an agent with sub-agent tools
     /// (`None` when the agent keeps no sessions): where its children's
     /// rows go.
-    static TURN_WRITES: Option<Arc<ChildWrites>>;
+    static TURN_WRITES: Option<Arc<HandedUp>>;
 }
 
 /// Rows children handed to the turn of their parent, oldest first, and the
 /// renewals of the claims they were written under.
-pub(crate) struct ChildWrites {
+pub(crate) struct HandedUp {
     store: Arc<dyn SessionStore>,
     rows: Mutex<Vec<(String, Snapshot)>>,
     renewals: Mutex<Vec<AbortOnDrop<()>>>,
@@ -47,11 +50,11 @@ pub(crate) struct ChildWrites {
     preloaded: Mutex<Vec<Snapshot>>,
 }
 
-impl ChildWrites {
+impl HandedUp {
     /// A collector for rows of `store`, holding the `preloaded` child
     /// snapshots.
     pub(crate) fn new(store: Arc<dyn SessionStore>, preloaded: Vec<Snapshot>) -> Arc<Self> {
-        Arc::new(ChildWrites {
+        Arc::new(HandedUp {
             store,
             rows: Mutex::default(),
             renewals: Mutex::default(),
@@ -73,7 +76,7 @@ impl ChildWrites {
 
     /// Takes over what `child` (a child's own collector) holds: the rows
     /// its children handed up and their renewals, to go up with its row.
-    pub(crate) fn adopt(&self, child: &ChildWrites) {
+    pub(crate) fn adopt(&self, child: &HandedUp) {
         let rows = child.take();
         let renewals = std::mem::take(&mut *child.renewals.lock().unwrap_or_else(PoisonError::into_inner));
         self.rows.lock().unwrap_or_else(PoisonError::into_inner).extend(rows);
@@ -103,7 +106,7 @@ impl ChildWrites {
     }
 }
 
-impl Drop for ChildWrites {
+impl Drop for HandedUp {
     fn drop(&mut self) {
         let rows = std::mem::take(self.rows.get_mut().unwrap_or_else(PoisonError::into_inner));
         if rows.is_empty() {
@@ -135,13 +138,13 @@ pub(crate) async fn write_alone(store: &dyn SessionStore, rows: Vec<(String, Sna
 }
 
 /// The collector of the running turn, if it has one.
-pub(crate) fn turn_writes() -> Option<Arc<ChildWrites>> {
+pub(crate) fn turn_writes() -> Option<Arc<HandedUp>> {
     TURN_WRITES.try_with(Clone::clone).ok().flatten()
 }
 
 /// Runs `turn` with `writes` as the collector its sub-agent calls hand
 /// their rows to.
-pub(crate) async fn collecting<T>(writes: Option<Arc<ChildWrites>>, turn: impl Future<Output = T>) -> T {
+pub(crate) async fn collecting<T>(writes: Option<Arc<HandedUp>>, turn: impl Future<Output = T>) -> T {
     TURN_WRITES.scope(writes, turn).await
 }
 
