@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use holdpoint::session::{InMemoryStore, SessionStore};
 
-use cycle::CountingStore;
+use cycle::counting;
 use report::{Floor, Report, print};
 use run::{run_cycles, run_paused};
 
@@ -190,7 +190,7 @@ async fn main_async(args: Args) -> Result<(), String> {
     let fsync_before = durable_dir(&args.store)
         .map(|dir| probe_fsync(&dir, sys::Probe::Append))
         .transpose()?;
-    let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
+    let counting = Arc::new(counting(open_store(&args.store, args.pool).await?));
     let store = Arc::clone(&counting) as Arc<dyn SessionStore>;
     let answered = args.quorum || args.mcp.is_some();
     if answered && (args.http || args.subagent || args.policy) {
@@ -237,7 +237,7 @@ async fn main_async(args: Args) -> Result<(), String> {
             .await
             .map_err(|e| format!("warm-up failed: {e}"))?;
     }
-    counting.commits.store(0, Ordering::Relaxed);
+    counting.observer().commits.store(0, Ordering::Relaxed);
     let started = Instant::now();
     let report = match args.paused {
         Some(k) => {
@@ -249,7 +249,7 @@ async fn main_async(args: Args) -> Result<(), String> {
                 elapsed: started.elapsed(),
                 cycle_times: Vec::new(),
                 resume_times: resumes,
-                commits: counting.commits.load(Ordering::Relaxed),
+                commits: counting.observer().commits.load(Ordering::Relaxed),
                 bytes_per_paused: Some(per),
                 floor: None,
             }
@@ -263,7 +263,7 @@ async fn main_async(args: Args) -> Result<(), String> {
                 elapsed: started.elapsed(),
                 cycle_times: cycles,
                 resume_times: resumes,
-                commits: counting.commits.load(Ordering::Relaxed),
+                commits: counting.observer().commits.load(Ordering::Relaxed),
                 bytes_per_paused: None,
                 floor: None,
             }

@@ -226,6 +226,8 @@ async fn measure(
         let store = Arc::clone(store);
         async move {
             store
+                .capabilities()
+                .audit()?
                 .list_audit(&AuditQuery {
                     session_id: Some(session),
                     ..AuditQuery::default()

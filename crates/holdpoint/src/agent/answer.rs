@@ -270,8 +270,16 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         .map_err(|e| explain_misfit(e, &call))?;
     let grant = match &answer.grant {
         Some(request) => Some(
-            super::grant_answer::prepare(agent, store.as_ref(), request, &call, approve, actor.as_deref(), &roles)
-                .await?,
+            super::grant_answer::prepare(
+                agent,
+                agent.require_grants()?.as_ref(),
+                request,
+                &call,
+                approve,
+                actor.as_deref(),
+                &roles,
+            )
+            .await?,
         ),
         None => None,
     };
@@ -296,7 +304,14 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             r.mcp = agent.def.mcp_origin(&r.tool);
             r
         });
-        let tally = record_approval(store.as_ref(), id, approval, rule.quorum, row.into_iter().collect()).await?;
+        let tally = record_approval(
+            agent.require_audit()?.as_ref(),
+            id,
+            approval,
+            rule.quorum,
+            row.into_iter().collect(),
+        )
+        .await?;
         if !tally.complete {
             let mut now = call.clone();
             now.approvals = tally.approvals;
@@ -322,7 +337,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     let out = agent.drive(session, input, run_context, None).await?;
     match grant {
         Some(grant) => {
-            store.insert_grant(grant.clone()).await?;
+            agent.require_grants()?.insert_grant(grant.clone()).await?;
             Ok(Answered::Granted {
                 output: Box::new(out),
                 grant: Box::new(grant),
