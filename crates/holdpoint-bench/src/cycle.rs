@@ -5,13 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use async_trait::async_trait;
-use futures::stream::BoxStream;
 use holdpoint::agent::Agent;
 use holdpoint::message::Role;
-use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
-};
+use holdpoint::session::{Observed, SessionStore, StoreObserver, StoreOp, observe};
 use holdpoint::{Error, Part, ResumableTool, ScriptedModel, ScriptedTurn, ToolContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -58,87 +54,35 @@ pub(crate) struct Details {
 /// The transfer tool of the workload.
 pub type TransferTool = ResumableTool<Transfer, TransferResult, Approval>;
 
-/// A store wrapper that counts durable commits (saves and claims).
-pub struct CountingStore {
-    inner: Arc<dyn SessionStore>,
+/// Counts durable commits: every store operation that writes (saves,
+/// inserts, claims, audited saves, grant uses), through the core's one
+/// decorator, [`observe`], so the counted store forwards exactly what the
+/// store it wraps has (the policy gate's grant reads included, as a
+/// deployment pays them).
+#[derive(Default)]
+pub struct Commits {
     /// Commits so far.
     pub commits: AtomicU64,
 }
 
-impl CountingStore {
-    pub fn new(inner: Arc<dyn SessionStore>) -> Self {
-        CountingStore {
-            inner,
-            commits: AtomicU64::new(0),
+impl StoreObserver for Commits {
+    type Started = ();
+
+    fn start(&self, op: StoreOp) {
+        if op.writes {
+            self.commits.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    fn finish(&self, _op: StoreOp, (): (), _error: Option<&Error>) {}
 }
 
-#[async_trait]
-impl SessionStore for CountingStore {
-    async fn get_snapshot(&self, id: &str) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.get_snapshot(id).await
-    }
-    async fn get_latest_snapshot(&self, session_id: &str) -> holdpoint::Result<Option<Snapshot>> {
-        self.inner.get_latest_snapshot(session_id).await
-    }
-    async fn save_snapshot(&self, id: Option<&str>, update: SnapshotUpdate) -> holdpoint::Result<Option<Snapshot>> {
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.save_snapshot(id, update).await
-    }
-    async fn watch_status(&self, id: &str) -> holdpoint::Result<BoxStream<'static, SnapshotStatus>> {
-        self.inner.watch_status(id).await
-    }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
-        self.inner.list_audit(query).await
-    }
-    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.claim_resume(claim, audit).await
-    }
-    async fn insert_snapshot(&self, id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.insert_snapshot(id, row).await
-    }
-    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> holdpoint::Result<Vec<Snapshot>> {
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.insert_snapshots(rows).await
-    }
-    async fn save_snapshot_audited(
-        &self,
-        id: &str,
-        update: SnapshotUpdate,
-        audit: Vec<AuditRecord>,
-    ) -> holdpoint::Result<Option<Snapshot>> {
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.save_snapshot_audited(id, update, audit).await
-    }
-    // A policy's gate reads the standing grants before it holds a call:
-    // forwarded, so the policy cycle pays that read as a deployment does.
-    async fn list_grants(
-        &self,
-        query: &holdpoint::approval::GrantQuery,
-    ) -> holdpoint::Result<Vec<holdpoint::approval::Grant>> {
-        self.inner.list_grants(query).await
-    }
-    async fn get_grant(&self, id: &str) -> holdpoint::Result<Option<holdpoint::approval::Grant>> {
-        self.inner.get_grant(id).await
-    }
-    async fn use_grant(
-        &self,
-        id: &str,
-        now: chrono::DateTime<chrono::Utc>,
-        audit: Vec<AuditRecord>,
-    ) -> holdpoint::Result<Option<holdpoint::approval::Grant>> {
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.inner.use_grant(id, now, audit).await
-    }
+/// A store whose commits are counted ([`counting`] builds one).
+pub type CountingStore = Observed<dyn SessionStore, Commits>;
+
+/// `inner`, its commits counted: read them from `store.observer()`.
+pub fn counting(inner: Arc<dyn SessionStore>) -> CountingStore {
+    observe(inner, Arc::new(Commits::default()))
 }
 
 /// The scripted model of the workload: turn 1 asks for the transfer, turn 2

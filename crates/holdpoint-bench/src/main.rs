@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use holdpoint::session::{InMemoryStore, SessionStore};
 
-use cycle::CountingStore;
+use cycle::counting;
 use report::{Floor, Report, print};
 use run::{run_cycles, run_paused};
 
@@ -191,7 +191,7 @@ async fn main_async(args: Args) -> Result<(), String> {
     let fsync_before = durable_dir(&args.store)
         .map(|dir| probe_fsync(&dir, sys::Probe::Append))
         .transpose()?;
-    let counting = Arc::new(CountingStore::new(open_store(&args.store, args.pool).await?));
+    let counting = Arc::new(counting(open_store(&args.store, args.pool).await?));
     let store = Arc::clone(&counting) as Arc<dyn SessionStore>;
     let Setup {
         agent,
@@ -273,14 +273,14 @@ async fn measure(
     args: &Args,
     agent: &drive::Driver,
     tool: &cycle::TransferTool,
-    counting: &CountingStore,
+    counting: &cycle::CountingStore,
 ) -> Result<Report, String> {
     if args.warmup > 0 && args.paused.is_none() {
         run_cycles(agent, tool, args.warmup, args.concurrency)
             .await
             .map_err(|e| format!("warm-up failed: {e}"))?;
     }
-    counting.commits.store(0, Ordering::Relaxed);
+    counting.observer().commits.store(0, Ordering::Relaxed);
     let started = Instant::now();
     Ok(match args.paused {
         Some(k) => {
@@ -292,7 +292,7 @@ async fn measure(
                 elapsed: started.elapsed(),
                 cycle_times: Vec::new(),
                 resume_times: resumes,
-                commits: counting.commits.load(Ordering::Relaxed),
+                commits: counting.observer().commits.load(Ordering::Relaxed),
                 bytes_per_paused: Some(per),
                 floor: None,
             }
@@ -306,7 +306,7 @@ async fn measure(
                 elapsed: started.elapsed(),
                 cycle_times: cycles,
                 resume_times: resumes,
-                commits: counting.commits.load(Ordering::Relaxed),
+                commits: counting.observer().commits.load(Ordering::Relaxed),
                 bytes_per_paused: None,
                 floor: None,
             }

@@ -7,7 +7,9 @@ use chrono::Utc;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, Answer, AnswerKind, PendingApproval, RunOptions};
 use holdpoint::approval::ReplyShape;
 use holdpoint::middleware::ToolApproval;
-use holdpoint::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
+use holdpoint::session::{
+    AuditQuery, AuditRecord, HoldApproval, SessionStore, SessionStoreExt, Snapshot, SnapshotQuery,
+};
 use holdpoint::{Part, Resume};
 use holdpoint_client::AnswerOutcome;
 use serde_json::{Value, json};
@@ -196,6 +198,8 @@ impl Backend {
         match self {
             Backend::Store(b) => Ok(b
                 .store
+                .capabilities()
+                .listing()?
                 .list_snapshots(&SnapshotQuery {
                     agent: agent.map(str::to_owned),
                     limit: Some(limit),
@@ -268,6 +272,8 @@ impl Backend {
             Backend::Store(b) => {
                 let snapshots = b
                     .store
+                    .capabilities()
+                    .listing()?
                     .list_snapshots(&SnapshotQuery {
                         agent: agent.map(str::to_owned),
                         waiting_only: true,
@@ -291,6 +297,8 @@ impl Backend {
         match self {
             Backend::Store(b) => Ok(b
                 .store
+                .capabilities()
+                .audit()?
                 .list_audit(&AuditQuery {
                     agent: agent.map(str::to_owned),
                     session_id: session.map(str::to_owned),
@@ -311,7 +319,9 @@ impl Backend {
                     limit: Some(limit),
                     ..SnapshotQuery::default()
                 };
-                let mut out = PendingApproval::list_in_doubt(b.store.as_ref(), query).await?;
+                let capabilities = b.store.capabilities();
+                let (listing, audit) = (capabilities.listing()?, capabilities.audit()?);
+                let mut out = PendingApproval::list_in_doubt(listing.as_ref(), audit.as_ref(), query).await?;
                 out.truncate(limit);
                 Ok(out)
             }

@@ -214,7 +214,7 @@ pub fn start_notifications(
     };
     let notifier =
         Notifier::new(settings).map_err(|e| CliError::Usage(format!("{}: [notify]: {e}", config.file().display())))?;
-    let worker = holdpoint_notify::Worker::new(store, notifier)
+    let worker = holdpoint_notify::Worker::new(store, notifier)?
         .actions(Arc::new(ServedAgents(agents)))
         .observer(Arc::new(ServerMetrics(metrics.clone())));
     Ok(Some(worker.spawn()))

@@ -125,7 +125,7 @@ async fn list(backend: &Backend, agent: Option<&str>, active: bool, limit: usize
             .grants(query)
             .await?
             .ok_or_else(|| CliError::NotFound("the server lists no grants".into())),
-        Backend::Store(b) => Ok(b.store.list_grants(&query).await?),
+        Backend::Store(b) => Ok(b.store.capabilities().grants()?.list_grants(&query).await?),
     }
 }
 
@@ -135,6 +135,8 @@ async fn revoke(backend: &Backend, id: &str) -> Result<Grant, CliError> {
         Backend::Server(h) => h.revoke_grant(id).await?.ok_or_else(missing),
         Backend::Store(b) => b
             .store
+            .capabilities()
+            .grants()?
             .revoke_grant(id, "holdpoint-cli", chrono::Utc::now())
             .await?
             .ok_or_else(missing),

@@ -134,8 +134,9 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
             let (rows, stopped) = with_progress("reading the outbox…", async {
                 match backend {
                     Backend::Store(b) => {
-                        let rows = b.store.list_outbox(&q).await?;
-                        let stopped = b.store.stopped_endpoints().await?;
+                        let outbox = b.store.capabilities().outbox()?.clone();
+                        let rows = outbox.list_outbox(&q).await?;
+                        let stopped = outbox.stopped_endpoints().await?;
                         Ok::<_, CliError>((
                             rows.into_iter().map(NotificationRow::of).collect::<Vec<_>>(),
                             stopped.into_iter().map(StoppedRow::of).collect::<Vec<_>>(),
@@ -200,6 +201,8 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
             let row = match backend {
                 Backend::Store(b) => b
                     .store
+                    .capabilities()
+                    .outbox()?
                     .retry_outbox(&id)
                     .await?
                     .map(NotificationRow::of)
@@ -217,7 +220,7 @@ pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend
         NotificationsCommand::Enable { channel } => {
             match backend {
                 Backend::Store(b) => {
-                    if !b.store.enable_endpoint(&channel).await? {
+                    if !b.store.capabilities().outbox()?.enable_endpoint(&channel).await? {
                         return Err(CliError::NotFound(format!("endpoint {channel} is not stopped")));
                     }
                 }

@@ -88,7 +88,7 @@ pub async fn prune(args: PruneArgs, backend: &Backend, agent: Option<&str>, json
             batch: args.batch as usize,
             after: after.take(),
         };
-        let step = store.store.prune_sessions(&request).await?;
+        let step = store.store.capabilities().prune()?.prune_sessions(&request).await?;
         total.add(&step);
         // Each step examines sessions after the last one the step before
         // examined, so the walk ends after one pass over the store.

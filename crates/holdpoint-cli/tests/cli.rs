@@ -448,11 +448,17 @@ async fn notifications_are_listed_and_a_dead_one_is_retried_against_the_store() 
     // A worker gave up on it.
     let store = holdpoint_stores::open_store(&url).await.unwrap();
     let claimed = store
+        .capabilities()
+        .outbox()
+        .unwrap()
         .claim_outbox(chrono::Utc::now(), 100, std::time::Duration::from_secs(30))
         .await
         .unwrap();
     let lease = claimed.iter().find(|l| l.event.id == id).unwrap();
     store
+        .capabilities()
+        .outbox()
+        .unwrap()
         .settle_outbox(
             &id,
             &lease.token,
@@ -679,6 +685,9 @@ async fn notifications_are_listed_retried_and_endpoints_enabled_through_a_server
 
     // A stopped endpoint is listed and re-enabled by name.
     store
+        .capabilities()
+        .outbox()
+        .unwrap()
         .stop_endpoint(holdpoint::session::EndpointStop {
             channel: "webhook:0".into(),
             fingerprint: "f".into(),

@@ -82,6 +82,9 @@ async fn prune_deletes_old_finished_sessions_in_steps_and_keeps_waiting_ones() {
         )
         .await;
         store
+            .capabilities()
+            .audit()
+            .unwrap()
             .append_audit(vec![record(&row.session_id, &row.snapshot_id)])
             .await
             .unwrap();
@@ -134,7 +137,13 @@ async fn prune_deletes_old_finished_sessions_in_steps_and_keeps_waiting_ones() {
             row.session_id
         );
     }
-    let audit = store.list_audit(&AuditQuery::default()).await.unwrap();
+    let audit = store
+        .capabilities()
+        .audit()
+        .unwrap()
+        .list_audit(&AuditQuery::default())
+        .await
+        .unwrap();
     assert!(audit.is_empty(), "{audit:?}");
     assert!(
         store.get_snapshot(&waiting.snapshot_id).await.unwrap().is_some(),

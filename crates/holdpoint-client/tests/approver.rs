@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use holdpoint::agent::{Agent, AgentInit, AgentInput, Answer, PendingApproval};
 use holdpoint::approval::{GrantQuery, GrantRequest, GrantScope, Policy, RuleSpec};
+use holdpoint::session::OutboxStore;
 use holdpoint::session::{EndpointStop, InMemoryStore, ResumeClaim, SessionStore};
 use holdpoint::tool::{DynamicTool, ResumableTool};
 use holdpoint::{FinishReason, Part, Resume, ScriptedModel, ScriptedTurn, Status, ToolContext};

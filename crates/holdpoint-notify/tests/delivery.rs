@@ -19,6 +19,7 @@ use axum::routing::post;
 use base64::Engine;
 use chrono::Utc;
 use holdpoint::message::metadata;
+use holdpoint::session::OutboxStore;
 use holdpoint::session::outbox::{HOLD_CREATED, HOLD_DECIDED, HOLD_EXPIRED, HOLD_REMINDED};
 use holdpoint::session::{HoldTimers, InMemoryStore, OutboxQuery, OutboxState, SessionState, SessionStore, Snapshot};
 use holdpoint::{FinishReason, Message, Part, Role};
@@ -148,6 +149,9 @@ async fn drive(worker: &Worker, mut done: impl FnMut() -> bool) {
 
 async fn states(store: &dyn SessionStore) -> Vec<(String, OutboxState)> {
     store
+        .capabilities()
+        .outbox()
+        .unwrap()
         .list_outbox(&OutboxQuery::default())
         .await
         .unwrap()
@@ -211,7 +215,7 @@ async fn a_receiver_failing_twice_gets_the_same_signed_event_three_times_and_not
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).unwrap();
     let settled = || {
         let store = store.clone();
         futures::executor::block_on(states(&*store))
@@ -288,7 +292,7 @@ async fn a_410_stops_the_endpoint_durably_until_a_retry_re_enables_it() {
     let first_id = {
         let store = Arc::new(holdpoint_store_sqlite::SqliteStore::open(&path).await.unwrap());
         hold(&*store, "s-gone-1", json!({})).await;
-        let worker = Worker::new(store.clone(), Notifier::new(config()).unwrap());
+        let worker = Worker::new(store.clone(), Notifier::new(config()).unwrap()).unwrap();
         drive(&worker, || settled(&*store)).await;
         // The 410 endpoint was asked once; the failing one until the last
         // attempt.
@@ -316,7 +320,7 @@ async fn a_410_stops_the_endpoint_durably_until_a_retry_re_enables_it() {
     // After a restart (a new store handle, a new worker) the endpoint is
     // still stopped: a later hold goes nowhere near it.
     let store = Arc::new(holdpoint_store_sqlite::SqliteStore::open(&path).await.unwrap());
-    let worker = Worker::new(store.clone(), Notifier::new(config()).unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config()).unwrap()).unwrap();
     failing.script.lock().unwrap().clear();
     hold(&*store, "s-gone-2", json!({})).await;
     drive(&worker, || settled(&*store)).await;
@@ -351,7 +355,7 @@ async fn slack_gets_a_block_kit_message_and_routing_follows_roles() {
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).unwrap();
     drive(&worker, || !receiver.on("/finance").is_empty()).await;
     worker.run_once().await.unwrap();
     assert!(
@@ -404,7 +408,9 @@ async fn an_expiry_past_its_deadline_denies_through_hold_actions_once_and_sends_
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).actions(actions.clone());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap())
+        .unwrap()
+        .actions(actions.clone());
     let settled = || {
         futures::executor::block_on(states(&*store))
             .iter()
@@ -449,7 +455,7 @@ async fn a_timer_whose_hold_was_answered_is_cancelled() {
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).unwrap();
     worker.run_once().await.unwrap();
     let states = states(&*store).await;
     assert!(
@@ -516,7 +522,7 @@ async fn a_rules_reminder_reaches_the_channels_that_take_it_with_the_same_approv
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).unwrap();
     let settled = || {
         let states = futures::executor::block_on(states(&*store));
         states.len() == 2 && states.iter().all(|(_, s)| *s == OutboxState::Delivered)
@@ -593,7 +599,9 @@ async fn an_event_no_channel_takes_is_recorded_as_sent_nowhere_not_delivered() {
         ..Default::default()
     };
     let observer = Arc::new(Unrouted::default());
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).observer(observer.clone());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap())
+        .unwrap()
+        .observer(observer.clone());
     let settled = || {
         futures::executor::block_on(states(&*store))
             .iter()
@@ -638,7 +646,9 @@ async fn a_hold_written_before_a_crash_is_delivered_after_the_restart() {
         worker: fast(),
         ..Default::default()
     };
-    let handle = Worker::new(store.clone(), Notifier::new(config).unwrap()).spawn();
+    let handle = Worker::new(store.clone(), Notifier::new(config).unwrap())
+        .unwrap()
+        .spawn();
     for _ in 0..400 {
         if !receiver.on("/hook").is_empty() {
             break;
@@ -768,7 +778,7 @@ async fn email_goes_through_a_real_smtp_server_with_text_and_html_parts() {
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap());
+    let worker = Worker::new(store.clone(), Notifier::new(config).unwrap()).unwrap();
     let settled = || {
         futures::executor::block_on(states(&*store))
             .iter()
@@ -856,7 +866,9 @@ async fn an_agent_denies_its_expired_hold_when_the_timer_fires() {
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).actions(Arc::new(agent.clone()));
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap())
+        .unwrap()
+        .actions(Arc::new(agent.clone()));
     let expired_sent = || {
         receiver
             .on("/hook")
@@ -959,7 +971,9 @@ async fn an_escalation_lets_its_roles_answer_the_hold_from_then_on() {
         worker: fast(),
         ..Default::default()
     };
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).actions(Arc::new(agent.clone()));
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap())
+        .unwrap()
+        .actions(Arc::new(agent.clone()));
     let escalated_sent = || {
         receiver
             .on("/hook")

@@ -104,7 +104,7 @@ async fn measure(name: &str, store: Arc<dyn SessionStore>, n: usize) {
         }
     }));
     writes.await;
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(config.clone()).unwrap());
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config.clone()).unwrap()).unwrap();
     let started = Instant::now();
     while sink.count.load(Ordering::Relaxed) < n {
         worker.run_once().await.unwrap();
@@ -114,7 +114,9 @@ async fn measure(name: &str, store: Arc<dyn SessionStore>, n: usize) {
     // Delay: holds written one by one while a spawned worker polls.
     sink.delays_ms.lock().await.clear();
     let before = sink.count.load(Ordering::Relaxed);
-    let handle = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).spawn();
+    let handle = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap())
+        .unwrap()
+        .spawn();
     let live = 200;
     for i in 0..live {
         let row = held(&format!("live-{i}"));

@@ -33,6 +33,12 @@ pub enum BuildError {
     /// The state-signing keys could not be loaded or created.
     #[error("state-signing keys: {0}")]
     Keys(#[from] io::Error),
+    /// A store lacks a capability the server needs of it: a listing for
+    /// each server-managed agent's (its inbox and metrics), an outbox for
+    /// the one given to [`ServerBuilder::notifications`]. The error is
+    /// [`holdpoint::Error::MissingCapability`], naming both.
+    #[error("{0}")]
+    Store(holdpoint::Error),
 }
 
 /// Builds a [`Server`].
@@ -326,6 +332,16 @@ impl ServerBuilder {
     /// is generated in memory (state it signed will not verify after a
     /// restart; a warning says so).
     pub fn build(self) -> Result<Server, BuildError> {
+        let outbox = match &self.outbox {
+            Some(store) => Some(
+                holdpoint::session::needed_by(
+                    store.capabilities().outbox().cloned(),
+                    "the server's notification routes",
+                )
+                .map_err(BuildError::Store)?,
+            ),
+            None => None,
+        };
         let keys = match (self.keys, &self.data_dir) {
             (Some(keys), _) => keys,
             (None, Some(dir)) => KeyRing::load_or_create(dir)?,
@@ -349,7 +365,12 @@ impl ServerBuilder {
             }
             let codec = SigningCodec::scoped(Arc::clone(&keys), name.clone());
             let mut agent = agent.with_state_codec(Arc::new(codec));
-            if !agent.is_server_managed() {
+            if agent.is_server_managed() {
+                // The inbox (`GET /pending`) and the metrics' waiting count list the store.
+                let who = format!("the server's inbox of agent \"{name}\"");
+                holdpoint::session::needed_by(agent.capabilities().listing().map(|_| ()), who)
+                    .map_err(BuildError::Store)?;
+            } else {
                 agent = agent.with_state_claims(Arc::clone(&claims));
             }
             if agents.insert(name.clone(), agent).is_some() {
@@ -378,7 +399,7 @@ impl ServerBuilder {
             hosts: Arc::new(hosts),
             request_timeout: self.request_timeout,
             page_login: self.page_login,
-            outbox: self.outbox,
+            outbox,
             receipt_keys: self.receipt_keys,
         });
         Ok(Server {

@@ -30,7 +30,7 @@ pub(crate) struct StateInner {
     /// How the approval page signs people in, if it does.
     pub page_login: Option<crate::auth::PageLogin>,
     /// The notification outbox operators see (`None`: not served).
-    pub outbox: Option<Arc<dyn holdpoint::session::SessionStore>>,
+    pub outbox: Option<Arc<dyn holdpoint::session::OutboxStore>>,
     /// The JWKS of the approval receipts' keys (`None`: not published).
     pub receipt_keys: Option<serde_json::Value>,
 }
@@ -114,7 +114,7 @@ impl AppState {
     }
 
     /// The notification outbox, when the server serves it.
-    pub(crate) fn outbox(&self) -> Option<&Arc<dyn holdpoint::session::SessionStore>> {
+    pub(crate) fn outbox(&self) -> Option<&Arc<dyn holdpoint::session::OutboxStore>> {
         self.inner.outbox.as_ref()
     }
 

@@ -7,7 +7,7 @@
 //! `INVALID_ARGUMENT`; a row that does not decode, or any other database
 //! error, is `INTERNAL`.
 
-use holdpoint::Error;
+use holdpoint::{Error, Status};
 
 /// What kind of failure an `sqlx::Error` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +67,17 @@ pub(crate) fn store_error(what: &str, err: sqlx::Error) -> Error {
         sqlx::Error::PoolTimedOut => " (no free connection: the pool is exhausted or the server unreachable)",
         _ => "",
     };
-    match classify(&err) {
-        Kind::Unavailable => Error::Unavailable(format!("postgres store: {what}: {err}{hint}; retry later")),
-        Kind::Config => Error::InvalidArgument(format!("postgres store: {what}: {err}")),
-        Kind::Internal => Error::Internal(format!("postgres store: {what}: {err}")),
-    }
+    // The driver's error rides along as the source (sqlx's own model);
+    // the status and the message are what the wire shows.
+    let (status, message) = match classify(&err) {
+        Kind::Unavailable => (
+            Status::Unavailable,
+            format!("postgres store: {what}: {err}{hint}; retry later"),
+        ),
+        Kind::Config => (Status::InvalidArgument, format!("postgres store: {what}: {err}")),
+        Kind::Internal => (Status::Internal, format!("postgres store: {what}: {err}")),
+    };
+    Error::store(status, message, err)
 }
 
 #[cfg(test)]
@@ -95,6 +101,7 @@ mod tests {
         let err = store_error("read snapshot x", sqlx::Error::PoolTimedOut);
         assert_eq!(err.status(), holdpoint::Status::Unavailable);
         assert!(err.to_string().contains("pool is exhausted"), "{err}");
+        assert!(std::error::Error::source(&err).is_some(), "the driver's error is kept");
         assert_eq!(classify(&sqlx::Error::RowNotFound), Kind::Internal);
     }
 }

@@ -44,7 +44,7 @@ pub(crate) async fn insert(pool: &PgPool, grant: &Grant) -> Result<()> {
     .await
     .map_err(|e| store_error(&format!("store grant {}", grant.id), e))?;
     if written.rows_affected() == 0 {
-        return Err(Error::FailedPrecondition(format!("grant {} exists already", grant.id)));
+        return Err(Error::AlreadyExists(format!("grant {} exists already", grant.id)));
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use holdpoint::Status;
+use holdpoint::session::AuditStore;
 use holdpoint::session::{AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
 use holdpoint_store_postgres::PostgresStore;
 use holdpoint_testkit::TempPostgres;

@@ -6,7 +6,7 @@
 //! a row that does not decode, or a constraint that cannot fail unless the
 //! schema was tampered with, is `INTERNAL`.
 
-use holdpoint::Error;
+use holdpoint::{Error, Status};
 use rusqlite::ErrorCode;
 
 /// What kind of failure a `rusqlite::Error` is.
@@ -40,13 +40,17 @@ pub(crate) fn classify(err: &rusqlite::Error) -> Kind {
 
 /// `err`, met while doing `what`, as a Holdpoint error.
 pub(crate) fn store_error(what: &str, err: rusqlite::Error) -> Error {
-    match classify(&err) {
-        Kind::Busy => Error::Unavailable(format!(
-            "sqlite store: {what}: the database stayed locked by another writer ({err}); retry later"
-        )),
-        Kind::Unavailable => Error::Unavailable(format!("sqlite store: {what}: {err}")),
-        Kind::Internal => Error::Internal(format!("sqlite store: {what}: {err}")),
-    }
+    // The driver's error rides along as the source; the status and the
+    // message are what the wire shows.
+    let (status, message) = match classify(&err) {
+        Kind::Busy => (
+            Status::Unavailable,
+            format!("sqlite store: {what}: the database stayed locked by another writer ({err}); retry later"),
+        ),
+        Kind::Unavailable => (Status::Unavailable, format!("sqlite store: {what}: {err}")),
+        Kind::Internal => (Status::Internal, format!("sqlite store: {what}: {err}")),
+    };
+    Error::store(status, message, err)
 }
 
 /// The store (or its writer or readers) was closed: `UNAVAILABLE`.
@@ -70,6 +74,7 @@ mod tests {
         let err = store_error("read snapshot x", failure(rusqlite::ffi::SQLITE_BUSY));
         assert_eq!(err.status(), holdpoint::Status::Unavailable);
         assert!(err.to_string().starts_with("sqlite store: read snapshot x:"), "{err}");
+        assert!(std::error::Error::source(&err).is_some(), "the driver's error is kept");
         assert_eq!(closed("read").status(), holdpoint::Status::Unavailable);
     }
 

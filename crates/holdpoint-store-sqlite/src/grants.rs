@@ -49,7 +49,7 @@ pub(crate) fn insert(conn: &Connection, grant: &Grant) -> Result<()> {
         })
         .map_err(|e| store_error(&format!("store grant {}", grant.id), e))?;
     if written == 0 {
-        return Err(Error::FailedPrecondition(format!("grant {} exists already", grant.id)));
+        return Err(Error::AlreadyExists(format!("grant {} exists already", grant.id)));
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use chrono::{Duration, Utc};
 use holdpoint::FinishReason;
+use holdpoint::session::SnapshotListing;
 use holdpoint::session::{SessionState, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus};
 use holdpoint_store_sqlite::SqliteStore;
 

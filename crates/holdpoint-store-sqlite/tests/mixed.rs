@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use holdpoint::FinishReason;
+use holdpoint::session::AuditStore;
 use holdpoint::session::{AuditQuery, AuditRecord, ResumeClaim, SessionState, SessionStore, Snapshot};
 use holdpoint_store_sqlite::SqliteStore;
 use holdpoint_testkit::store_suite::approve_record;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use holdpoint::session::AuditStore;
 use holdpoint_store_sqlite::SqliteStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -158,6 +159,45 @@ pub enum Error {
     /// [`FailedTurn`] derefs to the output.
     #[error("{}", .0.message())]
     TurnFailed(FailedTurn),
+    /// The thing to write exists already: a snapshot id or a grant id
+    /// that is taken (nothing was written). Status `FAILED_PRECONDITION`
+    /// on the wire, as it always was (HTTP 412), though `ALREADY_EXISTS`
+    /// names the kind: the wire contract predates the variant.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A resume's claim on its snapshot is no longer its own: the lease
+    /// lapsed and another process took the claim over, or the outcome of
+    /// the takeover was written first. The resume's outcome is not saved.
+    /// Status `FAILED_PRECONDITION`, as before the variant existed.
+    #[error("{0}")]
+    ClaimLost(String),
+    /// A store failed; `source` is the driver's own error, kept for
+    /// `Error::source` chains and logs (sqlx's `Error::Database` is the
+    /// model). The status says what the caller may do (`UNAVAILABLE`:
+    /// retry later; `INTERNAL`: a bug or a tampered schema); the message is
+    /// what the wire shows.
+    #[error("{message}")]
+    Store {
+        /// The status the failure maps to.
+        status: Status,
+        /// What failed, for people (the driver's text included).
+        message: String,
+        /// The driver's error.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+    /// A configuration needs a capability its session store does not have
+    /// (an audit trail, an outbox, standing grants, a listing, pruning).
+    /// Raised when the configuration is built (an agent, a server, a
+    /// notification worker), never by a store call.
+    /// Status `FAILED_PRECONDITION`.
+    #[error("{needed_by} needs a session store with {capability}; this store has none")]
+    MissingCapability {
+        /// The capability's name (`audit`, `outbox`, `grants`, `listing`, `prune`).
+        capability: &'static str,
+        /// What needs it (an agent, the server, the notification worker).
+        needed_by: String,
+    },
     /// A broken invariant or an unexpected failure (serialisation, a task panicked).
     #[error("{0}")]
     Internal(String),
@@ -211,7 +251,11 @@ impl Error {
         match self {
             Error::InvalidArgument(_) => Status::InvalidArgument,
             Error::NotFound(_) | Error::ToolNotFound(_) => Status::NotFound,
-            Error::FailedPrecondition(_) => Status::FailedPrecondition,
+            Error::FailedPrecondition(_)
+            | Error::AlreadyExists(_)
+            | Error::ClaimLost(_)
+            | Error::MissingCapability { .. } => Status::FailedPrecondition,
+            Error::Store { status, .. } => *status,
             Error::Aborted(_) | Error::AlreadyResumed(_) | Error::AlreadyAnswered(_) => Status::Aborted,
             Error::PermissionDenied(_) => Status::PermissionDenied,
             Error::Cancelled(_) => Status::Cancelled,
@@ -242,6 +286,19 @@ impl Error {
         }
     }
 
+    /// A store failure with its driver error kept as the source.
+    pub fn store(
+        status: Status,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Store {
+            status,
+            message: message.into(),
+            source: Arc::new(source),
+        }
+    }
+
     /// Rebuilds an error from its wire body.
     pub fn from_body(body: &ErrorBody) -> Self {
         Error::with_status(body.status, body.message.clone())
@@ -267,6 +324,18 @@ mod tests {
         let json = serde_json::to_string(&body).unwrap();
         assert_eq!(json, r#"{"status":"ABORTED","message":"already resumed"}"#);
         assert_eq!(Status::FailedPrecondition.as_str(), "FAILED_PRECONDITION");
+    }
+
+    #[test]
+    fn store_errors_keep_their_source_and_new_kinds_keep_their_wire_status() {
+        let io = std::io::Error::other("disk on fire");
+        let err = Error::store(Status::Unavailable, "sqlite store: write: disk on fire", io);
+        assert_eq!(err.status(), Status::Unavailable);
+        assert_eq!(err.to_string(), "sqlite store: write: disk on fire");
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("disk on fire"));
+        assert_eq!(Error::AlreadyExists("x".into()).status(), Status::FailedPrecondition);
+        assert_eq!(Error::ClaimLost("x".into()).status(), Status::FailedPrecondition);
     }
 
     #[test]

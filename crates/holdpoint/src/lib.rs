@@ -14,7 +14,7 @@
 //! | [`approval`] | approval rules: CEL conditions, the roles that may answer, quorum |
 //! | [`review`] | what an approver sees of a hold: redaction, the tool's preview, "not approvable as is" |
 //! | [`agent`] | [`Agent`](agent::Agent), connections, detach/abort, the agent wire types, [`Caller`](agent::Caller) (who calls: principal, roles, actor) |
-//! | [`session`] | [`Snapshot`](session::Snapshot), the [`SessionStore`](session::SessionStore) trait, [`InMemoryStore`](session::InMemoryStore) |
+//! | [`session`] | [`Snapshot`](session::Snapshot), the required [`SessionStore`](session::SessionStore) trait and its capability traits ([`AuditStore`](session::AuditStore), [`GrantStore`](session::GrantStore), [`OutboxStore`](session::OutboxStore), [`SnapshotListing`](session::SnapshotListing), [`PruneStore`](session::PruneStore)), [`observe`](session::observe), [`InMemoryStore`](session::InMemoryStore) |
 //! | [`error`] | one [`Error`] enum with a wire [`Status`] |
 //! | [`prelude`] | `use holdpoint::prelude::*;`: the traits (with `futures`' [`StreamExt`](prelude::StreamExt) for a connection's stream), agents, tools, messages, `Result`/`Error` |
 //!

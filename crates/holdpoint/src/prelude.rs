@@ -6,7 +6,8 @@
 //! ```
 //!
 //! - the traits whose methods you call: [`Model`], [`Tool`] and
-//!   [`IntoTool`], [`SessionStore`], [`Middleware`], and
+//!   [`IntoTool`], [`SessionStore`] (with [`SessionStoreExt`] and the store's
+//!   capability traits), [`Middleware`], and
 //!   [`StreamExt`] from `futures` — a connection's
 //!   [`receive`](crate::agent::Connection::receive) is a `Stream`, and
 //!   `.next()` on it comes from this trait;
@@ -112,7 +113,10 @@ pub use crate::generate::Resume;
 pub use crate::message::{InterruptAsError, Message, Part, Role};
 pub use crate::middleware::{Budget, Middleware, ToolApproval};
 pub use crate::model::{FinishReason, Model, ScriptedModel, ScriptedTurn};
-pub use crate::session::{InMemoryStore, SessionStore, SnapshotQuery};
+pub use crate::session::{
+    AuditStore, GrantStore, InMemoryStore, OutboxStore, PruneStore, SessionStore, SessionStoreExt, SnapshotListing,
+    SnapshotQuery,
+};
 pub use crate::tool::{
     DynamicTool, Interrupted, IntoTool, ResumableTool, Tool, ToolContext, ToolError, TypedTool, tool,
 };

@@ -73,6 +73,9 @@ impl Templates {
             .map_err(err)?
             .ok_or("the claimed hold is gone")?;
         let audit = store
+            .capabilities()
+            .audit()
+            .map_err(err)?
             .list_audit(&AuditQuery {
                 session_id: Some(id),
                 ..AuditQuery::default()
@@ -184,6 +187,7 @@ impl Templates {
         let mut writers = Vec::new();
         for w in 0..WRITERS {
             let (store, templates) = (Arc::clone(store), Arc::clone(self));
+            let trail = store.capabilities().audit().map_err(|e| e.to_string())?.clone();
             writers.push(tokio::spawn(async move {
                 let mut audit = Vec::with_capacity(AUDIT_BATCH);
                 let mut i = from + w;
@@ -196,12 +200,12 @@ impl Templates {
                         store.insert_snapshot(&done_id, done).await?;
                         audit.extend(records);
                         if audit.len() >= AUDIT_BATCH {
-                            store.append_audit(std::mem::take(&mut audit)).await?;
+                            trail.append_audit(std::mem::take(&mut audit)).await?;
                         }
                     }
                     i += WRITERS;
                 }
-                store.append_audit(audit).await
+                trail.append_audit(audit).await
             }));
         }
         for w in writers {

@@ -269,6 +269,8 @@ async fn store_reads(
         let store = Arc::clone(store);
         async move {
             store
+                .capabilities()
+                .audit()?
                 .list_audit(&AuditQuery {
                     session_id: Some(session),
                     ..AuditQuery::default()

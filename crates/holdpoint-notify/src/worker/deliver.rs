@@ -131,7 +131,7 @@ impl Worker {
             }
             Ok(Err(DeliveryError::Gone(why))) => {
                 tracing::warn!(target: TARGET, reason = %why, "the endpoint is gone; it gets no more deliveries until re-enabled");
-                self.stops.stop(self.store.as_ref(), channel, &why).await;
+                self.stops.stop(self.outbox.as_ref(), channel, &why).await;
                 for o in &self.observers {
                     o.stopped(id);
                 }

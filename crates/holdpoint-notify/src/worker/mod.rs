@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use futures::StreamExt;
-use holdpoint::session::{OutboxLease, OutboxSettle, SessionStore};
+use holdpoint::session::{OutboxLease, OutboxSettle, OutboxStore, SessionStore};
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -42,6 +42,8 @@ pub(crate) const TARGET: &str = "holdpoint::notify";
 #[derive(Clone)]
 pub struct Worker {
     store: Arc<dyn SessionStore>,
+    /// The store's outbox (a worker is built only on a store that has one).
+    outbox: Arc<dyn OutboxStore>,
     notifier: Arc<Notifier>,
     actions: Option<Arc<dyn HoldActions>>,
     metrics: Arc<NotifyMetrics>,
@@ -71,16 +73,20 @@ impl WorkerHandle {
 }
 
 impl Worker {
-    /// A worker delivering `store`'s outbox through `notifier`.
-    pub fn new(store: Arc<dyn SessionStore>, notifier: Notifier) -> Self {
-        Worker {
+    /// A worker delivering `store`'s outbox through `notifier`;
+    /// [`MissingCapability`](holdpoint::Error::MissingCapability) for a
+    /// store without an outbox.
+    pub fn new(store: Arc<dyn SessionStore>, notifier: Notifier) -> holdpoint::Result<Self> {
+        let outbox = holdpoint::session::needed_by(store.capabilities().outbox().cloned(), "the notification worker")?;
+        Ok(Worker {
             store,
+            outbox,
             notifier: Arc::new(notifier),
             actions: None,
             metrics: Arc::default(),
             observers: Vec::new(),
             stops: Arc::default(),
-        }
+        })
     }
 
     /// What expiry and escalation timers do (without it, they only
@@ -136,7 +142,7 @@ impl Worker {
     pub async fn run_once(&self) -> holdpoint::Result<usize> {
         let options = &self.notifier.options;
         let leases = self
-            .store
+            .outbox
             .claim_outbox(Utc::now(), options.batch, options.lease)
             .await?;
         let n = leases.len();
@@ -146,7 +152,9 @@ impl Worker {
         // Each batch reads the stops after its claim: an operator's
         // re-enable (one transaction with the retry) applies to the next
         // batch on every worker, never skipped by a stale read.
-        self.stops.refresh(self.store.as_ref(), std::time::Duration::ZERO).await;
+        self.stops
+            .refresh(self.outbox.as_ref(), std::time::Duration::ZERO)
+            .await;
         self.metrics.claimed(n as u64);
         let settles: Vec<OutboxSettle> = futures::stream::iter(leases)
             .map(|lease| self.handle(lease))
@@ -154,7 +162,7 @@ impl Worker {
             .collect()
             .await;
         let ids: Vec<String> = settles.iter().map(|s| s.id.clone()).collect();
-        match self.store.settle_outbox_batch(settles).await {
+        match self.outbox.settle_outbox_batch(settles).await {
             Ok(results) => {
                 for (id, result) in ids.iter().zip(results) {
                     if let Err(e) = result {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use holdpoint::session::{EndpointStop, SessionStore};
+use holdpoint::session::{EndpointStop, OutboxStore};
 
 use super::TARGET;
 use crate::channel::Channel;
@@ -30,9 +30,8 @@ impl Stops {
     }
 
     /// Reads the store's stops again when the last read is older than
-    /// `every` (zero: always). A store without an outbox has none; a failed
-    /// read keeps the last one.
-    pub(super) async fn refresh(&self, store: &dyn SessionStore, every: Duration) {
+    /// `every` (zero: always). A failed read keeps the last one.
+    pub(super) async fn refresh(&self, store: &dyn OutboxStore, every: Duration) {
         let fresh = self.lock().read_at.is_some_and(|t| t.elapsed() < every);
         if fresh {
             return;
@@ -60,7 +59,7 @@ impl Stops {
     }
 
     /// Stops `channel` here and in the store.
-    pub(super) async fn stop(&self, store: &dyn SessionStore, channel: &dyn Channel, reason: &str) {
+    pub(super) async fn stop(&self, store: &dyn OutboxStore, channel: &dyn Channel, reason: &str) {
         let stop = EndpointStop {
             channel: channel.id().to_owned(),
             fingerprint: channel.fingerprint(),

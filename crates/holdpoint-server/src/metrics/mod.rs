@@ -159,10 +159,12 @@ impl Metrics {
         Arc::new(middleware::CountingMiddleware::new(self.clone()))
     }
 
-    /// `store`, timed: every operation's latency and failures are recorded.
+    /// `store`, timed: every operation's latency and failures are recorded,
+    /// those of each capability it has included (it has the same ones).
     /// Give the wrapped store to the agents.
     pub fn store(&self, store: Arc<dyn SessionStore>) -> Arc<dyn SessionStore> {
-        Arc::new(store::TimedStore::new(store, self.clone()))
+        let timer = Arc::new(store::StoreTimer::new(self.clone()));
+        Arc::new(holdpoint::session::observe(store, timer))
     }
 
     /// Records one answered request. `method` and `route` must already be

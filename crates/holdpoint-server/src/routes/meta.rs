@@ -164,7 +164,9 @@ pub(crate) async fn scrape(State(state): State<AppState>, request: Request) -> R
     metrics.running(state.turns().running());
     let now = chrono::Utc::now();
     for agent in state.agents().values().filter(|a| a.is_server_managed()) {
-        let Some(store) = agent.store() else { continue };
+        let Some(store) = agent.capabilities().listing.as_ref() else {
+            continue;
+        };
         match store.count_waiting(Some(agent.name())).await {
             Ok(waiting) => {
                 let age = waiting

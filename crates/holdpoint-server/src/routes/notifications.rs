@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use holdpoint::session::{EndpointStop, OutboxEvent, OutboxQuery, OutboxState, SessionStore};
+use holdpoint::session::{EndpointStop, OutboxEvent, OutboxQuery, OutboxState, OutboxStore};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Caller, Identity};
@@ -125,7 +125,7 @@ struct Listing {
 }
 
 /// The outbox, if `caller` is an operator and the server serves one.
-fn operator_outbox<'a>(state: &'a AppState, caller: &Identity) -> Result<&'a Arc<dyn SessionStore>, ApiError> {
+fn operator_outbox<'a>(state: &'a AppState, caller: &Identity) -> Result<&'a Arc<dyn OutboxStore>, ApiError> {
     if !caller.roles.contains(OPERATOR_ROLE) {
         return Err(ApiError::permission_denied(format!(
             "the notification pipe is for operators: the caller needs the \"{OPERATOR_ROLE}\" role"

@@ -562,6 +562,9 @@ async fn an_approver_denies_a_transfer_with_a_reason_typed_through_a_new_arrival
         .await;
     assert_eq!(color, json!("rgb(163, 34, 27)"), "a denial is red, not a green Done");
     let trail = store
+        .capabilities()
+        .audit()
+        .unwrap()
         .list_audit(&holdpoint::session::AuditQuery::default())
         .await
         .unwrap();
@@ -734,6 +737,9 @@ async fn the_keyboard_moves_approves_and_denies_and_advanced_edits_and_responds(
         "neither the edit nor the response ran the tool"
     );
     let decisions: Vec<Value> = store
+        .capabilities()
+        .audit()
+        .unwrap()
         .list_audit(&holdpoint::session::AuditQuery::default())
         .await
         .unwrap()

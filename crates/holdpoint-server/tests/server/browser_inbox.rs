@@ -573,6 +573,9 @@ async fn in_doubt_settles_from_the_output_schema_and_escalations_show() {
         .await;
     assert_eq!(buttons, json!([]), "no re-run or settle after settling");
     let audit = store
+        .capabilities()
+        .audit()
+        .unwrap()
         .list_audit(&holdpoint::session::AuditQuery::default())
         .await
         .unwrap();

@@ -254,6 +254,9 @@ struct State {
 async fn state(store: &dyn SessionStore) -> State {
     let (snapshots, audit) = dump(store).await;
     let grants = store
+        .capabilities()
+        .grants()
+        .unwrap()
         .list_grants(&GrantQuery {
             limit: Some(10_000),
             ..GrantQuery::default()
@@ -853,9 +856,20 @@ async fn the_decision_matrix_cell_by_cell() {
                 }
                 // Each cell starts without standing grants: a tool-wide one
                 // would let the next cell's call through.
-                for grant in bank.store.list_grants(&GrantQuery::default()).await.unwrap() {
+                for grant in bank
+                    .store
+                    .capabilities()
+                    .grants()
+                    .unwrap()
+                    .list_grants(&GrantQuery::default())
+                    .await
+                    .unwrap()
+                {
                     if grant.revoked_at.is_none() {
                         bank.store
+                            .capabilities()
+                            .grants()
+                            .unwrap()
                             .revoke_grant(&grant.id, "test", chrono::Utc::now())
                             .await
                             .unwrap();

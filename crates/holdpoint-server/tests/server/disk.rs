@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use holdpoint::session::{
-    AuditQuery, AuditRecord, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, SnapshotUpdate,
+    AuditQuery, AuditRecord, AuditStore, Capabilities, ResumeClaim, SessionStore, Snapshot, SnapshotStatus,
+    SnapshotUpdate,
 };
 use holdpoint::{Error, Result};
 use holdpoint_server::Server;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// Fails every write while `full` is set, as SQLite does on a full disk.
+#[derive(Clone)]
 struct FullDisk {
     inner: Arc<dyn SessionStore>,
     full: Arc<AtomicBool>,
@@ -47,26 +49,53 @@ impl SessionStore for FullDisk {
         self.check()?;
         self.inner.save_snapshot(id, update).await
     }
+    async fn insert_snapshot(&self, id: &str, row: Snapshot) -> Result<Snapshot> {
+        self.check()?;
+        self.inner.insert_snapshot(id, row).await
+    }
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> Result<Vec<Snapshot>> {
+        self.check()?;
+        self.inner.insert_snapshots(rows).await
+    }
     async fn watch_status(&self, id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         self.inner.watch_status(id).await
-    }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
-        self.check()?;
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
-        self.inner.list_audit(query).await
     }
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         self.check()?;
         self.inner.claim_resume(claim, audit).await
     }
-    async fn abort(&self, id: &str) -> Result<Option<SnapshotStatus>> {
+    /// The inner store's capabilities, its audit trail behind the same
+    /// full disk.
+    fn capabilities(&self) -> Capabilities {
+        let inner = self.inner.capabilities();
+        Capabilities {
+            audit: inner
+                .audit
+                .is_some()
+                .then(|| Arc::new(self.clone()) as Arc<dyn AuditStore>),
+            ..inner
+        }
+    }
+}
+
+#[async_trait]
+impl AuditStore for FullDisk {
+    async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
         self.check()?;
-        self.inner.abort(id).await
+        self.inner.capabilities().audit()?.append_audit(records).await
+    }
+    async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        self.inner.capabilities().audit()?.list_audit(query).await
+    }
+    async fn save_snapshot_audited(
+        &self,
+        id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<Snapshot>> {
+        self.check()?;
+        let trail = self.inner.capabilities().audit()?.clone();
+        trail.save_snapshot_audited(id, update, audit).await
     }
 }
 

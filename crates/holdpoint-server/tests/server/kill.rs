@@ -162,7 +162,13 @@ async fn sigkill_leaves_the_call_in_doubt_until_settled(url: &str, fresh: bool) 
         limit: Some(1000),
         ..SnapshotQuery::default()
     };
-    let rows = store.list_snapshots(&all).await.unwrap();
+    let rows = store
+        .capabilities()
+        .listing()
+        .unwrap()
+        .list_snapshots(&all)
+        .await
+        .unwrap();
     if fresh {
         assert_eq!(rows.len(), 1, "the killed turn wrote nothing half-way: {rows:#?}");
     }
@@ -170,7 +176,13 @@ async fn sigkill_leaves_the_call_in_doubt_until_settled(url: &str, fresh: bool) 
         session_id: Some(session.clone()),
         ..all
     };
-    let session_rows = store.list_snapshots(&ours).await.unwrap();
+    let session_rows = store
+        .capabilities()
+        .listing()
+        .unwrap()
+        .list_snapshots(&ours)
+        .await
+        .unwrap();
     assert_eq!(session_rows.len(), 1, "{session_rows:#?}");
     let claimed = store.get_snapshot(&snapshot).await.unwrap().unwrap();
     assert!(claimed.resumed_at.is_some(), "the claim survived the kill");

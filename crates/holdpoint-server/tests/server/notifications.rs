@@ -120,7 +120,9 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
         },
         ..NotifyConfig::default()
     };
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).observer(Arc::new(Observe(metrics)));
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap())
+        .unwrap()
+        .observer(Arc::new(Observe(metrics)));
     for session in ["s-pipe-1", "s-pipe-2"] {
         let row = held(session);
         store
@@ -416,7 +418,7 @@ secret = "{secret}"
         .notifications(Arc::clone(&store))
         .signing_keys(holdpoint_server::signing::KeyRing::ephemeral().unwrap());
     let http = TestServer::start(config.apply_auth(builder).unwrap().build().unwrap()).await;
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(notify_config(&config)).unwrap());
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(notify_config(&config)).unwrap()).unwrap();
 
     let (status, held) = http
         .post(
@@ -507,7 +509,9 @@ async fn events_no_channel_takes_are_counted_as_unrouted_on_metrics() {
         },
         ..NotifyConfig::default()
     };
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).observer(Arc::new(Observe(metrics)));
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap())
+        .unwrap()
+        .observer(Arc::new(Observe(metrics)));
     let row = held("s-unrouted");
     store
         .save_snapshot(None, Box::new(move |_| Ok(Some(row))))

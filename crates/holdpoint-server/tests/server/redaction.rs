@@ -128,7 +128,7 @@ async fn a_planted_secret_shows_nowhere_a_hold_is_read() {
         },
         ..NotifyConfig::default()
     };
-    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap());
+    let worker = Worker::new(Arc::clone(&store), Notifier::new(config).unwrap()).unwrap();
 
     // Alice asks; the call is held for finance.
     let (code, held) = http

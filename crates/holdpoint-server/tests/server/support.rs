@@ -160,6 +160,9 @@ pub fn paused_part(out: &Value) -> Value {
 /// Everything a store holds, to compare before and after a rejected request.
 pub async fn dump(store: &dyn SessionStore) -> (Vec<Snapshot>, usize) {
     let mut rows = store
+        .capabilities()
+        .listing()
+        .unwrap()
         .list_snapshots(&SnapshotQuery {
             limit: Some(10_000),
             ..SnapshotQuery::default()
@@ -168,6 +171,9 @@ pub async fn dump(store: &dyn SessionStore) -> (Vec<Snapshot>, usize) {
         .unwrap();
     rows.sort_by(|a, b| a.snapshot_id.cmp(&b.snapshot_id));
     let audit = store
+        .capabilities()
+        .audit()
+        .unwrap()
         .list_audit(&AuditQuery {
             limit: Some(10_000),
             ..AuditQuery::default()

@@ -4,6 +4,7 @@ use super::Op;
 use super::model::{Model, Row, now_secs, set_marker};
 use chrono::{Duration, Utc};
 use futures::StreamExt;
+use holdpoint::session::SessionStoreExt;
 use holdpoint::session::{ResumeClaim, SessionState, SessionStore, Snapshot, SnapshotStatus};
 use holdpoint::{ErrorBody, FinishReason, Status};
 

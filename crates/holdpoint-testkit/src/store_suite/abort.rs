@@ -6,6 +6,7 @@ use chrono::{Duration, Utc};
 use holdpoint::session::{SessionStore, SnapshotStatus};
 
 use super::{fresh_id, fresh_session, get_present, put, snapshot};
+use holdpoint::session::SessionStoreExt;
 
 /// Abort on a pending row returns `Some(Pending)` and marks it `aborting`;
 /// a second abort returns `Some(Aborting)` and changes nothing.

@@ -13,6 +13,7 @@ use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{FinishReason, Part, Resume, Role, ScriptedModel, ScriptedTurn};
 use serde_json::{Map, Value, json};
 
+use super::capable::audit;
 use super::fresh_id;
 
 /// An agent named `name` on `store` whose model asks `closeAccount` to
@@ -154,7 +155,7 @@ pub async fn approval_decisions_are_audited_and_pending_is_listed(store: Arc<dyn
         "an expired approval does not run the tool"
     );
 
-    let trail = store
+    let trail = audit(&*store)
         .list_audit(&AuditQuery {
             agent: Some(name.clone()),
             ..AuditQuery::default()
@@ -180,7 +181,7 @@ pub async fn approval_decisions_are_audited_and_pending_is_listed(store: Arc<dyn
         assert_eq!(r.input_hash.len(), 64);
         assert_eq!(r.agent.as_deref(), Some(name.as_str()));
     }
-    let late_trail = store
+    let late_trail = audit(&*store)
         .list_audit(&AuditQuery {
             agent: Some(late_name),
             ..AuditQuery::default()

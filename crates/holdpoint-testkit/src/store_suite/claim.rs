@@ -12,6 +12,7 @@ use holdpoint::session::{
 };
 use serde_json::json;
 
+use super::capable::audit;
 use super::listing::{list, record, waiting};
 use super::{fresh_id, fresh_session, get_present, put, snapshot};
 
@@ -35,12 +36,18 @@ pub async fn audit_appends_and_lists(store: Arc<dyn SessionStore>) {
         ..record(&session, "snap-1", Some("bob"), &agent)
     };
     let third = record(&session, "snap-2", Some("alice"), &agent);
-    store
+    audit(&*store)
         .append_audit(vec![first.clone(), second.clone()])
         .await
         .expect("append failed");
-    store.append_audit(vec![third.clone()]).await.expect("append failed");
-    store.append_audit(Vec::new()).await.expect("an empty append failed");
+    audit(&*store)
+        .append_audit(vec![third.clone()])
+        .await
+        .expect("append failed");
+    audit(&*store)
+        .append_audit(Vec::new())
+        .await
+        .expect("an empty append failed");
 
     let query = |principal: Option<&str>, limit: Option<usize>| AuditQuery {
         agent: Some(agent.clone()),
@@ -48,21 +55,30 @@ pub async fn audit_appends_and_lists(store: Arc<dyn SessionStore>) {
         principal: principal.map(str::to_owned),
         limit,
     };
-    let all = store.list_audit(&query(None, None)).await.expect("list failed");
+    let all = audit(&*store)
+        .list_audit(&query(None, None))
+        .await
+        .expect("list failed");
     assert_eq!(all, [third.clone(), second.clone(), first.clone()]);
-    let alice = store
+    let alice = audit(&*store)
         .list_audit(&query(Some("alice"), None))
         .await
         .expect("list failed");
     assert_eq!(alice, [third.clone(), first]);
-    let newest = store.list_audit(&query(None, Some(1))).await.expect("list failed");
+    let newest = audit(&*store)
+        .list_audit(&query(None, Some(1)))
+        .await
+        .expect("list failed");
     assert_eq!(newest, [third]);
     let by_session = AuditQuery {
         session_id: Some(session),
         principal: Some("bob".into()),
         ..Default::default()
     };
-    assert_eq!(store.list_audit(&by_session).await.expect("list failed"), [second]);
+    assert_eq!(
+        audit(&*store).list_audit(&by_session).await.expect("list failed"),
+        [second]
+    );
 }
 
 /// `claim_resume` sets `resumedAt` and appends the audit records once; a
@@ -100,7 +116,7 @@ pub async fn claim_resume_once_with_audit(store: Arc<dyn SessionStore>) {
     assert_eq!(err.status(), Status::NotFound, "{err}");
     assert!(store.get_snapshot(&missing).await.expect("get failed").is_none());
 
-    let trail = store
+    let trail = audit(&*store)
         .list_audit(&AuditQuery {
             session_id: Some(session),
             ..Default::default()
@@ -278,7 +294,7 @@ pub async fn lapsed_claims_are_in_doubt_and_taken_over_once(store: Arc<dyn Sessi
         .expect_err("a second takeover must be refused");
     assert_eq!(err.status(), Status::FailedPrecondition, "{err}");
 
-    let trail = store
+    let trail = audit(&*store)
         .list_audit(&AuditQuery {
             agent: Some(agent),
             ..Default::default()

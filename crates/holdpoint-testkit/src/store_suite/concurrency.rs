@@ -12,6 +12,7 @@ use serde_json::json;
 use super::listing::{record, waiting};
 use super::watch::wait_for;
 use super::{claim_update, fresh_id, fresh_session, get_present, put, snapshot};
+use holdpoint::session::SessionStoreExt;
 
 /// How many tasks race in each concurrency case.
 pub const RACERS: usize = 32;
@@ -309,7 +310,7 @@ async fn race_claim_resumes(stores: &[Arc<dyn SessionStore>]) {
         "claims: {} won, {aborted} aborted",
         winners.len()
     );
-    let trail = stores[0]
+    let trail = super::capable::audit(&*stores[0])
         .list_audit(&AuditQuery {
             session_id: Some(session),
             ..Default::default()

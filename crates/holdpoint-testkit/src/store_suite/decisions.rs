@@ -13,6 +13,7 @@ use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{Error, FinishReason, Part, Resume, Role, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Map, Value, json};
 
+use super::capable::{audit, grants, listing, outbox};
 use super::fresh_id;
 
 fn caller(principal: &str, role: &str) -> Map<String, Value> {
@@ -83,7 +84,7 @@ struct Rows {
 }
 
 async fn rows(store: &dyn SessionStore, agent: &str, session: &str) -> Rows {
-    let mut snapshots = store
+    let mut snapshots = listing(store)
         .list_snapshots(&SnapshotQuery {
             session_id: Some(session.to_owned()),
             limit: Some(1000),
@@ -92,7 +93,7 @@ async fn rows(store: &dyn SessionStore, agent: &str, session: &str) -> Rows {
         .await
         .expect("list snapshots");
     snapshots.sort_by(|a, b| a.snapshot_id.cmp(&b.snapshot_id));
-    let audit = store
+    let audit = audit(store)
         .list_audit(&AuditQuery {
             session_id: Some(session.to_owned()),
             limit: Some(1000),
@@ -100,7 +101,7 @@ async fn rows(store: &dyn SessionStore, agent: &str, session: &str) -> Rows {
         })
         .await
         .expect("list audit");
-    let grants = store
+    let grants = grants(store)
         .list_grants(&GrantQuery {
             agent: Some(agent.to_owned()),
             limit: Some(1000),
@@ -109,7 +110,7 @@ async fn rows(store: &dyn SessionStore, agent: &str, session: &str) -> Rows {
         .await
         .map_or(0, |g| g.len());
     let ids: Vec<&str> = snapshots.iter().map(|s| s.snapshot_id.as_str()).collect();
-    let mut outbox: Vec<OutboxEvent> = store
+    let mut outbox: Vec<OutboxEvent> = outbox(store)
         .list_outbox(&OutboxQuery {
             limit: Some(10_000),
             ..OutboxQuery::default()

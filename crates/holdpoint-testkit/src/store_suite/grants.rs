@@ -12,6 +12,7 @@ use holdpoint::Error;
 use holdpoint::approval::{Grant, GrantQuery, GrantRef, GrantScope};
 use holdpoint::session::{AuditQuery, AuditRecord, SessionStore};
 
+use super::capable::{audit, grants};
 use super::{RACERS, approve_record, fresh_id, fresh_session, put, snapshot};
 
 /// A `session` grant of `transfer` on agent `agent` with `uses` uses.
@@ -50,7 +51,7 @@ fn use_record(grant: &Grant) -> AuditRecord {
 }
 
 async fn uses_audited(store: &dyn SessionStore, grant: &Grant) -> usize {
-    let trail = store
+    let trail = audit(store)
         .list_audit(&AuditQuery {
             session_id: Some(grant.session_id.clone()),
             limit: Some(1000),
@@ -69,21 +70,32 @@ async fn uses_audited(store: &dyn SessionStore, grant: &Grant) -> usize {
 pub async fn grants_are_kept_listed_and_revoked(store: Arc<dyn SessionStore>) {
     let agent = fresh_id("agent");
     let first = grant(&agent, Some(2));
-    store.insert_grant(first.clone()).await.expect("insert");
+    grants(&*store).insert_grant(first.clone()).await.expect("insert");
     let second = Grant {
         created_at: first.created_at + TimeDelta::seconds(1),
         ..grant(&agent, None)
     };
-    store.insert_grant(second.clone()).await.expect("insert");
-    let err = store.insert_grant(first.clone()).await.expect_err("one id once");
-    assert!(matches!(err, Error::FailedPrecondition(_)), "{err}");
-    assert_eq!(store.get_grant(&first.id).await.expect("get"), Some(first.clone()));
-    assert_eq!(store.get_grant("no-such-grant").await.expect("get"), None);
+    grants(&*store).insert_grant(second.clone()).await.expect("insert");
+    let err = grants(&*store)
+        .insert_grant(first.clone())
+        .await
+        .expect_err("one id once");
+    assert!(matches!(err, Error::AlreadyExists(_)), "{err}");
+    assert_eq!(
+        err.status(),
+        holdpoint::Status::FailedPrecondition,
+        "the wire status is unchanged"
+    );
+    assert_eq!(
+        grants(&*store).get_grant(&first.id).await.expect("get"),
+        Some(first.clone())
+    );
+    assert_eq!(grants(&*store).get_grant("no-such-grant").await.expect("get"), None);
     let query = GrantQuery {
         agent: Some(agent.clone()),
         ..GrantQuery::default()
     };
-    let ids: Vec<String> = store
+    let ids: Vec<String> = grants(&*store)
         .list_grants(&query)
         .await
         .expect("list")
@@ -93,14 +105,14 @@ pub async fn grants_are_kept_listed_and_revoked(store: Arc<dyn SessionStore>) {
     assert_eq!(ids, [second.id.clone(), first.id.clone()]);
 
     let at = Utc::now();
-    let revoked = store
+    let revoked = grants(&*store)
         .revoke_grant(&first.id, "pete", at)
         .await
         .expect("revoke")
         .expect("found");
     assert_eq!(revoked.revoked_by.as_deref(), Some("pete"));
     assert!(revoked.revoked_at.is_some());
-    let again = store
+    let again = grants(&*store)
         .revoke_grant(&first.id, "quinn", Utc::now())
         .await
         .expect("revoke")
@@ -111,14 +123,17 @@ pub async fn grants_are_kept_listed_and_revoked(store: Arc<dyn SessionStore>) {
         "a second revoke changes nothing"
     );
     assert_eq!(
-        store.revoke_grant("no-such-grant", "pete", at).await.expect("revoke"),
+        grants(&*store)
+            .revoke_grant("no-such-grant", "pete", at)
+            .await
+            .expect("revoke"),
         None
     );
     let active = GrantQuery {
         active_at: Some(Utc::now()),
         ..query
     };
-    let ids: Vec<String> = store
+    let ids: Vec<String> = grants(&*store)
         .list_grants(&active)
         .await
         .expect("list")
@@ -126,7 +141,7 @@ pub async fn grants_are_kept_listed_and_revoked(store: Arc<dyn SessionStore>) {
         .map(|g| g.id)
         .collect();
     assert_eq!(ids, std::slice::from_ref(&second.id));
-    let used = store
+    let used = grants(&*store)
         .use_grant(&first.id, Utc::now(), vec![use_record(&first)])
         .await
         .expect("use");
@@ -143,8 +158,8 @@ pub async fn expired_grants_are_never_used(store: Arc<dyn SessionStore>) {
         expires_at: Some(now - TimeDelta::seconds(1)),
         ..grant(&agent, None)
     };
-    store.insert_grant(lapsed.clone()).await.expect("insert");
-    let used = store
+    grants(&*store).insert_grant(lapsed.clone()).await.expect("insert");
+    let used = grants(&*store)
         .use_grant(&lapsed.id, now, vec![use_record(&lapsed)])
         .await
         .expect("use");
@@ -155,14 +170,14 @@ pub async fn expired_grants_are_never_used(store: Arc<dyn SessionStore>) {
         active_at: Some(now),
         ..GrantQuery::default()
     };
-    assert!(store.list_grants(&active).await.expect("list").is_empty());
+    assert!(grants(&*store).list_grants(&active).await.expect("list").is_empty());
 
     let live = Grant {
         expires_at: Some(now + TimeDelta::hours(1)),
         ..grant(&agent, None)
     };
-    store.insert_grant(live.clone()).await.expect("insert");
-    let used = store
+    grants(&*store).insert_grant(live.clone()).await.expect("insert");
+    let used = grants(&*store)
         .use_grant(&live.id, now, vec![use_record(&live)])
         .await
         .expect("use")
@@ -170,18 +185,24 @@ pub async fn expired_grants_are_never_used(store: Arc<dyn SessionStore>) {
     assert_eq!((used.used, used.uses_left), (1, None));
     assert_eq!(uses_audited(store.as_ref(), &live).await, 1);
     let later = live.expires_at.expect("set") + TimeDelta::seconds(1);
-    assert_eq!(store.use_grant(&live.id, later, Vec::new()).await.expect("use"), None);
+    assert_eq!(
+        grants(&*store)
+            .use_grant(&live.id, later, Vec::new())
+            .await
+            .expect("use"),
+        None
+    );
 }
 
 /// Racing uses of a grant with 3 uses: exactly 3 are spent, each audited
 /// once; the rest find it used up and write nothing.
 pub async fn grant_uses_are_spent_once(store: Arc<dyn SessionStore>) {
     let g = grant(&fresh_id("agent"), Some(3));
-    store.insert_grant(g.clone()).await.expect("insert");
+    grants(&*store).insert_grant(g.clone()).await.expect("insert");
     let racers = (0..RACERS).map(|_| {
         let store = Arc::clone(&store);
         let g = g.clone();
-        async move { store.use_grant(&g.id, Utc::now(), vec![use_record(&g)]).await }
+        async move { grants(&*store).use_grant(&g.id, Utc::now(), vec![use_record(&g)]).await }
     });
     let results = join_all(racers).await;
     let spent: Vec<Grant> = results.into_iter().filter_map(|r| r.expect("use")).collect();
@@ -190,30 +211,32 @@ pub async fn grant_uses_are_spent_once(store: Arc<dyn SessionStore>) {
     left.sort();
     assert_eq!(left, [Some(0), Some(1), Some(2)]);
     assert_eq!(uses_audited(store.as_ref(), &g).await, 3);
-    let now = store.get_grant(&g.id).await.expect("get").expect("found");
+    let now = grants(&*store).get_grant(&g.id).await.expect("get").expect("found");
     assert_eq!((now.uses_left, now.used), (Some(0), 3));
 }
 
 /// Two handles race for the last use of a grant: one gets it.
 pub async fn two_handles_spend_a_last_use_once(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+    let (grants_a, grants_b) = (grants(&*a), grants(&*b));
     for _ in 0..5 {
         let g = grant(&fresh_id("agent"), Some(1));
-        a.insert_grant(g.clone()).await.expect("insert");
+        grants_a.insert_grant(g.clone()).await.expect("insert");
         let (x, y) = tokio::join!(
-            a.use_grant(&g.id, Utc::now(), vec![use_record(&g)]),
-            b.use_grant(&g.id, Utc::now(), vec![use_record(&g)])
+            grants_a.use_grant(&g.id, Utc::now(), vec![use_record(&g)]),
+            grants_b.use_grant(&g.id, Utc::now(), vec![use_record(&g)])
         );
         let won = usize::from(x.expect("use").is_some()) + usize::from(y.expect("use").is_some());
         assert_eq!(won, 1, "the last use is spent once");
         assert_eq!(uses_audited(a.as_ref(), &g).await, 1);
-        let revoked = b
+        let revoked = grants(&*b)
             .revoke_grant(&g.id, "pete", Utc::now())
             .await
             .expect("revoke")
             .expect("found");
         assert!(revoked.revoked_at.is_some());
         assert!(
-            a.get_grant(&g.id)
+            grants(&*a)
+                .get_grant(&g.id)
                 .await
                 .expect("get")
                 .expect("found")
@@ -231,7 +254,7 @@ pub async fn audited_saves_write_both_or_neither(store: Arc<dyn SessionStore>) {
     let row = put(store.as_ref(), None, snapshot(&session)).await;
     let id = row.snapshot_id.clone();
     let count = |store: Arc<dyn SessionStore>, session: String| async move {
-        store
+        audit(&*store)
             .list_audit(&AuditQuery {
                 session_id: Some(session),
                 ..AuditQuery::default()
@@ -240,7 +263,7 @@ pub async fn audited_saves_write_both_or_neither(store: Arc<dyn SessionStore>) {
             .expect("list_audit")
             .len()
     };
-    let written = store
+    let written = audit(&*store)
         .save_snapshot_audited(
             &id,
             Box::new(|existing| Ok(existing.cloned())),
@@ -250,12 +273,12 @@ pub async fn audited_saves_write_both_or_neither(store: Arc<dyn SessionStore>) {
         .expect("save");
     assert!(written.is_some());
     assert_eq!(count(Arc::clone(&store), session.clone()).await, 1);
-    let skipped = store
+    let skipped = audit(&*store)
         .save_snapshot_audited(&id, Box::new(|_| Ok(None)), vec![approve_record(&session, &id)])
         .await
         .expect("save");
     assert!(skipped.is_none());
-    let failed = store
+    let failed = audit(&*store)
         .save_snapshot_audited(
             &id,
             Box::new(|_| Err(Error::Aborted("refused".into()))),

@@ -7,6 +7,7 @@ use chrono::{Duration, TimeZone, Utc};
 use holdpoint::FinishReason;
 use holdpoint::session::{AuditRecord, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus, mint_id};
 
+use super::capable::listing;
 use super::{approve_record, fresh_id, fresh_session, put, snapshot};
 
 /// An audit record of an approval in `session` of snapshot `snapshot_id`.
@@ -34,7 +35,7 @@ pub(super) fn waiting(session: &str) -> Snapshot {
 }
 
 pub(super) async fn list(store: &dyn SessionStore, query: SnapshotQuery) -> Vec<String> {
-    store
+    listing(store)
         .list_snapshots(&query)
         .await
         .expect("list_snapshots failed")
@@ -112,7 +113,10 @@ pub async fn list_filters_and_orders(store: Arc<dyn SessionStore>) {
         limit: Some(1),
         ..Default::default()
     };
-    let listed = store.list_snapshots(&query).await.expect("list_snapshots failed");
+    let listed = listing(&*store)
+        .list_snapshots(&query)
+        .await
+        .expect("list_snapshots failed");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, SnapshotStatus::Expired);
 }
@@ -190,14 +194,20 @@ pub async fn count_waiting_matches_the_listing(store: Arc<dyn SessionStore>) {
     let counted = |agent: String| {
         let store = Arc::clone(&store);
         async move {
-            let count = store.count_waiting(Some(&agent)).await.expect("count_waiting failed");
+            let count = listing(&*store)
+                .count_waiting(Some(&agent))
+                .await
+                .expect("count_waiting failed");
             let query = SnapshotQuery {
                 agent: Some(agent),
                 waiting_only: true,
                 limit: Some(usize::MAX),
                 ..Default::default()
             };
-            let listed = store.list_snapshots(&query).await.expect("list_snapshots failed");
+            let listed = listing(&*store)
+                .list_snapshots(&query)
+                .await
+                .expect("list_snapshots failed");
             assert_eq!(count.count, listed.len() as u64, "count_waiting and the listing differ");
             assert_eq!(
                 count.oldest,
@@ -237,7 +247,10 @@ pub async fn count_waiting_matches_the_listing(store: Arc<dyn SessionStore>) {
     assert_eq!(mine_counted.oldest, Some(base + Duration::seconds(3)));
     // Over all agents (other cases may write beside this one, so no
     // comparison with a listing taken at another moment).
-    let all = store.count_waiting(None).await.expect("count_waiting failed");
+    let all = listing(&*store)
+        .count_waiting(None)
+        .await
+        .expect("count_waiting failed");
     assert!(all.count >= 3, "{all:?}");
     assert!(all.oldest.is_some_and(|o| o <= base), "{all:?}");
 }

@@ -13,6 +13,7 @@
 mod abort;
 mod approvals;
 mod basic;
+pub mod capable;
 mod claim;
 mod concurrency;
 mod decisions;

@@ -19,6 +19,7 @@ use holdpoint::session::{
 use holdpoint::{FinishReason, Message, Part, Role, Status};
 use serde_json::{Value, json};
 
+use super::capable::outbox;
 use super::{approve_record, fresh_id, fresh_session, put};
 
 /// A snapshot of `session` waiting on one held `transferMoney` call (ref
@@ -35,7 +36,7 @@ pub(super) fn held(session: &str, interrupt: Value) -> Snapshot {
 }
 
 pub(super) async fn events_of(store: &dyn SessionStore, snapshot_id: &str) -> Vec<OutboxEvent> {
-    store
+    outbox(store)
         .list_outbox(&OutboxQuery {
             snapshot_id: Some(snapshot_id.to_owned()),
             limit: Some(1000),
@@ -52,7 +53,7 @@ async fn claim_mine(
     at: chrono::DateTime<Utc>,
     lease: Duration,
 ) -> Vec<OutboxLease> {
-    store
+    outbox(store)
         .claim_outbox(at, 100_000, lease)
         .await
         .expect("claim_outbox failed")
@@ -165,7 +166,7 @@ pub async fn outbox_settles_need_the_claim(store: Arc<dyn SessionStore>) {
     // Leased: not claimed again meanwhile.
     assert!(claim_mine(&*store, &id, now, lease).await.is_empty());
 
-    let wrong = store
+    let wrong = outbox(&*store)
         .settle_outbox(
             &first.event.id,
             "not-the-token",
@@ -174,14 +175,14 @@ pub async fn outbox_settles_need_the_claim(store: Arc<dyn SessionStore>) {
         .await
         .expect_err("a settle with another token must be refused");
     assert_eq!(wrong.status(), Status::FailedPrecondition, "{wrong}");
-    let missing = store
+    let missing = outbox(&*store)
         .settle_outbox("no-such-event", &first.token, OutboxOutcome::Delivered { done: vec![] })
         .await
         .expect_err("a settle of a missing row must fail");
     assert_eq!(missing.status(), Status::NotFound, "{missing}");
 
     let later = now + chrono::Duration::seconds(10);
-    store
+    outbox(&*store)
         .settle_outbox(
             &first.event.id,
             &first.token,
@@ -196,7 +197,7 @@ pub async fn outbox_settles_need_the_claim(store: Arc<dyn SessionStore>) {
         .expect("settle failed");
     // The token is spent.
     assert!(
-        store
+        outbox(&*store)
             .settle_outbox(&first.event.id, &first.token, OutboxOutcome::Delivered { done: vec![] })
             .await
             .is_err()
@@ -207,7 +208,7 @@ pub async fn outbox_settles_need_the_claim(store: Arc<dyn SessionStore>) {
     assert_eq!(second[0].event.attempts, 2);
     assert_eq!(second[0].event.last_error.as_deref(), Some("HTTP 500"));
     assert_eq!(second[0].event.done, ["webhook:0"]);
-    store
+    outbox(&*store)
         .settle_outbox(
             &second[0].event.id,
             &second[0].token,
@@ -222,7 +223,7 @@ pub async fn outbox_settles_need_the_claim(store: Arc<dyn SessionStore>) {
     assert!(claim_mine(&*store, &id, far, lease).await.is_empty());
     let listed = events_of(&*store, &id).await;
     assert_eq!(listed[0].state, OutboxState::Dead);
-    let dead_only = store
+    let dead_only = outbox(&*store)
         .list_outbox(&OutboxQuery {
             state: Some(OutboxState::Dead),
             limit: Some(100_000),
@@ -233,14 +234,14 @@ pub async fn outbox_settles_need_the_claim(store: Arc<dyn SessionStore>) {
     assert!(dead_only.iter().any(|e| e.id == listed[0].id));
     assert!(dead_only.iter().all(|e| e.state == OutboxState::Dead));
 
-    let retried = store
+    let retried = outbox(&*store)
         .retry_outbox(&listed[0].id)
         .await
         .expect("retry_outbox failed")
         .expect("the row exists");
     assert_eq!((retried.state, retried.attempts), (OutboxState::Pending, 0));
     assert!(
-        store
+        outbox(&*store)
             .retry_outbox("no-such-event")
             .await
             .expect("retry_outbox failed")
@@ -271,7 +272,7 @@ pub async fn outbox_timers_fire_once(store: Arc<dyn SessionStore>) {
     let now = claim_mine(&*store, &id, Utc::now() + chrono::Duration::seconds(1), lease).await;
     assert_eq!(now.len(), 1);
     assert_eq!(now[0].event.kind, HOLD_CREATED);
-    store
+    outbox(&*store)
         .settle_outbox(
             &now[0].event.id,
             &now[0].token,
@@ -288,7 +289,7 @@ pub async fn outbox_timers_fire_once(store: Arc<dyn SessionStore>) {
     assert_eq!(due[0].event.kind, HOLD_REMINDED);
     assert!(due[0].event.timer);
     assert!(claim_mine(&*store, &id, past, lease).await.is_empty());
-    store
+    outbox(&*store)
         .settle_outbox(
             &due[0].event.id,
             &due[0].token,
@@ -318,7 +319,7 @@ pub async fn two_handles_claim_outbox_once(a: Arc<dyn SessionStore>, b: Arc<dyn 
     let now = Utc::now() + chrono::Duration::seconds(1);
     let lease = Duration::from_secs(30);
     let claim = |store: Arc<dyn SessionStore>| async move {
-        store
+        outbox(&*store)
             .claim_outbox(now, 100_000, lease)
             .await
             .expect("claim_outbox failed")
@@ -349,7 +350,7 @@ pub async fn two_handles_claim_outbox_once(a: Arc<dyn SessionStore>, b: Arc<dyn 
         .filter(|l| l.event.id == dead.event.id)
         .collect();
     assert!(taken.is_empty(), "a live lease must hold: {taken:?}");
-    let taken: Vec<OutboxLease> = survivor
+    let taken: Vec<OutboxLease> = outbox(&*survivor)
         .claim_outbox(after, 100_000, lease)
         .await
         .expect("claim_outbox failed")
@@ -358,12 +359,12 @@ pub async fn two_handles_claim_outbox_once(a: Arc<dyn SessionStore>, b: Arc<dyn 
         .collect();
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].event.attempts, 2);
-    let stale = survivor
+    let stale = outbox(&*survivor)
         .settle_outbox(&dead.event.id, &dead.token, OutboxOutcome::Delivered { done: vec![] })
         .await
         .expect_err("the dead worker's token must no longer settle");
     assert_eq!(stale.status(), Status::FailedPrecondition);
-    survivor
+    outbox(&*survivor)
         .settle_outbox(
             &taken[0].event.id,
             &taken[0].token,

@@ -14,6 +14,7 @@ use holdpoint::session::outbox::REMIND_AT;
 use holdpoint::session::{EndpointStop, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxState, SessionStore};
 use serde_json::json;
 
+use super::capable::outbox;
 use super::outbox::{events_of, held};
 use super::{fresh_id, fresh_session, put};
 
@@ -22,7 +23,10 @@ use super::{fresh_id, fresh_session, put};
 /// re-enabled by a retry of a row that skipped it or by an explicit call;
 /// listings page; the counts see a dead row.
 pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionStore>) {
-    let before = store.outbox_stats(Utc::now()).await.expect("outbox_stats failed");
+    let before = outbox(&*store)
+        .outbox_stats(Utc::now())
+        .await
+        .expect("outbox_stats failed");
     let a = put(&*store, None, held(&fresh_session(), json!(true)))
         .await
         .snapshot_id;
@@ -32,7 +36,7 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
     let now = Utc::now() + chrono::Duration::seconds(1);
     let lease = Duration::from_secs(30);
     // One claim takes every due row (this case's and others'); keep ours.
-    let claimed = store
+    let claimed = outbox(&*store)
         .claim_outbox(now, 100_000, lease)
         .await
         .expect("claim_outbox failed");
@@ -45,7 +49,7 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
     };
     let (first, second) = (mine(&a), mine(&b));
     let channel = fresh_id("webhook");
-    let results = store
+    let results = outbox(&*store)
         .settle_outbox_batch(vec![
             OutboxSettle {
                 id: first.event.id.clone(),
@@ -71,7 +75,7 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
     assert_eq!(events_of(&*store, &a).await[0].state, OutboxState::Delivered);
     assert_eq!(events_of(&*store, &b).await[0].state, OutboxState::Pending);
     // The row whose settle was refused is still claimed by its own token.
-    store
+    outbox(&*store)
         .settle_outbox(
             &second.event.id,
             &second.token,
@@ -82,7 +86,10 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
         )
         .await
         .expect("the claim's own settle must pass");
-    let after = store.outbox_stats(Utc::now()).await.expect("outbox_stats failed");
+    let after = outbox(&*store)
+        .outbox_stats(Utc::now())
+        .await
+        .expect("outbox_stats failed");
     assert!(after.dead > before.dead, "{before:?} then {after:?}");
 
     // A stop is listed, and a second one replaces it.
@@ -92,16 +99,21 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
         reason: reason.into(),
         stopped_at: Utc::now(),
     };
-    store
+    outbox(&*store)
         .stop_endpoint(stop("HTTP 410"))
         .await
         .expect("stop_endpoint failed");
-    store
+    outbox(&*store)
         .stop_endpoint(stop("HTTP 410 again"))
         .await
         .expect("stop_endpoint failed");
     let mine = |all: Vec<EndpointStop>| all.into_iter().filter(|s| s.channel == channel).collect::<Vec<_>>();
-    let listed = mine(store.stopped_endpoints().await.expect("stopped_endpoints failed"));
+    let listed = mine(
+        outbox(&*store)
+            .stopped_endpoints()
+            .await
+            .expect("stopped_endpoints failed"),
+    );
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(
         (listed[0].fingerprint.as_str(), listed[0].reason.as_str()),
@@ -109,40 +121,64 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
     );
     // A retry of a row that skipped the stopped endpoint re-enables it and
     // sends there again.
-    let retried = store
+    let retried = outbox(&*store)
         .retry_outbox(&first.event.id)
         .await
         .expect("retry_outbox failed")
         .expect("the row exists");
     assert_eq!(retried.state, OutboxState::Pending);
     assert!(!retried.done.contains(&channel), "{retried:?}");
-    assert!(mine(store.stopped_endpoints().await.expect("stopped_endpoints failed")).is_empty());
+    assert!(
+        mine(
+            outbox(&*store)
+                .stopped_endpoints()
+                .await
+                .expect("stopped_endpoints failed")
+        )
+        .is_empty()
+    );
     // A retried row that failed before is listed as retrying; one that did
     // not fail is not.
-    store.retry_outbox(&second.event.id).await.expect("retry_outbox failed");
+    outbox(&*store)
+        .retry_outbox(&second.event.id)
+        .await
+        .expect("retry_outbox failed");
     let retrying = |snapshot: &str| OutboxQuery {
         state: Some(OutboxState::Pending),
         snapshot_id: Some(snapshot.to_owned()),
         retrying: true,
         ..OutboxQuery::default()
     };
-    let listed = store.list_outbox(&retrying(&b)).await.expect("list_outbox failed");
+    let listed = outbox(&*store)
+        .list_outbox(&retrying(&b))
+        .await
+        .expect("list_outbox failed");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].last_error.as_deref(), Some("HTTP 500"));
     assert!(
-        store
+        outbox(&*store)
             .list_outbox(&retrying(&a))
             .await
             .expect("list_outbox failed")
             .is_empty()
     );
     // An explicit re-enable.
-    store
+    outbox(&*store)
         .stop_endpoint(stop("HTTP 410"))
         .await
         .expect("stop_endpoint failed");
-    assert!(store.enable_endpoint(&channel).await.expect("enable_endpoint failed"));
-    assert!(!store.enable_endpoint(&channel).await.expect("enable_endpoint failed"));
+    assert!(
+        outbox(&*store)
+            .enable_endpoint(&channel)
+            .await
+            .expect("enable_endpoint failed")
+    );
+    assert!(
+        !outbox(&*store)
+            .enable_endpoint(&channel)
+            .await
+            .expect("enable_endpoint failed")
+    );
 
     // Pages: a hold with a reminder has two rows, oldest due first.
     let due = (Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
@@ -155,9 +191,9 @@ pub async fn outbox_batches_pages_and_stopped_endpoints(store: Arc<dyn SessionSt
         offset: Some(offset),
         ..OutboxQuery::default()
     };
-    let one = store.list_outbox(&page(0)).await.expect("list_outbox failed");
-    let two = store.list_outbox(&page(1)).await.expect("list_outbox failed");
-    let three = store.list_outbox(&page(2)).await.expect("list_outbox failed");
+    let one = outbox(&*store).list_outbox(&page(0)).await.expect("list_outbox failed");
+    let two = outbox(&*store).list_outbox(&page(1)).await.expect("list_outbox failed");
+    let three = outbox(&*store).list_outbox(&page(2)).await.expect("list_outbox failed");
     assert_eq!(one.len(), 1);
     assert_eq!(two.len(), 1);
     assert!(three.is_empty(), "{three:?}");

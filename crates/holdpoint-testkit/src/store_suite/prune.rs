@@ -15,6 +15,7 @@ use holdpoint::session::{
     AuditQuery, PruneOutcome, PruneRequest, STATE_CLAIM_PREFIX, SessionStore, Snapshot, SnapshotStatus,
 };
 
+use super::capable::{audit, prune};
 use super::{approve_record, fresh_session, get, put, snapshot};
 
 /// A row of `session` written `days` ago with `status` (interrupted when
@@ -33,7 +34,7 @@ fn aged(session: &str, days: i64, status: SnapshotStatus, held: bool) -> Snapsho
 }
 
 async fn audit_count(store: &dyn SessionStore, session: &str) -> usize {
-    store
+    audit(store)
         .list_audit(&AuditQuery {
             session_id: Some(session.to_owned()),
             ..Default::default()
@@ -44,7 +45,10 @@ async fn audit_count(store: &dyn SessionStore, session: &str) -> usize {
 }
 
 async fn step(store: &dyn SessionStore, request: PruneRequest) -> PruneOutcome {
-    store.prune_sessions(&request).await.expect("prune_sessions failed")
+    prune(store)
+        .prune_sessions(&request)
+        .await
+        .expect("prune_sessions failed")
 }
 
 /// Eight sessions under one prefix, a to h, 40 days old unless said:
@@ -69,7 +73,7 @@ pub async fn prune_deletes_only_old_sessions_that_are_over(store: Arc<dyn Sessio
     outcome.updated_at = outcome.created_at;
     outcome.parent_id = Some(hold.snapshot_id.clone());
     let outcome = put(&*store, None, outcome).await;
-    store
+    audit(&*store)
         .append_audit(vec![
             approve_record(&s("a"), &hold.snapshot_id),
             approve_record(&s("a"), &hold.snapshot_id),
@@ -79,7 +83,7 @@ pub async fn prune_deletes_only_old_sessions_that_are_over(store: Arc<dyn Sessio
     let failed = put(&*store, None, aged(&s("b"), 40, SnapshotStatus::Failed, false)).await;
     let aborted = put(&*store, None, aged(&s("c"), 40, SnapshotStatus::Aborted, false)).await;
     let waiting = put(&*store, None, aged(&s("d"), 40, SnapshotStatus::Completed, true)).await;
-    store
+    audit(&*store)
         .append_audit(vec![approve_record(&s("d"), &waiting.snapshot_id)])
         .await
         .expect("append_audit failed");
@@ -93,7 +97,7 @@ pub async fn prune_deletes_only_old_sessions_that_are_over(store: Arc<dyn Sessio
     pending.finish_reason = None;
     let pending = put(&*store, None, pending).await;
     let done = put(&*store, None, aged(&s("h"), 40, SnapshotStatus::Completed, false)).await;
-    store
+    audit(&*store)
         .append_audit(vec![approve_record(&s("h"), &done.snapshot_id)])
         .await
         .expect("append_audit failed");
@@ -200,7 +204,7 @@ pub async fn prune_deletes_only_old_sessions_that_are_over(store: Arc<dyn Sessio
         "a claim marker was pruned"
     );
 
-    let refused = store.prune_sessions(&PruneRequest::new(cutoff, 0)).await;
+    let refused = prune(&*store).prune_sessions(&PruneRequest::new(cutoff, 0)).await;
     assert!(
         matches!(refused, Err(holdpoint::Error::InvalidArgument(_))),
         "a batch of 0: {refused:?}"

@@ -15,6 +15,7 @@ use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{Error, FinishReason, Role, ScriptedModel, ScriptedTurn, Status};
 use serde_json::{Map, Value, json};
 
+use super::capable::audit;
 use super::fresh_id;
 
 /// An agent named `name` on `store` whose `transferMoney` calls are held
@@ -139,7 +140,7 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
         actor: "quinn".into(),
         at: Utc::now(),
     };
-    let err = record_approval(store.as_ref(), &id, late, 3, Vec::new())
+    let err = record_approval(audit(&*store).as_ref(), &id, late, 3, Vec::new())
         .await
         .expect_err("refused");
     assert!(matches!(err, Error::AlreadyResumed(_)), "{err}");
@@ -149,7 +150,7 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
     assert_eq!(err.status(), Status::Aborted);
     assert_eq!(moved.load(Ordering::SeqCst), 1);
 
-    let trail = store
+    let trail = audit(&*store)
         .list_audit(&AuditQuery {
             agent: Some(name),
             ..AuditQuery::default()

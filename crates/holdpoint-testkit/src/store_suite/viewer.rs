@@ -12,6 +12,7 @@ use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{FinishReason, ScriptedModel, ScriptedTurn};
 use serde_json::{Value, json};
 
+use super::capable::listing;
 use super::fresh_id;
 
 /// An agent whose `payBill` under 10 is held for `legal`, from 10 to 99
@@ -127,7 +128,7 @@ pub async fn an_approvers_page_lists_what_the_viewer_may_see(store: Arc<dyn Sess
     );
 
     // The store's listing with a viewer matches the reference filter.
-    let listed = store
+    let listed = listing(&*store)
         .list_snapshots(&SnapshotQuery {
             agent: Some(agent.name().to_owned()),
             waiting_only: true,

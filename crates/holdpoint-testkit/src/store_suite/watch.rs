@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 use holdpoint::session::{SessionStore, SnapshotStatus};
 
 use super::{fresh_id, fresh_session, put, snapshot};
+use holdpoint::session::SessionStoreExt;
 
 /// How long a watcher may take to report a change. Stores that poll for
 /// changes made by other handles must do so more often than this.

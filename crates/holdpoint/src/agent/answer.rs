@@ -184,8 +184,16 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     let approve = answer.decision == AnswerKind::Approve;
     let grant = match &answer.grant {
         Some(request) => Some(
-            super::grant_answer::prepare(agent, store.as_ref(), request, &call, approve, actor.as_deref(), &roles)
-                .await?,
+            super::grant_answer::prepare(
+                agent,
+                agent.require_grants()?.as_ref(),
+                request,
+                &call,
+                approve,
+                actor.as_deref(),
+                &roles,
+            )
+            .await?,
         ),
         None => None,
     };
@@ -197,7 +205,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
             owner: owner.as_deref(),
             quorum: rule.quorum,
         };
-        match count(agent, store.as_ref(), &answer, &call, &session, who).await? {
+        match count(agent, agent.require_audit()?.as_ref(), &answer, &call, &session, who).await? {
             Tally::Short(recorded) => return Ok(recorded),
             // The approvals the compare-and-set saw, which may be newer
             // than the snapshot read above.
@@ -216,7 +224,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     let out = agent.drive(session, input, run_context, None).await?;
     match grant {
         Some(grant) => {
-            store.insert_grant(grant.clone()).await?;
+            agent.require_grants()?.insert_grant(grant.clone()).await?;
             Ok(Answered::Granted {
                 output: Box::new(out),
                 grant: Box::new(grant),
@@ -376,7 +384,7 @@ enum Tally {
 /// compare-and-set on the waiting snapshot.
 async fn count(
     agent: &Agent,
-    store: &dyn crate::session::SessionStore,
+    store: &dyn crate::session::AuditStore,
     answer: &Answer,
     call: &PendingApproval,
     session: &load::Session,

@@ -159,13 +159,23 @@ impl AgentBuilder {
         self
     }
 
-    /// Builds the agent. A prompt agent needs a model.
+    /// Builds the agent. A prompt agent needs a model; a server-managed
+    /// agent under an approval policy needs a store with an audit trail
+    /// and standing grants ([`Error::MissingCapability`] otherwise).
     pub fn build(self) -> Result<Agent> {
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("an agent needs a name".into()));
         }
         // Only prompt agents run their tool calls through the rule gate.
         let has_policy = self.policy.is_some() && self.custom.is_none();
+        // What the store can do is read once, here: the policy's partial
+        // approvals are audited saves and its answers may leave grants.
+        let capabilities = self.store.as_ref().map(|s| s.capabilities()).unwrap_or_default();
+        if self.store.is_some() && has_policy {
+            let who = format!("agent \"{}\"'s approval policy", self.name);
+            crate::session::needed_by(capabilities.audit(), who.clone())?;
+            crate::session::needed_by(capabilities.grants(), who)?;
+        }
         let definitions = self.tools.iter().map(|t| t.definition().clone()).collect();
         let runnable_tools = if self.custom.is_none() {
             self.tools.clone()
@@ -215,6 +225,7 @@ impl AgentBuilder {
                         self_asking,
                         tool_metadata,
                         self.store.clone(),
+                        capabilities.grants.clone(),
                     );
                     middleware.insert(0, Arc::new(gate));
                 }
@@ -245,6 +256,7 @@ impl AgentBuilder {
                 description: self.description,
                 handler,
                 store: self.store,
+                capabilities,
                 codec: self.codec,
                 claims,
                 heartbeat: self.heartbeat,

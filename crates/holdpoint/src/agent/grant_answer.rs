@@ -8,14 +8,14 @@ use super::Agent;
 use super::audit::PendingApproval;
 use crate::approval::{Condition, Grant, GrantQuery, GrantRequest, GrantScope};
 use crate::error::{Error, Result};
-use crate::session::{SessionStore, mint_id};
+use crate::session::{GrantStore, mint_id};
 
 /// The grant `request` asks for with an answer (`approve`) by `actor` to
 /// `call`, held in session `session_id` owned by `owner`; refused, with
 /// nothing written, when it could not stand in for the call's hold.
 pub(super) async fn prepare(
     agent: &Agent,
-    store: &dyn SessionStore,
+    store: &dyn GrantStore,
     request: &GrantRequest,
     call: &PendingApproval,
     approve: bool,

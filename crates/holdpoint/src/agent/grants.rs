@@ -33,7 +33,7 @@ impl Agent {
             ..query
         };
         let mut found: Vec<Grant> = self
-            .require_store()?
+            .require_grants()?
             .list_grants(&query)
             .await?
             .into_iter()
@@ -50,7 +50,7 @@ impl Agent {
     /// manage. A grant revoked before is returned as it was.
     pub async fn revoke_grant(&self, id: &str, caller: impl AsCaller) -> Result<Grant> {
         let context = &caller.into_context();
-        let store = self.require_store()?;
+        let store = self.require_grants()?;
         let roles = roles_of(context);
         let missing = || Error::NotFound(format!("grant {id} not found"));
         let grant = store.get_grant(id).await?.ok_or_else(missing)?;

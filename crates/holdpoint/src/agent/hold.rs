@@ -70,7 +70,7 @@ impl Hold {
             tokio::time::sleep(every).await;
             match self.renew().await {
                 Ok(()) => {}
-                Err(e @ Error::FailedPrecondition(_)) => {
+                Err(e @ Error::ClaimLost(_)) => {
                     tracing::error!(snapshot_id = %self.snapshot_id, "{e}");
                     return;
                 }
@@ -86,7 +86,7 @@ impl Hold {
     /// Checks, before the turn's outcome is written, that the claim is
     /// still this resume's: at once when more than a third of the lease is
     /// left (a takeover needs the lease to have lapsed), else by renewing
-    /// it. `FAILED_PRECONDITION` when the claim was taken over; the store's
+    /// it. [`Error::ClaimLost`] when the claim was taken over; the store's
     /// error when it cannot say.
     pub(crate) async fn confirm(&self) -> Result<()> {
         {
@@ -113,7 +113,7 @@ impl Hold {
                 self.state().until = until;
                 Ok(())
             }
-            Err(Error::FailedPrecondition(_) | Error::NotFound(_)) => {
+            Err(Error::ClaimLost(_) | Error::NotFound(_)) => {
                 self.state().lost = true;
                 Err(self.taken_over())
             }
@@ -137,7 +137,7 @@ impl Hold {
     /// is the unfinished pending row of the detached resume whose lapsed
     /// claim it took over (that process died), which the settlement's
     /// outcome replaces. Anything else there is another writer's outcome:
-    /// `FAILED_PRECONDITION`, nothing written.
+    /// [`Error::ClaimLost`], nothing written.
     pub(crate) async fn write_outcome(&self, row: Snapshot) -> Result<Snapshot> {
         let id = self.successor();
         let written = if self.takeover {
@@ -163,7 +163,7 @@ impl Hold {
     /// taken over and its outcome written first.
     pub(crate) fn outcome_refused(&self, error: Error) -> Error {
         match error {
-            Error::FailedPrecondition(_) => Error::FailedPrecondition(format!(
+            Error::AlreadyExists(_) => Error::ClaimLost(format!(
                 "the claim on snapshot {} was taken over and its outcome written first (snapshot {}); \
                  this resume's outcome is not saved",
                 self.snapshot_id,
@@ -174,7 +174,7 @@ impl Hold {
     }
 
     fn taken_over(&self) -> Error {
-        Error::FailedPrecondition(format!(
+        Error::ClaimLost(format!(
             "the claim on snapshot {} was taken over (its lease lapsed and the calls were settled as in doubt); \
              this resume's outcome is not saved",
             self.snapshot_id

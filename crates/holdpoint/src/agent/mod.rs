@@ -75,8 +75,8 @@ use crate::generate::Resume;
 use crate::middleware::Middleware;
 use crate::model::Model;
 use crate::session::{
-    AuditDecision, AuditQuery, AuditRecord, JsonStateCodec, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus,
-    StateCodec,
+    AuditDecision, AuditQuery, AuditRecord, AuditStore, Capabilities, GrantStore, JsonStateCodec, SessionStore,
+    SessionStoreExt, Snapshot, SnapshotListing, SnapshotQuery, SnapshotStatus, StateCodec,
 };
 use crate::tool::{IntoTool, Tool};
 
@@ -119,6 +119,9 @@ pub(crate) struct AgentDef {
     pub description: Option<String>,
     pub handler: Arc<dyn TurnHandler>,
     pub store: Option<Arc<dyn SessionStore>>,
+    /// What `store` can do beyond the required trait, read once when the
+    /// agent was built (none without a store).
+    pub capabilities: Capabilities,
     pub codec: Arc<dyn StateCodec>,
     /// Where one-time claims of client-held state are recorded.
     pub claims: Option<Arc<dyn SessionStore>>,
@@ -297,6 +300,12 @@ impl Agent {
         self.def.store.as_ref()
     }
 
+    /// What the agent's store can do beyond the required trait (read when
+    /// the agent was built; none for a client-managed agent).
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.def.capabilities
+    }
+
     /// Opens a connection: loads the session named by `init` and starts
     /// the worker that processes inputs one at a time. Init errors (unknown
     /// snapshot, `state` sent to a server-managed agent, …) fail here.
@@ -404,6 +413,29 @@ impl Agent {
     /// Runs one user text in a new conversation.
     pub async fn run_text(&self, text: impl Into<String>) -> Result<AgentOutput> {
         self.run(AgentInput::text(text), AgentInit::new()).await
+    }
+
+    /// The store's listing, for the operator verbs that list snapshots.
+    fn require_listing(&self) -> Result<&Arc<dyn SnapshotListing>> {
+        self.require_store()?;
+        self.needs(self.def.capabilities.listing())
+    }
+
+    /// The store's audit trail, for the operator verbs that read it.
+    fn require_audit(&self) -> Result<&Arc<dyn AuditStore>> {
+        self.require_store()?;
+        self.needs(self.def.capabilities.audit())
+    }
+
+    /// The store's standing grants.
+    fn require_grants(&self) -> Result<&Arc<dyn GrantStore>> {
+        self.require_store()?;
+        self.needs(self.def.capabilities.grants())
+    }
+
+    /// `found`, its missing capability named as this agent's.
+    fn needs<T>(&self, found: Result<T>) -> Result<T> {
+        crate::session::needed_by(found, format!("agent \"{}\"", self.def.name))
     }
 
     fn require_store(&self) -> Result<&Arc<dyn SessionStore>> {

@@ -22,7 +22,7 @@ pub(super) async fn approvers_page(
     query: SnapshotQuery,
     access: Access<'_>,
 ) -> Result<Vec<PendingApproval>> {
-    let store = agent.require_store()?;
+    let store = agent.require_listing()?;
     let want = query.limit();
     // The store narrows the rows to those the caller may see (an indexed
     // query in the SQL stores); the calls are still filtered here, one by

@@ -76,7 +76,7 @@ impl Agent {
             waiting_only: true,
             ..query
         };
-        let snapshots = self.require_store()?.list_snapshots(&query).await?;
+        let snapshots = self.require_listing()?.list_snapshots(&query).await?;
         Ok(snapshots
             .iter()
             .filter(|s| s.belongs_to(&self.def.name))
@@ -139,7 +139,9 @@ impl Agent {
             agent: Some(self.def.name.clone()),
             ..query
         };
-        let mut calls = PendingApproval::list_in_doubt(self.require_store()?.as_ref(), query).await?;
+        let mut calls =
+            PendingApproval::list_in_doubt(self.require_listing()?.as_ref(), self.require_audit()?.as_ref(), query)
+                .await?;
         // A new message's claim on calls it abandoned lapses only when that
         // turn's process died: its own tools may be in doubt, the abandoned
         // calls are not (they never run).
@@ -201,7 +203,7 @@ impl Agent {
             agent: Some(self.def.name.clone()),
             ..query
         };
-        self.require_store()?.list_audit(&query).await
+        self.require_audit()?.list_audit(&query).await
     }
 
     /// Aborts a detached run. Returns the status the snapshot had (`None`

@@ -19,7 +19,7 @@ use super::{Access, Agent, audit, principal_of};
 use crate::approval::roles_of;
 use crate::error::{Error, Result};
 use crate::generate::Resume;
-use crate::session::{SessionStore, Snapshot};
+use crate::session::{AuditStore, SessionStore, Snapshot};
 
 /// [`Agent::settle`]: checks that `snapshot_id` is in doubt, then runs
 /// `resume` on it as a settlement.
@@ -42,7 +42,7 @@ pub(super) async fn settle(
         .await?
         .filter(|s| s.belongs_to(name) && access.sees_to_settle(s))
         .ok_or_else(|| Error::NotFound(format!("snapshot {snapshot_id} not found")))?;
-    check_in_doubt(store.as_ref(), name, &snapshot).await?;
+    check_in_doubt(store.as_ref(), agent.def.capabilities.audit.as_deref(), name, &snapshot).await?;
     let input = AgentInput {
         resume: Some(resume),
         ..AgentInput::default()
@@ -66,9 +66,14 @@ pub(super) async fn settle(
 /// `FAILED_PRECONDITION`, saying why, unless `snapshot`'s calls are in
 /// doubt: not abandoned by a new message, its resume's claim lapsed, and
 /// its resume finished nothing after it.
-async fn check_in_doubt(store: &dyn SessionStore, agent: &str, snapshot: &Snapshot) -> Result<()> {
+async fn check_in_doubt(
+    store: &dyn SessionStore,
+    audit: Option<&dyn AuditStore>,
+    agent: &str,
+    snapshot: &Snapshot,
+) -> Result<()> {
     let id = &snapshot.snapshot_id;
-    if let Some(at) = audit::abandoned_at(store, agent, &snapshot.session_id, id).await {
+    if let Some(at) = audit::abandoned_at(audit, agent, &snapshot.session_id, id).await {
         return Err(Error::FailedPrecondition(format!(
             "snapshot {id} is not in doubt: a new message abandoned its paused calls at {}; they never ran",
             at.to_rfc3339()

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::hold::{HoldRule, RULE_GATE};
 use crate::message::metadata::{self, TOOL_APPROVED};
 use crate::middleware::{DENIED, Middleware, ToolHookCall, ToolNext};
-use crate::session::SessionStore;
+use crate::session::{GrantStore, SessionStore};
 use crate::tool::ToolOutcome;
 
 impl HoldRule {
@@ -48,6 +48,9 @@ pub(crate) struct RuleGate {
     tool_metadata: HashMap<String, Map<String, Value>>,
     /// Where standing grants are read (the agent's store).
     pub(super) store: Option<Arc<dyn SessionStore>>,
+    /// The agent's store's grants (the agent's builder refuses a store
+    /// without them under a policy, so `None` only without a store).
+    pub(super) grants: Option<Arc<dyn GrantStore>>,
 }
 
 impl RuleGate {
@@ -57,6 +60,7 @@ impl RuleGate {
         self_asking: HashSet<String>,
         tool_metadata: HashMap<String, Map<String, Value>>,
         store: Option<Arc<dyn SessionStore>>,
+        grants: Option<Arc<dyn GrantStore>>,
     ) -> Self {
         RuleGate {
             agent,
@@ -64,6 +68,7 @@ impl RuleGate {
             self_asking,
             tool_metadata,
             store,
+            grants,
         }
     }
 

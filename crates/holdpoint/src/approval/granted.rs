@@ -34,6 +34,7 @@ impl RuleGate {
     /// store keeps no grants, or failed: the call is held as without one).
     pub(super) async fn granted(&self, call: &ToolHookCall, rule: &HoldRule) -> Option<Grant> {
         let store = self.store.as_ref()?;
+        let grants = self.grants.as_ref()?;
         if rule.quorum > 1 || rule.error.is_some() {
             return None;
         }
@@ -46,7 +47,7 @@ impl RuleGate {
             active_at: Some(now),
             limit: Some(GRANT_SCAN),
         };
-        let candidates = match store.list_grants(&query).await {
+        let candidates = match grants.list_grants(&query).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::debug!(tool = %call.name, error = %e, "no standing grants read");
@@ -100,7 +101,7 @@ impl RuleGate {
                     granted_by: grant.granted_by.clone(),
                 }),
             };
-            match store.use_grant(&grant.id, now, vec![record]).await {
+            match grants.use_grant(&grant.id, now, vec![record]).await {
                 Ok(Some(used)) => return Some(used),
                 // Used up or revoked since it was read: try the next.
                 Ok(None) => {}

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::audit::AuditRecord;
-use super::store::SessionStore;
+use super::capability::AuditStore;
 use crate::error::{Error, Result};
 
 /// One recorded approval of one paused call that waits for more.
@@ -50,7 +50,7 @@ pub struct ApprovalTally {
 
 /// Records `approval` on the paused snapshot `snapshot_id` when it leaves
 /// the call short of `quorum` distinct approvals, with its `audit` records
-/// in the same store step ([`SessionStore::save_snapshot_audited`]): both
+/// in the same store step ([`AuditStore::save_snapshot_audited`]): both
 /// are written or neither. When it completes the quorum, or the actor had
 /// approved before, nothing is written and the tally says so.
 ///
@@ -59,7 +59,7 @@ pub struct ApprovalTally {
 /// `NOT_FOUND` for a missing row; two approvals racing are applied one
 /// after the other, each seeing the other's.
 pub async fn record_approval(
-    store: &dyn SessionStore,
+    store: &dyn AuditStore,
     snapshot_id: &str,
     approval: HoldApproval,
     quorum: u32,

@@ -117,7 +117,7 @@ pub fn claim_update(claim: ResumeClaim) -> SnapshotUpdate {
 }
 
 /// The update that renews a resume's claim until `until`, if the row still
-/// carries the lease `held` that this resume set (`FAILED_PRECONDITION`
+/// carries the lease `held` that this resume set ([`Error::ClaimLost`]
 /// when another process took the claim over).
 pub fn renew_claim_update(snapshot_id: &str, held: DateTime<Utc>, until: DateTime<Utc>) -> SnapshotUpdate {
     let id = snapshot_id.to_owned();
@@ -126,7 +126,7 @@ pub fn renew_claim_update(snapshot_id: &str, held: DateTime<Utc>, until: DateTim
             return Err(Error::NotFound(format!("snapshot {id} not found")));
         };
         if row.resume_lease_until != Some(held) {
-            return Err(Error::FailedPrecondition(format!(
+            return Err(Error::ClaimLost(format!(
                 "the claim on snapshot {id} was taken over; this resume no longer holds it"
             )));
         }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::snapshot::{STATE_CLAIM_PREFIX, Snapshot, SnapshotStatus};
 use crate::error::{Error, Result};
 
-/// The most sessions one [`SessionStore::prune_sessions`](super::SessionStore::prune_sessions)
+/// The most sessions one [`PruneStore::prune_sessions`](super::PruneStore::prune_sessions)
 /// call examines.
 pub const MAX_PRUNE_BATCH: usize = 10_000;
 

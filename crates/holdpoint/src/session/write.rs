@@ -16,9 +16,10 @@ pub fn insert_update(snapshot_id: &str, row: Snapshot) -> SnapshotUpdate {
 }
 
 /// The error of an [`insert_snapshot`](super::SessionStore::insert_snapshot)
-/// whose id is taken (`FAILED_PRECONDITION`).
+/// whose id is taken ([`Error::AlreadyExists`], `FAILED_PRECONDITION` on
+/// the wire).
 pub fn insert_refused(snapshot_id: &str) -> Error {
-    Error::FailedPrecondition(format!("snapshot {snapshot_id} already exists; nothing was written"))
+    Error::AlreadyExists(format!("snapshot {snapshot_id} already exists; nothing was written"))
 }
 
 /// Checks and completes a row an update returned, for store implementations:

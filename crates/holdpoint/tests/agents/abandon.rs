@@ -72,7 +72,13 @@ impl Teller {
             limit: Some(1000),
             ..SnapshotQuery::default()
         };
-        self.store.list_snapshots(&query).await.unwrap()
+        self.store
+            .capabilities()
+            .listing()
+            .unwrap()
+            .list_snapshots(&query)
+            .await
+            .unwrap()
     }
 
     async fn audit_of(&self, snapshot_id: &str) -> Vec<AuditRecord> {
@@ -80,7 +86,14 @@ impl Teller {
             limit: Some(1000),
             ..AuditQuery::default()
         };
-        let mut trail = self.store.list_audit(&query).await.unwrap();
+        let mut trail = self
+            .store
+            .capabilities()
+            .audit()
+            .unwrap()
+            .list_audit(&query)
+            .await
+            .unwrap();
         trail.retain(|r| r.snapshot_id == snapshot_id);
         trail
     }
@@ -237,15 +250,6 @@ impl SessionStore for Interfering {
     async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
         self.inner.watch_status(id).await
     }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
-        self.inner.list_audit(query).await
-    }
     async fn insert_snapshot(&self, id: &str, row: Snapshot) -> holdpoint::Result<Snapshot> {
         self.inner.insert_snapshot(id, row).await
     }
@@ -257,6 +261,20 @@ impl SessionStore for Interfering {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), both.wait()).await;
         }
         self.inner.claim_resume(claim, audit).await
+    }
+    async fn insert_snapshots(
+        &self,
+        rows: Vec<(String, holdpoint::session::Snapshot)>,
+    ) -> holdpoint::Result<Vec<holdpoint::session::Snapshot>> {
+        // One by one, through this store's own insert.
+        let mut written = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            written.push(self.insert_snapshot(&id, row).await?);
+        }
+        Ok(written)
+    }
+    fn capabilities(&self) -> holdpoint::session::Capabilities {
+        self.inner.capabilities()
     }
 }
 

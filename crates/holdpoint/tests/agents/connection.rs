@@ -262,6 +262,37 @@ impl holdpoint::session::SessionStore for SlowStore {
     ) -> holdpoint::Result<futures::stream::BoxStream<'static, holdpoint::session::SnapshotStatus>> {
         self.inner.watch_status(id).await
     }
+    async fn insert_snapshot(
+        &self,
+        id: &str,
+        row: holdpoint::session::Snapshot,
+    ) -> holdpoint::Result<holdpoint::session::Snapshot> {
+        // Through this store's own save, as every write of the test is.
+        self.save_snapshot(Some(id), holdpoint::session::insert_update(id, row))
+            .await?
+            .ok_or_else(|| holdpoint::Error::Internal(format!("snapshot {id} was not written")))
+    }
+    async fn insert_snapshots(
+        &self,
+        rows: Vec<(String, holdpoint::session::Snapshot)>,
+    ) -> holdpoint::Result<Vec<holdpoint::session::Snapshot>> {
+        // One by one, through this store's own insert.
+        let mut written = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            written.push(self.insert_snapshot(&id, row).await?);
+        }
+        Ok(written)
+    }
+    async fn claim_resume(
+        &self,
+        claim: holdpoint::session::ResumeClaim,
+        audit: Vec<holdpoint::session::AuditRecord>,
+    ) -> holdpoint::Result<()> {
+        self.inner.claim_resume(claim, audit).await
+    }
+    fn capabilities(&self) -> holdpoint::session::Capabilities {
+        self.inner.capabilities()
+    }
 }
 
 #[tokio::test]

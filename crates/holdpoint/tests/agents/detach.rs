@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint::agent::{Access, Agent, AgentInit, AgentInput, Turn};
-use holdpoint::session::{InMemoryStore, SessionState, SessionStore, Snapshot, SnapshotStatus};
+use holdpoint::session::{InMemoryStore, SessionState, SessionStore, SessionStoreExt, Snapshot, SnapshotStatus};
 use holdpoint::{FinishReason, Status};
 use tokio::sync::Notify;
 

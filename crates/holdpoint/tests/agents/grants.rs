@@ -135,6 +135,9 @@ async fn a_grant_lets_the_next_matching_call_run_without_a_hold_and_is_audited()
     assert_eq!(s.paid.load(Ordering::SeqCst), 2);
     let trail = s
         .store
+        .capabilities()
+        .audit()
+        .unwrap()
         .list_audit(&AuditQuery {
             session_id: Some(first.session_id.clone()),
             ..AuditQuery::default()
@@ -151,7 +154,15 @@ async fn a_grant_lets_the_next_matching_call_run_without_a_hold_and_is_audited()
     assert_eq!(row.actor.as_deref(), Some("olga"));
     assert_eq!(row.principal.as_deref(), Some("alice"));
     assert_eq!(row.tool, "payBill");
-    let stored = s.store.get_grant(&grant.id).await.unwrap().unwrap();
+    let stored = s
+        .store
+        .capabilities()
+        .grants()
+        .unwrap()
+        .get_grant(&grant.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.used, 1);
 }
 
@@ -180,6 +191,9 @@ async fn revoking_a_grant_stops_it_at_once() {
     let (first, grant) = granted(&s, 50, request(GrantScope::Session)).await;
     assert!(!held(&ask(&s, "alice", Some(&first.session_id), 60).await));
     s.store
+        .capabilities()
+        .grants()
+        .unwrap()
         .revoke_grant(&grant.id, "pete", Utc::now())
         .await
         .unwrap()
@@ -220,6 +234,9 @@ async fn uses_run_out_and_conditions_narrow_a_grant() {
     assert!(held(&ask(&s, "alice", session, 70).await), "used up");
     let active = s
         .store
+        .capabilities()
+        .grants()
+        .unwrap()
         .list_grants(&GrantQuery {
             active_at: Some(Utc::now()),
             ..GrantQuery::default()
@@ -310,7 +327,16 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
         .await
         .expect_err("a denial");
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
-    assert!(s.store.list_grants(&GrantQuery::default()).await.unwrap().is_empty());
+    assert!(
+        s.store
+            .capabilities()
+            .grants()
+            .unwrap()
+            .list_grants(&GrantQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(s.paid.load(Ordering::SeqCst), 0);
     let row = s.store.get_snapshot(&id).await.unwrap().unwrap();
     assert!(row.resumed_at.is_none(), "the hold still waits");

@@ -291,17 +291,32 @@ impl SessionStore for Freezable {
     async fn watch_status(&self, id: &str) -> holdpoint::Result<futures::stream::BoxStream<'static, SnapshotStatus>> {
         self.inner.watch_status(id).await
     }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(&self, query: &AuditQuery) -> holdpoint::Result<Vec<AuditRecord>> {
-        self.inner.list_audit(query).await
-    }
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> holdpoint::Result<()> {
         self.inner.claim_resume(claim, audit).await
+    }
+    async fn insert_snapshot(
+        &self,
+        id: &str,
+        row: holdpoint::session::Snapshot,
+    ) -> holdpoint::Result<holdpoint::session::Snapshot> {
+        // Through this store's own save, as every write of the test is.
+        self.save_snapshot(Some(id), holdpoint::session::insert_update(id, row))
+            .await?
+            .ok_or_else(|| holdpoint::Error::Internal(format!("snapshot {id} was not written")))
+    }
+    async fn insert_snapshots(
+        &self,
+        rows: Vec<(String, holdpoint::session::Snapshot)>,
+    ) -> holdpoint::Result<Vec<holdpoint::session::Snapshot>> {
+        // One by one, through this store's own insert.
+        let mut written = Vec::with_capacity(rows.len());
+        for (id, row) in rows {
+            written.push(self.insert_snapshot(&id, row).await?);
+        }
+        Ok(written)
+    }
+    fn capabilities(&self) -> holdpoint::session::Capabilities {
+        self.inner.capabilities()
     }
 }
 
@@ -402,7 +417,8 @@ fn assert_taken_over(woke: AgentOutput, tool_fails: bool) {
 /// Every snapshot of `session`, newest first.
 async fn session_rows(agent: &Agent, session: &str) -> Vec<Snapshot> {
     agent
-        .store()
+        .capabilities()
+        .listing()
         .unwrap()
         .list_snapshots(&SnapshotQuery {
             session_id: Some(session.to_owned()),

@@ -106,6 +106,9 @@ async fn in_doubt_calls_are_listed_for_and_settled_by_approvers_and_operators_on
     let answer = || Resume::from_parts([part.respond(json!({"closed": "by hand"})).unwrap()]);
     let rows = |store: Arc<dyn SessionStore>| async move {
         store
+            .capabilities()
+            .listing()
+            .unwrap()
             .list_snapshots(&SnapshotQuery {
                 limit: Some(100),
                 ..SnapshotQuery::default()

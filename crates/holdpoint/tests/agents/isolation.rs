@@ -76,6 +76,9 @@ fn pair(store: Arc<dyn SessionStore>) -> Pair {
 
 async fn everything(store: &dyn SessionStore) -> (Vec<Snapshot>, usize) {
     let rows = store
+        .capabilities()
+        .listing()
+        .unwrap()
         .list_snapshots(&SnapshotQuery {
             limit: Some(1000),
             ..SnapshotQuery::default()
@@ -83,6 +86,9 @@ async fn everything(store: &dyn SessionStore) -> (Vec<Snapshot>, usize) {
         .await
         .unwrap();
     let audit = store
+        .capabilities()
+        .audit()
+        .unwrap()
         .list_audit(&AuditQuery {
             limit: Some(1000),
             ..AuditQuery::default()

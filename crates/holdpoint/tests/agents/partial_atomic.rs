@@ -9,8 +9,8 @@ use futures::stream::BoxStream;
 use holdpoint::agent::{Agent, AgentInit, AgentInput, Answer, Answered, RunOptions};
 use holdpoint::approval::{Policy, RuleSpec};
 use holdpoint::session::{
-    AuditQuery, AuditRecord, InMemoryStore, ResumeClaim, SessionStore, Snapshot, SnapshotQuery, SnapshotStatus,
-    SnapshotUpdate,
+    AuditQuery, AuditRecord, AuditStore, Capabilities, InMemoryStore, ResumeClaim, SessionStore, Snapshot,
+    SnapshotStatus, SnapshotUpdate,
 };
 use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{Error, FinishReason, Result, ScriptedModel, ScriptedTurn};
@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 
 /// The in-memory store, except that appending audit records on their own
 /// fails (what a write that dies between two store calls leaves).
+#[derive(Clone)]
 struct LoseSeparateAudit(InMemoryStore);
 
 #[async_trait]
@@ -34,17 +35,31 @@ impl SessionStore for LoseSeparateAudit {
     async fn watch_status(&self, id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
         self.0.watch_status(id).await
     }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-        self.0.list_snapshots(query).await
+    async fn insert_snapshot(&self, id: &str, row: Snapshot) -> Result<Snapshot> {
+        self.0.insert_snapshot(id, row).await
     }
+    async fn insert_snapshots(&self, rows: Vec<(String, Snapshot)>) -> Result<Vec<Snapshot>> {
+        self.0.insert_snapshots(rows).await
+    }
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
+        self.0.claim_resume(claim, audit).await
+    }
+    /// The in-memory store's capabilities, its audit trail this one.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            audit: Some(Arc::new(self.clone())),
+            ..self.0.capabilities()
+        }
+    }
+}
+
+#[async_trait]
+impl AuditStore for LoseSeparateAudit {
     async fn append_audit(&self, _records: Vec<AuditRecord>) -> Result<()> {
         Err(Error::Unavailable("the audit append was lost".into()))
     }
     async fn list_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
         self.0.list_audit(query).await
-    }
-    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
-        self.0.claim_resume(claim, audit).await
     }
     async fn save_snapshot_audited(
         &self,

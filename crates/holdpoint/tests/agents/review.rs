@@ -189,7 +189,16 @@ async fn a_secret_is_masked_wherever_the_hold_is_read_and_the_tool_gets_it_whole
     assert!(call.unapprovable.is_none());
 
     // The stored notification events carry the masked input too.
-    let events = serde_json::to_string(&s.store.list_outbox(&OutboxQuery::default()).await.unwrap()).unwrap();
+    let events = serde_json::to_string(
+        &s.store
+            .capabilities()
+            .outbox()
+            .unwrap()
+            .list_outbox(&OutboxQuery::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert!(events.contains("Pay $40.00"), "{events}");
     assert_no_secret("the outbox", &events);
 

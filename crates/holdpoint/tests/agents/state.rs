@@ -291,7 +291,14 @@ async fn rows(store: &dyn holdpoint::session::SessionStore) -> usize {
         limit: Some(1000),
         ..Default::default()
     };
-    store.list_snapshots(&query).await.unwrap().len()
+    store
+        .capabilities()
+        .listing()
+        .unwrap()
+        .list_snapshots(&query)
+        .await
+        .unwrap()
+        .len()
 }
 
 #[tokio::test]

@@ -546,18 +546,6 @@ impl SessionStore for Recording {
     ) -> holdpoint::Result<futures::stream::BoxStream<'static, holdpoint::session::SnapshotStatus>> {
         self.inner.watch_status(id).await
     }
-    async fn list_snapshots(&self, query: &SnapshotQuery) -> holdpoint::Result<Vec<holdpoint::session::Snapshot>> {
-        self.inner.list_snapshots(query).await
-    }
-    async fn append_audit(&self, records: Vec<holdpoint::session::AuditRecord>) -> holdpoint::Result<()> {
-        self.inner.append_audit(records).await
-    }
-    async fn list_audit(
-        &self,
-        query: &holdpoint::session::AuditQuery,
-    ) -> holdpoint::Result<Vec<holdpoint::session::AuditRecord>> {
-        self.inner.list_audit(query).await
-    }
     async fn claim_resume(
         &self,
         claim: holdpoint::session::ResumeClaim,
@@ -585,6 +573,9 @@ impl SessionStore for Recording {
         let written = self.inner.insert_snapshots(rows).await?;
         self.note(ids);
         Ok(written)
+    }
+    fn capabilities(&self) -> holdpoint::session::Capabilities {
+        self.inner.capabilities()
     }
 }
 

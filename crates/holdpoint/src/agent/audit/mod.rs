@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::Error;
 use crate::generate::Resume;
 use crate::message::{Message, Part, Role, metadata};
-use crate::session::{AuditDecision, AuditQuery, AuditRecord, SessionStore, hash_json};
+use crate::session::{AuditDecision, AuditQuery, AuditRecord, AuditStore, hash_json};
 
 pub use crate::message::metadata::TOOL_APPROVED;
 
@@ -159,7 +159,7 @@ pub(crate) fn abandoned(ctx: &AuditContext<'_>, history: &[Message]) -> Vec<Audi
 /// time of its `abandon` records), if it did. A store without an audit
 /// trail answers `None`.
 pub(crate) async fn abandoned_at(
-    store: &dyn SessionStore,
+    store: Option<&dyn AuditStore>,
     agent: &str,
     session_id: &str,
     snapshot_id: &str,
@@ -170,7 +170,7 @@ pub(crate) async fn abandoned_at(
         limit: Some(1000),
         ..AuditQuery::default()
     };
-    let trail = store.list_audit(&query).await.ok()?;
+    let trail = store?.list_audit(&query).await.ok()?;
     trail
         .iter()
         .filter(|r| r.snapshot_id == snapshot_id && r.decision == AuditDecision::Abandoned)
@@ -182,7 +182,7 @@ pub(crate) async fn abandoned_at(
 /// `refused`: when that snapshot's calls were abandoned by a new message,
 /// `ABORTED` saying so (and when); otherwise `refused` itself.
 pub(crate) async fn explain_refused(
-    store: &dyn SessionStore,
+    store: Option<&dyn AuditStore>,
     agent: &str,
     session_id: &str,
     snapshot_id: &str,

@@ -9,7 +9,7 @@ use crate::approval::{HoldRule, ReplyShape};
 use crate::error::Result;
 use crate::message::{Part, Role, metadata};
 use crate::review::Preview;
-use crate::session::{AuditQuery, AuditRecord, HoldApproval, SessionStore, Snapshot, SnapshotQuery};
+use crate::session::{AuditQuery, AuditRecord, AuditStore, HoldApproval, Snapshot, SnapshotListing, SnapshotQuery};
 
 /// A paused call waiting for an answer, as listings show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,17 +96,22 @@ impl PendingApproval {
         in_doubt_of(snapshot, trail)
     }
 
-    /// The calls in doubt in `store` that `query` selects (it is run with
-    /// `in_doubt_only`), newest first, each with its recorded decisions.
-    pub async fn list_in_doubt(store: &dyn SessionStore, query: SnapshotQuery) -> Result<Vec<PendingApproval>> {
+    /// The calls in doubt in the store of `listing` and `audit` that
+    /// `query` selects (it is run with `in_doubt_only`), newest first, each
+    /// with its recorded decisions.
+    pub async fn list_in_doubt(
+        listing: &dyn SnapshotListing,
+        audit: &dyn AuditStore,
+        query: SnapshotQuery,
+    ) -> Result<Vec<PendingApproval>> {
         let query = SnapshotQuery {
             in_doubt_only: true,
             waiting_only: false,
             ..query
         };
         let mut out = Vec::new();
-        for snapshot in store.list_snapshots(&query).await? {
-            let trail = store
+        for snapshot in listing.list_snapshots(&query).await? {
+            let trail = audit
                 .list_audit(&AuditQuery {
                     session_id: Some(snapshot.session_id.clone()),
                     limit: Some(1000),

@@ -173,7 +173,7 @@ async fn claim_snapshot(
     let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
     if let Err(refused) = store.claim_resume(claim, records).instrument(span).await {
         let sid = &session.state.session_id;
-        return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
+        return Err(audit::explain_refused(def.capabilities.audit.as_deref(), &def.name, sid, id, refused).await);
     }
     Ok(Claimed::held(hold))
 }
@@ -251,7 +251,7 @@ async fn abandon_open(
     let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
     if let Err(refused) = store.claim_resume(claim, records).instrument(span).await {
         let sid = &session.state.session_id;
-        return Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await);
+        return Err(audit::explain_refused(def.capabilities.audit.as_deref(), &def.name, sid, id, refused).await);
     }
     // Nesting hook: what runs below the calls abandoned here goes too.
     let history = &session.state.messages;
@@ -279,7 +279,7 @@ async fn take_over_abandoning(
     let Some(latest) = store.get_latest_snapshot(sid).await?.filter(|l| l.snapshot_id == id) else {
         return Ok(Claimed::default());
     };
-    let abandoned = audit::abandoned_at(store.as_ref(), &def.name, sid, id).await;
+    let abandoned = audit::abandoned_at(def.capabilities.audit.as_deref(), &def.name, sid, id).await;
     if abandoned.is_some() && latest.resume_lapsed(chrono::Utc::now()) {
         let claim = ResumeClaim::new(id.to_owned()).lease(def.resume_lease).takeover();
         let hold = Hold::new(Arc::clone(store), &claim, def.resume_lease);
@@ -287,5 +287,5 @@ async fn take_over_abandoning(
         return Ok(Claimed::held(hold));
     }
     let refused = Error::AlreadyResumed(id.to_owned());
-    Err(audit::explain_refused(store.as_ref(), &def.name, sid, id, refused).await)
+    Err(audit::explain_refused(def.capabilities.audit.as_deref(), &def.name, sid, id, refused).await)
 }

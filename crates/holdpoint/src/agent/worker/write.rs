@@ -152,7 +152,7 @@ pub(super) async fn record_failure(
             session.latest = true;
         }
         Ok(None) => {}
-        Err(e @ Error::FailedPrecondition(_)) if hold.is_some() => return Err(e),
+        Err(e @ Error::ClaimLost(_)) if hold.is_some() => return Err(e),
         Err(e) => tracing::error!(error = %e, "could not record a failed turn"),
     }
     Ok(())

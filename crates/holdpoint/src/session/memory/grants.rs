@@ -10,21 +10,21 @@ use crate::hold::{Grant, GrantQuery};
 use crate::session::audit::AuditRecord;
 
 impl Rows {
-    /// See `SessionStore::insert_grant`.
+    /// See `GrantStore::insert_grant`.
     pub(super) fn insert_grant(&mut self, grant: Grant) -> Result<()> {
         if self.grants.iter().any(|g| g.id == grant.id) {
-            return Err(Error::FailedPrecondition(format!("grant {} exists already", grant.id)));
+            return Err(Error::AlreadyExists(format!("grant {} exists already", grant.id)));
         }
         self.grants.push(grant);
         Ok(())
     }
 
-    /// See `SessionStore::get_grant`.
+    /// See `GrantStore::get_grant`.
     pub(super) fn get_grant(&self, id: &str) -> Option<Grant> {
         self.grants.iter().find(|g| g.id == id).cloned()
     }
 
-    /// See `SessionStore::list_grants`: newest first.
+    /// See `GrantStore::list_grants`: newest first.
     pub(super) fn list_grants(&self, query: &GrantQuery) -> Vec<Grant> {
         self.grants
             .iter()
@@ -35,7 +35,7 @@ impl Rows {
             .collect()
     }
 
-    /// See `SessionStore::use_grant`.
+    /// See `GrantStore::use_grant`.
     pub(super) fn use_grant(&mut self, id: &str, now: DateTime<Utc>, audit: Vec<AuditRecord>) -> Option<Grant> {
         let slot = self.grants.iter_mut().find(|g| g.id == id)?;
         let next = slot.used_once(now)?;
@@ -44,7 +44,7 @@ impl Rows {
         Some(next)
     }
 
-    /// See `SessionStore::revoke_grant`.
+    /// See `GrantStore::revoke_grant`.
     pub(super) fn revoke_grant(&mut self, id: &str, by: &str, at: DateTime<Utc>) -> Option<Grant> {
         let slot = self.grants.iter_mut().find(|g| g.id == id)?;
         if let Some(next) = slot.revoked(by, at) {

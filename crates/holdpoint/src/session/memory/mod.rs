@@ -22,19 +22,21 @@ use rows::Rows;
 use stored::Stored;
 
 use super::audit::AuditRecord;
+use super::capability::{AuditStore, Capabilities, GrantStore, OutboxStore, PruneStore, SnapshotListing, WaitingCount};
 use super::claim::ResumeClaim;
 use super::listing::filter_snapshots;
-use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, decided_events};
+use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, decided_events};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::SnapshotUpdate;
 use super::snapshot::{Snapshot, SnapshotStatus};
-use super::store::{SessionStore, WaitingCount};
+use super::store::SessionStore;
 use super::write::mint_id;
 use crate::error::{Error, Result};
 use crate::hold::{Grant, GrantQuery};
 
 /// A [`SessionStore`] in memory: fast, shared by clones, gone with the
-/// process.
+/// process. It has every capability (listing, audit, grants, outbox,
+/// prune), each a clone of the handle.
 ///
 /// ```
 /// use holdpoint::session::{InMemoryStore, SessionStore, Snapshot, SessionState};
@@ -105,26 +107,6 @@ impl SessionStore for InMemoryStore {
         }
     }
 
-    /// Counts from the session index, decoding nothing: the latest row of
-    /// each session, when it waits.
-    async fn count_waiting(&self, agent: Option<&str>) -> Result<WaitingCount> {
-        let rows = self.lock();
-        let mut count = WaitingCount::default();
-        for ids in rows.by_session.values() {
-            let latest = ids
-                .iter()
-                .filter_map(|id| rows.rows.get(id).map(|row| (row.created_at(), id, row)))
-                .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-            if let Some((created_at, _, row)) = latest
-                && row.waits_for(agent)
-            {
-                count.count += 1;
-                count.oldest = Some(count.oldest.map_or(created_at, |o| o.min(created_at)));
-            }
-        }
-        Ok(count)
-    }
-
     #[tracing::instrument(name = "store", skip_all, fields(op = "save_snapshot", store = "memory", snapshot_id = snapshot_id.unwrap_or_default()), err(Display))]
     async fn save_snapshot(&self, snapshot_id: Option<&str>, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
         let id = match snapshot_id {
@@ -133,6 +115,14 @@ impl SessionStore for InMemoryStore {
         };
         tracing::Span::current().record("snapshot_id", id.as_str());
         self.lock().save(&id, update)
+    }
+
+    /// The insert-if-absent update through `save_snapshot` (its span
+    /// included, `op = save_snapshot`).
+    async fn insert_snapshot(&self, snapshot_id: &str, row: Snapshot) -> Result<Snapshot> {
+        self.save_snapshot(Some(snapshot_id), super::write::insert_update(snapshot_id, row))
+            .await?
+            .ok_or_else(|| Error::Internal(format!("snapshot {snapshot_id} was not written")))
     }
 
     /// Every row under one lock, after checking that no id is taken: all
@@ -160,21 +150,48 @@ impl SessionStore for InMemoryStore {
         Ok(written)
     }
 
-    /// The row and its records under one lock: both or neither.
-    async fn save_snapshot_audited(
-        &self,
-        snapshot_id: &str,
-        update: SnapshotUpdate,
-        audit: Vec<AuditRecord>,
-    ) -> Result<Option<Snapshot>> {
+    #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "memory", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
+    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
         let mut rows = self.lock();
-        let saved = rows.save(snapshot_id, update)?;
-        if saved.is_some() {
-            rows.audit.extend(audit);
-        }
-        Ok(saved)
+        // The claim of `claim_update`, in place: the row is not copied.
+        let Some(stored) = rows.rows.get_mut(claim.snapshot_id.as_str()) else {
+            return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
+        };
+        stored.claim(&claim)?;
+        let events = decided_events(&claim.snapshot_id, claim.lease_until, &audit);
+        rows.outbox.extend(events.into_iter().map(|e| (e, None)));
+        rows.audit.extend(audit);
+        Ok(())
     }
 
+    #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]
+    async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
+        let mut rows = self.lock();
+        let Some(current) = rows.rows.get(snapshot_id).map(Stored::read_status) else {
+            return Ok(futures::stream::empty().boxed());
+        };
+        let rx = match rows.watchers.get(snapshot_id) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = watch::channel(current);
+                rows.watchers.insert(snapshot_id.to_owned(), tx);
+                rx
+            }
+        };
+        // The first item is the status as read now (a stale pending row
+        // reads as expired), whatever the channel last carried.
+        Ok(futures::stream::once(async move { current })
+            .chain(WatchStream::from_changes(rx))
+            .boxed())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::all(Arc::new(self.clone()))
+    }
+}
+
+#[async_trait]
+impl SnapshotListing for InMemoryStore {
     #[tracing::instrument(
         name = "store",
         skip_all,
@@ -194,6 +211,29 @@ impl SessionStore for InMemoryStore {
         Ok(filter_snapshots(live.into_iter().chain(&unpacked), query))
     }
 
+    /// Counts from the session index, decoding nothing: the latest row of
+    /// each session, when it waits.
+    async fn count_waiting(&self, agent: Option<&str>) -> Result<WaitingCount> {
+        let rows = self.lock();
+        let mut count = WaitingCount::default();
+        for ids in rows.by_session.values() {
+            let latest = ids
+                .iter()
+                .filter_map(|id| rows.rows.get(id).map(|row| (row.created_at(), id, row)))
+                .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            if let Some((created_at, _, row)) = latest
+                && row.waits_for(agent)
+            {
+                count.count += 1;
+                count.oldest = Some(count.oldest.map_or(created_at, |o| o.min(created_at)));
+            }
+        }
+        Ok(count)
+    }
+}
+
+#[async_trait]
+impl AuditStore for InMemoryStore {
     #[tracing::instrument(name = "store", skip_all, fields(op = "append_audit", store = "memory", records = records.len()), err(Display))]
     async fn append_audit(&self, records: Vec<AuditRecord>) -> Result<()> {
         self.lock().audit.extend(records);
@@ -213,20 +253,47 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "memory", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
-    async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
+    /// The row and its records under one lock: both or neither.
+    async fn save_snapshot_audited(
+        &self,
+        snapshot_id: &str,
+        update: SnapshotUpdate,
+        audit: Vec<AuditRecord>,
+    ) -> Result<Option<Snapshot>> {
         let mut rows = self.lock();
-        // The claim of `claim_update`, in place: the row is not copied.
-        let Some(stored) = rows.rows.get_mut(claim.snapshot_id.as_str()) else {
-            return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
-        };
-        stored.claim(&claim)?;
-        let events = decided_events(&claim.snapshot_id, claim.lease_until, &audit);
-        rows.outbox.extend(events.into_iter().map(|e| (e, None)));
-        rows.audit.extend(audit);
-        Ok(())
+        let saved = rows.save(snapshot_id, update)?;
+        if saved.is_some() {
+            rows.audit.extend(audit);
+        }
+        Ok(saved)
+    }
+}
+
+#[async_trait]
+impl GrantStore for InMemoryStore {
+    async fn insert_grant(&self, grant: Grant) -> Result<()> {
+        self.lock().insert_grant(grant)
     }
 
+    async fn get_grant(&self, id: &str) -> Result<Option<Grant>> {
+        Ok(self.lock().get_grant(id))
+    }
+
+    async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
+        Ok(self.lock().list_grants(query))
+    }
+
+    async fn use_grant(&self, id: &str, now: DateTime<Utc>, audit: Vec<AuditRecord>) -> Result<Option<Grant>> {
+        Ok(self.lock().use_grant(id, now, audit))
+    }
+
+    async fn revoke_grant(&self, id: &str, by: &str, at: DateTime<Utc>) -> Result<Option<Grant>> {
+        Ok(self.lock().revoke_grant(id, by, at))
+    }
+}
+
+#[async_trait]
+impl OutboxStore for InMemoryStore {
     async fn claim_outbox(
         &self,
         now: DateTime<Utc>,
@@ -240,21 +307,12 @@ impl SessionStore for InMemoryStore {
         self.lock().settle_outbox(id, token, outcome)
     }
 
-    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
-        self.lock().outbox.extend(events.into_iter().map(|e| (e, None)));
-        Ok(())
-    }
-
-    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
-        Ok(self.lock().list_outbox(query))
-    }
-
-    async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
-        Ok(self.lock().retry_outbox(id))
-    }
-
-    async fn prune_sessions(&self, request: &crate::session::PruneRequest) -> Result<crate::session::PruneOutcome> {
-        self.lock().prune(request)
+    async fn settle_outbox_batch(&self, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
+        let mut rows = self.lock();
+        Ok(settles
+            .into_iter()
+            .map(|s| rows.settle_outbox(&s.id, &s.token, s.outcome))
+            .collect())
     }
 
     async fn outbox_stats(&self, now: DateTime<Utc>) -> Result<crate::session::OutboxStats> {
@@ -282,45 +340,24 @@ impl SessionStore for InMemoryStore {
         Ok(rows.stopped.len() != before)
     }
 
-    async fn insert_grant(&self, grant: Grant) -> Result<()> {
-        self.lock().insert_grant(grant)
+    async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
+        self.lock().outbox.extend(events.into_iter().map(|e| (e, None)));
+        Ok(())
     }
 
-    async fn get_grant(&self, id: &str) -> Result<Option<Grant>> {
-        Ok(self.lock().get_grant(id))
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxEvent>> {
+        Ok(self.lock().list_outbox(query))
     }
 
-    async fn list_grants(&self, query: &GrantQuery) -> Result<Vec<Grant>> {
-        Ok(self.lock().list_grants(query))
+    async fn retry_outbox(&self, id: &str) -> Result<Option<OutboxEvent>> {
+        Ok(self.lock().retry_outbox(id))
     }
+}
 
-    async fn use_grant(&self, id: &str, now: DateTime<Utc>, audit: Vec<AuditRecord>) -> Result<Option<Grant>> {
-        Ok(self.lock().use_grant(id, now, audit))
-    }
-
-    async fn revoke_grant(&self, id: &str, by: &str, at: DateTime<Utc>) -> Result<Option<Grant>> {
-        Ok(self.lock().revoke_grant(id, by, at))
-    }
-
-    #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "memory", snapshot_id = snapshot_id), err(Display))]
-    async fn watch_status(&self, snapshot_id: &str) -> Result<BoxStream<'static, SnapshotStatus>> {
-        let mut rows = self.lock();
-        let Some(current) = rows.rows.get(snapshot_id).map(Stored::read_status) else {
-            return Ok(futures::stream::empty().boxed());
-        };
-        let rx = match rows.watchers.get(snapshot_id) {
-            Some(tx) => tx.subscribe(),
-            None => {
-                let (tx, rx) = watch::channel(current);
-                rows.watchers.insert(snapshot_id.to_owned(), tx);
-                rx
-            }
-        };
-        // The first item is the status as read now (a stale pending row
-        // reads as expired), whatever the channel last carried.
-        Ok(futures::stream::once(async move { current })
-            .chain(WatchStream::from_changes(rx))
-            .boxed())
+#[async_trait]
+impl PruneStore for InMemoryStore {
+    async fn prune_sessions(&self, request: &crate::session::PruneRequest) -> Result<crate::session::PruneOutcome> {
+        self.lock().prune(request)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::session::outbox::{
 use crate::session::write::mint_id;
 
 impl Rows {
-    /// See `SessionStore::claim_outbox`.
+    /// See `OutboxStore::claim_outbox`.
     pub(super) fn claim_outbox(
         &mut self,
         now: DateTime<Utc>,
@@ -39,7 +39,7 @@ impl Rows {
         out
     }
 
-    /// See `SessionStore::settle_outbox`.
+    /// See `OutboxStore::settle_outbox`.
     pub(super) fn settle_outbox(&mut self, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
         let Some((event, held)) = self.outbox.iter_mut().find(|(e, _)| e.id == id) else {
             return Err(Error::NotFound(format!("outbox event {id} not found")));
@@ -52,7 +52,7 @@ impl Rows {
         Ok(())
     }
 
-    /// See `SessionStore::list_outbox`.
+    /// See `OutboxStore::list_outbox`.
     pub(super) fn list_outbox(&self, query: &OutboxQuery) -> Vec<OutboxEvent> {
         let mut out: Vec<OutboxEvent> = self
             .outbox
@@ -65,7 +65,7 @@ impl Rows {
         out.into_iter().skip(query.offset()).take(query.limit()).collect()
     }
 
-    /// See `SessionStore::retry_outbox`: also re-enables the stopped
+    /// See `OutboxStore::retry_outbox`: also re-enables the stopped
     /// endpoints the event was addressed to.
     pub(super) fn retry_outbox(&mut self, id: &str) -> Option<OutboxEvent> {
         let stopped: Vec<String> = self.stopped.iter().map(|s| s.channel.clone()).collect();

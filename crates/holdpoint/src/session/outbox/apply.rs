@@ -58,7 +58,7 @@ pub fn apply_retry(event: &mut OutboxEvent, now: DateTime<Utc>, stopped: &[Strin
     enabled
 }
 
-/// One settle of a batch ([`SessionStore::settle_outbox_batch`](crate::session::SessionStore::settle_outbox_batch)):
+/// One settle of a batch ([`OutboxStore::settle_outbox_batch`](crate::session::OutboxStore::settle_outbox_batch)):
 /// the claimed row, the claim's token and how its attempt ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxSettle {

@@ -6,9 +6,9 @@
 //! wait for an answer, and [`decided_events`] with every resume claim
 //! (which carries the decisions' audit records). A delivery worker
 //! (`holdpoint-notify`) then claims due rows with a lease
-//! ([`SessionStore::claim_outbox`](super::SessionStore::claim_outbox)), so
+//! ([`OutboxStore::claim_outbox`](super::OutboxStore::claim_outbox)), so
 //! each row is in flight in one process at a time, and settles them
-//! ([`SessionStore::settle_outbox`](super::SessionStore::settle_outbox)).
+//! ([`OutboxStore::settle_outbox`](super::OutboxStore::settle_outbox)).
 //!
 //! | module | what |
 //! |---|---|
