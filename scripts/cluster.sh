@@ -11,7 +11,11 @@
 #   scripts/cluster.sh --holds 200 --kills 3   # the short version CI runs
 #
 # Any flag of `holdpoint-cluster --help` may be given (--holds, --kills,
-# --max-seconds, --pg-restart false, --seed, --work-dir …).
+# --max-seconds, --create-seconds, --pg-restart false, --seed, --work-dir …).
+# PostgreSQL commits synchronously (--pg-durable false restores the test
+# server's synchronous_commit=off, which loses acknowledged commits on the
+# immediate restart: finding c102). Progress goes to stderr every 30 s; a
+# run whose time runs out checks the holds created so far ("partial").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${CLUSTER_PROFILE:-release}"

@@ -49,6 +49,29 @@ impl Postgres {
         })
     }
 
+    /// Makes every later connection commit synchronously: a commit returns
+    /// once its WAL is written, so an immediate restart (a crash of the
+    /// server's processes) loses no committed transaction. The throwaway
+    /// server of `scripts/postgres.sh` runs with `synchronous_commit=off`
+    /// on its command line, which a role setting overrides.
+    pub async fn durable_commits(&self) -> Result<(), Error> {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+        sqlx::query("ALTER ROLE postgres SET synchronous_commit = on")
+            .execute(&mut conn)
+            .await?;
+        conn.close().await?;
+        let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+        let now: String = sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(&mut conn)
+            .await?;
+        conn.close().await?;
+        if now != "on" {
+            return Err(Error::Setup(format!("synchronous_commit is {now} after ALTER ROLE")));
+        }
+        Ok(())
+    }
+
     /// `pg_ctl restart -m immediate` (as the postgres user when root): the
     /// server crashes on purpose and recovers from its WAL.
     pub fn restart_immediate(&self) -> Result<(), Error> {

@@ -22,12 +22,12 @@ fn have_postgres() -> bool {
         .unwrap_or(false)
 }
 
-/// Not in the default run yet: its second run on a loaded 2-core machine
-/// found one approved quorum-2 transfer with no ledger row (`c102`,
-/// BENCHMARKS.md), not yet explained, and a run takes over two minutes.
-/// Run it with `cargo test -p holdpoint-cluster --test short -- --ignored`.
+/// About one to three minutes: the last kill's leases (65 s) are waited
+/// out before the calls in doubt are settled. Finding c102 (an approved
+/// transfer without its ledger row) was the test server's
+/// `synchronous_commit=off` losing the last commits on the immediate
+/// restart; the driver now makes PostgreSQL commit synchronously.
 #[test]
-#[ignore = "open finding c102 (BENCHMARKS.md): run with --ignored"]
 fn a_short_cluster_run_under_faults_has_a_clean_ledger() {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let dir = target_dir();
@@ -45,7 +45,16 @@ fn a_short_cluster_run_under_faults_has_a_clean_ledger() {
     }
     let work = tempfile_dir();
     let out = Command::new(env!("CARGO_BIN_EXE_holdpoint-cluster"))
-        .args(["--holds", "200", "--kills", "3", "--max-seconds", "400"])
+        .args([
+            "--holds",
+            "200",
+            "--kills",
+            "3",
+            "--max-seconds",
+            "600",
+            "--create-seconds",
+            "300",
+        ])
         .arg("--banking")
         .arg(&banking)
         .arg("--holdpoint")
@@ -62,6 +71,7 @@ fn a_short_cluster_run_under_faults_has_a_clean_ledger() {
     let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let ledger = &summary["ledger"];
     assert_eq!(summary["clean"], true, "{summary:#}");
+    assert_eq!(summary["partial"], false, "{summary:#}");
     assert_eq!(summary["kills"], 3, "{summary:#}");
     assert_eq!(summary["postgresRestarts"], 1, "{summary:#}");
     assert!(ledger["holds"].as_u64().unwrap() >= 200, "{summary:#}");
