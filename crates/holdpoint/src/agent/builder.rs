@@ -162,7 +162,7 @@ impl AgentBuilder {
     /// Builds the agent. A prompt agent needs a model; a server-managed
     /// agent under an approval policy needs a store with an audit trail
     /// and standing grants ([`Error::MissingCapability`] otherwise).
-    pub fn build(self) -> Result<Agent> {
+    pub fn build(mut self) -> Result<Agent> {
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("an agent needs a name".into()));
         }
@@ -187,62 +187,11 @@ impl AgentBuilder {
         } else {
             None
         };
-        // What a direct tool call runs through (`Agent::call_tool`): the
-        // very stages of a turn's tool calls.
-        let mut tool_middleware = Vec::new();
-        let mut redactions = std::collections::HashMap::new();
-        let handler: Arc<dyn TurnHandler> = match self.custom {
-            Some(h) => h,
-            None => {
-                let Some(model) = self.model else {
-                    return Err(Error::InvalidArgument(format!("agent \"{}\" needs a model", self.name)));
-                };
-                let mut names: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
-                names.sort_unstable();
-                if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(Error::InvalidArgument(format!(
-                        "agent \"{}\" has two tools named \"{}\"",
-                        self.name, w[0]
-                    )));
-                }
-                let mut middleware = self.middleware;
-                redactions = redactions_of(&self.name, &self.tools, self.policy.as_deref());
-                if let Some(policy) = self.policy {
-                    let self_asking = self
-                        .tools
-                        .iter()
-                        .filter(|t| t.approval_reply().is_some())
-                        .map(|t| t.name().to_owned())
-                        .collect();
-                    let tool_metadata = self
-                        .tools
-                        .iter()
-                        .filter_map(|t| Some((t.name().to_owned(), t.definition().metadata.clone()?)))
-                        .collect();
-                    let gate = crate::approval::RuleGate::new(
-                        self.name.clone(),
-                        policy,
-                        self_asking,
-                        tool_metadata,
-                        self.store.clone(),
-                        capabilities.grants.clone(),
-                    );
-                    middleware.insert(0, Arc::new(gate));
-                }
-                tool_middleware.clone_from(&middleware);
-                Arc::new(prompt::PromptHandler {
-                    model,
-                    system: self.system,
-                    toolset: Arc::new(crate::generate::Toolset::new(&self.tools)),
-                    tools: self.tools,
-                    background: subagent::Notices::new(self.background),
-                    middleware,
-                    max_turns: self.max_turns,
-                    config: self.config,
-                    session_in_context: has_policy,
-                })
-            }
-        };
+        let Handler {
+            handler,
+            tool_middleware,
+            redactions,
+        } = self.handler(has_policy, &capabilities)?;
         // Nothing runs twice by default: a client-held agent claims each
         // state it resumes from in memory (one process); a server installs
         // its durable store instead (`Agent::with_state_claims`).
@@ -274,6 +223,79 @@ impl AgentBuilder {
             }),
         })
     }
+
+    /// The turn handler: a custom agent's own, or a prompt agent's over
+    /// its model and tools, with the middleware around its tool calls (its
+    /// rule gate first under a policy: what a direct tool call runs
+    /// through, `Agent::call_tool`) and the paths masked in its calls.
+    fn handler(&mut self, has_policy: bool, capabilities: &crate::session::Capabilities) -> Result<Handler> {
+        if let Some(handler) = self.custom.take() {
+            return Ok(Handler {
+                handler,
+                tool_middleware: Vec::new(),
+                redactions: std::collections::HashMap::new(),
+            });
+        }
+        let Some(model) = self.model.take() else {
+            return Err(Error::InvalidArgument(format!("agent \"{}\" needs a model", self.name)));
+        };
+        let mut names: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::InvalidArgument(format!(
+                "agent \"{}\" has two tools named \"{}\"",
+                self.name, w[0]
+            )));
+        }
+        let mut middleware = std::mem::take(&mut self.middleware);
+        let redactions = redactions_of(&self.name, &self.tools, self.policy.as_deref());
+        if let Some(policy) = self.policy.take() {
+            let self_asking = self
+                .tools
+                .iter()
+                .filter(|t| t.approval_reply().is_some())
+                .map(|t| t.name().to_owned())
+                .collect();
+            let tool_metadata = self
+                .tools
+                .iter()
+                .filter_map(|t| Some((t.name().to_owned(), t.definition().metadata.clone()?)))
+                .collect();
+            let gate = crate::approval::RuleGate::new(
+                self.name.clone(),
+                policy,
+                self_asking,
+                tool_metadata,
+                self.store.clone(),
+                capabilities.grants.clone(),
+            );
+            middleware.insert(0, Arc::new(gate));
+        }
+        let tool_middleware = middleware.clone();
+        let handler = Arc::new(prompt::PromptHandler {
+            model,
+            system: self.system.take(),
+            toolset: Arc::new(crate::generate::Toolset::new(&self.tools)),
+            tools: std::mem::take(&mut self.tools),
+            background: subagent::Notices::new(std::mem::take(&mut self.background)),
+            middleware,
+            max_turns: self.max_turns,
+            config: self.config.take(),
+            session_in_context: has_policy,
+        });
+        Ok(Handler {
+            handler,
+            tool_middleware,
+            redactions,
+        })
+    }
+}
+
+/// What [`AgentBuilder::handler`] builds.
+struct Handler {
+    handler: Arc<dyn TurnHandler>,
+    tool_middleware: Vec<Arc<dyn crate::middleware::Middleware>>,
+    redactions: std::collections::HashMap<String, crate::review::Redaction>,
 }
 
 /// The paths masked in calls of each tool of agent `agent` that has any:

@@ -22,6 +22,49 @@ pub(super) async fn prepare(
     actor: Option<&str>,
     roles: &[String],
 ) -> Result<Grant> {
+    // A hold a sub-agent surfaced is its child's call: the grant is the
+    // child agent's, given in the child's session (its rule gate reads it).
+    let (grant_agent, grant_session) = match call.path.last() {
+        Some(step) => (step.agent.clone(), step.session_id.clone()),
+        None => (agent.name().to_owned(), call.session_id.clone()),
+    };
+    let now = Utc::now();
+    let rule = grantable(call, approve)?;
+    let granter_roles = granter_roles(rule, request, actor, roles)?;
+    check_request(request)?;
+    let expires_at = expiry(request, now)?;
+    // A store that keeps no grants refuses here, before the answer resumes.
+    store
+        .list_grants(&GrantQuery {
+            limit: Some(1),
+            ..GrantQuery::default()
+        })
+        .await?;
+    Ok(Grant {
+        id: mint_id(),
+        agent: grant_agent,
+        tool: call.tool.clone(),
+        scope: request.scope,
+        session_id: grant_session,
+        principal: call.owner.clone(),
+        when: request.when.clone(),
+        expires_at,
+        uses_left: request.uses,
+        used: 0,
+        granted_by: actor.unwrap_or("operator").to_owned(),
+        granter_roles,
+        created_at: now,
+        snapshot_id: call.snapshot_id.clone(),
+        rule: Some(rule.clone()),
+        revoked_at: None,
+        revoked_by: None,
+    })
+}
+
+/// The rule of `call` a grant could stand in for: an approval (not a
+/// denial) of a call one approval of a rule decides, whose condition
+/// evaluated, and that does not ask for approval itself.
+fn grantable(call: &PendingApproval, approve: bool) -> Result<&crate::approval::HoldRule> {
     let tool = &call.tool;
     if !approve {
         return Err(Error::InvalidArgument(
@@ -50,6 +93,18 @@ pub(super) async fn prepare(
             "{tool} asks for approval itself: answer each of its holds; no standing grant"
         )));
     }
+    Ok(rule)
+}
+
+/// The granter's roles the grant carries: the rule's approver roles the
+/// actor has (all of them for the agent's own process); a grant of scope
+/// tool needs one.
+fn granter_roles(
+    rule: &crate::approval::HoldRule,
+    request: &GrantRequest,
+    actor: Option<&str>,
+    roles: &[String],
+) -> Result<Vec<String>> {
     // The granter's authority: an approver role the rule names, or (an
     // owner answering under self-approval) their own sessions only. The
     // agent's own process answers as every approver.
@@ -64,20 +119,23 @@ pub(super) async fn prepare(
             rule.approvers.join(", ")
         )));
     }
+    Ok(granter_roles)
+}
+
+/// The request's own fields: a condition that compiles, at least one use.
+fn check_request(request: &GrantRequest) -> Result<()> {
     if let Some(when) = &request.when {
         Condition::compile(when).map_err(|e| Error::InvalidArgument(format!("grant condition: {e}")))?;
     }
     if request.uses == Some(0) {
         return Err(Error::InvalidArgument("a grant's uses must be at least 1".into()));
     }
-    // A hold a sub-agent surfaced is its child's call: the grant is the
-    // child agent's, given in the child's session (its rule gate reads it).
-    let (grant_agent, grant_session) = match call.path.last() {
-        Some(step) => (step.agent.clone(), step.session_id.clone()),
-        None => (agent.name().to_owned(), call.session_id.clone()),
-    };
-    let now = Utc::now();
-    let expires_at = match request.ttl {
+    Ok(())
+}
+
+/// When a grant asked for at `now` expires (`None`: never).
+fn expiry(request: &GrantRequest, now: chrono::DateTime<Utc>) -> Result<Option<chrono::DateTime<Utc>>> {
+    Ok(match request.ttl {
         Some(ttl) => {
             let ttl = ttl.checked()?;
             let delta =
@@ -85,31 +143,5 @@ pub(super) async fn prepare(
             Some(now + delta)
         }
         None => None,
-    };
-    // A store that keeps no grants refuses here, before the answer resumes.
-    store
-        .list_grants(&GrantQuery {
-            limit: Some(1),
-            ..GrantQuery::default()
-        })
-        .await?;
-    Ok(Grant {
-        id: mint_id(),
-        agent: grant_agent,
-        tool: tool.clone(),
-        scope: request.scope,
-        session_id: grant_session,
-        principal: call.owner.clone(),
-        when: request.when.clone(),
-        expires_at,
-        uses_left: request.uses,
-        used: 0,
-        granted_by: actor.unwrap_or("operator").to_owned(),
-        granter_roles,
-        created_at: now,
-        snapshot_id: call.snapshot_id.clone(),
-        rule: Some(rule.clone()),
-        revoked_at: None,
-        revoked_by: None,
     })
 }

@@ -206,46 +206,63 @@ pub(crate) fn loaded(def: &AgentDef, snapshot: Snapshot, principal: Option<&str>
 
 /// Resolves `init` into a session, or the init error to report.
 pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str>) -> Result<Session> {
-    let owner = principal.map(str::to_owned);
-    let Some(store) = &def.store else {
-        if init.session_id.is_some() {
-            return Err(Error::FailedPrecondition(format!(
-                "Cannot use 'sessionId' with agent \"{}\": it has no session store (client-managed state); send 'state' instead",
-                def.name
-            )));
-        }
-        if init.snapshot_id.is_some() {
-            return Err(Error::FailedPrecondition(format!(
-                "Cannot use 'snapshotId' with agent \"{}\": it has no session store (client-managed state); send 'state' instead",
-                def.name
-            )));
-        }
-        let mut state_claim = None;
-        let state = match init.state {
-            Some(value) => {
-                let key = def.codec.claim_key(&value);
-                let mut state = def.codec.decode(value)?;
-                state_claim = key;
-                if state.session_id.is_empty() {
-                    state.session_id = fresh_session_id();
-                }
-                check_session_id(&state.session_id)?;
-                state
-            }
-            None => SessionState::new(fresh_session_id()),
-        };
-        return Ok(Session {
+    match &def.store {
+        None => client_held(def, init, principal),
+        Some(store) => stored(def, store.as_ref(), init, principal).await,
+    }
+}
+
+impl Session {
+    /// A session with no stored snapshot yet (new, or client-held state),
+    /// the latest of its conversation.
+    fn unsaved(state: SessionState, owner: Option<&str>, state_claim: Option<String>) -> Session {
+        Session {
             state,
             snapshot_id: None,
-            owner,
+            owner: owner.map(str::to_owned),
             saved_at: None,
             state_claim,
             holds: Holds::None,
             latest: true,
             approvals: Vec::new(),
-        });
-    };
+        }
+    }
+}
 
+/// `init` for an agent without a store: the state the client holds
+/// (decoded and checked by the codec; its claim key kept), or a new one.
+fn client_held(def: &AgentDef, init: AgentInit, principal: Option<&str>) -> Result<Session> {
+    for (given, name) in [
+        (init.session_id.is_some(), "sessionId"),
+        (init.snapshot_id.is_some(), "snapshotId"),
+    ] {
+        if given {
+            return Err(Error::FailedPrecondition(format!(
+                "Cannot use '{name}' with agent \"{}\": it has no session store (client-managed state); send 'state' instead",
+                def.name
+            )));
+        }
+    }
+    let Some(value) = init.state else {
+        return Ok(Session::unsaved(SessionState::new(fresh_session_id()), principal, None));
+    };
+    let key = def.codec.claim_key(&value);
+    let mut state = def.codec.decode(value)?;
+    if state.session_id.is_empty() {
+        state.session_id = fresh_session_id();
+    }
+    check_session_id(&state.session_id)?;
+    Ok(Session::unsaved(state, principal, key))
+}
+
+/// `init` for an agent with a store: the snapshot it names, the latest
+/// of the session it names (or that session, new), or a new session.
+async fn stored(
+    def: &AgentDef,
+    store: &dyn crate::session::SessionStore,
+    init: AgentInit,
+    principal: Option<&str>,
+) -> Result<Session> {
     if init.state.is_some() {
         return Err(Error::FailedPrecondition(format!(
             "Cannot send 'state' to agent \"{}\": it keeps sessions in a store; send 'snapshotId' or 'sessionId'",
@@ -273,41 +290,23 @@ pub(crate) async fn load(def: &AgentDef, init: AgentInit, principal: Option<&str
         }
         return loaded(def, snapshot, principal);
     }
-    if let Some(session_id) = init.session_id {
-        return match store.get_latest_snapshot(&session_id).await? {
-            // Another principal's or another agent's session (or a claim
-            // marker) reads as unknown; it is not started afresh either,
-            // which would write this agent's turn into it.
-            Some(snapshot) if !snapshot.visible_to(principal) || !snapshot.belongs_to(&def.name) => {
-                Err(Error::NotFound(format!("session {session_id} not found")))
-            }
-            Some(snapshot) => {
-                let mut session = loaded(def, snapshot, principal)?;
-                session.latest = true;
-                Ok(session)
-            }
-            None => Ok(Session {
-                state: SessionState::new(session_id),
-                snapshot_id: None,
-                owner,
-                saved_at: None,
-                state_claim: None,
-                holds: Holds::None,
-                latest: true,
-                approvals: Vec::new(),
-            }),
-        };
+    let Some(session_id) = init.session_id else {
+        return Ok(Session::unsaved(SessionState::new(fresh_session_id()), principal, None));
+    };
+    match store.get_latest_snapshot(&session_id).await? {
+        // Another principal's or another agent's session (or a claim
+        // marker) reads as unknown; it is not started afresh either,
+        // which would write this agent's turn into it.
+        Some(snapshot) if !snapshot.visible_to(principal) || !snapshot.belongs_to(&def.name) => {
+            Err(Error::NotFound(format!("session {session_id} not found")))
+        }
+        Some(snapshot) => {
+            let mut session = loaded(def, snapshot, principal)?;
+            session.latest = true;
+            Ok(session)
+        }
+        None => Ok(Session::unsaved(SessionState::new(session_id), principal, None)),
     }
-    Ok(Session {
-        state: SessionState::new(fresh_session_id()),
-        snapshot_id: None,
-        owner,
-        saved_at: None,
-        state_claim: None,
-        holds: Holds::None,
-        latest: true,
-        approvals: Vec::new(),
-    })
 }
 
 /// Loads `init` for a run of `input` on behalf of the caller `context`

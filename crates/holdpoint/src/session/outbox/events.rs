@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::event::OutboxEvent;
 use super::timers::{OnExpire, parse_time, rfc3339};
@@ -14,7 +14,7 @@ use super::{
     APPROVERS, ESCALATE_AT, ESCALATE_TO, HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT,
     HOLD_PARTIALLY_APPROVED, HOLD_REMINDED, ON_EXPIRE, REMIND_AT,
 };
-use crate::message::{Part, metadata};
+use crate::message::{Part, ToolRequest, metadata};
 use crate::session::audit::AuditRecord;
 use crate::session::snapshot::Snapshot;
 
@@ -42,83 +42,120 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
         return Vec::new();
     };
     let now = Utc::now();
-    let mut out = Vec::new();
     let mut calls = Vec::new();
     for part in last.interrupts() {
         nested_calls(Cow::Borrowed(part), 0, &mut calls);
     }
+    let mut out = Vec::new();
     for part in &calls {
-        let Some(req) = part.as_tool_request() else { continue };
-        let interrupt = part.interrupt_data().unwrap_or_default();
-        // The rule on the part names the approvers; rows written before
-        // the rule moved out of the interrupt data carry them there.
-        let approvers = part
-            .meta(metadata::APPROVAL_RULE)
-            .and_then(|rule| rule.get(APPROVERS))
-            .or_else(|| interrupt.get(APPROVERS))
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        let expires_at = part.expires_at();
-        // What the timers need is read before the interrupt moves into
-        // the event's data.
-        let at = |key: &str| interrupt.get(key).and_then(Value::as_str).and_then(parse_time);
-        let remind_at = at(REMIND_AT);
-        let escalation = at(ESCALATE_AT).map(|due| {
-            let to = interrupt.get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([]));
-            (due, to)
-        });
-        let on_expire = interrupt
-            .get(ON_EXPIRE)
-            .and_then(Value::as_str)
-            .and_then(OnExpire::parse)
-            .unwrap_or_default();
-        // What receivers read is masked (docs/reference.md §22.1): the
-        // input, and the child parts a surfaced hold carries.
-        // Copied only when something is to be masked.
-        let (input, interrupt) = if part.meta(metadata::REDACT).is_some() || interrupt.contains_key(metadata::SUBAGENT)
-        {
-            let mut shown: Part = part.as_ref().clone();
-            crate::review::redact_part(&mut shown);
-            let input = shown.as_tool_request().and_then(|r| r.input.clone());
-            (
-                input.unwrap_or(Value::Null),
-                shown.interrupt_data().unwrap_or(interrupt),
-            )
-        } else {
-            (req.input.clone().unwrap_or(Value::Null), interrupt)
-        };
-        let mut data = json!({
-            "agent": row.agent,
-            "sessionId": row.session_id,
-            "snapshotId": row.snapshot_id,
-            "ref": req.reference,
-            "tool": req.name,
-            "input": input,
-            "interrupt": Value::Object(interrupt),
-            "approvers": approvers,
-            "decisions": [],
-        });
-        if let (Some(at), Some(obj)) = (expires_at, data.as_object_mut()) {
+        call_events(row, part, now, &mut out);
+    }
+    out
+}
+
+/// The `hold.created` event of the paused call `part` of `row`, then the
+/// timer rows its interrupt data asks for.
+fn call_events(row: &Snapshot, part: &Part, now: DateTime<Utc>, out: &mut Vec<OutboxEvent>) {
+    let Some(req) = part.as_tool_request() else { return };
+    let interrupt = part.interrupt_data().unwrap_or_default();
+    // What the timers need is read before the interrupt moves into the
+    // event's data.
+    let timers = Timers::of(part, &interrupt);
+    let data = hold_data(row, part, req, interrupt);
+    let event = |kind: &str, data: Value, due: DateTime<Utc>| {
+        OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)
+    };
+    // The timers copy the data; `hold.created` takes it.
+    let mut timer_events = timers.events(&data, &event);
+    out.push(event(HOLD_CREATED, data, now));
+    out.append(&mut timer_events);
+}
+
+/// The data of a hold's events: where it is, the call (its input masked
+/// as receivers see it, docs/reference.md §22.1), who answers it, when it
+/// expires, and the tool's preview.
+fn hold_data(row: &Snapshot, part: &Part, req: &ToolRequest, interrupt: Map<String, Value>) -> Value {
+    // The rule on the part names the approvers; rows written before the
+    // rule moved out of the interrupt data carry them there.
+    let approvers = part
+        .meta(metadata::APPROVAL_RULE)
+        .and_then(|rule| rule.get(APPROVERS))
+        .or_else(|| interrupt.get(APPROVERS))
+        .cloned()
+        .unwrap_or_else(|| json!([]));
+    // What receivers read is masked: the input, and the child parts a
+    // surfaced hold carries. Copied only when something is to be masked.
+    let (input, interrupt) = if part.meta(metadata::REDACT).is_some() || interrupt.contains_key(metadata::SUBAGENT) {
+        let mut shown: Part = part.clone();
+        crate::review::redact_part(&mut shown);
+        let input = shown.as_tool_request().and_then(|r| r.input.clone());
+        (
+            input.unwrap_or(Value::Null),
+            shown.interrupt_data().unwrap_or(interrupt),
+        )
+    } else {
+        (req.input.clone().unwrap_or(Value::Null), interrupt)
+    };
+    let mut data = json!({
+        "agent": row.agent,
+        "sessionId": row.session_id,
+        "snapshotId": row.snapshot_id,
+        "ref": req.reference,
+        "tool": req.name,
+        "input": input,
+        "interrupt": Value::Object(interrupt),
+        "approvers": approvers,
+        "decisions": [],
+    });
+    if let Some(obj) = data.as_object_mut() {
+        if let Some(at) = part.expires_at() {
             obj.insert("expiresAt".into(), Value::String(rfc3339(at)));
         }
-        if let Some(obj) = data.as_object_mut() {
-            // The tool's preview (its summary is the headline) and why the
-            // hold cannot be approved as is, when they apply.
-            for key in [metadata::PREVIEW, metadata::UNAPPROVABLE] {
-                if let Some(v) = part.meta(key) {
-                    obj.insert(key.to_owned(), v.clone());
-                }
+        // The tool's preview (its summary is the headline) and why the
+        // hold cannot be approved as is, when they apply.
+        for key in [metadata::PREVIEW, metadata::UNAPPROVABLE] {
+            if let Some(v) = part.meta(key) {
+                obj.insert(key.to_owned(), v.clone());
             }
         }
-        let event = |kind: &str, data: Value, due: DateTime<Utc>| {
-            OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)
-        };
-        // The timers copy the data; `hold.created` takes it.
+    }
+    data
+}
+
+/// The timers a paused call asks for: a reminder, an escalation (and to
+/// whom), and its expiry (and what then).
+struct Timers {
+    remind_at: Option<DateTime<Utc>>,
+    escalation: Option<(DateTime<Utc>, Value)>,
+    expires_at: Option<DateTime<Utc>>,
+    on_expire: OnExpire,
+}
+
+impl Timers {
+    fn of(part: &Part, interrupt: &Map<String, Value>) -> Timers {
+        let at = |key: &str| interrupt.get(key).and_then(Value::as_str).and_then(parse_time);
+        Timers {
+            remind_at: at(REMIND_AT),
+            escalation: at(ESCALATE_AT).map(|due| {
+                let to = interrupt.get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([]));
+                (due, to)
+            }),
+            expires_at: part.expires_at(),
+            on_expire: interrupt
+                .get(ON_EXPIRE)
+                .and_then(Value::as_str)
+                .and_then(OnExpire::parse)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The timer rows, each with its own copy of the hold's `data`.
+    fn events(self, data: &Value, event: &impl Fn(&str, Value, DateTime<Utc>) -> OutboxEvent) -> Vec<OutboxEvent> {
         let mut timers = Vec::new();
-        if let Some(due) = remind_at {
+        if let Some(due) = self.remind_at {
             timers.push(event(HOLD_REMINDED, data.clone(), due).as_timer());
         }
-        if let Some((due, to)) = escalation {
+        if let Some((due, to)) = self.escalation {
             let mut escalated = data.clone();
             let mut roles: Vec<Value> = escalated
                 .get(APPROVERS)
@@ -136,17 +173,15 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
             }
             timers.push(event(HOLD_ESCALATED, escalated, due).as_timer());
         }
-        if let Some(due) = expires_at {
+        if let Some(due) = self.expires_at {
             let mut expired = data.clone();
             if let Some(obj) = expired.as_object_mut() {
-                obj.insert(ON_EXPIRE.into(), Value::String(on_expire.as_str().into()));
+                obj.insert(ON_EXPIRE.into(), Value::String(self.on_expire.as_str().into()));
             }
             timers.push(event(HOLD_EXPIRED, expired, due).as_timer());
         }
-        out.push(event(HOLD_CREATED, data, now));
-        out.append(&mut timers);
+        timers
     }
-    out
 }
 
 /// How deep [`nested_calls`] follows surfaced holds (a bound on what a
