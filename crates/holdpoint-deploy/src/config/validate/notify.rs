@@ -1,10 +1,13 @@
 //! The `[notify]` section: webhook, mail and Slack channels and the events
-//! and roles each is sent.
+//! and roles each is sent, checked into `holdpoint-notify`'s own settings
+//! ([`NotifyConfig`]).
 
 use std::collections::BTreeSet;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use holdpoint_notify::{EmailSpec, NotifyConfig, SlackSpec, SmtpSpec, SmtpTls, WebhookSpec};
+use holdpoint_secret::Secret;
 use toml::Spanned;
 
 use super::{Checker, bad_name};
@@ -19,8 +22,16 @@ const MIN_WEBHOOK_SECRET_BYTES: usize = 24;
 const MAX_WEBHOOK_SECRET_BYTES: usize = 64;
 
 impl Checker<'_, '_> {
-    pub(super) fn notify(&self, raw: RawNotify, roles: &BTreeSet<String>) -> Result<NotifyConfig, ConfigError> {
-        let mut notify = NotifyConfig::default();
+    pub(super) fn notify(
+        &self,
+        raw: RawNotify,
+        public_url: Option<String>,
+        roles: &BTreeSet<String>,
+    ) -> Result<NotifyConfig, ConfigError> {
+        let mut notify = NotifyConfig {
+            public_url,
+            ..NotifyConfig::default()
+        };
         for (i, hook) in raw.webhooks.iter().enumerate() {
             let h = hook.get_ref();
             let p = format!("notify.webhooks[{i}]");
@@ -58,10 +69,12 @@ impl Checker<'_, '_> {
                 }
                 Some(Ok(_)) => {}
             }
-            notify.webhooks.push(WebhookConfig {
-                url,
-                secret: WebhookSecret::new(secret.clone()),
-                routing: self.routing(&h.events, &h.roles, &p, roles)?,
+            let (events, channel_roles) = self.routing(&h.events, &h.roles, &p, roles)?;
+            notify.webhooks.push(WebhookSpec {
+                url: Secret::new(url),
+                secret: Secret::new(secret.clone()),
+                events,
+                roles: channel_roles,
             });
         }
         if let Some(smtp) = &raw.smtp {
@@ -75,37 +88,30 @@ impl Checker<'_, '_> {
                     "must be a host name or address",
                 ));
             }
+            // Absent: notify's default, STARTTLS (plain text only when asked for).
             let tls = match &s.tls {
-                None => SmtpTls::StartTls,
-                Some(t) => match t.get_ref().as_str() {
-                    "none" => SmtpTls::None,
-                    "starttls" => SmtpTls::StartTls,
-                    "tls" => SmtpTls::Tls,
-                    _ => {
-                        return Err(self.err(
-                            t,
-                            "notify.smtp.tls",
-                            K::Invalid,
-                            "must be \"none\", \"starttls\" or \"tls\"",
-                        ));
-                    }
-                },
+                None => SmtpTls::default(),
+                Some(t) => SmtpTls::parse(t.get_ref()).ok_or_else(|| {
+                    self.err(
+                        t,
+                        "notify.smtp.tls",
+                        K::Invalid,
+                        "must be \"none\", \"starttls\" or \"tls\"",
+                    )
+                })?,
             };
-            let port = match &s.port {
-                None => match tls {
-                    SmtpTls::None => 25,
-                    SmtpTls::StartTls => 587,
-                    SmtpTls::Tls => 465,
-                },
-                Some(p) => u16::try_from(*p.get_ref())
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| self.err(p, "notify.smtp.port", K::Invalid, "must be a port from 1 to 65535"))?,
-            };
+            // Absent: notify picks the port of `tls` (`SmtpTls::default_port`).
+            let port =
+                match &s.port {
+                    None => None,
+                    Some(p) => Some(u16::try_from(*p.get_ref()).ok().filter(|n| *n > 0).ok_or_else(|| {
+                        self.err(p, "notify.smtp.port", K::Invalid, "must be a port from 1 to 65535")
+                    })?),
+                };
             self.address(&s.from, "notify.smtp.from")?;
-            let credentials = match (&s.username, &s.password) {
-                (Some(u), Some(pw)) => Some((u.get_ref().clone(), Secret::new(pw.get_ref().clone()))),
-                (None, None) => None,
+            let (username, password) = match (&s.username, &s.password) {
+                (Some(u), Some(pw)) => (Some(u.get_ref().clone()), Some(Secret::new(pw.get_ref().clone()))),
+                (None, None) => (None, None),
                 (Some(u), None) => {
                     return Err(self.err(u, "notify.smtp.username", K::Invalid, "needs `password` as well"));
                 }
@@ -113,12 +119,13 @@ impl Checker<'_, '_> {
                     return Err(self.err(pw, "notify.smtp.password", K::Invalid, "needs `username` as well"));
                 }
             };
-            notify.smtp = Some(SmtpConfig {
+            notify.smtp = Some(SmtpSpec {
                 host: host.clone(),
                 port,
                 from: s.from.get_ref().clone(),
                 tls,
-                credentials,
+                username,
+                password,
             });
         }
         for (i, email) in raw.email.iter().enumerate() {
@@ -133,18 +140,22 @@ impl Checker<'_, '_> {
             for (j, to) in e.to.get_ref().iter().enumerate() {
                 self.address(to, &format!("{p}.to[{j}]"))?;
             }
-            notify.email.push(EmailConfig {
+            let (events, channel_roles) = self.routing(&e.events, &e.roles, &p, roles)?;
+            notify.email.push(EmailSpec {
                 to: e.to.get_ref().iter().map(|s| s.get_ref().clone()).collect(),
-                routing: self.routing(&e.events, &e.roles, &p, roles)?,
+                events,
+                roles: channel_roles,
             });
         }
         for (i, slack) in raw.slack.iter().enumerate() {
             let s = slack.get_ref();
             let p = format!("notify.slack[{i}]");
             let url = self.url(&s.webhook_url, &format!("{p}.webhook_url"))?;
-            notify.slack.push(SlackConfig {
+            let (events, channel_roles) = self.routing(&s.events, &s.roles, &p, roles)?;
+            notify.slack.push(SlackSpec {
                 webhook_url: Secret::new(url),
-                routing: self.routing(&s.events, &s.roles, &p, roles)?,
+                events,
+                roles: channel_roles,
             });
         }
         Ok(notify)
@@ -165,14 +176,17 @@ impl Checker<'_, '_> {
         Ok(())
     }
 
+    /// The events (absent: every one of [`EVENTS`], listed) and the roles
+    /// (absent: none listed, so every hold) a channel serves, in notify's
+    /// spelling: sorted, each once.
     fn routing(
         &self,
         events: &Option<Vec<Spanned<String>>>,
         channel_roles: &Option<Vec<Spanned<String>>>,
         p: &str,
         roles: &BTreeSet<String>,
-    ) -> Result<Routing, ConfigError> {
-        let events = match events {
+    ) -> Result<(Vec<String>, Vec<String>), ConfigError> {
+        let events: BTreeSet<String> = match events {
             None => EVENTS.iter().map(|e| (*e).to_owned()).collect(),
             Some(list) => {
                 let mut out = BTreeSet::new();
@@ -190,13 +204,13 @@ impl Checker<'_, '_> {
                 out
             }
         };
-        let roles = match channel_roles {
-            None => None,
+        let roles: BTreeSet<String> = match channel_roles {
+            None => BTreeSet::new(),
             Some(list) => {
                 self.declared(list, &format!("{p}.roles"), roles)?;
-                Some(list.iter().map(|s| s.get_ref().clone()).collect())
+                list.iter().map(|s| s.get_ref().clone()).collect()
             }
         };
-        Ok(Routing { events, roles })
+        Ok((events.into_iter().collect(), roles.into_iter().collect()))
     }
 }

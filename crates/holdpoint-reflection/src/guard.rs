@@ -16,22 +16,13 @@
 //!   ([`check_telemetry_url`]), since traces carry every tool's input and
 //!   output.
 
-use std::sync::Arc;
-
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use holdpoint::Status;
 
-use crate::hosts::HostPolicy;
-
-/// The hosts the reflection server answers: its loopback names and
-/// addresses only (it listens on `127.0.0.1`), whatever the main server
-/// allows.
-pub(crate) fn host_policy() -> Arc<HostPolicy> {
-    Arc::new(HostPolicy::Loopback(Vec::new()))
-}
+use holdpoint_server::hosts::is_loopback_authority;
 
 /// Whether `value` (a `Content-Type`) is JSON: `application/json`, any
 /// case, with or without parameters (`; charset=utf-8`).
@@ -67,7 +58,7 @@ pub(crate) async fn require_json(request: Request, next: Next) -> Response {
 
 /// `Ok` when `url` may receive traces: an `http://` URL (the trace client
 /// speaks plain HTTP) with no user info whose host is a loopback name or
-/// address, as [`HostPolicy`] reads them. The error says why not.
+/// address, as [`is_loopback_authority`] reads them. The error says why not.
 pub(crate) fn check_telemetry_url(url: &str) -> Result<(), String> {
     let uri: Uri = url
         .parse()
@@ -78,7 +69,7 @@ pub(crate) fn check_telemetry_url(url: &str) -> Result<(), String> {
     let Some(authority) = uri.authority() else {
         return Err(format!("the telemetry server URL {url:?} names no host"));
     };
-    if !HostPolicy::Loopback(Vec::new()).allows(authority.as_str()) {
+    if !is_loopback_authority(authority.as_str()) {
         return Err(format!(
             "the telemetry server URL {url:?} is not on a loopback host; traces (every tool's input and output) stay on this machine"
         ));
