@@ -33,100 +33,10 @@ impl Checker<'_, '_> {
             ..NotifyConfig::default()
         };
         for (i, hook) in raw.webhooks.iter().enumerate() {
-            let h = hook.get_ref();
-            let p = format!("notify.webhooks[{i}]");
-            let url = self.url(&h.url, &format!("{p}.url"))?;
-            let secret = h.secret.get_ref();
-            let decoded = secret.strip_prefix("whsec_").map(|b| STANDARD.decode(b));
-            match decoded {
-                None => {
-                    return Err(self.err(
-                        &h.secret,
-                        format!("{p}.secret"),
-                        K::Secret,
-                        "a Standard Webhooks secret starts with `whsec_` followed by base64",
-                    ));
-                }
-                Some(Err(_)) => {
-                    return Err(self.err(
-                        &h.secret,
-                        format!("{p}.secret"),
-                        K::Secret,
-                        "the part after `whsec_` is not valid base64",
-                    ));
-                }
-                Some(Ok(bytes)) if !(MIN_WEBHOOK_SECRET_BYTES..=MAX_WEBHOOK_SECRET_BYTES).contains(&bytes.len()) => {
-                    return Err(self.err(
-                        &h.secret,
-                        format!("{p}.secret"),
-                        K::Secret,
-                        format!(
-                            "the secret decodes to {} bytes; use {MIN_WEBHOOK_SECRET_BYTES} to \
-                             {MAX_WEBHOOK_SECRET_BYTES} random bytes",
-                            bytes.len()
-                        ),
-                    ));
-                }
-                Some(Ok(_)) => {}
-            }
-            let (events, channel_roles) = self.routing(&h.events, &h.roles, &p, roles)?;
-            notify.webhooks.push(WebhookSpec {
-                url: Secret::new(url),
-                secret: Secret::new(secret.clone()),
-                events,
-                roles: channel_roles,
-            });
+            notify.webhooks.push(self.webhook(hook.get_ref(), i, roles)?);
         }
         if let Some(smtp) = &raw.smtp {
-            let s = smtp.get_ref();
-            let host = s.host.get_ref();
-            if bad_name(host) {
-                return Err(self.err(
-                    &s.host,
-                    "notify.smtp.host",
-                    K::Invalid,
-                    "must be a host name or address",
-                ));
-            }
-            // Absent: notify's default, STARTTLS (plain text only when asked for).
-            let tls = match &s.tls {
-                None => SmtpTls::default(),
-                Some(t) => SmtpTls::parse(t.get_ref()).ok_or_else(|| {
-                    self.err(
-                        t,
-                        "notify.smtp.tls",
-                        K::Invalid,
-                        "must be \"none\", \"starttls\" or \"tls\"",
-                    )
-                })?,
-            };
-            // Absent: notify picks the port of `tls` (`SmtpTls::default_port`).
-            let port =
-                match &s.port {
-                    None => None,
-                    Some(p) => Some(u16::try_from(*p.get_ref()).ok().filter(|n| *n > 0).ok_or_else(|| {
-                        self.err(p, "notify.smtp.port", K::Invalid, "must be a port from 1 to 65535")
-                    })?),
-                };
-            self.address(&s.from, "notify.smtp.from")?;
-            let (username, password) = match (&s.username, &s.password) {
-                (Some(u), Some(pw)) => (Some(u.get_ref().clone()), Some(Secret::new(pw.get_ref().clone()))),
-                (None, None) => (None, None),
-                (Some(u), None) => {
-                    return Err(self.err(u, "notify.smtp.username", K::Invalid, "needs `password` as well"));
-                }
-                (None, Some(pw)) => {
-                    return Err(self.err(pw, "notify.smtp.password", K::Invalid, "needs `username` as well"));
-                }
-            };
-            notify.smtp = Some(SmtpSpec {
-                host: host.clone(),
-                port,
-                from: s.from.get_ref().clone(),
-                tls,
-                username,
-                password,
-            });
+            notify.smtp = Some(self.smtp(smtp)?);
         }
         for (i, email) in raw.email.iter().enumerate() {
             let e = email.get_ref();
@@ -159,6 +69,110 @@ impl Checker<'_, '_> {
             });
         }
         Ok(notify)
+    }
+
+    /// One `[[notify.webhooks]]` entry: an http(s) URL and a Standard
+    /// Webhooks secret of 24 to 64 bytes.
+    fn webhook(&self, h: &RawWebhook, i: usize, roles: &BTreeSet<String>) -> Result<WebhookSpec, ConfigError> {
+        let p = format!("notify.webhooks[{i}]");
+        let url = self.url(&h.url, &format!("{p}.url"))?;
+        let secret = h.secret.get_ref();
+        let decoded = secret.strip_prefix("whsec_").map(|b| STANDARD.decode(b));
+        match decoded {
+            None => {
+                return Err(self.err(
+                    &h.secret,
+                    format!("{p}.secret"),
+                    K::Secret,
+                    "a Standard Webhooks secret starts with `whsec_` followed by base64",
+                ));
+            }
+            Some(Err(_)) => {
+                return Err(self.err(
+                    &h.secret,
+                    format!("{p}.secret"),
+                    K::Secret,
+                    "the part after `whsec_` is not valid base64",
+                ));
+            }
+            Some(Ok(bytes)) if !(MIN_WEBHOOK_SECRET_BYTES..=MAX_WEBHOOK_SECRET_BYTES).contains(&bytes.len()) => {
+                return Err(self.err(
+                    &h.secret,
+                    format!("{p}.secret"),
+                    K::Secret,
+                    format!(
+                        "the secret decodes to {} bytes; use {MIN_WEBHOOK_SECRET_BYTES} to \
+                         {MAX_WEBHOOK_SECRET_BYTES} random bytes",
+                        bytes.len()
+                    ),
+                ));
+            }
+            Some(Ok(_)) => {}
+        }
+        let (events, channel_roles) = self.routing(&h.events, &h.roles, &p, roles)?;
+        Ok(WebhookSpec {
+            url: Secret::new(url),
+            secret: Secret::new(secret.clone()),
+            events,
+            roles: channel_roles,
+        })
+    }
+
+    /// `[notify.smtp]`: a host, a `tls` of notify's three (absent: its
+    /// default), a port (absent: left to notify), a sender address,
+    /// `username` and `password` both or neither.
+    fn smtp(&self, smtp: &Spanned<RawSmtp>) -> Result<SmtpSpec, ConfigError> {
+        let s = smtp.get_ref();
+        let host = s.host.get_ref();
+        if bad_name(host) {
+            return Err(self.err(
+                &s.host,
+                "notify.smtp.host",
+                K::Invalid,
+                "must be a host name or address",
+            ));
+        }
+        // Absent: notify's default, STARTTLS (plain text only when asked for).
+        let tls = match &s.tls {
+            None => SmtpTls::default(),
+            Some(t) => SmtpTls::parse(t.get_ref()).ok_or_else(|| {
+                self.err(
+                    t,
+                    "notify.smtp.tls",
+                    K::Invalid,
+                    "must be \"none\", \"starttls\" or \"tls\"",
+                )
+            })?,
+        };
+        // Absent: notify picks the port of `tls` (`SmtpTls::default_port`).
+        let port = match &s.port {
+            None => None,
+            Some(p) => Some(
+                u16::try_from(*p.get_ref())
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| self.err(p, "notify.smtp.port", K::Invalid, "must be a port from 1 to 65535"))?,
+            ),
+        };
+        self.address(&s.from, "notify.smtp.from")?;
+        let (username, password) = match (&s.username, &s.password) {
+            (Some(u), Some(pw)) => (Some(u.get_ref().clone()), Some(Secret::new(pw.get_ref().clone()))),
+            (None, None) => (None, None),
+            (Some(u), None) => {
+                return Err(self.err(u, "notify.smtp.username", K::Invalid, "needs `password` as well"));
+            }
+            (None, Some(pw)) => {
+                return Err(self.err(pw, "notify.smtp.password", K::Invalid, "needs `username` as well"));
+            }
+        };
+        Ok(SmtpSpec {
+            host: host.clone(),
+            port,
+            from: s.from.get_ref().clone(),
+            tls,
+            username,
+            password,
+        })
     }
 
     /// A plausible mail address: `local@domain`, no spaces or brackets.

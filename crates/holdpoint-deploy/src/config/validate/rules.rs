@@ -33,87 +33,8 @@ impl Checker<'_, '_> {
                     )
                 })?,
             };
-            let remind_after = self.duration(&r.remind_after, format!("{p}.remind_after"))?;
-            let escalate_after = self.duration(&r.escalate_after, format!("{p}.escalate_after"))?;
-            let expire_after = self.duration(&r.expire_after, format!("{p}.expire_after"))?;
-            let escalate_to = match &r.escalate_to {
-                Some(to) => {
-                    self.declared(to.get_ref(), &format!("{p}.escalate_to"), roles)?;
-                    if to.get_ref().is_empty() {
-                        return Err(self.err(to, format!("{p}.escalate_to"), K::Invalid, "name at least one role"));
-                    }
-                    to.get_ref().iter().map(|s| s.get_ref().clone()).collect()
-                }
-                None => Vec::new(),
-            };
-            match (&r.escalate_after, &r.escalate_to) {
-                (Some(after), None) => {
-                    return Err(self.err(
-                        after,
-                        format!("{p}.escalate_after"),
-                        K::Invalid,
-                        "needs `escalate_to` (the roles that may answer after it)",
-                    ));
-                }
-                (None, Some(to)) => {
-                    return Err(self.err(
-                        to,
-                        format!("{p}.escalate_to"),
-                        K::Invalid,
-                        "needs `escalate_after` (when those roles are added)",
-                    ));
-                }
-                _ => {}
-            }
-            let on_expire = match &r.on_expire {
-                None => OnExpire::Expire,
-                Some(o) => {
-                    if r.expire_after.is_none() {
-                        return Err(self.err(o, format!("{p}.on_expire"), K::Invalid, "needs `expire_after`"));
-                    }
-                    match o.get_ref().as_str() {
-                        "expire" => OnExpire::Expire,
-                        "deny" => OnExpire::Deny,
-                        _ => {
-                            return Err(self.err(
-                                o,
-                                format!("{p}.on_expire"),
-                                K::Invalid,
-                                "must be \"deny\" or \"expire\"",
-                            ));
-                        }
-                    }
-                }
-            };
-            let deny_reasons: Vec<String> = r
-                .deny_reasons
-                .as_ref()
-                .map(|v| v.get_ref().iter().map(|s| s.get_ref().trim().to_owned()).collect())
-                .unwrap_or_default();
-            if let Some(v) = &r.deny_reasons
-                && deny_reasons.iter().any(String::is_empty)
-            {
-                return Err(self.err(v, format!("{p}.deny_reasons"), K::Invalid, "no reason may be empty"));
-            }
-            let redact: Vec<String> = r
-                .redact
-                .as_ref()
-                .map(|v| v.get_ref().iter().map(|s| s.get_ref().trim().to_owned()).collect())
-                .unwrap_or_default();
-            let max_review_bytes = match &r.max_review_bytes {
-                None => None,
-                Some(n) => match usize::try_from(*n.get_ref()) {
-                    Ok(bytes) if bytes > 0 => Some(bytes),
-                    _ => {
-                        return Err(self.err(
-                            n,
-                            format!("{p}.max_review_bytes"),
-                            K::Invalid,
-                            "must be a positive number of bytes",
-                        ));
-                    }
-                },
-            };
+            let timers = self.timers(r, &p, roles)?;
+            let (deny_reasons, redact, max_review_bytes) = self.review(r, &p)?;
             let spec = RuleSpec {
                 name: r.name.as_ref().map(|n| n.get_ref().clone()),
                 agent: r.agent.as_ref().map(|n| n.get_ref().clone()),
@@ -125,11 +46,11 @@ impl Checker<'_, '_> {
                 // holds unless a rule says otherwise.
                 self_approval: r.self_approval.unwrap_or(true),
                 timers: holdpoint::session::HoldTimers {
-                    remind_after,
-                    escalate_after,
-                    escalate_to: escalate_to.clone(),
-                    expire_after,
-                    on_expire: match on_expire {
+                    remind_after: timers.remind_after,
+                    escalate_after: timers.escalate_after,
+                    escalate_to: timers.escalate_to.clone(),
+                    expire_after: timers.expire_after,
+                    on_expire: match timers.on_expire {
                         OnExpire::Deny => holdpoint::session::OnExpire::Deny,
                         OnExpire::Expire => holdpoint::session::OnExpire::Expire,
                     },
@@ -141,17 +62,107 @@ impl Checker<'_, '_> {
                 max_review_bytes,
                 require_preview: r.require_preview.unwrap_or(false),
             };
-            out.push(ApprovalRuleConfig {
-                spec,
-                timers: RuleTimers {
-                    remind_after,
-                    escalate_after,
-                    escalate_to,
-                    expire_after,
-                    on_expire,
-                },
-            });
+            out.push(ApprovalRuleConfig { spec, timers });
         }
         Ok(out)
+    }
+
+    /// `remind_after`, `escalate_after` with `escalate_to` (both or
+    /// neither), `expire_after` and its `on_expire`.
+    fn timers(&self, r: &RawRule, p: &str, roles: &BTreeSet<String>) -> Result<RuleTimers, ConfigError> {
+        let remind_after = self.duration(&r.remind_after, format!("{p}.remind_after"))?;
+        let escalate_after = self.duration(&r.escalate_after, format!("{p}.escalate_after"))?;
+        let expire_after = self.duration(&r.expire_after, format!("{p}.expire_after"))?;
+        let escalate_to = match &r.escalate_to {
+            Some(to) => {
+                self.declared(to.get_ref(), &format!("{p}.escalate_to"), roles)?;
+                if to.get_ref().is_empty() {
+                    return Err(self.err(to, format!("{p}.escalate_to"), K::Invalid, "name at least one role"));
+                }
+                to.get_ref().iter().map(|s| s.get_ref().clone()).collect()
+            }
+            None => Vec::new(),
+        };
+        match (&r.escalate_after, &r.escalate_to) {
+            (Some(after), None) => {
+                return Err(self.err(
+                    after,
+                    format!("{p}.escalate_after"),
+                    K::Invalid,
+                    "needs `escalate_to` (the roles that may answer after it)",
+                ));
+            }
+            (None, Some(to)) => {
+                return Err(self.err(
+                    to,
+                    format!("{p}.escalate_to"),
+                    K::Invalid,
+                    "needs `escalate_after` (when those roles are added)",
+                ));
+            }
+            _ => {}
+        }
+        let on_expire = match &r.on_expire {
+            None => OnExpire::Expire,
+            Some(o) => {
+                if r.expire_after.is_none() {
+                    return Err(self.err(o, format!("{p}.on_expire"), K::Invalid, "needs `expire_after`"));
+                }
+                match o.get_ref().as_str() {
+                    "expire" => OnExpire::Expire,
+                    "deny" => OnExpire::Deny,
+                    _ => {
+                        return Err(self.err(
+                            o,
+                            format!("{p}.on_expire"),
+                            K::Invalid,
+                            "must be \"deny\" or \"expire\"",
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(RuleTimers {
+            remind_after,
+            escalate_after,
+            escalate_to,
+            expire_after,
+            on_expire,
+        })
+    }
+
+    /// What the approver is shown and may answer: `deny_reasons` (none
+    /// empty), `redact`, `max_review_bytes` (positive).
+    fn review(&self, r: &RawRule, p: &str) -> Result<(Vec<String>, Vec<String>, Option<usize>), ConfigError> {
+        let deny_reasons: Vec<String> = r
+            .deny_reasons
+            .as_ref()
+            .map(|v| v.get_ref().iter().map(|s| s.get_ref().trim().to_owned()).collect())
+            .unwrap_or_default();
+        if let Some(v) = &r.deny_reasons
+            && deny_reasons.iter().any(String::is_empty)
+        {
+            return Err(self.err(v, format!("{p}.deny_reasons"), K::Invalid, "no reason may be empty"));
+        }
+        let redact: Vec<String> = r
+            .redact
+            .as_ref()
+            .map(|v| v.get_ref().iter().map(|s| s.get_ref().trim().to_owned()).collect())
+            .unwrap_or_default();
+        let max_review_bytes = match &r.max_review_bytes {
+            None => None,
+            Some(n) => match usize::try_from(*n.get_ref()) {
+                Ok(bytes) if bytes > 0 => Some(bytes),
+                _ => {
+                    return Err(self.err(
+                        n,
+                        format!("{p}.max_review_bytes"),
+                        K::Invalid,
+                        "must be a positive number of bytes",
+                    ));
+                }
+            },
+        };
+        Ok((deny_reasons, redact, max_review_bytes))
     }
 }
