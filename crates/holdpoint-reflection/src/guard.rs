@@ -16,13 +16,15 @@
 //!   ([`check_telemetry_url`]), since traces carry every tool's input and
 //!   output.
 
+use axum::Json;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use holdpoint::Status;
 
 use holdpoint_server::hosts::is_loopback_authority;
+use serde_json::json;
 
 /// Whether `value` (a `Content-Type`) is JSON: `application/json`, any
 /// case, with or without parameters (`; charset=utf-8`).
@@ -43,12 +45,12 @@ pub(crate) async fn require_json(request: Request, next: Next) -> Response {
         .map(|v| v.to_str().unwrap_or("(not text)"));
     match declared {
         Some(value) if is_json(value) => next.run(request).await,
-        Some(value) => super::routes::error(
+        Some(value) => error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Status::InvalidArgument,
             format!("the reflection API takes JSON bodies only: send Content-Type: application/json, not {value:?}"),
         ),
-        None => super::routes::error(
+        None => error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Status::InvalidArgument,
             "the reflection API takes JSON bodies only: send Content-Type: application/json (none was sent)",
@@ -75,4 +77,11 @@ pub(crate) fn check_telemetry_url(url: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A refusal with the reflection API's JSON error body,
+/// `{"error": {"status", "message"}}`.
+pub(crate) fn error(http: StatusCode, status: Status, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"status": status, "message": message.into()}});
+    (http, Json(body)).into_response()
 }

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::actions;
-use super::guard;
+use super::guard::{self, error};
 use super::run::{self, RunRequest, Sink};
 use super::trace::{self, Trace};
 use super::{REFLECTION_API_SPEC_VERSION, Shared};
@@ -36,13 +36,6 @@ pub(crate) fn router(shared: Shared) -> Router {
     // The reflection server answers its loopback names and addresses only
     // (it listens on `127.0.0.1`), whatever the main server allows.
     holdpoint_server::hosts::loopback_only(routes)
-}
-
-/// A refusal with the reflection API's JSON error body,
-/// `{"error": {"status", "message"}}`.
-pub(super) fn error(http: StatusCode, status: Status, message: impl Into<String>) -> Response {
-    let body = json!({"error": {"status": status, "message": message.into()}});
-    (http, Json(body)).into_response()
 }
 
 #[derive(Deserialize)]

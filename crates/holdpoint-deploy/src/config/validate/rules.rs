@@ -11,6 +11,13 @@ use crate::config::error::{ConfigError, ConfigErrorKind as K};
 use crate::config::raw::*;
 use crate::config::types::*;
 
+/// What a rule lets the approver see and answer with.
+struct Review {
+    deny_reasons: Vec<String>,
+    redact: Vec<String>,
+    max_review_bytes: Option<usize>,
+}
+
 impl Checker<'_, '_> {
     pub(super) fn rules(
         &self,
@@ -34,7 +41,11 @@ impl Checker<'_, '_> {
                 })?,
             };
             let timers = self.timers(r, &p, roles)?;
-            let (deny_reasons, redact, max_review_bytes) = self.review(r, &p)?;
+            let Review {
+                deny_reasons,
+                redact,
+                max_review_bytes,
+            } = self.review(r, &p)?;
             let spec = RuleSpec {
                 name: r.name.as_ref().map(|n| n.get_ref().clone()),
                 agent: r.agent.as_ref().map(|n| n.get_ref().clone()),
@@ -133,7 +144,7 @@ impl Checker<'_, '_> {
 
     /// What the approver is shown and may answer: `deny_reasons` (none
     /// empty), `redact`, `max_review_bytes` (positive).
-    fn review(&self, r: &RawRule, p: &str) -> Result<(Vec<String>, Vec<String>, Option<usize>), ConfigError> {
+    fn review(&self, r: &RawRule, p: &str) -> Result<Review, ConfigError> {
         let deny_reasons: Vec<String> = r
             .deny_reasons
             .as_ref()
@@ -163,6 +174,10 @@ impl Checker<'_, '_> {
                 }
             },
         };
-        Ok((deny_reasons, redact, max_review_bytes))
+        Ok(Review {
+            deny_reasons,
+            redact,
+            max_review_bytes,
+        })
     }
 }
