@@ -17,7 +17,7 @@
 //!
 //! The `notify` and `mcp` sections are checked here into the settings
 //! types of the crates that use them: `holdpoint-notify`'s
-//! [`NotifyConfig`](holdpoint_notify::NotifyConfig) and `holdpoint-mcp`'s
+//! [`NotifyConfig`] and `holdpoint-mcp`'s
 //! [`ServerConfig`](holdpoint_mcp::ServerConfig), with no copy of them in
 //! between.
 //!
