@@ -20,7 +20,12 @@ pub enum CliError {
     /// The configuration file (`serve --config`) cannot be used; the
     /// message names the file, the line and the key.
     #[error("{0}")]
-    Config(#[from] holdpoint_server::config::ConfigError),
+    Config(#[from] holdpoint_deploy::ConfigError),
+    /// A part the configuration file describes cannot start (an MCP
+    /// server, the notification worker, the JWT verifier); the message
+    /// names the file.
+    #[error("{0}")]
+    Deploy(#[from] holdpoint_deploy::DeployError),
     /// Writing output failed.
     #[error("output: {0}")]
     Io(#[from] std::io::Error),
@@ -34,7 +39,7 @@ impl CliError {
     /// The process exit code: 2 for usage, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::Config(_) => 2,
+            CliError::Usage(_) | CliError::Config(_) | CliError::Deploy(_) => 2,
             _ => 1,
         }
     }

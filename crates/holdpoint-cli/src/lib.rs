@@ -72,7 +72,6 @@
 pub mod args;
 pub mod backend;
 mod commands;
-pub mod deploy;
 pub mod error;
 pub mod grants;
 pub mod http;

@@ -126,36 +126,44 @@ fn query(state: Option<&str>, limit: usize, offset: usize) -> Result<OutboxQuery
     })
 }
 
+/// One page of the outbox and the endpoints stopped by a 410, from the
+/// store or the server.
+async fn outbox(
+    backend: &Backend,
+    state: Option<String>,
+    limit: usize,
+    offset: usize,
+) -> Result<(Vec<NotificationRow>, Vec<StoppedRow>), CliError> {
+    let q = query(state.as_deref(), limit, offset)?;
+    match backend {
+        Backend::Store(b) => {
+            let outbox = b.store.capabilities().outbox()?.clone();
+            let rows = outbox.list_outbox(&q).await?;
+            let stopped = outbox.stopped_endpoints().await?;
+            Ok::<_, CliError>((
+                rows.into_iter().map(NotificationRow::of).collect::<Vec<_>>(),
+                stopped.into_iter().map(StoppedRow::of).collect::<Vec<_>>(),
+            ))
+        }
+        Backend::Server(h) => {
+            let mut query = NotificationQuery::new().limit(limit).offset(offset);
+            if let Some(s) = &state {
+                query = query.state(s.clone());
+            }
+            let page = h.notifications(query).await?;
+            Ok((
+                page.notifications.into_iter().map(NotificationRow::listed).collect(),
+                page.endpoints.into_iter().map(StoppedRow::listed).collect(),
+            ))
+        }
+    }
+}
+
 /// Runs a `notifications` subcommand.
 pub async fn run(command: NotificationsCommand, as_json: bool, backend: &Backend) -> Result<(), CliError> {
     match command {
         NotificationsCommand::List { state, limit, offset } => {
-            let q = query(state.as_deref(), limit, offset)?;
-            let (rows, stopped) = with_progress("reading the outbox…", async {
-                match backend {
-                    Backend::Store(b) => {
-                        let outbox = b.store.capabilities().outbox()?.clone();
-                        let rows = outbox.list_outbox(&q).await?;
-                        let stopped = outbox.stopped_endpoints().await?;
-                        Ok::<_, CliError>((
-                            rows.into_iter().map(NotificationRow::of).collect::<Vec<_>>(),
-                            stopped.into_iter().map(StoppedRow::of).collect::<Vec<_>>(),
-                        ))
-                    }
-                    Backend::Server(h) => {
-                        let mut query = NotificationQuery::new().limit(limit).offset(offset);
-                        if let Some(s) = &state {
-                            query = query.state(s.clone());
-                        }
-                        let page = h.notifications(query).await?;
-                        Ok((
-                            page.notifications.into_iter().map(NotificationRow::listed).collect(),
-                            page.endpoints.into_iter().map(StoppedRow::listed).collect(),
-                        ))
-                    }
-                }
-            })
-            .await?;
+            let (rows, stopped) = with_progress("reading the outbox…", outbox(backend, state, limit, offset)).await?;
             if as_json {
                 return Ok(print_json(&rows)?);
             }

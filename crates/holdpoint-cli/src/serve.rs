@@ -1,9 +1,13 @@
 //! `holdpoint serve`: the given agents over HTTP, configured by flags and
 //! the `--config` file (docs/reference.md §15).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use holdpoint::agent::Agent;
+use holdpoint_deploy::Config;
+use holdpoint_deploy::config::ServerSettings;
+use holdpoint_server::{Server, ServerBuilder};
 
 use crate::args::ServeArgs;
 use crate::error::CliError;
@@ -13,8 +17,8 @@ use crate::output::print;
 /// reach agents that were built already: a rule that is configured must be
 /// enforced, never silently dropped. Agents built with
 /// `.approval_policy(config.approval_policy())` (and the MCP tools of
-/// [`deploy::mcp_servers`](crate::deploy::mcp_servers)) serve as given.
-fn check_prebuilt(agents: &[Agent], config: &holdpoint_server::config::Config) -> Result<(), CliError> {
+/// [`holdpoint_deploy::mcp_servers`]) serve as given.
+fn check_prebuilt(agents: &[Agent], config: &Config) -> Result<(), CliError> {
     let path = config.file().display();
     if !config.approval_rules().is_empty() && agents.iter().any(|a| !a.has_approval_policy()) {
         return Err(CliError::Usage(format!(
@@ -37,16 +41,57 @@ fn check_prebuilt(agents: &[Agent], config: &holdpoint_server::config::Config) -
     };
     if let Some(missing) = config.mcp_servers().iter().find(|m| !served_by_tools(&m.name)) {
         return Err(CliError::Usage(format!(
-            "{path}: [[mcp.servers]] {:?} cannot add tools to agents built already: add `holdpoint_cli::deploy::mcp_tools(..)` to their builders (banking serve does)",
+            "{path}: [[mcp.servers]] {:?} cannot add tools to agents built already: add `holdpoint_deploy::mcp_tools(..)` to their builders (banking serve does)",
             missing.name
         )));
     }
     Ok(())
 }
 
+/// Where to listen: `--addr` wins over the file's `[server] listen`, which
+/// wins over `127.0.0.1:8080`.
+fn listen_addr(flag: Option<&str>, file: Option<SocketAddr>) -> Result<SocketAddr, CliError> {
+    match (flag, file) {
+        (Some(a), _) => a
+            .parse()
+            .map_err(|_| CliError::Usage(format!("--addr {a:?} is not IP:PORT, e.g. 127.0.0.1:8080"))),
+        (None, Some(listen)) => Ok(listen),
+        (None, None) => Ok(SocketAddr::from(([127, 0, 0, 1], 8080))),
+    }
+}
+
+/// Binds `addr`, a busy port explained.
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, CliError> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            CliError::Usage(format!(
+                "{addr} is already in use: pick another port with --addr 127.0.0.1:PORT"
+            ))
+        } else {
+            CliError::Io(e)
+        }
+    })
+}
+
+/// The server's settings of the flags and the file's `[server]` (a flag
+/// wins over the file): `/metrics` access, allowed hosts, the data directory.
+fn settings(mut builder: ServerBuilder, args: &ServeArgs, file: &ServerSettings) -> ServerBuilder {
+    builder = builder.metrics_open(args.metrics_open || file.metrics_open.unwrap_or(false));
+    let allowed_hosts = if args.allowed_hosts.is_empty() {
+        &file.allowed_hosts
+    } else {
+        &args.allowed_hosts
+    };
+    if !allowed_hosts.is_empty() {
+        builder = builder.allowed_hosts(allowed_hosts.iter().cloned());
+    }
+    if let Some(dir) = args.data_dir.as_ref().or(file.data_dir.as_ref()) {
+        builder = builder.data_dir(dir);
+    }
+    builder
+}
+
 pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
-    use holdpoint_server::Server;
-    use holdpoint_server::config::Config;
     if agents.is_empty() {
         return Err(CliError::Usage(
             "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
@@ -54,14 +99,7 @@ pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<
     }
     let config = args.config.as_deref().map(Config::load).transpose()?;
     let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
-    // A flag wins over the file; the file over the defaults.
-    let addr: std::net::SocketAddr = match (&args.addr, file.listen) {
-        (Some(a), _) => a
-            .parse()
-            .map_err(|_| CliError::Usage(format!("--addr {a:?} is not IP:PORT, e.g. 127.0.0.1:8080")))?,
-        (None, Some(listen)) => listen,
-        (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 8080)),
-    };
+    let addr = listen_addr(args.addr.as_deref(), file.listen)?;
     let api_key = api_key.filter(|k| !k.is_empty());
     let configured_auth = config.as_ref().is_some_and(Config::has_auth);
     if api_key.is_none() && !configured_auth && !addr.ip().is_loopback() {
@@ -81,88 +119,30 @@ pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<
     let metrics = holdpoint_server::Metrics::new();
     let outbox = agents.iter().find_map(|a| a.store().cloned());
     let notifications = match (&config, &outbox) {
-        (Some(c), Some(store)) => crate::deploy::start_notifications(c, Arc::clone(store), agents.clone(), &metrics)?,
+        (Some(c), Some(store)) => {
+            holdpoint_deploy::start_notifications(c, Arc::clone(store), agents.clone(), &metrics)?
+        }
         _ => None,
     };
-    let metrics_open = args.metrics_open || file.metrics_open.unwrap_or(false);
-    let mut builder = Server::builder()
-        .agents(agents)
-        .metrics(metrics)
-        .metrics_open(metrics_open);
+    let mut builder = settings(Server::builder().agents(agents).metrics(metrics), &args, &file);
     // Operators (the `operator` role) see the outbox at /notifications.
     if let Some(store) = outbox.filter(|_| notifications.is_some()) {
         builder = builder.notifications(store);
     }
-    let allowed_hosts = if args.allowed_hosts.is_empty() {
-        file.allowed_hosts
-    } else {
-        args.allowed_hosts
-    };
-    if !allowed_hosts.is_empty() {
-        builder = builder.allowed_hosts(allowed_hosts);
-    }
-    if let Some(dir) = args.data_dir.or(file.data_dir) {
-        builder = builder.data_dir(dir);
-    }
-    let mut keys = config.as_ref().map(Config::api_keys).unwrap_or_default();
-    if let Some(k) = &api_key
-        && !keys.contains(k)
-    {
-        // The one key of `--api-key` is the deployment's operator: it may
-        // also see and steer the notification pipe.
-        keys = keys.key_with_roles(k, "operator", [holdpoint_server::OPERATOR_ROLE]);
-    }
-    if !keys.is_empty() {
-        builder = builder.api_keys(keys);
-    }
-    let jwt = match &config {
-        Some(c) => c.jwt_verifier().map_err(|e| CliError::Usage(e.to_string()))?,
-        None => None,
-    };
-    if let Some(jwt) = jwt {
-        let keys = jwt.refresh_keys().await;
-        if keys == 0 {
-            eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
-        }
-        builder = builder.jwt(jwt);
-    }
-    // `[auth.jwt] page_client_id`: the approval page signs people in.
-    if let Some(login) = config.as_ref().and_then(|c| c.page_login()) {
-        builder = builder.page_login(login);
-    }
-    if api_key.is_none() && !configured_auth {
-        builder = builder.allow_anonymous(true);
-    }
+    let (builder, authenticated) = holdpoint_deploy::authenticate(builder, config.as_ref(), api_key.as_deref()).await?;
     let server = builder.build().map_err(|e| CliError::Usage(e.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AddrInUse {
-            CliError::Usage(format!(
-                "{addr} is already in use: pick another port with --addr 127.0.0.1:PORT"
-            ))
-        } else {
-            CliError::Io(e)
-        }
-    })?;
+    let listener = bind(addr).await?;
     let bound = listener.local_addr()?;
     print(&format!("approval page: http://{bound}/\n"))?;
     if let Some(c) = &config {
-        print(&format!(
-            "configuration {}: {} API keys, {}, {} approval rules\n",
-            c.file().display(),
-            c.api_key_entries().len(),
-            if c.jwt().is_some() {
-                "bearer tokens (JWT)"
-            } else {
-                "no JWT"
-            },
-            c.approval_rules().len()
-        ))?;
+        print(&format!("{}\n", c.summary()))?;
     }
-    if api_key.is_none() && !configured_auth {
+    if !authenticated {
         print("no --api-key: anonymous access is allowed because the server listens on loopback only\n")?;
     }
     // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agents too.
-    let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
+    #[cfg(feature = "reflection")]
+    let _reflection = holdpoint_reflection::start_if_dev(&server).await;
     holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal()).await?;
     if let Some(worker) = notifications {
         worker.shutdown().await;
@@ -175,7 +155,6 @@ mod tests {
     use std::sync::Arc;
 
     use holdpoint::ScriptedModel;
-    use holdpoint_server::config::Config;
 
     use super::*;
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use holdpoint_secret::Secret;
 use serde::Deserialize;
 
 use crate::error::McpError;
@@ -25,21 +26,22 @@ pub struct ServerConfig {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment variables of the process (the rest is inherited).
+    /// Extra environment variables of the process (the rest is inherited);
+    /// the values are secrets (they often carry tokens).
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Secret>,
     /// The process's working directory (default: Holdpoint's).
     #[serde(default)]
     pub cwd: Option<String>,
     /// The endpoint of a Streamable HTTP server.
     #[serde(default)]
     pub url: Option<String>,
-    /// Extra HTTP headers sent with every request.
+    /// Extra HTTP headers sent with every request (the values are secrets).
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Secret>,
     /// A bearer token sent as `Authorization: Bearer …`.
     #[serde(default)]
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<Secret>,
     /// The environment variable holding the bearer token (read when the
     /// server is connected), so the file need not carry the secret.
     #[serde(default)]
@@ -79,8 +81,8 @@ pub enum Transport {
         command: String,
         /// Its arguments.
         args: Vec<String>,
-        /// Extra environment variables.
-        env: BTreeMap<String, String>,
+        /// Extra environment variables (values secret).
+        env: BTreeMap<String, Secret>,
         /// Working directory.
         cwd: Option<String>,
     },
@@ -88,10 +90,10 @@ pub enum Transport {
     Http {
         /// The URL.
         url: String,
-        /// Extra headers.
-        headers: BTreeMap<String, String>,
+        /// Extra headers (values secret).
+        headers: BTreeMap<String, Secret>,
         /// The bearer token, if any.
-        bearer_token: Option<String>,
+        bearer_token: Option<Secret>,
     },
 }
 
@@ -204,15 +206,15 @@ impl ServerConfig {
                 let bearer_token = match (&self.bearer_token, &self.bearer_token_env) {
                     (Some(_), Some(_)) => return Err(self.bad("give `bearer_token` or `bearer_token_env`, not both")),
                     (Some(t), None) => Some(t.clone()),
-                    (None, Some(var)) => {
-                        Some(std::env::var(var).map_err(|_| {
-                            self.bad(format!("`bearer_token_env`: environment variable {var} is not set"))
-                        })?)
-                    }
+                    (None, Some(var)) => Some(Secret::new(std::env::var(var).map_err(|_| {
+                        self.bad(format!("`bearer_token_env`: environment variable {var} is not set"))
+                    })?)),
                     (None, None) => None,
                 };
                 for (k, v) in &self.headers {
-                    if http::HeaderName::from_bytes(k.as_bytes()).is_err() || http::HeaderValue::from_str(v).is_err() {
+                    if http::HeaderName::from_bytes(k.as_bytes()).is_err()
+                        || http::HeaderValue::from_str(v.expose()).is_err()
+                    {
                         return Err(self.bad(format!("header \"{k}\" is not a valid HTTP header")));
                     }
                     if k.eq_ignore_ascii_case("authorization") {

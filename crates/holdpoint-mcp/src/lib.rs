@@ -28,6 +28,7 @@ pub use answer::{Answer, Answers, ELICITATION, INPUT_REQUIRED, MCP_KEY};
 pub use client::{McpServer, ServerStatus};
 pub use config::{DEFAULT_TOOL_NAMES, ServerConfig, Transport};
 pub use error::McpError;
+pub use holdpoint_secret::Secret;
 pub use tool::{METADATA_KEY, McpTool, hint, is_read_only, may_destroy, mcp_metadata};
 
 use std::sync::Arc;

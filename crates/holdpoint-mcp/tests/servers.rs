@@ -438,7 +438,7 @@ fn stateless_config(python: &std::path::Path, log: &std::path::Path) -> ServerCo
     let mut config = ServerConfig::stdio("stateless", python.to_string_lossy().into_owned(), [script]);
     config
         .env
-        .insert("HOLDPOINT_MCP_LOG".into(), log.to_string_lossy().into_owned());
+        .insert("HOLDPOINT_MCP_LOG".into(), log.to_string_lossy().into_owned().into());
     config.env.insert(
         "HOLDPOINT_MCP_STATE_KEY".into(),
         "holdpoint-test-key-0123456789abcdef".into(),

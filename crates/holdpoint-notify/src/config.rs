@@ -4,39 +4,7 @@
 
 use std::time::Duration;
 
-/// A secret value: shown as `***` by `Debug`, never logged.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that uses it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Self {
-        Secret::new(value)
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Self {
-        Secret::new(value)
-    }
-}
+pub use holdpoint_secret::Secret;
 
 /// A `[[notify.webhooks]]` endpoint (Standard Webhooks).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -86,6 +54,16 @@ impl SmtpTls {
             _ => None,
         }
     }
+
+    /// The port a relay listens on for this security when none is given:
+    /// 25 for `none`, 587 for `starttls`, 465 for `tls`.
+    pub fn default_port(self) -> u16 {
+        match self {
+            SmtpTls::None => 25,
+            SmtpTls::Starttls => 587,
+            SmtpTls::Tls => 465,
+        }
+    }
 }
 
 /// `[notify.smtp]`: the relay email goes through.
@@ -93,7 +71,7 @@ impl SmtpTls {
 pub struct SmtpSpec {
     /// Host name or address.
     pub host: String,
-    /// Port (default by `tls`: 25, 587, 465).
+    /// Port (default by `tls`: [`SmtpTls::default_port`]).
     pub port: Option<u16>,
     /// The `From` address.
     pub from: String,

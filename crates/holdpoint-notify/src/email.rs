@@ -26,15 +26,14 @@ pub(crate) fn transport(
 ) -> Result<AsyncSmtpTransport<Tokio1Executor>, NotifyError> {
     let bad = |e: lettre::transport::smtp::Error| NotifyError::Invalid(format!("notify.smtp: {e}"));
     let mut builder = match smtp.tls {
-        SmtpTls::None => {
-            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host).port(smtp.port.unwrap_or(25))
-        }
+        SmtpTls::None => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)
+            .port(smtp.port.unwrap_or(smtp.tls.default_port())),
         SmtpTls::Starttls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host)
             .map_err(bad)?
-            .port(smtp.port.unwrap_or(587)),
+            .port(smtp.port.unwrap_or(smtp.tls.default_port())),
         SmtpTls::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&smtp.host)
             .map_err(bad)?
-            .port(smtp.port.unwrap_or(465)),
+            .port(smtp.port.unwrap_or(smtp.tls.default_port())),
     };
     builder = builder.timeout(Some(timeout));
     if let (Some(user), Some(password)) = (&smtp.username, &smtp.password) {

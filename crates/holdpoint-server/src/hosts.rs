@@ -142,6 +142,26 @@ pub(crate) async fn guard(State(policy): State<Arc<HostPolicy>>, request: Reques
     }
 }
 
+/// Whether `authority` (`host`, `host:port`, `[v6]` or `[v6]:port`) names
+/// a loopback host: `localhost`, a name under `.localhost`, an address in
+/// `127.0.0.0/8` or `[::1]`.
+pub fn is_loopback_authority(authority: &str) -> bool {
+    HostPolicy::Loopback(Vec::new()).allows(authority)
+}
+
+/// `router` answering only requests for loopback hosts from loopback
+/// origins (else 421 and 403, as an anonymous server answers), whatever
+/// names a [`Server`](crate::Server) allows: the guard of a development
+/// server bound to `127.0.0.1` (the Genkit reflection server of the
+/// `holdpoint-reflection` crate). It is the outermost layer: no handler or
+/// inner layer sees a request it refuses.
+pub fn loopback_only(router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(HostPolicy::Loopback(Vec::new())),
+        guard,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::HeaderValue;

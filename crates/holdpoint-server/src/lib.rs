@@ -8,7 +8,6 @@
 //! |---|---|
 //! | [`Server`], [`ServerBuilder`] | agents + auth + signing keys + limits → [`Server::router`] |
 //! | [`serve`], [`serve_app`], [`shutdown_signal`] | serving with a graceful, bounded shutdown |
-//! | [`config`] | the deployment configuration file (TOML): [`Config`](config::Config), [`ConfigError`](config::ConfigError) |
 //! | [`auth`] | context providers: [`ApiKeys`](auth::ApiKeys), [`JwtVerifier`](auth::JwtVerifier), your own [`ContextProvider`](auth::ContextProvider) |
 //! | [`signing`] | signed client-held state: [`KeyRing`](signing::KeyRing), [`SigningCodec`](signing::SigningCodec) |
 //! | [`envelope`] | the `{"data","init"}` / `{"result"}` / `{"error"}` wire structs and JSON extractors |
@@ -125,15 +124,13 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub mod auth;
-pub mod config;
 pub mod envelope;
 pub mod error;
-mod hosts;
+pub mod hosts;
 mod inflight;
 mod limits;
 mod listen;
 pub mod metrics;
-pub mod reflection;
 pub mod routes;
 mod server;
 mod shutdown;

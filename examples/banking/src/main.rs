@@ -126,7 +126,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let durable = !args.store.trim().starts_with("memory");
             let policy = match &args.config {
                 Some(path) => Some(
-                    holdpoint_server::config::Config::load(path)
+                    holdpoint_deploy::Config::load(path)
                         .map_err(|e| e.to_string())?
                         .approval_policy(),
                 ),
@@ -142,7 +142,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Serve(args) => {
             let config = match &args.config {
-                Some(path) => Some(holdpoint_server::config::Config::load(path).map_err(|e| e.to_string())?),
+                Some(path) => Some(holdpoint_deploy::Config::load(path).map_err(|e| e.to_string())?),
                 None => None,
             };
             let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();

@@ -9,7 +9,7 @@ use holdpoint::Model;
 use holdpoint::agent::AgentBuilder;
 use holdpoint::approval::Policy;
 use holdpoint::session::SessionStore;
-use holdpoint_server::config::Config;
+use holdpoint_deploy::Config;
 use holdpoint_server::{Metrics, Server};
 
 /// What `serve` needs, validated.
@@ -69,7 +69,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     // The file's MCP servers stay connected while the server runs; their
     // tools join bankingAgent's (`agents = [...]` chooses).
     let mcp = match file {
-        Some(c) => holdpoint_cli::deploy::mcp_servers(c).await.map_err(|e| e.to_string())?,
+        Some(c) => holdpoint_deploy::mcp_servers(c).await.map_err(|e| e.to_string())?,
         None => None,
     };
     // `/metrics`: both agents' store operations, and bankingAgent's tool
@@ -89,7 +89,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .receipts(receipts)
         .middleware(metrics.middleware())
-        .tools(holdpoint_cli::deploy::mcp_tools(mcp.as_ref(), banking::AGENT_NAME));
+        .tools(holdpoint_deploy::mcp_tools(mcp.as_ref(), banking::AGENT_NAME));
     let agent = apply_policy(builder, file.map(Config::approval_policy))
         .build()
         .map_err(|e| e.to_string())?;
@@ -98,7 +98,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     // The file's notifications: the outbox of the store, delivered until
     // the server stops; expiry timers are answered by the agent holding the call.
     let notifications = match file {
-        Some(c) => holdpoint_cli::deploy::start_notifications(
+        Some(c) => holdpoint_deploy::start_notifications(
             c,
             Arc::clone(&config.store),
             vec![agent.clone(), support.clone()],
@@ -121,35 +121,11 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     if !config.allowed_hosts.is_empty() {
         builder = builder.allowed_hosts(config.allowed_hosts.iter().cloned());
     }
-    let mut keys = file.map(Config::api_keys).unwrap_or_default();
-    if let Some(key) = &config.api_key
-        && !keys.contains(key)
-    {
-        // The operator's key may also see and steer the notification pipe.
-        keys = keys.key_with_roles(key, "operator", [holdpoint_server::OPERATOR_ROLE]);
-    }
-    let authenticated = !keys.is_empty() || file.is_some_and(|c| c.jwt().is_some());
-    if !keys.is_empty() {
-        builder = builder.api_keys(keys);
-    }
-    if let Some(jwt) = file
-        .map(Config::jwt_verifier)
-        .transpose()
-        .map_err(|e| e.to_string())?
-        .flatten()
-    {
-        if jwt.refresh_keys().await == 0 {
-            eprintln!("warning: no JWT keys could be fetched yet; they are fetched again when a token arrives");
-        }
-        builder = builder.jwt(jwt);
-    }
-    // `[auth.jwt] page_client_id`: the approval page signs people in.
-    if let Some(login) = file.and_then(Config::page_login) {
-        builder = builder.page_login(login);
-    }
-    if !authenticated {
-        builder = builder.allow_anonymous(true);
-    }
+    // The file's API keys, JWT and page sign-in, and `--api-key` as the
+    // operator's key (it may also see and steer the notification pipe).
+    let (builder, authenticated) = holdpoint_deploy::authenticate(builder, file, config.api_key.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
     let server = builder.build().map_err(|e| e.to_string())?;
     let listener = config.listener;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
@@ -166,17 +142,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     );
     println!("approval page: http://{bound}/");
     if let Some(c) = file {
-        println!(
-            "configuration {}: {} API keys, {}, {} approval rules",
-            c.file().display(),
-            c.api_key_entries().len(),
-            if c.jwt().is_some() {
-                "bearer tokens (JWT)"
-            } else {
-                "no JWT"
-            },
-            c.approval_rules().len()
-        );
+        println!("{}", c.summary());
     }
     if authenticated {
         println!("requests need an API key (X-API-Key header, or enter it on the page) or a bearer token");
@@ -184,7 +150,8 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         println!("no --api-key: anonymous access is allowed because the server listens on loopback only");
     }
     // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agent too.
-    let _reflection = holdpoint_server::reflection::start_if_dev(&server).await;
+    #[cfg(feature = "reflection")]
+    let _reflection = holdpoint_reflection::start_if_dev(&server).await;
     let served = holdpoint_server::serve(listener, &server, holdpoint_server::shutdown_signal())
         .await
         .map_err(|e| format!("server stopped: {e}"));

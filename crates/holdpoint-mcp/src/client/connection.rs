@@ -105,7 +105,7 @@ impl Shared {
                 cwd,
             } => {
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env);
+                cmd.args(args).envs(env.iter().map(|(k, v)| (k, v.expose())));
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
@@ -141,13 +141,13 @@ impl Shared {
             } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 if let Some(token) = bearer_token {
-                    config = config.auth_header(token.clone());
+                    config = config.auth_header(token.expose().to_owned());
                 }
                 let mut custom = HashMap::new();
                 for (k, v) in headers {
                     let (Ok(k), Ok(v)) = (
                         http::HeaderName::from_bytes(k.as_bytes()),
-                        http::HeaderValue::from_str(v),
+                        http::HeaderValue::from_str(v.expose()),
                     ) else {
                         return Err(connect_error(&format!("header \"{k}\" is not a valid HTTP header")));
                     };

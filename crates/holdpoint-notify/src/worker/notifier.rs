@@ -6,7 +6,7 @@ use std::sync::Arc;
 use holdpoint::session::outbox::EVENT_TYPES;
 
 use crate::channel::{Channel, Route};
-use crate::config::{NotifyConfig, WorkerOptions};
+use crate::config::{NotifyConfig, WebhookSpec, WorkerOptions};
 use crate::email::{EmailChannel, mailbox, transport};
 use crate::error::NotifyError;
 use crate::slack::SlackChannel;
@@ -57,6 +57,33 @@ fn check_events(what: &str, events: &[String]) -> Result<(), NotifyError> {
     Ok(())
 }
 
+/// The channel of `[[notify.webhooks]]` entry `i`: an http(s) URL, a
+/// Standard Webhooks secret that is not empty and decodes, known events.
+fn webhook(i: usize, w: &WebhookSpec, client: &reqwest::Client) -> Result<WebhookChannel, NotifyError> {
+    let what = format!("notify.webhooks[{i}]");
+    let url = http_url(&format!("{what}.url"), w.url.expose())?;
+    let bad_secret = |message: String| NotifyError::BadSecret {
+        what: format!("{what}.secret"),
+        message,
+    };
+    let raw = w.secret.expose();
+    if raw.strip_prefix("whsec_").unwrap_or(raw).is_empty() {
+        return Err(bad_secret("it is empty".into()));
+    }
+    let signer = standardwebhooks::Webhook::new(raw).map_err(|e| bad_secret(e.to_string()))?;
+    check_events(&format!("{what}.events"), &w.events)?;
+    Ok(WebhookChannel {
+        id: format!("webhook:{i}"),
+        url,
+        signer,
+        client: client.clone(),
+        route: Route {
+            events: w.events.clone(),
+            roles: w.roles.clone(),
+        },
+    })
+}
+
 impl Notifier {
     /// Checks `config` and builds its channels: a URL that is not http(s),
     /// a secret that does not decode, an unknown event type or an email
@@ -75,28 +102,7 @@ impl Notifier {
             .map_err(|e| NotifyError::Invalid(format!("cannot build the HTTP client: {e}")))?;
         let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
         for (i, w) in config.webhooks.iter().enumerate() {
-            let what = format!("notify.webhooks[{i}]");
-            let url = http_url(&format!("{what}.url"), w.url.expose())?;
-            let bad_secret = |message: String| NotifyError::BadSecret {
-                what: format!("{what}.secret"),
-                message,
-            };
-            let raw = w.secret.expose();
-            if raw.strip_prefix("whsec_").unwrap_or(raw).is_empty() {
-                return Err(bad_secret("it is empty".into()));
-            }
-            let signer = standardwebhooks::Webhook::new(raw).map_err(|e| bad_secret(e.to_string()))?;
-            check_events(&format!("{what}.events"), &w.events)?;
-            channels.push(Arc::new(WebhookChannel {
-                id: format!("webhook:{i}"),
-                url,
-                signer,
-                client: client.clone(),
-                route: Route {
-                    events: w.events.clone(),
-                    roles: w.roles.clone(),
-                },
-            }));
+            channels.push(Arc::new(webhook(i, w, &client)?));
         }
         for (i, s) in config.slack.iter().enumerate() {
             let what = format!("notify.slack[{i}]");

@@ -43,7 +43,6 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
@@ -55,41 +54,70 @@ pub use snapshots::{WAIT_DEFAULT, WAIT_MAX};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Every route the server serves: method and path (axum syntax).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("GET", "/"),
-    ("GET", "/app.js"),
-    ("GET", "/app.css"),
-    ("GET", "/web/{file}"),
-    ("GET", "/inbox"),
-    ("GET", "/audit"),
-    ("GET", "/grants"),
-    ("DELETE", "/grants/{id}"),
-    ("GET", "/auth/login"),
-    ("POST", "/auth/session"),
-    ("POST", "/auth/signout"),
-    ("GET", "/healthz"),
-    ("GET", "/openapi.json"),
-    ("GET", "/.well-known/holdpoint-receipts.json"),
-    ("GET", "/metrics"),
-    ("GET", "/agents"),
-    ("POST", "/agents/{name}"),
-    ("POST", "/agents/{name}/getSnapshot"),
-    ("POST", "/agents/{name}/waitForSnapshot"),
-    ("POST", "/agents/{name}/abort"),
-    ("GET", "/agents/{name}/pending"),
-    ("GET", "/agents/{name}/audit"),
-    ("GET", "/agents/{name}/inDoubt"),
-    ("POST", "/agents/{name}/settle"),
-    ("POST", "/agents/{name}/answer"),
-    ("GET", "/agents/{name}/connect"),
-    ("POST", "/agents/{name}/agui"),
-    ("GET", "/agents/{name}/.well-known/agent-card.json"),
-    ("POST", "/agents/{name}/a2a"),
-    ("GET", "/notifications"),
-    ("POST", "/notifications/{id}/retry"),
-    ("POST", "/notifications/endpoints/{channel}/enable"),
-];
+/// The axum method router of `GET`, `POST` or `DELETE`.
+macro_rules! verb {
+    (GET) => {
+        axum::routing::get
+    };
+    (POST) => {
+        axum::routing::post
+    };
+    (DELETE) => {
+        axum::routing::delete
+    };
+}
+
+/// Declares the route table once: [`ROUTES`] (what the docs and the
+/// OpenAPI document are checked against) and `add_routes` (what the router
+/// serves) both come from the one list, so they cannot differ.
+macro_rules! route_table {
+    ($($method:ident $path:literal => $handler:path),* $(,)?) => {
+        /// Every route the server serves: method and path (axum syntax), in
+        /// the order the router adds them. Generated with the router from
+        /// one list, so it is exactly what [`Server::router`](crate::Server::router) serves.
+        pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
+
+        /// `router` with every route of [`ROUTES`].
+        fn add_routes(router: Router<AppState>) -> Router<AppState> {
+            router$(.route($path, verb!($method)($handler)))*
+        }
+    };
+}
+
+route_table! {
+    GET "/" => meta::index,
+    GET "/app.js" => meta::app_js,
+    GET "/app.css" => meta::app_css,
+    GET "/web/{file}" => meta::module,
+    GET "/inbox" => inbox::inbox,
+    GET "/audit" => inbox::audit,
+    GET "/grants" => grants::list,
+    DELETE "/grants/{id}" => grants::revoke,
+    GET "/auth/login" => login::login,
+    POST "/auth/session" => session::create,
+    POST "/auth/signout" => session::sign_out,
+    GET "/healthz" => meta::healthz,
+    GET "/openapi.json" => meta::openapi,
+    GET "/.well-known/holdpoint-receipts.json" => meta::receipt_keys,
+    GET "/metrics" => meta::scrape,
+    GET "/agents" => pending::list_agents,
+    POST "/agents/{name}" => agents::run,
+    POST "/agents/{name}/getSnapshot" => snapshots::get_snapshot,
+    POST "/agents/{name}/waitForSnapshot" => snapshots::wait_for_snapshot,
+    POST "/agents/{name}/abort" => snapshots::abort,
+    GET "/agents/{name}/pending" => pending::pending,
+    GET "/agents/{name}/audit" => pending::audit,
+    GET "/agents/{name}/inDoubt" => settle::in_doubt,
+    POST "/agents/{name}/settle" => settle::settle,
+    POST "/agents/{name}/answer" => answer::answer,
+    GET "/agents/{name}/connect" => connect::connect,
+    POST "/agents/{name}/agui" => agui::run,
+    GET "/agents/{name}/.well-known/agent-card.json" => a2a::card,
+    POST "/agents/{name}/a2a" => a2a::rpc,
+    GET "/notifications" => notifications::list,
+    POST "/notifications/{id}/retry" => notifications::retry,
+    POST "/notifications/endpoints/{channel}/enable" => notifications::enable,
+}
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::not_found(format!("no route for {method} {}", uri.path()))
@@ -107,39 +135,7 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// The router of a server with this state.
 pub(crate) fn router(state: AppState) -> Router {
     let limits = state.limits();
-    Router::new()
-        .route("/", get(meta::index))
-        .route("/app.js", get(meta::app_js))
-        .route("/app.css", get(meta::app_css))
-        .route("/web/{file}", get(meta::module))
-        .route("/inbox", get(inbox::inbox))
-        .route("/audit", get(inbox::audit))
-        .route("/grants", get(grants::list))
-        .route("/grants/{id}", delete(grants::revoke))
-        .route("/auth/login", get(login::login))
-        .route("/auth/session", post(session::create))
-        .route("/auth/signout", post(session::sign_out))
-        .route("/healthz", get(meta::healthz))
-        .route("/openapi.json", get(meta::openapi))
-        .route("/.well-known/holdpoint-receipts.json", get(meta::receipt_keys))
-        .route("/metrics", get(meta::scrape))
-        .route("/agents", get(pending::list_agents))
-        .route("/agents/{name}", post(agents::run))
-        .route("/agents/{name}/getSnapshot", post(snapshots::get_snapshot))
-        .route("/agents/{name}/waitForSnapshot", post(snapshots::wait_for_snapshot))
-        .route("/agents/{name}/abort", post(snapshots::abort))
-        .route("/agents/{name}/pending", get(pending::pending))
-        .route("/agents/{name}/audit", get(pending::audit))
-        .route("/agents/{name}/inDoubt", get(settle::in_doubt))
-        .route("/agents/{name}/settle", post(settle::settle))
-        .route("/agents/{name}/answer", post(answer::answer))
-        .route("/agents/{name}/connect", get(connect::connect))
-        .route("/agents/{name}/agui", post(agui::run))
-        .route("/agents/{name}/.well-known/agent-card.json", get(a2a::card))
-        .route("/agents/{name}/a2a", post(a2a::rpc))
-        .route("/notifications", get(notifications::list))
-        .route("/notifications/{id}/retry", post(notifications::retry))
-        .route("/notifications/endpoints/{channel}/enable", post(notifications::enable))
+    add_routes(Router::new())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body))

@@ -16,9 +16,9 @@ use holdpoint::approval::Policy;
 use holdpoint::session::SessionStore;
 use holdpoint::tool::{DynamicTool, ToolContext};
 use holdpoint::{ScriptedModel, ScriptedTurn};
+use holdpoint_deploy::Config;
 use holdpoint_server::Server;
 use holdpoint_server::auth::{AuthError, ContextProvider, Identity};
-use holdpoint_server::config::Config;
 use serde_json::{Value, json};
 
 use crate::support::{TestServer, assert_error, memory, user};

@@ -320,27 +320,15 @@ async fn operators_see_and_steer_the_pipe_and_no_secret_leaks() {
 const ALICE_KEY: &str = "k-alice-0123456789abcdef";
 
 /// The worker's channels from a configuration file's `[notify]` tables, as
-/// `holdpoint serve` converts them (webhooks only: what this test uses).
-fn notify_config(config: &holdpoint_server::config::Config) -> NotifyConfig {
-    let webhooks = config
-        .notify()
-        .webhooks
-        .iter()
-        .map(|w| WebhookSpec {
-            url: Secret::new(w.url.clone()),
-            secret: Secret::new(w.secret.expose()),
-            events: w.routing.events.iter().cloned().collect(),
-            roles: w.routing.roles.iter().flatten().cloned().collect(),
-        })
-        .collect();
+/// `holdpoint serve` takes them (the file's own `NotifyConfig`), polling
+/// fast for the test.
+fn notify_config(config: &holdpoint_deploy::Config) -> NotifyConfig {
     NotifyConfig {
-        public_url: config.public_url().map(str::to_owned),
-        webhooks,
         worker: WorkerOptions {
             poll_interval: Duration::from_millis(5),
             ..WorkerOptions::default()
         },
-        ..NotifyConfig::default()
+        ..config.notify().clone()
     }
 }
 
@@ -368,7 +356,7 @@ async fn a_configured_reminder_reaches_the_webhooks_that_take_it() {
         "whsec_{}",
         base64::engine::general_purpose::STANDARD.encode(b"a webhook secret of 32 bytes....")
     );
-    let config = holdpoint_server::config::Config::parse(
+    let config = holdpoint_deploy::Config::parse(
         &format!(
             r#"
 public_url = "https://holdpoint.example"

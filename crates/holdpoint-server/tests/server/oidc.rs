@@ -279,7 +279,7 @@ async fn a_config_file_with_a_jwks_url_takes_the_providers_tokens_and_roles() {
          [auth.jwt]\njwks_url = \"{0}/jwks\"\nissuer = \"{0}\"\naudience = \"holdpoint\"\nroles_claim = \"roles\"\n",
         p.issuer
     );
-    let config = holdpoint_server::config::Config::parse(&text, "holdpoint.toml").unwrap();
+    let config = holdpoint_deploy::Config::parse(&text, "holdpoint.toml").unwrap();
     let jwt = config.jwt_verifier().unwrap().unwrap();
     let token = p.token("k1", finance("olga")).await;
     let id = jwt.identify(&token).await.unwrap();

@@ -116,6 +116,26 @@ fn readable(record: &AuditRecord, caller: &Identity) -> bool {
     }
 }
 
+/// A record's place in the listing: (0, minus its time, agent and id).
+type Key = (i64, i64, String);
+
+/// `o`, unless it is empty (an empty filter is no filter).
+fn nonempty(o: &Option<String>) -> Option<String> {
+    o.clone().filter(|s| !s.is_empty())
+}
+
+/// Whether `r` passes the filters of `query` (hold, tool, actor, decision,
+/// time); who may read it is decided apart.
+fn wanted(query: &AuditFilter, r: &AuditRecord) -> bool {
+    let who = r.actor.as_deref().or(r.principal.as_deref());
+    nonempty(&query.snapshot_id).is_none_or(|id| id == r.snapshot_id)
+        && nonempty(&query.tool).is_none_or(|t| t == r.tool)
+        && nonempty(&query.actor).is_none_or(|a| who == Some(a.as_str()))
+        && nonempty(&query.decision).is_none_or(|d| is_decision(r, &d))
+        && query.since.is_none_or(|t| r.at >= t)
+        && query.until.is_none_or(|t| r.at < t)
+}
+
 /// `GET /audit?agent=&tool=&actor=&decision=&sessionId=&snapshotId=&since=&until=&cursor=&limit=`:
 /// the decisions the caller made or that were made on its behalf, newest
 /// first; with `snapshotId`, the decisions about that hold for anyone who
@@ -128,9 +148,7 @@ pub(crate) async fn audit(
     let after = after_cursor(state.keys(), Listing::Audit, query.cursor.as_deref())?;
     let limit = page_size(&state, query.limit);
     let mut truncated = false;
-    let mut rows: Vec<((i64, i64, String), AuditRecord)> = Vec::new();
-    let nonempty = |o: &Option<String>| o.clone().filter(|s| !s.is_empty());
-    let (tool, actor, decision) = (nonempty(&query.tool), nonempty(&query.actor), nonempty(&query.decision));
+    let mut rows: Vec<(Key, AuditRecord)> = Vec::new();
     let snapshot_id = nonempty(&query.snapshot_id);
     let caller_roles = roles(&caller);
     // The `operator` role reads the whole trail (docs/reference.md §10.10).
@@ -158,14 +176,7 @@ pub(crate) async fn audit(
         // hold (its rule's approvers, a team) reads it, each hold read once.
         let mut holds_seen: HashMap<String, bool> = HashMap::new();
         for r in records {
-            let who = r.actor.as_deref().or(r.principal.as_deref());
-            let wanted = snapshot_id.as_deref().is_none_or(|id| id == r.snapshot_id)
-                && tool.as_deref().is_none_or(|t| t == r.tool)
-                && actor.as_deref().is_none_or(|a| who == Some(a))
-                && decision.as_deref().is_none_or(|d| is_decision(&r, d))
-                && query.since.is_none_or(|t| r.at >= t)
-                && query.until.is_none_or(|t| r.at < t);
-            if !wanted {
+            if !wanted(&query, &r) {
                 continue;
             }
             let mut keep = operator || hold_visible || readable(&r, &caller);
@@ -196,23 +207,32 @@ pub(crate) async fn audit(
         return Err(ApiError::not_found(format!("snapshot {id} not found")));
     }
     let total = rows.len();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let start = after.map_or(0, |after| rows.partition_point(|(k, _)| *k <= after));
-    let rest = rows.len() - start;
-    let page: Vec<_> = rows.into_iter().skip(start).take(limit).collect();
-    let next_cursor = (rest > page.len())
-        .then(|| page.last().map(|(k, _)| encode_cursor(state.keys(), Listing::Audit, k)))
-        .flatten();
-    // The inputs decided, read once per held snapshot of the page (the
-    // record is readable, so its hold's input is shown with it).
+    let (page, next_cursor) = one_page(&state, rows, after, limit);
+    let items = with_held_inputs(&state, &caller, page.into_iter()).await;
+    Ok(reply(AuditPage {
+        items,
+        total,
+        next_cursor,
+        truncated,
+    })
+    .into_response())
+}
+
+/// The page's records with the inputs they decided, read once per held
+/// snapshot (the record is readable, so its hold's input is shown with it).
+async fn with_held_inputs(
+    state: &AppState,
+    caller: &Identity,
+    page: impl Iterator<Item = AuditRecord>,
+) -> Vec<AuditItem> {
     let mut snapshots: HashMap<(String, String), Option<Snapshot>> = HashMap::new();
-    let mut items = Vec::with_capacity(page.len());
-    for (_, record) in page {
+    let mut items = Vec::new();
+    for record in page {
         let mut held = None;
         if record.input.is_none()
             && !record.snapshot_id.is_empty()
             && let Some(agent_name) = record.agent.clone()
-            && let Ok(agent) = state.agent(&caller, &agent_name)
+            && let Ok(agent) = state.agent(caller, &agent_name)
         {
             let key = (agent_name, record.snapshot_id.clone());
             if !snapshots.contains_key(&key) {
@@ -233,11 +253,23 @@ pub(crate) async fn audit(
             held_input: held,
         });
     }
-    Ok(reply(AuditPage {
-        items,
-        total,
-        next_cursor,
-        truncated,
-    })
-    .into_response())
+    items
+}
+
+/// The page of `rows` after the cursor's key, in key order (newest first),
+/// and the cursor of the next page when more follow.
+fn one_page(
+    state: &AppState,
+    mut rows: Vec<(Key, AuditRecord)>,
+    after: Option<Key>,
+    limit: usize,
+) -> (Vec<AuditRecord>, Option<String>) {
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let start = after.map_or(0, |after| rows.partition_point(|(k, _)| *k <= after));
+    let rest = rows.len() - start;
+    let page: Vec<_> = rows.into_iter().skip(start).take(limit).collect();
+    let next_cursor = (rest > page.len())
+        .then(|| page.last().map(|(k, _)| encode_cursor(state.keys(), Listing::Audit, k)))
+        .flatten();
+    (page.into_iter().map(|(_, r)| r).collect(), next_cursor)
 }

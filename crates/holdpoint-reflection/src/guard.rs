@@ -16,22 +16,15 @@
 //!   ([`check_telemetry_url`]), since traces carry every tool's input and
 //!   output.
 
-use std::sync::Arc;
-
+use axum::Json;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use holdpoint::Status;
 
-use crate::hosts::HostPolicy;
-
-/// The hosts the reflection server answers: its loopback names and
-/// addresses only (it listens on `127.0.0.1`), whatever the main server
-/// allows.
-pub(crate) fn host_policy() -> Arc<HostPolicy> {
-    Arc::new(HostPolicy::Loopback(Vec::new()))
-}
+use holdpoint_server::hosts::is_loopback_authority;
+use serde_json::json;
 
 /// Whether `value` (a `Content-Type`) is JSON: `application/json`, any
 /// case, with or without parameters (`; charset=utf-8`).
@@ -52,12 +45,12 @@ pub(crate) async fn require_json(request: Request, next: Next) -> Response {
         .map(|v| v.to_str().unwrap_or("(not text)"));
     match declared {
         Some(value) if is_json(value) => next.run(request).await,
-        Some(value) => super::routes::error(
+        Some(value) => error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Status::InvalidArgument,
             format!("the reflection API takes JSON bodies only: send Content-Type: application/json, not {value:?}"),
         ),
-        None => super::routes::error(
+        None => error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Status::InvalidArgument,
             "the reflection API takes JSON bodies only: send Content-Type: application/json (none was sent)",
@@ -67,7 +60,7 @@ pub(crate) async fn require_json(request: Request, next: Next) -> Response {
 
 /// `Ok` when `url` may receive traces: an `http://` URL (the trace client
 /// speaks plain HTTP) with no user info whose host is a loopback name or
-/// address, as [`HostPolicy`] reads them. The error says why not.
+/// address, as [`is_loopback_authority`] reads them. The error says why not.
 pub(crate) fn check_telemetry_url(url: &str) -> Result<(), String> {
     let uri: Uri = url
         .parse()
@@ -78,10 +71,17 @@ pub(crate) fn check_telemetry_url(url: &str) -> Result<(), String> {
     let Some(authority) = uri.authority() else {
         return Err(format!("the telemetry server URL {url:?} names no host"));
     };
-    if !HostPolicy::Loopback(Vec::new()).allows(authority.as_str()) {
+    if !is_loopback_authority(authority.as_str()) {
         return Err(format!(
             "the telemetry server URL {url:?} is not on a loopback host; traces (every tool's input and output) stay on this machine"
         ));
     }
     Ok(())
+}
+
+/// A refusal with the reflection API's JSON error body,
+/// `{"error": {"status", "message"}}`.
+pub(crate) fn error(http: StatusCode, status: Status, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"status": status, "message": message.into()}});
+    (http, Json(body)).into_response()
 }

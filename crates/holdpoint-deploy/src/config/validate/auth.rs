@@ -5,10 +5,11 @@ use std::collections::{BTreeSet, HashMap};
 use toml::Spanned;
 
 use super::{Checker, bad_name};
-use crate::auth::{AgentScope, JWT_PRINCIPAL_PREFIX};
 use crate::config::error::{ConfigError, ConfigErrorKind as K};
 use crate::config::raw::*;
 use crate::config::types::*;
+use holdpoint_secret::Secret;
+use holdpoint_server::auth::{AgentScope, JWT_PRINCIPAL_PREFIX};
 
 impl Checker<'_, '_> {
     pub(super) fn api_keys(&self, auth: &RawAuth) -> Result<(BTreeSet<String>, Vec<ApiKeyConfig>), ConfigError> {
@@ -135,7 +136,7 @@ impl Checker<'_, '_> {
             // whose origin a Content-Security-Policy can name.
             let usable = issuer
                 .as_deref()
-                .is_some_and(|i| crate::PageLogin::new(i, id.get_ref().clone()).is_ok());
+                .is_some_and(|i| holdpoint_server::PageLogin::new(i, id.get_ref().clone()).is_ok());
             if !usable {
                 return Err(self.err(
                     id,

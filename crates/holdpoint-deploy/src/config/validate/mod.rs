@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use holdpoint::approval::{Policy, PolicyField};
+use holdpoint_secret::Secret;
 use toml::Spanned;
 
 use super::error::{ConfigError, ConfigErrorKind as K, Source};
@@ -85,7 +86,7 @@ impl Checker<'_, '_> {
             };
             self.src.error(offset, key, K::Rule, format!("{kind}: {}", e.message))
         })?;
-        let notify = self.notify(raw.notify, &roles)?;
+        let notify = self.notify(raw.notify, public_url.clone(), &roles)?;
         let mcp = self.mcp(raw.mcp)?;
         Ok(Config {
             file: self.src.file.to_owned(),

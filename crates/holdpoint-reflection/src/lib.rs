@@ -237,7 +237,7 @@ impl Reflection {
 /// (as under `genkit start`), saying where on stderr; `None` otherwise, and
 /// when it cannot start (the reason is printed, the server goes on).
 /// Keep the handle for as long as the server runs.
-pub async fn start_if_dev(server: &crate::Server) -> Option<ReflectionHandle> {
+pub async fn start_if_dev(server: &holdpoint_server::Server) -> Option<ReflectionHandle> {
     let reflection = Reflection::from_env()?;
     match reflection.start(server.state().agents().clone()).await {
         Ok(handle) => {

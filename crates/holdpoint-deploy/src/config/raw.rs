@@ -163,4 +163,14 @@ pub(super) struct RawMcpServer {
     pub url: Option<S<String>>,
     pub headers: Option<S<BTreeMap<String, String>>>,
     pub agents: Option<Vec<S<String>>>,
+    // The rest of `holdpoint_mcp::ServerConfig`'s keys, handed on as they
+    // are (that crate checks them when it connects).
+    pub cwd: Option<String>,
+    pub bearer_token: Option<String>,
+    pub bearer_token_env: Option<String>,
+    pub tool_names: Option<String>,
+    pub timeout_secs: Option<f64>,
+    pub connect_timeout_secs: Option<f64>,
+    pub elicitation_timeout_secs: Option<f64>,
+    pub max_restarts: Option<u32>,
 }

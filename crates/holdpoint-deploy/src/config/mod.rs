@@ -15,16 +15,19 @@
 //! (for roles that only tokens carry). A typo in a role would otherwise
 //! make a rule nobody can ever answer.
 //!
-//! The `notify` and `mcp` sections are checked here and handed out as plain
-//! data ([`NotifyConfig`], [`McpServerConfig`]) for the code that delivers
-//! notifications and runs MCP servers.
+//! The `notify` and `mcp` sections are checked here into the settings
+//! types of the crates that use them: `holdpoint-notify`'s
+//! [`NotifyConfig`] and `holdpoint-mcp`'s
+//! [`ServerConfig`](holdpoint_mcp::ServerConfig), with no copy of them in
+//! between.
 //!
 //! Secrets (API keys, webhook secrets, SMTP passwords, Slack webhook URLs,
 //! MCP header and environment values, the store URL) are held as
-//! [`Secret`]s: never in `Debug` output, never in an error.
+//! [`Secret`](holdpoint_secret::Secret)s — the one type notify and MCP hold
+//! them in too: never in `Debug` output, never in an error.
 //!
 //! ```
-//! use holdpoint_server::config::Config;
+//! use holdpoint_deploy::config::Config;
 //! let config = Config::parse(
 //!     r#"
 //!     [[auth.api_keys]]
@@ -50,7 +53,7 @@
 //! assert_eq!(config.api_keys().len(), 2);
 //! let err = Config::parse("[auth]\nrolez = []\n", "holdpoint.toml").unwrap_err();
 //! assert_eq!(err.to_string(), "holdpoint.toml:2:1: `auth.rolez`: unknown key `rolez` (known: roles, api_keys, jwt)");
-//! # Ok::<(), holdpoint_server::config::ConfigError>(())
+//! # Ok::<(), holdpoint_deploy::config::ConfigError>(())
 //! ```
 
 mod duration;
@@ -63,16 +66,14 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use holdpoint::approval::{Policy, RuleSpec};
+use holdpoint_mcp::ServerConfig as McpServerConfig;
+use holdpoint_notify::NotifyConfig;
 
-use crate::auth::{ApiKeys, JwksError, JwksSource, JwtVerifier};
+use holdpoint_server::auth::{ApiKeys, JwksError, JwksSource, JwtVerifier};
 
 pub use duration::{MAX_DURATION, parse_duration};
 pub use error::{ConfigError, ConfigErrorKind};
-pub use types::{
-    ApiKeyConfig, EVENTS, EmailConfig, JwtConfig, JwtKeys, JwtPrincipal, McpServerConfig, McpTransport, NotifyConfig,
-    OnExpire, Routing, RuleTimers, Secret, ServerSettings, SlackConfig, SmtpConfig, SmtpTls, WebhookConfig,
-    WebhookSecret,
-};
+pub use types::{ApiKeyConfig, EVENTS, JwtConfig, JwtKeys, JwtPrincipal, OnExpire, RuleTimers, ServerSettings};
 
 /// The largest configuration file read, in bytes.
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
@@ -201,7 +202,8 @@ impl Config {
         &self.roles
     }
 
-    /// `public_url`: where links in notifications point.
+    /// `public_url`: where links in notifications point (also in
+    /// [`notify`](Self::notify)).
     pub fn public_url(&self) -> Option<&str> {
         self.public_url.as_deref()
     }
@@ -211,21 +213,37 @@ impl Config {
         &self.server
     }
 
-    /// `[notify]`.
+    /// `[notify]` (and `public_url`), as `holdpoint-notify` takes it.
     pub fn notify(&self) -> &NotifyConfig {
         &self.notify
     }
 
-    /// `[[mcp.servers]]`, in order.
+    /// `[[mcp.servers]]`, in order, as `holdpoint-mcp` takes them.
     pub fn mcp_servers(&self) -> &[McpServerConfig] {
         &self.mcp
     }
 
     /// The approval page's OpenID sign-in `[auth.jwt] page_client_id`
     /// describes (at the `issuer`), if any.
-    pub fn page_login(&self) -> Option<crate::PageLogin> {
+    pub fn page_login(&self) -> Option<holdpoint_server::PageLogin> {
         let jwt = self.jwt.as_ref()?;
-        crate::PageLogin::new(jwt.issuer.as_deref()?, jwt.page_client_id.as_deref()?).ok()
+        holdpoint_server::PageLogin::new(jwt.issuer.as_deref()?, jwt.page_client_id.as_deref()?).ok()
+    }
+
+    /// The one line a server prints about the file: its path, how many API
+    /// keys, whether tokens (JWT) are taken, how many approval rules.
+    pub fn summary(&self) -> String {
+        format!(
+            "configuration {}: {} API keys, {}, {} approval rules",
+            self.file.display(),
+            self.api_keys.len(),
+            if self.jwt.is_some() {
+                "bearer tokens (JWT)"
+            } else {
+                "no JWT"
+            },
+            self.rules.len()
+        )
     }
 
     /// Whether any authentication is configured (API keys or JWT).
@@ -235,7 +253,10 @@ impl Config {
 
     /// `builder` with this file's API keys (if any) and JWT verifier (if
     /// any) added as context providers, API keys first.
-    pub fn apply_auth(&self, mut builder: crate::ServerBuilder) -> Result<crate::ServerBuilder, JwksError> {
+    pub fn apply_auth(
+        &self,
+        mut builder: holdpoint_server::ServerBuilder,
+    ) -> Result<holdpoint_server::ServerBuilder, JwksError> {
         if !self.api_keys.is_empty() {
             builder = builder.api_keys(self.api_keys());
         }

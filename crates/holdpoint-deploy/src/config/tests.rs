@@ -1,5 +1,11 @@
-use crate::auth::AgentScope;
 use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use holdpoint_mcp::Transport as McpTransport;
+use holdpoint_notify::SmtpTls;
+use holdpoint_secret::Secret;
+use holdpoint_server::auth::AgentScope;
 
 use super::*;
 
@@ -138,17 +144,23 @@ fn every_section_parses_into_plain_data() {
     assert_eq!(timers.on_expire, OnExpire::Deny);
 
     let n = c.notify();
-    assert_eq!(n.webhooks[0].secret.key_bytes().len(), 24);
-    assert_eq!(n.webhooks[0].routing.events.len(), 4);
+    assert_eq!(n.public_url.as_deref(), Some("https://holdpoint.example"));
+    let key = n.webhooks[0].secret.expose().strip_prefix("whsec_").unwrap();
+    assert_eq!(STANDARD.decode(key).unwrap().len(), 24);
+    assert_eq!(n.webhooks[0].events.len(), 4);
     let smtp = n.smtp.as_ref().unwrap();
-    assert_eq!((smtp.port, smtp.tls), (2525, SmtpTls::None));
-    assert_eq!(n.email[0].routing.roles.as_ref().unwrap().len(), 1);
-    assert_eq!(n.slack[0].routing.events.len(), EVENTS.len());
+    assert_eq!((smtp.port, smtp.tls), (Some(2525), SmtpTls::None));
+    assert_eq!(n.email[0].roles.len(), 1);
+    assert_eq!(n.slack[0].events.len(), EVENTS.len());
     let mcp = c.mcp_servers();
-    assert!(
-        matches!(&mcp[0].transport, McpTransport::Stdio { command, args, .. } if command == "npx" && args.len() == 2)
+    assert!(mcp[0].command.as_deref() == Some("npx") && mcp[0].args.len() == 2);
+    assert!(matches!(mcp[0].transport(), Ok(McpTransport::Stdio { .. })));
+    // The `Authorization` header is sent as MCP's bearer token.
+    assert_eq!(
+        mcp[1].bearer_token.as_ref().map(Secret::expose),
+        Some("mcp-header-secret-1")
     );
-    assert!(matches!(&mcp[1].transport, McpTransport::Http { headers, .. } if headers.contains_key("Authorization")));
+    assert!(matches!(mcp[1].transport(), Ok(McpTransport::Http { .. })));
     assert_eq!(mcp[1].agents, None);
 }
 
@@ -306,9 +318,9 @@ fn every_outbox_event_is_an_accepted_event_name() {
     };
     let routings = |c: &Config| {
         let n = c.notify();
-        [&n.webhooks[0].routing, &n.email[0].routing, &n.slack[0].routing]
+        [&n.webhooks[0].events, &n.email[0].events, &n.slack[0].events]
             .into_iter()
-            .map(|r| r.events.iter().cloned().collect::<Vec<_>>())
+            .cloned()
             .collect::<Vec<_>>()
     };
     for event in constants.iter().chain(EVENT_TYPES) {
@@ -388,7 +400,7 @@ fn load_names_the_file() {
 
 #[tokio::test]
 async fn each_key_of_the_file_authenticates_with_its_roles_and_scope() {
-    use crate::auth::ContextProvider;
+    use holdpoint_server::auth::ContextProvider;
     let c = Config::parse(FULL, FILE).unwrap();
     let keys = c.api_keys();
     let who = |key: &str| {

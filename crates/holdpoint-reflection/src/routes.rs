@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::actions;
-use super::guard;
+use super::guard::{self, error};
 use super::run::{self, RunRequest, Sink};
 use super::trace::{self, Trace};
 use super::{REFLECTION_API_SPEC_VERSION, Shared};
@@ -24,7 +24,7 @@ use super::{REFLECTION_API_SPEC_VERSION, Shared};
 /// `Origin` check runs first (the outer layer), then the JSON check of
 /// `POST` bodies, so no handler sees a request either refuses.
 pub(crate) fn router(shared: Shared) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/api/__health", get(health))
         .route("/api/actions", get(actions))
         .route("/api/envs", get(|| async { Json(json!(["dev"])) }))
@@ -32,18 +32,10 @@ pub(crate) fn router(shared: Shared) -> Router {
         .route("/api/notify", post(notify))
         .route("/api/cancelAction", post(cancel_action))
         .layer(axum::middleware::from_fn(guard::require_json))
-        .layer(axum::middleware::from_fn_with_state(
-            guard::host_policy(),
-            crate::hosts::guard,
-        ))
-        .with_state(shared)
-}
-
-/// A refusal with the reflection API's JSON error body,
-/// `{"error": {"status", "message"}}`.
-pub(super) fn error(http: StatusCode, status: Status, message: impl Into<String>) -> Response {
-    let body = json!({"error": {"status": status, "message": message.into()}});
-    (http, Json(body)).into_response()
+        .with_state(shared);
+    // The reflection server answers its loopback names and addresses only
+    // (it listens on `127.0.0.1`), whatever the main server allows.
+    holdpoint_server::hosts::loopback_only(routes)
 }
 
 #[derive(Deserialize)]

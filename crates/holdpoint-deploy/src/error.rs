@@ -1,0 +1,47 @@
+//! [`DeployError`]: what reading the file or starting its parts fails with.
+
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+
+/// Why a deployment cannot start. Every message names the file (and for
+/// the file's own mistakes its line and key); none quotes a secret.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeployError {
+    /// The file cannot be read or is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An MCP server of `[[mcp.servers]]` cannot be reached.
+    #[error("{}: [[mcp.servers]]: {source}", file.display())]
+    Mcp {
+        /// The configuration file.
+        file: PathBuf,
+        /// Why.
+        source: holdpoint_mcp::McpError,
+    },
+    /// `[notify]` cannot be started (a channel the worker refuses).
+    #[error("{}: [notify]: {source}", file.display())]
+    Notify {
+        /// The configuration file.
+        file: PathBuf,
+        /// Why.
+        source: holdpoint_notify::NotifyError,
+    },
+    /// `[notify]` needs what the store cannot do (its outbox).
+    #[error("{}: [notify]: {source}", file.display())]
+    NotifyStore {
+        /// The configuration file.
+        file: PathBuf,
+        /// Why (the missing store capability).
+        source: holdpoint::Error,
+    },
+    /// `[auth.jwt]` cannot build its verifier.
+    #[error("{}: [auth.jwt]: {source}", file.display())]
+    Jwt {
+        /// The configuration file.
+        file: PathBuf,
+        /// Why.
+        source: holdpoint_server::auth::JwksError,
+    },
+}
