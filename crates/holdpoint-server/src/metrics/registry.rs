@@ -140,74 +140,92 @@ impl Families {
             store_errors: Family::default(),
         };
         // Counters are registered without their `_total`, which the
-        // encoder appends.
-        let r = &mut f.registry;
+        // encoder appends. The order here is the order of the
+        // families in the exposition.
+        f.register_http();
+        f.register_turns();
+        f.register_calls();
+        f
+    }
+
+    /// Registers the HTTP request families.
+    fn register_http(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "holdpoint_http_requests",
             "HTTP requests answered, by route and status code",
-            f.requests.clone(),
+            self.requests.clone(),
         );
         r.register(
             "holdpoint_http_request_duration_seconds",
             "Time to the response head, by route",
-            f.request_seconds.clone(),
+            self.request_seconds.clone(),
         );
         r.register(
             "holdpoint_http_errors",
             "HTTP error responses, by route, code and wire status",
-            f.errors.clone(),
+            self.errors.clone(),
         );
+    }
+
+    /// Registers the turn and pending-approval families.
+    fn register_turns(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "holdpoint_turns",
             "Turns run, by agent and finish reason",
-            f.turns.clone(),
+            self.turns.clone(),
         );
         r.register(
             "holdpoint_turn_errors",
             "Turns that ended failed, by agent and error status",
-            f.turn_errors.clone(),
+            self.turn_errors.clone(),
         );
-        r.register("holdpoint_turns_running", "Turns in flight", f.running.clone());
+        r.register("holdpoint_turns_running", "Turns in flight", self.running.clone());
         r.register(
             "holdpoint_pending_approvals",
             "Sessions paused waiting for an answer",
-            f.pending.clone(),
+            self.pending.clone(),
         );
         r.register(
             "holdpoint_pending_oldest_seconds",
             "Seconds the oldest paused session has waited",
-            f.pending_oldest.clone(),
+            self.pending_oldest.clone(),
         );
         r.register(
             "holdpoint_approval_wait_seconds",
             "Seconds from a call being held to its answer",
-            f.wait_seconds.clone(),
+            self.wait_seconds.clone(),
         );
+    }
+
+    /// Registers the tool, model and store call families.
+    fn register_calls(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "holdpoint_tool_calls",
             "Tool calls, by tool and outcome",
-            f.tool_calls.clone(),
+            self.tool_calls.clone(),
         );
         r.register(
             "holdpoint_tool_call_duration_seconds",
             "Tool call duration, by tool",
-            f.tool_seconds.clone(),
+            self.tool_seconds.clone(),
         );
         r.register(
             "holdpoint_model_calls",
             "Model calls, by outcome",
-            f.model_calls.clone(),
+            self.model_calls.clone(),
         );
         r.register(
             "holdpoint_store_operation_seconds",
             "Session store operation latency, by operation",
-            f.store_seconds.clone(),
+            self.store_seconds.clone(),
         );
         r.register(
             "holdpoint_store_errors",
             "Session store operations that failed, by operation and status",
-            f.store_errors.clone(),
+            self.store_errors.clone(),
         );
-        f
     }
 }

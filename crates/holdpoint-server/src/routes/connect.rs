@@ -1,6 +1,7 @@
 //! `GET /agents/{name}/connect`: a multi-turn connection over one WebSocket
 //! (the protocol is described in the parent module).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -193,6 +194,72 @@ fn forward_chunks(conn: Arc<Connection>, out: Outbox, metrics: Metrics, agent: S
     })
 }
 
+/// Tells the client `e` and closes with its code.
+fn fail(out: &Outbox, e: &ApiError) {
+    send_error(out, &e.body());
+    close(out, 4000 + e.http_status().as_u16(), e.status().as_str());
+}
+
+/// Opens the agent connection the init asks for, or `None` when it was
+/// refused (then the client has been told).
+async fn open(
+    incoming: &mut futures::stream::SplitStream<WebSocket>,
+    out: &Outbox,
+    agent: &Agent,
+    caller: &Identity,
+) -> Option<Arc<Connection>> {
+    let init = read_init(incoming, out).await?;
+    match agent
+        .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
+        .await
+    {
+        Ok(conn) => Some(Arc::new(conn)),
+        Err(e) => {
+            fail(out, &ApiError::from(e));
+            None
+        }
+    }
+}
+
+/// Handles one text message: sends its input to the agent, or tells the
+/// client why not. `Break` when the client closed or the connection has
+/// ended.
+fn handle_text(conn: &Connection, out: &Outbox, text: &str) -> ControlFlow<()> {
+    match parse_incoming(text) {
+        Ok(Incoming::Close) => return ControlFlow::Break(()),
+        Ok(Incoming::Input(input)) => {
+            if let Err(e) = conn.send(*input) {
+                let ended = e.status() == Status::FailedPrecondition;
+                send_error(out, &e.body());
+                if ended {
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        Err(e) => send_error(out, &e.body()),
+    }
+    ControlFlow::Continue(())
+}
+
+/// Answers the connection's output once the agent has finished, and
+/// closes.
+async fn answer(out: &Outbox, conn: &Connection) {
+    // A failed turn is answered as Genkit's failed output.
+    match conn.output().await.or_else(holdpoint::Error::into_failed_output) {
+        Ok(output) => match claim_conflict(&output) {
+            Some(err) => {
+                send_error(out, err);
+                close(out, 4000 + http_status(err.status).as_u16(), err.status.as_str());
+            }
+            None => {
+                send_json(out, &json!({ "result": output }));
+                close(out, 1000, "done");
+            }
+        },
+        Err(e) => fail(out, &ApiError::from(e)),
+    }
+}
+
 async fn run(
     incoming: &mut futures::stream::SplitStream<WebSocket>,
     out: &Outbox,
@@ -200,20 +267,8 @@ async fn run(
     agent: Agent,
     caller: Identity,
 ) {
-    let Some(init) = read_init(incoming, out).await else {
+    let Some(conn) = open(incoming, out, &agent, &caller).await else {
         return;
-    };
-    let conn = match agent
-        .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
-        .await
-    {
-        Ok(conn) => Arc::new(conn),
-        Err(e) => {
-            let e = ApiError::from(e);
-            send_error(out, &e.body());
-            close(out, 4000 + e.http_status().as_u16(), e.status().as_str());
-            return;
-        }
     };
     let guard = state.turns().begin();
     let mut closing = state.turns().closing();
@@ -227,19 +282,11 @@ async fn run(
     loop {
         tokio::select! {
             message = incoming.next() => match message {
-                Some(Ok(Message::Text(text))) => match parse_incoming(&text) {
-                    Ok(Incoming::Close) => break,
-                    Ok(Incoming::Input(input)) => {
-                        if let Err(e) = conn.send(*input) {
-                            let ended = e.status() == Status::FailedPrecondition;
-                            send_error(out, &e.body());
-                            if ended {
-                                break;
-                            }
-                        }
+                Some(Ok(Message::Text(text))) => {
+                    if handle_text(&conn, out, &text).is_break() {
+                        break;
                     }
-                    Err(e) => send_error(out, &e.body()),
-                },
+                }
                 Some(Ok(Message::Binary(_))) => send_error(out, &ApiError::invalid("messages must be JSON text, not binary").body()),
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 Some(Ok(Message::Close(_)) | Err(_)) | None => {
@@ -269,24 +316,7 @@ async fn run(
     if !forwarder_done {
         let _ = forwarder.await;
     }
-    // A failed turn is answered as Genkit's failed output.
-    match conn.output().await.or_else(holdpoint::Error::into_failed_output) {
-        Ok(output) => match claim_conflict(&output) {
-            Some(err) => {
-                send_error(out, err);
-                close(out, 4000 + http_status(err.status).as_u16(), err.status.as_str());
-            }
-            None => {
-                send_json(out, &json!({ "result": output }));
-                close(out, 1000, "done");
-            }
-        },
-        Err(e) => {
-            let e = ApiError::from(e);
-            send_error(out, &e.body());
-            close(out, 4000 + e.http_status().as_u16(), e.status().as_str());
-        }
-    }
+    answer(out, &conn).await;
     drop(guard);
 }
 

@@ -18,13 +18,14 @@
 //! reads as not found.
 
 mod answer;
+mod card;
 mod error;
 mod stream;
 mod task;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use holdpoint::agent::{Agent, AgentInit, AgentInput, AgentOutput, Answer, Answered, FailureReason, PendingApproval};
 use holdpoint::session::Snapshot;
@@ -39,6 +40,8 @@ use crate::metrics::TurnMeta;
 use crate::routes::agui::resume;
 use crate::state::AppState;
 use crate::turns::{self, claim_conflict};
+
+pub(crate) use self::card::card;
 
 /// The A2A protocol version spoken.
 pub(crate) const PROTOCOL_VERSION: &str = "1.0";
@@ -390,57 +393,6 @@ impl Ctx {
 /// A JSON-RPC response over HTTP 200.
 fn rpc_json(body: Value) -> Response {
     axum::Json(body).into_response()
-}
-
-/// The agent card: `GET /agents/{name}/.well-known/agent-card.json`.
-pub(crate) async fn card(
-    State(state): State<AppState>,
-    Caller(caller): Caller,
-    ApiPath(name): ApiPath<String>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let agent = state.agent(&caller, &name)?;
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|h| h.to_str().ok())
-        .filter(|s| *s == "https")
-        .unwrap_or("http");
-    let description = agent
-        .description()
-        .map_or_else(|| format!("Holdpoint agent {name}"), str::to_owned);
-    let card = json!({
-        "name": name,
-        "description": description,
-        "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": format!("{scheme}://{host}/agents/{name}/a2a"),
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": PROTOCOL_VERSION,
-        }],
-        "provider": {"organization": "Holdpoint", "url": format!("{scheme}://{host}/")},
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
-        "securitySchemes": {
-            "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "x-api-key"}},
-            "bearer": {"httpAuthSecurityScheme": {"scheme": "bearer", "bearerFormat": "JWT"}},
-        },
-        "securityRequirements": [
-            {"schemes": {"apiKey": {"list": []}}},
-            {"schemes": {"bearer": {"list": []}}},
-        ],
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain", "application/json"],
-        "skills": [{
-            "id": name,
-            "name": name,
-            "description": description,
-            "tags": ["holdpoint", "human-in-the-loop"],
-        }],
-    });
-    Ok(axum::Json(card).into_response())
 }
 
 /// The JSON-RPC endpoint: `POST /agents/{name}/a2a`.

@@ -126,6 +126,98 @@ fn models_in(snapshot: Option<&Snapshot>) -> usize {
         .map_or(0, |s| events::model_messages(&s.messages))
 }
 
+/// How a run starts: a turn to drive, or the answer already given (a
+/// refusal, or a recorded quorum approval).
+// One per run, short-lived: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Start {
+    /// Runs a turn: new input, or a resume of the latest snapshot.
+    Turn(AgentInput, AgentInit),
+    /// Nothing to run: the response is the whole answer.
+    Answered(Response),
+}
+
+/// The start of a run with `resume`: its entries must answer exactly the
+/// open interrupts of the thread's latest snapshot.
+async fn start_resume(
+    agent: &Agent,
+    caller: &Identity,
+    latest: Option<&Snapshot>,
+    open: &[PendingApproval],
+    entries: &[ResumeEntry],
+    thread: &str,
+    run: &str,
+) -> Result<Start, ApiError> {
+    let Some(snapshot) = latest else {
+        return Err(ApiError::not_found(format!("thread {thread} not found")));
+    };
+    if open.is_empty() {
+        let refusal = nothing_open(agent, caller, entries).await;
+        return Ok(Start::Answered(refused(thread, run, &refusal)));
+    }
+    // An id of an earlier snapshot of this thread: answered before.
+    if let Some(old) = entries
+        .iter()
+        .find(|e| resume::snapshot_of(&e.interrupt_id) != Some(&snapshot.snapshot_id))
+    {
+        let refusal = nothing_open(agent, caller, std::slice::from_ref(old)).await;
+        return Ok(Start::Answered(refused(thread, run, &refusal)));
+    }
+    let plan = resume::plan(&snapshot.snapshot_id, open, entries, |c| input_schema(agent, c));
+    if plan.is_ok()
+        && let Some(call) = quorum::single_approval(open, entries)
+    {
+        let (agent, caller, snapshot) = (agent.clone(), caller.clone(), snapshot.clone());
+        let stream = quorum::record(agent, caller, snapshot, call, thread.to_owned(), run.to_owned()).await;
+        return Ok(Start::Answered(sse(stream)));
+    }
+    Ok(match plan {
+        Ok(directives) => Start::Turn(
+            AgentInput::resume(directives),
+            AgentInit::snapshot(snapshot.snapshot_id.clone()),
+        ),
+        Err(refusal) => Start::Answered(refused(thread, run, &refusal)),
+    })
+}
+
+/// The start of a run without `resume`: the last message, a user's, on a
+/// thread with no open interrupt.
+fn start_input(
+    latest: Option<&Snapshot>,
+    open: &[PendingApproval],
+    messages: &[Value],
+    thread: &str,
+    run: &str,
+) -> Start {
+    if !open.is_empty() {
+        let ids: Vec<String> = latest
+            .iter()
+            .flat_map(|s| open.iter().map(|c| resume::interrupt_id(&s.snapshot_id, c)))
+            .collect();
+        let refusal = Refusal {
+            code: "INTERRUPTS_PENDING",
+            message: format!(
+                "thread {thread} has {} open interrupt(s) ({}); answer them with resume before new input",
+                ids.len(),
+                ids.join(", ")
+            ),
+        };
+        return Start::Answered(refused(thread, run, &refusal));
+    }
+    let Some(text) = messages
+        .last()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(text_of)
+    else {
+        let refusal = Refusal {
+            code: "NO_INPUT",
+            message: "nothing to run: the last message is not a user message and there is no resume".into(),
+        };
+        return Start::Answered(refused(thread, run, &refusal));
+    };
+    Start::Turn(AgentInput::text(text), AgentInit::session(thread.to_owned()))
+}
+
 /// Runs the agent over AG-UI: see the module docs.
 pub(crate) async fn run(
     State(state): State<AppState>,
@@ -148,70 +240,15 @@ pub(crate) async fn run(
     let (thread, run) = (input.thread_id.clone(), input.run_id.clone());
     let latest = agent.latest_snapshot(&thread, &caller.caller()).await?;
     let open = latest.as_ref().map(open_calls).unwrap_or_default();
-    let (turn, init) = match &input.resume {
+    let start = match &input.resume {
         Some(entries) if !entries.is_empty() => {
-            let Some(snapshot) = &latest else {
-                return Err(ApiError::not_found(format!("thread {thread} not found")));
-            };
-            if open.is_empty() {
-                return Ok(refused(&thread, &run, &nothing_open(&agent, &caller, entries).await));
-            }
-            // An id of an earlier snapshot of this thread: answered before.
-            if let Some(old) = entries
-                .iter()
-                .find(|e| resume::snapshot_of(&e.interrupt_id) != Some(&snapshot.snapshot_id))
-            {
-                return Ok(refused(
-                    &thread,
-                    &run,
-                    &nothing_open(&agent, &caller, std::slice::from_ref(old)).await,
-                ));
-            }
-            let plan = resume::plan(&snapshot.snapshot_id, &open, entries, |c| input_schema(&agent, c));
-            if plan.is_ok()
-                && let Some(call) = quorum::single_approval(&open, entries)
-            {
-                let stream = quorum::record(agent.clone(), caller, snapshot.clone(), call, thread, run).await;
-                return Ok(sse(stream));
-            }
-            match plan {
-                Ok(directives) => (
-                    AgentInput::resume(directives),
-                    AgentInit::snapshot(snapshot.snapshot_id.clone()),
-                ),
-                Err(refusal) => return Ok(refused(&thread, &run, &refusal)),
-            }
+            start_resume(&agent, &caller, latest.as_ref(), &open, entries, &thread, &run).await?
         }
-        _ => {
-            if !open.is_empty() {
-                let ids: Vec<String> = latest
-                    .iter()
-                    .flat_map(|s| open.iter().map(|c| resume::interrupt_id(&s.snapshot_id, c)))
-                    .collect();
-                let refusal = Refusal {
-                    code: "INTERRUPTS_PENDING",
-                    message: format!(
-                        "thread {thread} has {} open interrupt(s) ({}); answer them with resume before new input",
-                        ids.len(),
-                        ids.join(", ")
-                    ),
-                };
-                return Ok(refused(&thread, &run, &refusal));
-            }
-            let Some(text) = input
-                .messages
-                .last()
-                .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-                .and_then(text_of)
-            else {
-                let refusal = Refusal {
-                    code: "NO_INPUT",
-                    message: "nothing to run: the last message is not a user message and there is no resume".into(),
-                };
-                return Ok(refused(&thread, &run, &refusal));
-            };
-            (AgentInput::text(text), AgentInit::session(thread.clone()))
-        }
+        _ => start_input(latest.as_ref(), &open, &input.messages, &thread, &run),
+    };
+    let (turn, init) = match start {
+        Start::Turn(turn, init) => (turn, init),
+        Start::Answered(response) => return Ok(response),
     };
     let conn = agent
         .connect_with(RunOptions::new(init).context(caller.request_context()))

@@ -9,17 +9,17 @@
 //! and the user's request that led to the call (the last user text of the
 //! held snapshot, read once per snapshot: snapshots never change).
 
+mod filter;
+mod search;
+
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use holdpoint::agent::{Access, Agent, PendingApproval};
-use holdpoint::message::Role;
+use holdpoint::agent::{Agent, PendingApproval};
 use holdpoint::session::SnapshotQuery;
-use holdpoint::session::outbox::{ESCALATED_TO, group_thousands, is_amount_key};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -28,6 +28,7 @@ use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiQuery, reply};
 use crate::error::ApiError;
 use crate::routes::pending::{access, roles};
+use crate::signing::KeyRing;
 use crate::state::AppState;
 
 /// The order of the queue.
@@ -193,68 +194,6 @@ fn already_approved(call: &PendingApproval, caller: &Identity) -> bool {
         .is_some_and(|p| call.approvals.iter().any(|a| a.actor == p))
 }
 
-fn contains(haystack: &str, needle: &str) -> bool {
-    haystack.to_lowercase().contains(needle)
-}
-
-fn matches_text(call: &PendingApproval, summary: &str, needle: &str) -> bool {
-    let fields = [
-        call.tool.as_str(),
-        call.agent.as_deref().unwrap_or(""),
-        call.owner.as_deref().unwrap_or(""),
-        call.session_id.as_str(),
-        call.snapshot_id.as_str(),
-        summary,
-    ];
-    fields.iter().any(|f| contains(f, needle))
-        || contains(&Value::Object(call.interrupt.clone()).to_string(), needle)
-        || contains(&call.input.to_string(), needle)
-        || numbers_in(&call.input)
-            .iter()
-            .any(|n| spellings(n).iter().any(|s| contains(s, needle)))
-}
-
-/// The numbers of an input (top level and nested).
-fn numbers_in(input: &Value) -> Vec<f64> {
-    match input {
-        Value::Number(n) => n.as_f64().into_iter().collect(),
-        Value::Array(items) => items.iter().flat_map(numbers_in).collect(),
-        Value::Object(map) => map.values().flat_map(numbers_in).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// How people type a number: `25000`, `25,000`, `25,000.00`, `$25,000.00`.
-fn spellings(n: &f64) -> [String; 4] {
-    let grouped = group_thousands(*n, false);
-    let cents = format!("{}{:.2}", if *n < 0.0 { "-" } else { "" }, n.abs());
-    let grouped_cents = group_thousands(n.trunc(), false) + &cents[cents.len() - 3..];
-    let dollars = format!("${grouped}");
-    [cents, grouped, dollars, format!("${grouped_cents}")]
-}
-
-/// The amount of a hold `min`/`max` bound: the named numeric field, or the
-/// largest of the fields whose names say money.
-fn amount_of(call: &PendingApproval, field: Option<&str>) -> Option<f64> {
-    let map = call.input.as_object()?;
-    match field.filter(|f| !f.is_empty()) {
-        Some(f) => map.get(f).and_then(Value::as_f64),
-        None => map
-            .iter()
-            .filter(|(k, _)| is_amount_key(k))
-            .filter_map(|(_, v)| v.as_f64())
-            .reduce(f64::max),
-    }
-}
-
-/// Whether an escalation widened the hold (interrupt `escalatedTo`).
-fn escalated(call: &PendingApproval) -> bool {
-    call.interrupt
-        .get(ESCALATED_TO)
-        .and_then(Value::as_array)
-        .is_some_and(|to| !to.is_empty())
-}
-
 /// The numeric properties of an input schema.
 fn numeric_fields(schema: &Value) -> impl Iterator<Item = &String> {
     schema
@@ -268,49 +207,6 @@ fn numeric_fields(schema: &Value) -> impl Iterator<Item = &String> {
             ty.is_some_and(|t| numeric(t) || t.as_array().is_some_and(|a| a.iter().any(numeric)))
         })
         .map(|(k, _)| k)
-}
-
-/// The user's requests of held snapshots, by agent and snapshot id: a
-/// snapshot never changes, so each is read once (bounded; cleared when full).
-fn requests() -> &'static Mutex<HashMap<String, Arc<str>>> {
-    static REQUESTS: OnceLock<Mutex<HashMap<String, Arc<str>>>> = OnceLock::new();
-    REQUESTS.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// How many requests [`requests`] keeps.
-const REQUESTS_KEPT: usize = 50_000;
-
-/// The user's request that led to a held call: the last user text of its
-/// snapshot ("" when there is none or it cannot be read).
-async fn request_text(agent: &Agent, call: &PendingApproval) -> Arc<str> {
-    let key = format!("{}\u{1f}{}", agent.name(), call.snapshot_id);
-    if let Some(text) = requests().lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return text;
-    }
-    // The caller may see the hold (it was listed for it): its snapshot is read whole.
-    let Ok(snapshot) = agent.snapshot(&call.snapshot_id, Access::Full).await else {
-        return Arc::from("");
-    };
-    let text: Arc<str> = snapshot
-        .and_then(|s| s.state)
-        .and_then(|state| {
-            state
-                .messages
-                .iter()
-                .rev()
-                .filter(|m| m.role == Role::User)
-                .map(|m| m.text().trim().to_owned())
-                .find(|t| !t.is_empty())
-        })
-        .unwrap_or_default()
-        .into();
-    if let Ok(mut map) = requests().lock() {
-        if map.len() >= REQUESTS_KEPT {
-            map.clear();
-        }
-        map.insert(key, text.clone());
-    }
-    text
 }
 
 /// The sort key of a hold: its times and its ids, so that every hold has
@@ -337,6 +233,112 @@ fn compare(order: Order, a: &(i64, i64, String), b: &(i64, i64, String)) -> Orde
     }
 }
 
+/// The definitions of the agent's tools, by agent and tool name.
+type Definitions = BTreeMap<(String, String), ToolInfo>;
+
+/// Adds the definitions of `agent`'s tools.
+fn define_tools(agent: &Agent, definitions: &mut Definitions) {
+    for def in agent.tool_definitions() {
+        definitions.insert(
+            (agent.name().to_owned(), def.name.clone()),
+            ToolInfo {
+                description: def.description.clone(),
+                input_schema: def.input_schema.clone(),
+                output_schema: def.output_schema.clone(),
+            },
+        );
+    }
+}
+
+/// What the page says about every hold the caller may see, before the
+/// filters: the counts and the values the filters may name.
+#[derive(Default)]
+struct Facets {
+    counts: Counts,
+    /// Tools in the order first seen (sorted by [`Facets::sorted`]).
+    agents: BTreeMap<String, Vec<String>>,
+    /// Roles in the order first seen (sorted by [`Facets::sorted`]).
+    roles: Vec<String>,
+    requesters: BTreeSet<String>,
+    rules: BTreeSet<String>,
+    numeric: BTreeSet<String>,
+}
+
+impl Facets {
+    /// Counts `call` of `agent` and notes its tool, roles, requester,
+    /// rule and numeric input fields.
+    fn record(&mut self, agent: &str, call: &PendingApproval, for_me: bool, partial: bool, definitions: &Definitions) {
+        self.counts.waiting += 1;
+        self.counts.expired += usize::from(call.expired);
+        self.counts.partial += usize::from(partial);
+        self.counts.mine += usize::from(for_me);
+        let tools = self.agents.entry(agent.to_owned()).or_default();
+        if !tools.contains(&call.tool) {
+            tools.push(call.tool.clone());
+        }
+        for role in call.rule.iter().flat_map(|r| &r.approvers) {
+            if !self.roles.contains(role) {
+                self.roles.push(role.clone());
+            }
+        }
+        self.requesters.extend(call.owner.clone());
+        self.rules.extend(call.rule.as_ref().map(|r| r.rule.clone()));
+        if let Some(schema) = definitions
+            .get(&(agent.to_owned(), call.tool.clone()))
+            .and_then(|d| d.input_schema.as_ref())
+        {
+            self.numeric.extend(numeric_fields(schema).cloned());
+        }
+    }
+
+    /// The facets with their tools and roles sorted.
+    fn sorted(mut self) -> Self {
+        for tools in self.agents.values_mut() {
+            tools.sort();
+        }
+        self.roles.sort();
+        self
+    }
+}
+
+/// The items kept, sorted in `order`: the page after the cursor `after`
+/// of at most `limit` items, and the cursor of the next page when there
+/// is one.
+fn page_of(
+    items: Vec<InboxItem>,
+    order: Order,
+    after: Option<(i64, i64, String)>,
+    limit: usize,
+    keys: &KeyRing,
+) -> (Vec<InboxItem>, Option<String>) {
+    let mut keyed: Vec<((i64, i64, String), InboxItem)> = items.into_iter().map(|i| (key_of(&i), i)).collect();
+    keyed.sort_by(|a, b| compare(order, &a.0, &b.0));
+    let start = after.map_or(0, |after| {
+        keyed.partition_point(|(k, _)| compare(order, k, &after) != Ordering::Greater)
+    });
+    let rest = keyed.len() - start;
+    let page: Vec<((i64, i64, String), InboxItem)> = keyed.into_iter().skip(start).take(limit).collect();
+    let next_cursor = (rest > page.len())
+        .then(|| page.last().map(|(k, _)| encode_cursor(keys, Listing::Inbox, k)))
+        .flatten();
+    (page.into_iter().map(|(_, i)| i).collect(), next_cursor)
+}
+
+/// The definitions of the tools of the page's items, by agent and tool.
+fn tools_of(page: &[InboxItem], definitions: &Definitions) -> BTreeMap<String, BTreeMap<String, ToolInfo>> {
+    let mut tools: BTreeMap<String, BTreeMap<String, ToolInfo>> = BTreeMap::new();
+    for item in page {
+        let agent = item.call.agent.clone().unwrap_or_default();
+        if let Some(info) = definitions.get(&(agent.clone(), item.call.tool.clone())) {
+            tools
+                .entry(agent)
+                .or_default()
+                .insert(item.call.tool.clone(), info.clone());
+        }
+    }
+    tools
+}
+
 /// `GET /inbox?agent=&tool=&role=&expired=&mine=&partial=&q=&requester=&rule=&escalated=&amountField=&minAmount=&maxAmount=&minAge=&maxAge=&order=&cursor=&limit=`:
 /// the holds the caller may answer or watch, across its agents.
 pub(crate) async fn inbox(
@@ -354,15 +356,10 @@ pub(crate) async fn inbox(
         .filter(|q| !q.is_empty())
         .map(str::to_lowercase);
     let mut truncated = false;
-    let mut counts = Counts::default();
-    let mut agents_seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut roles_seen: Vec<String> = Vec::new();
-    let mut requesters: BTreeSet<String> = BTreeSet::new();
-    let mut rules_seen: BTreeSet<String> = BTreeSet::new();
-    let mut numeric: BTreeSet<String> = BTreeSet::new();
+    let mut facets = Facets::default();
     let now = Utc::now();
     let mut items: Vec<InboxItem> = Vec::new();
-    let mut definitions: BTreeMap<(String, String), ToolInfo> = BTreeMap::new();
+    let mut definitions = Definitions::new();
     for agent in agents_of(&state, &caller, query.agent.as_deref())? {
         let listed = agent
             .pending_for(
@@ -375,79 +372,18 @@ pub(crate) async fn inbox(
             )
             .await?;
         truncated |= listed.len() >= SCAN_LIMIT;
-        for def in agent.tool_definitions() {
-            definitions.insert(
-                (agent.name().to_owned(), def.name.clone()),
-                ToolInfo {
-                    description: def.description.clone(),
-                    input_schema: def.input_schema.clone(),
-                    output_schema: def.output_schema.clone(),
-                },
-            );
-        }
+        define_tools(agent, &mut definitions);
         for mut call in listed {
             call.agent = Some(agent.name().to_owned());
             let answerable = may_answer(&call, &caller, &roles);
             let for_me = answerable.is_ok() && !already_approved(&call, &caller) && !call.expired;
             let partial = !call.approvals.is_empty();
-            counts.waiting += 1;
-            counts.expired += usize::from(call.expired);
-            counts.partial += usize::from(partial);
-            counts.mine += usize::from(for_me);
-            let tools = agents_seen.entry(agent.name().to_owned()).or_default();
-            if !tools.contains(&call.tool) {
-                tools.push(call.tool.clone());
-            }
-            for role in call.rule.iter().flat_map(|r| &r.approvers) {
-                if !roles_seen.contains(role) {
-                    roles_seen.push(role.clone());
-                }
-            }
-            requesters.extend(call.owner.clone());
-            rules_seen.extend(call.rule.as_ref().map(|r| r.rule.clone()));
-            if let Some(schema) = definitions
-                .get(&(agent.name().to_owned(), call.tool.clone()))
-                .and_then(|d| d.input_schema.as_ref())
-            {
-                numeric.extend(numeric_fields(schema).cloned());
-            }
-            let waited = (now - call.held_since).num_seconds();
-            let amount = amount_of(&call, query.amount_field.as_deref());
-            let in_range =
-                |bound: Option<f64>, ok: fn(f64, f64) -> bool| bound.is_none_or(|b| amount.is_some_and(|a| ok(a, b)));
-            let keep = query.tool.as_deref().is_none_or(|t| t.is_empty() || t == call.tool)
-                && query.role.as_deref().is_none_or(|r| {
-                    r.is_empty()
-                        || call
-                            .rule
-                            .as_ref()
-                            .is_some_and(|rule| rule.approvers.iter().any(|a| a == r))
-                })
-                && query.expired.is_none_or(|e| e == call.expired)
-                && query.mine.is_none_or(|m| m == for_me)
-                && query.partial.is_none_or(|p| p == partial)
-                && query
-                    .requester
-                    .as_deref()
-                    .is_none_or(|r| r.is_empty() || call.owner.as_deref() == Some(r))
-                && query
-                    .rule
-                    .as_deref()
-                    .is_none_or(|r| r.is_empty() || call.rule.as_ref().is_some_and(|rule| rule.rule == r))
-                && query.escalated.is_none_or(|e| e == escalated(&call))
-                && in_range(query.min_amount, |a, b| a >= b)
-                && in_range(query.max_amount, |a, b| a <= b)
-                && query.min_age.is_none_or(|m| waited >= m)
-                && query.max_age.is_none_or(|m| waited <= m);
-            if !keep {
+            facets.record(agent.name(), &call, for_me, partial, &definitions);
+            if !query.keeps(&call, for_me, partial, now) {
                 continue;
             }
             let summary = call.summary();
-            let found = match needle.as_deref() {
-                None => true,
-                Some(n) => matches_text(&call, &summary, n) || contains(&request_text(agent, &call).await, n),
-            };
-            if found {
+            if search::found(agent, &call, &summary, needle.as_deref()).await {
                 items.push(InboxItem {
                     call,
                     summary,
@@ -457,42 +393,21 @@ pub(crate) async fn inbox(
             }
         }
     }
-    for tools in agents_seen.values_mut() {
-        tools.sort();
-    }
-    roles_seen.sort();
+    let facets = facets.sorted();
     let total = items.len();
-    let mut keyed: Vec<((i64, i64, String), InboxItem)> = items.into_iter().map(|i| (key_of(&i), i)).collect();
-    keyed.sort_by(|a, b| compare(query.order, &a.0, &b.0));
-    let start = after.map_or(0, |after| {
-        keyed.partition_point(|(k, _)| compare(query.order, k, &after) != Ordering::Greater)
-    });
-    let rest = keyed.len() - start;
-    let page: Vec<((i64, i64, String), InboxItem)> = keyed.into_iter().skip(start).take(limit).collect();
-    let next_cursor = (rest > page.len())
-        .then(|| page.last().map(|(k, _)| encode_cursor(state.keys(), Listing::Inbox, k)))
-        .flatten();
-    let mut tools: BTreeMap<String, BTreeMap<String, ToolInfo>> = BTreeMap::new();
-    for (_, item) in &page {
-        let agent = item.call.agent.clone().unwrap_or_default();
-        if let Some(info) = definitions.get(&(agent.clone(), item.call.tool.clone())) {
-            tools
-                .entry(agent)
-                .or_default()
-                .insert(item.call.tool.clone(), info.clone());
-        }
-    }
+    let (items, next_cursor) = page_of(items, query.order, after, limit, state.keys());
+    let tools = tools_of(&items, &definitions);
     Ok(reply(InboxPage {
-        items: page.into_iter().map(|(_, i)| i).collect(),
+        items,
         total,
         next_cursor,
-        counts,
+        counts: facets.counts,
         truncated,
-        agents: agents_seen,
-        roles: roles_seen,
-        requesters: requesters.into_iter().collect(),
-        rules: rules_seen.into_iter().collect(),
-        numeric_fields: numeric.into_iter().collect(),
+        agents: facets.agents,
+        roles: facets.roles,
+        requesters: facets.requesters.into_iter().collect(),
+        rules: facets.rules.into_iter().collect(),
+        numeric_fields: facets.numeric.into_iter().collect(),
         tools,
         caller: CallerInfo {
             principal: caller.principal().map(str::to_owned),
