@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Size limits of the non-test code under crates/*/src (issue 38).
+"""Size limits of the non-test code under crates/*/src and examples/*/src
+(issue 38).
 
 Usage: sizes.py [--files N] [--fns N] [ROOT...]
 
@@ -26,8 +27,8 @@ MAX_FN = opt('--fns', 80)
 # Crates whose code is tests (see the docstring).
 TEST_CRATES = {'holdpoint-testkit'}
 roots = args or sorted(
-    os.path.join('crates', c, 'src') for c in os.listdir('crates')
-    if os.path.isdir(os.path.join('crates', c, 'src')) and c not in TEST_CRATES)
+    os.path.join(top, c, 'src') for top in ('crates', 'examples') for c in os.listdir(top)
+    if os.path.isdir(os.path.join(top, c, 'src')) and c not in TEST_CRATES)
 
 TEST_MOD = re.compile(r'#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*(;|\{)')
 

@@ -147,7 +147,7 @@ fn not_found(snapshot_id: &str) -> Error {
 }
 
 fn fresh_session_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    crate::session::mint_id()
 }
 
 fn check_resumable(snapshot: &Snapshot) -> Result<()> {

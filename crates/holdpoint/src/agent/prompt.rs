@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::TurnHandler;
 use super::turn::Turn;
 use crate::error::Result;
-use crate::generate::{GenerateOptions, Toolset, generate_with};
+use crate::generate::{Caller, GenerateOptions, Toolset, generate_with};
 use crate::message::{Message, Part, Role};
 use crate::middleware::Middleware;
 use crate::model::{FinishReason, Model};
@@ -66,7 +66,7 @@ impl TurnHandler for PromptHandler {
         options.on_seam = Some(Arc::new(move |messages| seam_turn.record_seam(messages)));
         // The resume is lent from the turn's input, not copied.
         let resume = turn.input().resume.as_ref();
-        let generation = generate_with(options, resume, Arc::clone(&self.toolset), false).await?;
+        let generation = generate_with(options, resume, Arc::clone(&self.toolset), Caller::Turn).await?;
         let finish = generation.response.finish_reason.unwrap_or(FinishReason::Stop);
         turn.set_messages(generation.messages);
         turn.finish(generation.response.message, finish);

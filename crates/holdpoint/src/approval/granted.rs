@@ -78,7 +78,7 @@ impl RuleGate {
                 Err(_) => String::new(),
             };
             let record = AuditRecord {
-                id: uuid::Uuid::new_v4().to_string(),
+                id: crate::session::mint_id(),
                 at: now,
                 principal: principal.map(str::to_owned),
                 actor: Some(grant.granted_by.clone()),

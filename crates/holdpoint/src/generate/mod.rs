@@ -161,21 +161,31 @@ impl Generation {
 pub async fn generate(mut options: GenerateOptions) -> Result<Generation> {
     let toolset = Arc::new(Toolset::new(&options.tools));
     let resume = options.resume.take();
-    generate_with(options, resume.as_ref(), toolset, true).await
+    generate_with(options, resume.as_ref(), toolset, Caller::Generate).await
+}
+
+/// Who runs the loop, which decides what it does for its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// [`generate`] itself: the resume is checked against the history
+    /// here, and the response keeps the last request.
+    Generate,
+    /// An agent's turn: its resume was checked by the decision path
+    /// before its claim (`agent/decide.rs`), so it is not checked again;
+    /// each model call gets the request without a copy being kept (turns
+    /// never read it).
+    Turn,
 }
 
 /// [`generate`] with the tool set built beforehand from `options.tools`
 /// (prompt agents build theirs once) and the resume lent rather than moved
-/// in (`options.resume` is ignored; a turn's input keeps its own). With
-/// `keep_request` false the response's `request` stays `None`, and each
-/// model call gets the request without a copy being kept (agent turns
-/// never read it).
+/// in (`options.resume` is ignored; a turn's input keeps its own).
 pub(crate) async fn generate_with(
     options: GenerateOptions,
     resume: Option<&Resume>,
     toolset: Arc<Toolset>,
-    keep_request: bool,
+    caller: Caller,
 ) -> Result<Generation> {
     let span = tracing::info_span!("generate", model = %options.model.name());
-    run::run(options, resume, toolset, keep_request).instrument(span).await
+    run::run(options, resume, toolset, caller).instrument(span).await
 }

@@ -11,14 +11,15 @@ use crate::model::Usage;
 
 use super::dispatch::{Dispatcher, Toolset};
 use super::iteration::{Loop, Step, iteration};
-use super::{GenerateOptions, Generation, Resume, resume};
+use super::{Caller, GenerateOptions, Generation, Resume, resume};
 
 pub(super) async fn run(
     options: GenerateOptions,
     resume: Option<&Resume>,
     tools: Arc<Toolset>,
-    keep_request: bool,
+    caller: Caller,
 ) -> Result<Generation> {
+    let keep_request = caller == Caller::Generate;
     let mut lp = Loop {
         model: options.model,
         system: options.system,
@@ -38,7 +39,7 @@ pub(super) async fn run(
     };
     let mut history = options.messages;
     let on_seam = options.on_seam;
-    let result = run_loop(&mut lp, &mut history, resume, options.max_turns).await;
+    let result = run_loop(&mut lp, &mut history, resume, options.max_turns, caller).await;
     if result.is_err()
         && let (Some(hook), Some(at)) = (on_seam, lp.seam)
         && let Some(kept) = history.get(..at)
@@ -55,12 +56,15 @@ async fn run_loop(
     history: &mut Vec<Message>,
     resume: Option<&Resume>,
     max_turns: u32,
+    caller: Caller,
 ) -> Result<Generation> {
     match resume {
         // The history as given is where a failed loop without a resume
         // goes back to: nothing of this loop ran yet.
         None => lp.seam(history),
-        Some(resume) => resume::validate(history, resume)?,
+        // A turn's resume was checked before its claim.
+        Some(resume) if caller == Caller::Generate => resume::validate(history, resume)?,
+        Some(_) => {}
     }
     if let Some(resume) = resume {
         match resume::apply(history, resume, &lp.dispatcher, lp.index).await? {

@@ -43,7 +43,10 @@ pub fn prepare_row(id: &str, existing: Option<&Snapshot>, mut next: Snapshot) ->
     Ok(next)
 }
 
-/// A fresh snapshot id.
+/// A fresh id for a snapshot, session, audit row or grant: a UUIDv7,
+/// time-ordered (its first 48 bits are the Unix time in milliseconds) so
+/// a store's index inserts land at the right edge of its B-tree rather
+/// than at random pages, with 74 random bits after.
 pub fn mint_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    uuid::Uuid::now_v7().to_string()
 }

@@ -57,7 +57,7 @@ fn record(
         None => reason,
     };
     Some(AuditRecord {
-        id: uuid::Uuid::new_v4().to_string(),
+        id: crate::session::mint_id(),
         at: Utc::now(),
         principal: ctx.principal.map(str::to_owned),
         actor: ctx.actor.map(str::to_owned),
