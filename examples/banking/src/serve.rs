@@ -2,7 +2,7 @@
 //! approval page at `/`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use holdpoint::Model;
@@ -10,6 +10,7 @@ use holdpoint::agent::AgentBuilder;
 use holdpoint::approval::Policy;
 use holdpoint::session::SessionStore;
 use holdpoint_deploy::Config;
+use holdpoint_receipt::ReceiptSigner;
 use holdpoint_server::{Metrics, Server};
 
 /// What `serve` needs, validated.
@@ -62,6 +63,44 @@ pub fn apply_policy(builder: AgentBuilder, policy: Option<Policy>) -> AgentBuild
     banking::with_policy(builder, policy)
 }
 
+/// The approval receipt signer of `data_dir` (its keys created on first
+/// use), made the transfer service's requirement, and its public keys as
+/// published.
+fn receipts(data_dir: &Path) -> Result<(Arc<ReceiptSigner>, serde_json::Value), String> {
+    let receipts = Arc::new(
+        ReceiptSigner::load_or_create(data_dir)
+            .map_err(|e| format!("approval receipt keys in {}: {e}", data_dir.display()))?,
+    );
+    banking::service::require_receipts(receipts.jwks());
+    let receipt_keys = serde_json::to_value(receipts.jwks()).map_err(|e| e.to_string())?;
+    Ok((receipts, receipt_keys))
+}
+
+/// Prints where the agents and the approval page are, the configuration
+/// file's summary, and what requests need.
+fn announce(bound: SocketAddr, file: Option<&Config>, authenticated: bool) {
+    println!(
+        "serving {} at http://{bound}/agents/{}",
+        banking::AGENT_NAME,
+        banking::AGENT_NAME
+    );
+    println!(
+        "serving {} at http://{bound}/agents/{} (it hands account operations to {})",
+        banking::SUPPORT_AGENT_NAME,
+        banking::SUPPORT_AGENT_NAME,
+        banking::AGENT_NAME
+    );
+    println!("approval page: http://{bound}/");
+    if let Some(c) = file {
+        println!("{}", c.summary());
+    }
+    if authenticated {
+        println!("requests need an API key (X-API-Key header, or enter it on the page) or a bearer token");
+    } else {
+        println!("no --api-key: anonymous access is allowed because the server listens on loopback only");
+    }
+}
+
 /// Says where to go, and serves until Ctrl-C.
 pub async fn run(config: ServeConfig) -> Result<(), String> {
     let file = config.config.as_ref();
@@ -79,12 +118,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     // Approval receipts: signed with keys kept in the data directory,
     // published at /.well-known/holdpoint-receipts.json, and required by
     // the transfer service before money moves (docs/reference.md §20).
-    let receipts = Arc::new(
-        holdpoint_receipt::ReceiptSigner::load_or_create(&config.data_dir)
-            .map_err(|e| format!("approval receipt keys in {}: {e}", config.data_dir.display()))?,
-    );
-    banking::service::require_receipts(receipts.jwks());
-    let receipt_keys = serde_json::to_value(receipts.jwks()).map_err(|e| e.to_string())?;
+    let (receipts, receipt_keys) = receipts(&config.data_dir)?;
     let builder = banking::builder(config.model, Some(Arc::clone(&store)))
         .map_err(|e| e.to_string())?
         .receipts(receipts)
@@ -129,26 +163,7 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
     let server = builder.build().map_err(|e| e.to_string())?;
     let listener = config.listener;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    println!(
-        "serving {} at http://{bound}/agents/{}",
-        banking::AGENT_NAME,
-        banking::AGENT_NAME
-    );
-    println!(
-        "serving {} at http://{bound}/agents/{} (it hands account operations to {})",
-        banking::SUPPORT_AGENT_NAME,
-        banking::SUPPORT_AGENT_NAME,
-        banking::AGENT_NAME
-    );
-    println!("approval page: http://{bound}/");
-    if let Some(c) = file {
-        println!("{}", c.summary());
-    }
-    if authenticated {
-        println!("requests need an API key (X-API-Key header, or enter it on the page) or a bearer token");
-    } else {
-        println!("no --api-key: anonymous access is allowed because the server listens on loopback only");
-    }
+    announce(bound, file, authenticated);
     // Under `genkit start` (GENKIT_ENV=dev) the Genkit CLI finds the agent too.
     #[cfg(feature = "reflection")]
     let _reflection = holdpoint_reflection::start_if_dev(&server).await;
