@@ -46,7 +46,10 @@ pub fn prepare_row(id: &str, existing: Option<&Snapshot>, mut next: Snapshot) ->
 /// A fresh id for a snapshot, session, audit row or grant: a UUIDv7,
 /// time-ordered (its first 48 bits are the Unix time in milliseconds) so
 /// a store's index inserts land at the right edge of its B-tree rather
-/// than at random pages, with 74 random bits after.
+/// than at random pages, with 74 random bits after (no counter: ids
+/// minted within one millisecond are not ordered among themselves, which
+/// nothing relies on; the shared counter of `Uuid::now_v7` costs a third
+/// more instructions per id).
 pub fn mint_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext)).to_string()
 }

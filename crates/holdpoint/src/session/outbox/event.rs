@@ -101,7 +101,7 @@ impl OutboxEvent {
     ) -> Self {
         let now = Utc::now();
         OutboxEvent {
-            id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
+            id: format!("msg_{}", uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext)).simple()),
             kind: kind.to_owned(),
             timer: false,
             snapshot_id: snapshot_id.to_owned(),
