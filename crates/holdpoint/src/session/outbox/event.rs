@@ -101,7 +101,10 @@ impl OutboxEvent {
     ) -> Self {
         let now = Utc::now();
         OutboxEvent {
-            id: format!("msg_{}", uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext)).simple()),
+            id: format!(
+                "msg_{}",
+                uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext)).simple()
+            ),
             kind: kind.to_owned(),
             timer: false,
             snapshot_id: snapshot_id.to_owned(),
