@@ -188,7 +188,7 @@ pub fn setup_subagent(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent,
 /// [`setup`] under a one-rule approval policy with a quorum of two: each
 /// hold is answered through `Agent::answer` by two distinct approvers
 /// with the `finance` role, the first approval recorded as partial (see
-/// [`Driver::Answered`]). Self-approval is off (the sessions have no
+/// [`Driver::Answered`](crate::drive::Driver::Answered)). Self-approval is off (the sessions have no
 /// owner, so it would not apply anyway).
 pub fn setup_with_quorum(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent, TransferTool)> {
     let policy = holdpoint::approval::Policy::new([holdpoint::approval::RuleSpec {

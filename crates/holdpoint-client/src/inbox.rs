@@ -190,7 +190,7 @@ pub struct InboxPage {
 #[non_exhaustive]
 pub struct InboxItem {
     /// The paused call (with its `agent`); answer it with
-    /// [`RemoteAgent::approve`] or [`RemoteAgent::deny`] on that agent.
+    /// [`RemoteAgent::approve`](crate::RemoteAgent::approve) or [`RemoteAgent::deny`](crate::RemoteAgent::deny) on that agent.
     #[serde(flatten)]
     pub call: PendingApproval,
     /// Whether the caller may answer it, has not approved it and it has

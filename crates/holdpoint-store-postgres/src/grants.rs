@@ -104,7 +104,7 @@ async fn write_back(conn: &mut PgConnection, grant: &Grant) -> Result<()> {
 }
 
 /// Spends one use of grant `id` and appends `audit` (see
-/// `SessionStore::use_grant`).
+/// `GrantStore::use_grant`).
 pub(crate) async fn spend(pool: &PgPool, id: &str, now: DateTime<Utc>, audit: &[AuditRecord]) -> Result<Option<Grant>> {
     let what = format!("use grant {id}");
     let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
@@ -117,7 +117,7 @@ pub(crate) async fn spend(pool: &PgPool, id: &str, now: DateTime<Utc>, audit: &[
     Ok(Some(next))
 }
 
-/// Revokes grant `id` (see `SessionStore::revoke_grant`).
+/// Revokes grant `id` (see `GrantStore::revoke_grant`).
 pub(crate) async fn revoke(pool: &PgPool, id: &str, by: &str, at: DateTime<Utc>) -> Result<Option<Grant>> {
     let what = format!("revoke grant {id}");
     let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
@@ -133,7 +133,7 @@ pub(crate) async fn revoke(pool: &PgPool, id: &str, by: &str, at: DateTime<Utc>)
 }
 
 /// Runs `update` on row `id` and, when it writes a row, commits it with
-/// `audit` in one transaction (see `SessionStore::save_snapshot_audited`).
+/// `audit` in one transaction (see `AuditStore::save_snapshot_audited`).
 pub(crate) async fn save_audited(
     pool: &PgPool,
     id: &str,

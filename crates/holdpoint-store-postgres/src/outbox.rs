@@ -60,7 +60,7 @@ async fn write_back(conn: &mut PgConnection, event: &OutboxEvent, token: Option<
     Ok(())
 }
 
-/// Claims up to `limit` due rows (see `SessionStore::claim_outbox`) in
+/// Claims up to `limit` due rows (see `OutboxStore::claim_outbox`) in
 /// one statement: rows another replica holds locked are skipped, not
 /// waited for, and each claimed row's lease, token and attempt count are
 /// written in the same statement (the batch shares one fresh token, which
@@ -115,7 +115,7 @@ async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<(OutboxEvent
     found.map(|(d, t)| Ok((decode_outbox(&d)?, t))).transpose()
 }
 
-/// Ends a claimed row's attempt (see `SessionStore::settle_outbox`).
+/// Ends a claimed row's attempt (see `OutboxStore::settle_outbox`).
 pub(crate) async fn settle(pool: &PgPool, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
     let err = |e| store_error(&format!("settle outbox event {id}"), e);
     let mut tx = pool.begin().await.map_err(err)?;
@@ -131,7 +131,7 @@ pub(crate) async fn settle(pool: &PgPool, id: &str, token: &str, outcome: Outbox
 }
 
 /// Ends a batch of claimed rows' attempts in one transaction (see
-/// `SessionStore::settle_outbox_batch`): the rows are read and locked with
+/// `OutboxStore::settle_outbox_batch`): the rows are read and locked with
 /// one statement and written back with another.
 pub(crate) async fn settle_batch(pool: &PgPool, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
     let err = |e| store_error("settle outbox events", e);

@@ -14,7 +14,7 @@ use crate::error::store_error;
 
 type Walked = (String, String, Option<String>, i64, i64);
 
-/// Runs one prune step (see `SessionStore::prune_sessions`).
+/// Runs one prune step (see `PruneStore::prune_sessions`).
 pub(crate) async fn step(pool: &PgPool, request: &PruneRequest) -> Result<PruneOutcome> {
     request.check()?;
     let err = |e| store_error("prune sessions", e);

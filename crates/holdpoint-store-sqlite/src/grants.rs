@@ -106,7 +106,7 @@ pub(crate) fn list(conn: &Connection, query: &GrantQuery) -> Result<Vec<Grant>> 
 }
 
 /// Spends one use of grant `id` and appends `audit` (see
-/// `SessionStore::use_grant`).
+/// `GrantStore::use_grant`).
 pub(crate) fn spend(conn: &Connection, id: &str, now: DateTime<Utc>, audit: &[AuditRecord]) -> Result<Option<Grant>> {
     let Some(next) = get(conn, id)?.and_then(|g| g.used_once(now)) else {
         return Ok(None);
@@ -117,7 +117,7 @@ pub(crate) fn spend(conn: &Connection, id: &str, now: DateTime<Utc>, audit: &[Au
     Ok(Some(next))
 }
 
-/// Revokes grant `id` (see `SessionStore::revoke_grant`).
+/// Revokes grant `id` (see `GrantStore::revoke_grant`).
 pub(crate) fn revoke(conn: &Connection, id: &str, by: &str, at: DateTime<Utc>) -> Result<Option<Grant>> {
     let Some(grant) = get(conn, id)? else {
         return Ok(None);
@@ -132,7 +132,7 @@ pub(crate) fn revoke(conn: &Connection, id: &str, by: &str, at: DateTime<Utc>) -
 }
 
 /// Runs `update` on row `id` and, when it writes a row, writes it with
-/// `audit` (see `SessionStore::save_snapshot_audited`).
+/// `audit` (see `AuditStore::save_snapshot_audited`).
 pub(crate) fn save_audited(
     conn: &Connection,
     id: &str,

@@ -65,7 +65,7 @@ fn write_back(conn: &Connection, event: &OutboxEvent, token: Option<&str>) -> Re
     Ok(())
 }
 
-/// Claims up to `limit` due rows (see `SessionStore::claim_outbox`).
+/// Claims up to `limit` due rows (see `OutboxStore::claim_outbox`).
 pub(crate) fn claim(
     conn: &Connection,
     now: DateTime<Utc>,
@@ -117,7 +117,7 @@ fn stored(conn: &Connection, id: &str) -> Result<Option<(OutboxEvent, Option<Str
     found.map(|(d, t)| Ok((decode_outbox(&d)?, t))).transpose()
 }
 
-/// Ends a claimed row's attempt (see `SessionStore::settle_outbox`).
+/// Ends a claimed row's attempt (see `OutboxStore::settle_outbox`).
 pub(crate) fn settle(conn: &Connection, id: &str, token: &str, outcome: OutboxOutcome) -> Result<()> {
     let Some((mut event, held)) = stored(conn, id)? else {
         return Err(Error::NotFound(format!("outbox event {id} not found")));
@@ -130,7 +130,7 @@ pub(crate) fn settle(conn: &Connection, id: &str, token: &str, outcome: OutboxOu
 }
 
 /// Ends a batch of claimed rows' attempts, all in the writer's one
-/// transaction (see `SessionStore::settle_outbox_batch`); a settle whose
+/// transaction (see `OutboxStore::settle_outbox_batch`); a settle whose
 /// claim was lost fails alone.
 pub(crate) fn settle_batch(conn: &Connection, settles: Vec<OutboxSettle>) -> Result<Vec<Result<()>>> {
     Ok(settles

@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 
 use crate::error::store_error;
 
-/// Runs one prune step (see `SessionStore::prune_sessions`).
+/// Runs one prune step (see `PruneStore::prune_sessions`).
 pub(crate) fn step(conn: &Connection, request: &PruneRequest) -> Result<PruneOutcome> {
     let after = request.after.as_deref().unwrap_or("");
     let walked: Vec<Candidate> = conn

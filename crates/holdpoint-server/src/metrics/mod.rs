@@ -11,7 +11,7 @@
 //! | `holdpoint_turns_total` | counter | `agent`, `finish_reason` | every turn the server ran (JSON, SSE, WebSocket) |
 //! | `holdpoint_turn_errors_total` | counter | `agent`, `status` | turns that ended `failed` (still HTTP 200), by their error's status |
 //! | `holdpoint_turns_running` | gauge | | turns in flight |
-//! | `holdpoint_pending_approvals` | gauge | `agent` | sessions paused waiting for an answer (counted by the store at scrape time, [`SessionStore::count_waiting`]) |
+//! | `holdpoint_pending_approvals` | gauge | `agent` | sessions paused waiting for an answer (counted by the store at scrape time, [`SnapshotListing::count_waiting`](holdpoint::session::SnapshotListing::count_waiting)) |
 //! | `holdpoint_pending_oldest_seconds` | gauge | `agent` | how long the oldest of them has waited |
 //! | `holdpoint_approval_wait_seconds` | histogram | `agent` | held → answered, for resumes the server ran (from the paused snapshot's time) |
 //! | `holdpoint_tool_calls_total` | counter | `tool`, `outcome` | with [`Metrics::middleware`] installed: `output`, `interrupt`, `failed`, `error` |

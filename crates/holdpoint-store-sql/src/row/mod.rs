@@ -399,7 +399,7 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
 }
 
 /// The statement behind
-/// [`SessionStore::count_waiting`](holdpoint::session::SessionStore::count_waiting) in
+/// [`SnapshotListing::count_waiting`](holdpoint::session::SnapshotListing::count_waiting) in
 /// the SQL stores: one row of `count(*)` and `min(s.created_at_ns)` over
 /// the sessions waiting for an answer (of `agent`, when given), with the
 /// terms of a `waiting_only` listing, so it reads the partial index of

@@ -1,4 +1,4 @@
-//! `SessionStore::abort`: pending rows become `aborting`, others stay.
+//! `SessionStoreExt::abort`: pending rows become `aborting`, others stay.
 
 use std::sync::Arc;
 
