@@ -170,8 +170,9 @@ pub(crate) enum Caller {
     /// [`generate`] itself: the resume is checked against the history
     /// here, and the response keeps the last request.
     Generate,
-    /// An agent's turn: its resume was checked by the decision path
-    /// before its claim (`agent/decide.rs`), so it is not checked again;
+    /// An agent's turn: a resume that answers anything was checked by
+    /// the decision path before its claim (`agent/decide.rs`), so it is
+    /// not checked again;
     /// each model call gets the request without a copy being kept (turns
     /// never read it).
     Turn,

@@ -62,8 +62,10 @@ async fn run_loop(
         // The history as given is where a failed loop without a resume
         // goes back to: nothing of this loop ran yet.
         None => lp.seam(history),
-        // A turn's resume was checked before its claim.
-        Some(resume) if caller == Caller::Generate => resume::validate(history, resume)?,
+        // A turn's resume that answers anything was checked before its
+        // claim (`agent/decide.rs`); an empty one claims nothing and is
+        // checked here, as `generate` checks every resume.
+        Some(resume) if caller == Caller::Generate || resume.is_empty() => resume::validate(history, resume)?,
         Some(_) => {}
     }
     if let Some(resume) = resume {
