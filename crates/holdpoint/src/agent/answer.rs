@@ -182,19 +182,13 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
         .await
         .map_err(|e| explain_misfit(e, &call))?;
     let approve = answer.decision == AnswerKind::Approve;
+    // The grant asked for is checked whole, and a store without grants
+    // refused, before the answer resumes anything.
     let grant = match &answer.grant {
-        Some(request) => Some(
-            super::grant_answer::prepare(
-                agent,
-                agent.require_grants()?.as_ref(),
-                request,
-                &call,
-                approve,
-                actor.as_deref(),
-                &roles,
-            )
-            .await?,
-        ),
+        Some(request) => Some((
+            std::sync::Arc::clone(agent.require_grants()?),
+            super::grant_answer::prepare(agent, request, &call, approve, actor.as_deref(), &roles)?,
+        )),
         None => None,
     };
     if let (true, Some(rule), Some(actor)) = (approve, &call.rule, &actor)
@@ -223,8 +217,8 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
     }
     let out = agent.drive(session, input, run_context, None).await?;
     match grant {
-        Some(grant) => {
-            agent.require_grants()?.insert_grant(grant.clone()).await?;
+        Some((grants, grant)) => {
+            grants.insert_grant(grant.clone()).await?;
             Ok(Answered::Granted {
                 output: Box::new(out),
                 grant: Box::new(grant),

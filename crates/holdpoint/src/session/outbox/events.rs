@@ -61,7 +61,7 @@ fn call_events(row: &Snapshot, part: &Part, now: DateTime<Utc>, out: &mut Vec<Ou
     // What the timers need is read before the interrupt moves into the
     // event's data.
     let timers = Timers::of(part, &interrupt);
-    let data = hold_data(row, part, req, interrupt);
+    let data = hold_data(row, part, req, interrupt, timers.expires_at);
     let event = |kind: &str, data: Value, due: DateTime<Utc>| {
         OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)
     };
@@ -74,7 +74,13 @@ fn call_events(row: &Snapshot, part: &Part, now: DateTime<Utc>, out: &mut Vec<Ou
 /// The data of a hold's events: where it is, the call (its input masked
 /// as receivers see it, docs/reference.md §22.1), who answers it, when it
 /// expires, and the tool's preview.
-fn hold_data(row: &Snapshot, part: &Part, req: &ToolRequest, interrupt: Map<String, Value>) -> Value {
+fn hold_data(
+    row: &Snapshot,
+    part: &Part,
+    req: &ToolRequest,
+    interrupt: Map<String, Value>,
+    expires_at: Option<DateTime<Utc>>,
+) -> Value {
     // The rule on the part names the approvers; rows written before the
     // rule moved out of the interrupt data carry them there.
     let approvers = part
@@ -108,7 +114,7 @@ fn hold_data(row: &Snapshot, part: &Part, req: &ToolRequest, interrupt: Map<Stri
         "decisions": [],
     });
     if let Some(obj) = data.as_object_mut() {
-        if let Some(at) = part.expires_at() {
+        if let Some(at) = expires_at {
             obj.insert("expiresAt".into(), Value::String(rfc3339(at)));
         }
         // The tool's preview (its summary is the headline) and why the
