@@ -136,7 +136,6 @@ mod server;
 mod shutdown;
 pub mod signing;
 mod state;
-mod turns;
 
 pub use auth::{LoginError, PageLogin};
 pub use error::ApiError;

@@ -83,7 +83,7 @@ pub(crate) async fn answer(
             counted: None,
             quorum: None,
             approvals: None,
-            output: Some(crate::turns::masked(*out)),
+            output: Some(crate::routes::agents::masked(*out)),
             grant: None,
         },
         Answered::Granted { output, grant } => AnswerResult {
@@ -91,7 +91,7 @@ pub(crate) async fn answer(
             counted: None,
             quorum: None,
             approvals: None,
-            output: Some(crate::turns::masked(*output)),
+            output: Some(crate::routes::agents::masked(*output)),
             grant: Some(*grant),
         },
     };

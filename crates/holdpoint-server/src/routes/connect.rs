@@ -22,7 +22,7 @@ use crate::envelope::{ApiPath, ConnectInit, decode_json};
 use crate::error::{ApiError, http_status};
 use crate::metrics::Metrics;
 use crate::state::AppState;
-use crate::turns::claim_conflict;
+use crate::routes::agents::claim_conflict;
 
 /// How long the client has to send its init message.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);

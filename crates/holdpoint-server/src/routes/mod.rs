@@ -23,7 +23,7 @@
 //! the server's own origin.
 
 mod a2a;
-mod agents;
+pub(crate) mod agents;
 mod agui;
 mod answer;
 mod connect;

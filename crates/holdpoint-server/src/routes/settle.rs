@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::metrics::TurnMeta;
 use crate::routes::pending::{ListQuery, access, caller_query, roles};
 use crate::state::AppState;
-use crate::turns::{claim_conflict, spawn_turn};
+use crate::routes::agents::{reply_to, spawn_turn};
 
 /// `GET /agents/{name}/inDoubt?sessionId=&limit=`: the calls in doubt the
 /// caller may settle, newest first, each with the decisions recorded for
@@ -60,9 +60,6 @@ pub(crate) async fn settle(
     let out = spawn_turn(&state, agent, meta, move |agent| async move {
         agent.settle(&snapshot_id, resume, context).await
     })
-    .await?;
-    if let Some(err) = claim_conflict(&out) {
-        return Ok(ApiError::from(err.clone()).into_response());
-    }
-    Ok(reply(out).into_response())
+    .await;
+    Ok(reply_to(out))
 }

@@ -39,7 +39,7 @@ use crate::error::ApiError;
 use crate::metrics::TurnMeta;
 use crate::routes::agui::resume;
 use crate::state::AppState;
-use crate::turns::{self, claim_conflict};
+use crate::routes::agents::{self as turns, claim_conflict};
 
 pub(crate) use self::card::card;
 
@@ -325,7 +325,8 @@ impl Ctx {
                     self.meta(),
                 )
                 .await
-                .map_err(|e| RpcError::from_status(e.status(), e.message().to_owned()))?;
+                .or_else(holdpoint::Error::into_failed_output)
+                .map_err(|e| RpcError::from_status(e.status(), e.to_string()))?;
                 check_output(&out, held.as_deref())?;
             }
             Turn::Approve { snapshot, call } => self.approve(&snapshot, &call).await?,

@@ -22,7 +22,7 @@ use super::error::RpcError;
 use super::task::{self, State as TaskState, View};
 use super::{Ctx, Turn, check_output, rpc_json, task_id};
 use crate::routes::WAIT_MAX;
-use crate::turns::{self, TurnEvent};
+use crate::routes::agents::{self as turns, TurnEvent};
 
 /// How often `SubscribeToTask` reads the task.
 const POLL: Duration = Duration::from_millis(200);

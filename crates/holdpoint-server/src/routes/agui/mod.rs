@@ -44,7 +44,7 @@ use crate::envelope::{ApiJson, ApiPath};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
 use crate::state::AppState;
-use crate::turns::{self, TurnEvent, claim_conflict};
+use crate::routes::agents::{self as turns, TurnEvent, claim_conflict};
 
 /// AG-UI's `RunAgentInput`: the fields this endpoint reads (the rest —
 /// `tools`, `context`, `state`, `forwardedProps` — is accepted and

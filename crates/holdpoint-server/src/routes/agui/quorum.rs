@@ -17,7 +17,7 @@ use super::events::{self, Translator};
 use super::resume::{EntryStatus, ResumeEntry};
 use super::{Stream, input_schema, models_in};
 use crate::auth::Identity;
-use crate::turns::TurnEvent;
+use crate::routes::agents::TurnEvent;
 
 /// The open call a resume approves toward its quorum: the only open call,
 /// under a rule that needs more than one approver, answered `resolved`
