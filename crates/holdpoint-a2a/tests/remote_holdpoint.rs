@@ -202,7 +202,7 @@ async fn denying_cancels_the_remote_task() {
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task:#}");
 }
 
-/// An approver's answer (`Agent::answer`, what the inbox and `holdpoint
+/// An approver's answer (`Decisions::answer`, what the inbox and `holdpoint
 /// approve` send) answers the remote task through the tool's approval
 /// reply, and a denial's reason reaches the model.
 #[tokio::test]
@@ -215,6 +215,7 @@ async fn an_approvers_answer_reaches_the_remote_task() {
     let (snapshot, _) = held(&path, &remote).await;
     let agent = root(&path, &remote.url).await;
     let answered = agent
+        .decisions()
         .answer(Answer::approve(snapshot), Caller::anonymous())
         .await
         .unwrap();
@@ -229,6 +230,7 @@ async fn an_approvers_answer_reaches_the_remote_task() {
     let task_id = part.interrupt_data().unwrap()["taskId"].as_str().unwrap().to_owned();
     let agent = root(&path, &remote.url).await;
     let answered = agent
+        .decisions()
         .answer(Answer::deny(snapshot, Some("over the limit")), Caller::anonymous())
         .await
         .unwrap();

@@ -273,7 +273,7 @@ async fn the_sdk_agents_question_is_a_hold_answered_once_across_a_restart() {
 }
 
 /// A text answer is a text part on the task; an approver's denial
-/// (`Agent::answer`, as the inbox and `holdpoint approve` send it) cancels
+/// (`Decisions::answer`, as the inbox and `holdpoint approve` send it) cancels
 /// the SDK's task and reaches nothing else.
 #[tokio::test]
 async fn a_text_answer_and_an_approvers_denial_reach_the_sdk_task() {
@@ -299,6 +299,7 @@ async fn a_text_answer_and_an_approvers_denial_reach_the_sdk_task() {
     let h = held(&path, &desk).await;
     let agent = root(&path, &desk).await;
     let answered = agent
+        .decisions()
         .answer(Answer::deny(h.snapshot, Some("wrong account")), Caller::anonymous())
         .await
         .unwrap();

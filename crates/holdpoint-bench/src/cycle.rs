@@ -186,7 +186,7 @@ pub fn setup_subagent(store: Arc<dyn SessionStore>) -> holdpoint::Result<(Agent,
 }
 
 /// [`setup`] under a one-rule approval policy with a quorum of two: each
-/// hold is answered through `Agent::answer` by two distinct approvers
+/// hold is answered through `Decisions::answer` by two distinct approvers
 /// with the `finance` role, the first approval recorded as partial (see
 /// [`Driver::Answered`](crate::drive::Driver::Answered)). Self-approval is off (the sessions have no
 /// owner, so it would not apply anyway).
@@ -215,7 +215,7 @@ pub const ECHOED: &str = "Transfer $500 to savings";
 /// `@modelcontextprotocol/server-everything` started over stdio (`node
 /// {server_js} stdio`), its `echo` tool (`everything_echo`) held by a
 /// one-rule approval policy; the model calls it, an approver answers the
-/// hold through `Agent::answer`, the server echoes, and turn 2 reports the
+/// hold through `Decisions::answer`, the server echoes, and turn 2 reports the
 /// echo. The server stays connected while the returned [`McpServer`](holdpoint_mcp::McpServer) lives.
 pub async fn setup_mcp(
     store: Arc<dyn SessionStore>,

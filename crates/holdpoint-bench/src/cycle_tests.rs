@@ -20,6 +20,7 @@ async fn a_quorum_cycle_records_one_approval_then_resumes_on_the_second() {
     let session = paused.session_id.clone();
     driver.approve(&tool, paused).await.unwrap();
     let trail = agent
+        .decisions()
         .audit(AuditQuery {
             session_id: Some(session),
             ..AuditQuery::default()

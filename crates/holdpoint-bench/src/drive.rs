@@ -32,7 +32,7 @@ pub enum Driver {
     Direct(Agent),
     /// `POST {uri}` (`/agents/bankingAgent` on a local server).
     Http(HttpClient),
-    /// `Agent::run`, each hold answered through `Agent::answer` by these
+    /// `Agent::run`, each hold answered through `Decisions::answer` by these
     /// approvers in turn (principals with the `finance` role): every answer
     /// but the last must be recorded as a partial approval, the last must
     /// resume the session to the text `expect`.
@@ -215,6 +215,7 @@ impl Answerers {
         for (n, who) in partial.iter().enumerate() {
             let answered = self
                 .agent
+                .decisions()
                 .answer(Answer::approve(&paused.snapshot_id), approver(who))
                 .await?;
             let Answered::Recorded { call, counted } = answered else {
@@ -230,6 +231,7 @@ impl Answerers {
         }
         let answered = self
             .agent
+            .decisions()
             .answer(Answer::approve(&paused.snapshot_id), approver(last))
             .await?;
         let latency = started.elapsed();

@@ -73,7 +73,7 @@ struct Args {
     #[arg(long)]
     policy: bool,
     /// Govern the agent with a one-rule policy of quorum 2: two distinct
-    /// approvers answer each hold through `Agent::answer`, the first
+    /// approvers answer each hold through `Decisions::answer`, the first
     /// answer recorded as a partial approval, the second resuming.
     #[arg(long)]
     quorum: bool,
@@ -81,7 +81,7 @@ struct Args {
     /// `@modelcontextprotocol/server-everything` over stdio (`node PATH
     /// stdio`; PATH defaults to $HOLDPOINT_MCP_EVERYTHING or the npm
     /// prefix .ci/run installs it under), held by a one-rule policy and
-    /// answered through `Agent::answer`.
+    /// answered through `Decisions::answer`.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
     mcp: Option<String>,
     /// Print one JSON object instead of a table.

@@ -355,6 +355,7 @@ impl Backend {
                 };
                 // A failed turn is reported like the server's failed output.
                 Ok(agent
+                    .decisions()
                     .settle(snapshot_id, resume, operator_context(&snapshot))
                     .await
                     .or_else(holdpoint::Error::into_failed_output)?)

@@ -71,7 +71,11 @@ async fn real_receipt(signer: Arc<ReceiptSigner>, input: &Value) -> (String, Str
     let mut olga = Map::new();
     olga.insert("principal".into(), json!("olga"));
     olga.insert("roles".into(), json!(["finance"]));
-    agent.answer(Answer::approve(snapshot.clone()), olga).await.unwrap();
+    agent
+        .decisions()
+        .answer(Answer::approve(snapshot.clone()), olga)
+        .await
+        .unwrap();
     let token = seen.lock().unwrap().clone().expect("the approved call had a receipt");
     (token, format!("{snapshot}#{reference}"))
 }

@@ -589,7 +589,11 @@ async fn an_mcp_tool_held_by_the_gate_runs_once_when_approved_and_never_when_den
     );
 
     // The audit names the MCP server and its own name of the tool.
-    let audit = a.audit(holdpoint::session::AuditQuery::default()).await.unwrap();
+    let audit = a
+        .decisions()
+        .audit(holdpoint::session::AuditQuery::default())
+        .await
+        .unwrap();
     let mut decisions: Vec<&str> = audit.iter().map(|r| r.decision.as_str()).collect();
     decisions.sort_unstable();
     assert_eq!(decisions, ["approve", "deny"]);

@@ -880,7 +880,7 @@ async fn an_agent_denies_its_expired_hold_when_the_timer_fires() {
         worker.run_once().await.unwrap();
     }
     assert_eq!(runs.load(Ordering::SeqCst), 0, "an expired hold's call never runs");
-    let trail = agent.audit(AuditQuery::default()).await.unwrap();
+    let trail = agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
     assert_eq!(trail[0].decision, AuditDecision::Expired);
     assert_eq!(trail[0].snapshot_id, snapshot_id);
@@ -963,7 +963,11 @@ async fn an_escalation_lets_its_roles_answer_the_hold_from_then_on() {
     let approve = || Answer::approve(snapshot_id.clone());
 
     // Before the escalation fires, the CFO does not see the hold.
-    let before = agent.answer(approve(), cfo()).await.expect_err("not yet an approver");
+    let before = agent
+        .decisions()
+        .answer(approve(), cfo())
+        .await
+        .expect_err("not yet an approver");
     assert_eq!(before.status(), Status::NotFound, "{before}");
 
     let config = NotifyConfig {
@@ -995,7 +999,7 @@ async fn an_escalation_lets_its_roles_answer_the_hold_from_then_on() {
     let last = row.state.as_ref().unwrap().messages.last().unwrap();
     let rule = holdpoint::approval::HoldRule::on(last.interrupts().next().unwrap()).unwrap();
     assert_eq!(rule.approvers, ["finance", "cfo"]);
-    match agent.answer(approve(), cfo()).await.unwrap() {
+    match agent.decisions().answer(approve(), cfo()).await.unwrap() {
         Answered::Resumed(out) => assert_eq!(out.finish_reason, FinishReason::Stop),
         other => panic!("{other:?}"),
     }

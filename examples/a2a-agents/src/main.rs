@@ -193,7 +193,7 @@ async fn main() -> Result<(), ExampleError> {
         "after a restart, the approver {}",
         if deny { "denies" } else { "approves" }
     );
-    match desk.answer(answer, Caller::anonymous()).await? {
+    match desk.decisions().answer(answer, Caller::anonymous()).await? {
         Answered::Resumed(out) => println!("the front desk: {}", out.text()),
         other => return Err(ExampleError::Usage(format!("not resumed: {other:?}"))),
     }

@@ -167,6 +167,7 @@ async fn measure(
         let agent = banking.clone();
         async move {
             agent
+                .decisions()
                 .pending(SnapshotQuery {
                     limit: Some(PAGE),
                     ..SnapshotQuery::default()
@@ -211,6 +212,7 @@ async fn role_scan(run: &ScaleRun, size: usize, governed: &Agent) -> Result<(usi
         let roles = [fill::role(i % fill::ROLES)];
         let started = Instant::now();
         let mut calls = governed
+            .decisions()
             .pending_for(
                 SnapshotQuery {
                     limit: Some(INBOX_SCAN),
@@ -239,6 +241,7 @@ async fn role_page(run: &ScaleRun, governed: &Agent) -> Result<Vec<Duration>, St
         async move {
             let roles = [fill::role(i % fill::ROLES)];
             agent
+                .decisions()
                 .pending_for(
                     SnapshotQuery {
                         limit: Some(PAGE),

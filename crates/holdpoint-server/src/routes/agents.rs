@@ -30,9 +30,6 @@ use crate::inflight::TurnGuard;
 use crate::metrics::TurnMeta;
 use crate::state::AppState;
 
-
-
-
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RunQuery {
     #[serde(default)]
@@ -82,8 +79,8 @@ pub(crate) async fn run(
             .connect_with(holdpoint::agent::RunOptions::new(init).context(caller.request_context()))
             .await?;
         let events = drive(&state, agent, conn, request.data, meta);
-        let frames = frames(events)
-            .map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
+        let frames =
+            frames(events).map(|frame| Ok::<_, std::convert::Infallible>(Event::default().data(frame.to_string())));
         let mut response = Sse::new(frames)
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
             .into_response();

@@ -63,7 +63,7 @@ pub(crate) async fn answer(
     // The answer runs in a task of its own: a client that disconnects
     // does not cancel a resume half way.
     let answered = tokio::spawn(async move {
-        let out = agent.answer(request.data, context).await;
+        let out = agent.decisions().answer(request.data, context).await;
         drop(guard);
         out
     })

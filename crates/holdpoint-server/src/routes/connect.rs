@@ -21,8 +21,8 @@ use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiPath, ConnectInit, decode_json};
 use crate::error::{ApiError, http_status};
 use crate::metrics::Metrics;
-use crate::state::AppState;
 use crate::routes::agents::claim_conflict;
+use crate::state::AppState;
 
 /// How long the client has to send its init message.
 const INIT_TIMEOUT: Duration = Duration::from_secs(30);

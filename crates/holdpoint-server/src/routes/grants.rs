@@ -53,6 +53,7 @@ pub(crate) async fn list(
     let mut out: Vec<Grant> = Vec::new();
     for agent in agents {
         let grants = agent
+            .decisions()
             .grants(
                 GrantQuery {
                     tool: nonempty(&query.tool),
@@ -83,7 +84,7 @@ pub(crate) async fn revoke(
         .values()
         .filter(|a| a.is_server_managed() && a.has_approval_policy() && caller.scope.allows(a.name()))
     {
-        match agent.revoke_grant(&id, &context).await {
+        match agent.decisions().revoke_grant(&id, &context).await {
             Ok(grant) => return Ok(reply(grant).into_response()),
             Err(holdpoint::Error::NotFound(_)) => {}
             Err(e) => return Err(e.into()),

@@ -112,6 +112,7 @@ pub(crate) async fn pending(
     let agent = state.agent(&caller, &name)?;
     let roles = roles(&caller);
     let items = agent
+        .decisions()
         .pending_for(
             caller_query(&state, agent, &caller, &query).await?,
             access(&caller, &roles),
@@ -170,6 +171,7 @@ pub(crate) async fn audit(
         check_session(agent, &caller, id).await?;
     }
     let records = agent
+        .decisions()
         .audit(AuditQuery {
             session_id,
             principal: if by_session { None } else { principal.clone() },

@@ -10,9 +10,9 @@ use crate::auth::Caller;
 use crate::envelope::{ApiJson, ApiPath, ApiQuery, SettleRequest, reply};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
+use crate::routes::agents::{reply_to, spawn_turn};
 use crate::routes::pending::{ListQuery, access, caller_query, roles};
 use crate::state::AppState;
-use crate::routes::agents::{reply_to, spawn_turn};
 
 /// `GET /agents/{name}/inDoubt?sessionId=&limit=`: the calls in doubt the
 /// caller may settle, newest first, each with the decisions recorded for
@@ -27,6 +27,7 @@ pub(crate) async fn in_doubt(
     let agent = state.agent(&caller, &name)?;
     let roles = roles(&caller);
     let items = agent
+        .decisions()
         .in_doubt_for(
             caller_query(&state, agent, &caller, &query).await?,
             access(&caller, &roles),
@@ -58,7 +59,7 @@ pub(crate) async fn settle(
     };
     let context = caller.request_context();
     let out = spawn_turn(&state, agent, meta, move |agent| async move {
-        agent.settle(&snapshot_id, resume, context).await
+        agent.decisions().settle(&snapshot_id, resume, context).await
     })
     .await;
     Ok(reply_to(out))

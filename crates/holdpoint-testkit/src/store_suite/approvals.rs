@@ -95,19 +95,23 @@ pub async fn approval_decisions_are_audited_and_pending_is_listed(store: Arc<dyn
     let a = hold(&agent, "alice", "a-1").await;
     let b = hold(&agent, "alice", "a-2").await;
     let c = hold(&agent, "bob", "b-1").await;
-    let all = agent.pending(SnapshotQuery::default()).await.expect("pending lists");
+    let all = agent
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .expect("pending lists");
     assert_eq!(all.len(), 3, "{all:#?}");
     assert!(all.iter().all(|p| p.interrupted_by.as_deref() == Some(TOOL_APPROVAL)));
     let alice = SnapshotQuery {
         owner: Some("alice".into()),
         ..SnapshotQuery::default()
     };
-    assert_eq!(agent.pending(alice).await.expect("pending lists").len(), 2);
+    assert_eq!(agent.decisions().pending(alice).await.expect("pending lists").len(), 2);
     let one = SnapshotQuery {
         session_id: Some(c.session_id.clone()),
         ..SnapshotQuery::default()
     };
-    let listed = agent.pending(one).await.expect("pending lists");
+    let listed = agent.decisions().pending(one).await.expect("pending lists");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].input, json!({"account": "b-1"}));
     assert_eq!(listed[0].owner.as_deref(), Some("bob"));
@@ -134,6 +138,7 @@ pub async fn approval_decisions_are_audited_and_pending_is_listed(store: Arc<dyn
     assert_eq!(runs.load(Ordering::SeqCst), 1, "only the approved call ran");
     assert!(
         agent
+            .decisions()
             .pending(SnapshotQuery::default())
             .await
             .expect("pending lists")
@@ -146,7 +151,11 @@ pub async fn approval_decisions_are_audited_and_pending_is_listed(store: Arc<dyn
     let d = hold(&late, "carol", "c-1").await;
     assert!(d.interrupts()[0].expires_at().is_some());
     tokio::time::sleep(Duration::from_millis(120)).await;
-    let listed = late.pending(SnapshotQuery::default()).await.expect("pending lists");
+    let listed = late
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .expect("pending lists");
     assert!(listed[0].expired, "{listed:#?}");
     answer(&late, "carol", &d, hold_of(&d).approve(None).expect("approve")).await;
     assert_eq!(

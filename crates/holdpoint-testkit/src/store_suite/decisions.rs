@@ -175,11 +175,15 @@ pub async fn refused_answers_leave_every_row_as_it_was(store: Arc<dyn SessionSto
     };
 
     let got = agent
+        .decisions()
         .answer(Answer::approve(&bill_id), caller("alice", "customer"))
         .await;
     assert_eq!(status(&got), Status::PermissionDenied, "the owner is excluded");
     unchanged("the owner's refused approval").await;
-    let got = agent.answer(Answer::approve(&bill_id), caller("bob", "customer")).await;
+    let got = agent
+        .decisions()
+        .answer(Answer::approve(&bill_id), caller("bob", "customer"))
+        .await;
     assert_eq!(status(&got), Status::NotFound, "another principal does not see it");
     unchanged("a stranger's approval").await;
 
@@ -215,6 +219,7 @@ pub async fn refused_answers_leave_every_row_as_it_was(store: Arc<dyn SessionSto
         uses: None,
     };
     let got = agent
+        .decisions()
         .answer(Answer::approve(&close_id).grant(tool_wide), caller("alice", "customer"))
         .await;
     assert_eq!(status(&got), Status::PermissionDenied, "tool scope needs a manager");
@@ -222,6 +227,7 @@ pub async fn refused_answers_leave_every_row_as_it_was(store: Arc<dyn SessionSto
 
     // The approver's answer is taken.
     let got = agent
+        .decisions()
         .answer(Answer::approve(&bill_id), caller("fiona", "finance"))
         .await
         .expect("finance answers");

@@ -82,6 +82,7 @@ async fn hold(agent: &Agent) -> AgentOutput {
 
 async fn approve(agent: &Agent, snapshot: &str, approver: &str) -> holdpoint::Result<Answered> {
     agent
+        .decisions()
         .answer(Answer::approve(snapshot), who(approver, &["finance"]))
         .await
 }
@@ -121,6 +122,7 @@ pub async fn partial_approvals_are_durable_and_written_only_while_waiting(store:
     assert_eq!(row.approvals.len(), 1, "{:?}", row.approvals);
     assert_eq!(row.approvals[0].actor, "olga");
     let listed = restarted
+        .decisions()
         .pending(SnapshotQuery::default())
         .await
         .expect("pending lists");

@@ -67,6 +67,7 @@ async fn hold(agent: &Agent, owner: &str, amount: u64) {
 async fn amounts(agent: &Agent, limit: usize, principal: &str, roles: &[&str]) -> Vec<u64> {
     let roles: Vec<String> = roles.iter().map(|r| (*r).to_owned()).collect();
     agent
+        .decisions()
         .pending_for(
             SnapshotQuery {
                 limit: Some(limit),

@@ -39,7 +39,7 @@ pub enum AnswerKind {
 
 /// One person's answer to one paused call.
 ///
-/// Given with [`Agent::answer`](super::Agent::answer) and the caller who
+/// Given with [`Decisions::answer`](super::Decisions::answer) and the caller who
 /// answers (a [`Caller`](super::Caller) with the roles an approval rule
 /// names, or the session's owner); the same struct is the `data` of `POST
 /// /agents/{name}/answer` and what `holdpoint approve` / `deny` send. The

@@ -101,7 +101,7 @@ impl AgentBuilder {
     /// match keeps the agent's behaviour without a policy. Answers to such
     /// holds are checked when the resume claims them: the actor must be an
     /// approver (or the owner, when self-approval is on), and an approval
-    /// needs the rule's quorum (see [`Agent::answer`]). Prompt agents only.
+    /// needs the rule's quorum (see [`Decisions::answer`]). Prompt agents only.
     pub fn approval_policy(mut self, policy: Policy) -> Self {
         self.policy = Some(Arc::new(policy));
         self
@@ -147,7 +147,7 @@ impl AgentBuilder {
     /// How long a resume's claim holds without renewal (default 60 s). The
     /// resuming worker renews it every third of this while the resumed turn
     /// runs; if the process dies, its calls read as in doubt once it lapses
-    /// (docs/reference.md §8, [`Agent::in_doubt`]).
+    /// (docs/reference.md §8, [`Decisions::in_doubt`]).
     pub fn resume_lease(mut self, lease: Duration) -> Self {
         self.resume_lease = lease;
         self

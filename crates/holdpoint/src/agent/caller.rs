@@ -15,12 +15,12 @@ use crate::approval::{ROLES, roles_of};
 /// reads one back.
 ///
 /// Runs take it through [`RunOptions::caller`](super::RunOptions::caller);
-/// [`Agent::answer`](super::Agent::answer),
-/// [`Agent::grants`](super::Agent::grants),
-/// [`Agent::revoke_grant`](super::Agent::revoke_grant) and
-/// [`Agent::settle`](super::Agent::settle) take `&caller` (see
+/// [`Decisions::answer`](super::Decisions::answer),
+/// [`Decisions::grants`](super::Decisions::grants),
+/// [`Decisions::revoke_grant`](super::Decisions::revoke_grant) and
+/// [`Decisions::settle`](super::Decisions::settle) take `&caller` (see
 /// [`AsCaller`]); the reads that take an [`Access`]
-/// ([`Agent::pending_for`](super::Agent::pending_for),
+/// ([`Decisions::pending_for`](super::Decisions::pending_for),
 /// [`Agent::snapshot`](super::Agent::snapshot), …) take `&caller` too.
 ///
 /// ```

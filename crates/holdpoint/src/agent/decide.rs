@@ -1,5 +1,5 @@
 //! The one decision path every answer takes (docs/reference.md §10.10):
-//! resumes, `Agent::answer`, settlements and nested answers to a
+//! resumes, `Decisions::answer`, settlements and nested answers to a
 //! sub-agent's holds all come here before anything is claimed.
 //!
 //! Order, per level (the session's own calls, then each surfaced hold's
@@ -55,7 +55,7 @@ pub(crate) enum Purpose {
     Resume,
     /// A settlement of calls in doubt.
     Settle,
-    /// One approval recorded toward a quorum (`Agent::answer`): checked
+    /// One approval recorded toward a quorum (`Decisions::answer`): checked
     /// whole, its quorum counted once it completes.
     Record,
 }
@@ -351,7 +351,7 @@ fn check_quorum(
     let needed = usize::try_from(rule.quorum).unwrap_or(usize::MAX);
     if actors.len() < needed {
         return Err(Error::FailedPrecondition(format!(
-            "approval rule \"{}\" needs {} distinct approvals of {}; {} recorded with this one: record approvals one by one (Agent::answer, POST /agents/NAME/answer)",
+            "approval rule \"{}\" needs {} distinct approvals of {}; {} recorded with this one: record approvals one by one (Decisions::answer, POST /agents/NAME/answer)",
             rule.rule,
             rule.quorum,
             req.name,

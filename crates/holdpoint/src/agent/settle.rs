@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::generate::Resume;
 use crate::session::{AuditStore, SessionStore, Snapshot};
 
-/// [`Agent::settle`]: checks that `snapshot_id` is in doubt, then runs
+/// [`Decisions::settle`]: checks that `snapshot_id` is in doubt, then runs
 /// `resume` on it as a settlement.
 pub(super) async fn settle(
     agent: &Agent,

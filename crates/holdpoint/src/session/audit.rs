@@ -178,7 +178,7 @@ pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (
     if d.meta(metadata::REPLACED_INPUT).is_some() {
         return (AuditDecision::Edit, reason);
     }
-    // A denial the owner marked withdrawn (`Agent::answer` with
+    // A denial the owner marked withdrawn (`Decisions::answer` with
     // `withdraw`) is audited as such.
     let no = if d.meta(metadata::WITHDRAWN) == Some(&Value::Bool(true)) {
         AuditDecision::Withdraw

@@ -298,7 +298,7 @@ impl Snapshot {
     /// lapsed at `now`: the resuming process stopped renewing it, so its
     /// calls may or may not have run. It is *in doubt* when, in addition,
     /// nothing was written after it (it is still its session's latest
-    /// snapshot) — see [`Agent::in_doubt`](crate::agent::Agent::in_doubt).
+    /// snapshot) — see [`Decisions::in_doubt`](crate::agent::Decisions::in_doubt).
     pub fn resume_lapsed(&self, now: DateTime<Utc>) -> bool {
         self.status == SnapshotStatus::Completed
             && self.finish_reason == Some(FinishReason::Interrupted)

@@ -121,7 +121,7 @@ where
     /// approved: bool }`, with perhaps an optional `reason: Option<String>`),
     /// approve and deny map onto it ([`ReplyShape::infer`]): `holdpoint
     /// approve` / `deny`, `POST /agents/{name}/answer`, the page and
-    /// [`Agent::answer`](crate::agent::Agent::answer) answer its holds with
+    /// [`Decisions::answer`](crate::agent::Decisions::answer) answer its holds with
     /// no more code. Any other resume type says yes or no through
     /// [`approval_reply`](Self::approval_reply).
     pub fn define<F, Fut>(name: impl Into<String>, description: impl Into<String>, f: F) -> Result<Self>

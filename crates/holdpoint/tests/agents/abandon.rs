@@ -114,7 +114,15 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     let t = teller(store);
     let paused = t.pause(AgentInit::new()).await;
     let snap = paused.snapshot_id.clone().unwrap();
-    assert_eq!(t.agent.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
+    assert_eq!(
+        t.agent
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     t.model.push(ScriptedTurn::text("Sure, something else."));
     let chat = t
@@ -126,7 +134,14 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
         .await
         .unwrap();
     assert_eq!(chat.finish_reason, FinishReason::Stop, "{chat:?}");
-    assert!(t.agent.pending(SnapshotQuery::default()).await.unwrap().is_empty());
+    assert!(
+        t.agent
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let trail = t.audit_of(&snap).await;
     assert_eq!(trail.len(), 1, "{trail:?}");
     assert_eq!(trail[0].decision, AuditDecision::Abandoned);
@@ -163,6 +178,7 @@ async fn late_approval_of_an_abandoned_hold_is_refused(store: Arc<dyn SessionSto
     // Nor can an operator "settle" it: it is not in doubt.
     let settled = t
         .agent
+        .decisions()
         .settle(&snap, t.approval(&paused).resume.unwrap(), serde_json::Map::new())
         .await
         .unwrap_err();
@@ -437,7 +453,13 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
     let snap = paused.snapshot_id.clone().unwrap();
     // What the dead turn left: its claim, with a lease that lapses at once,
     // and its `abandoned` record.
-    let call = t.agent.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let call = t
+        .agent
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let record = AuditRecord {
         id: "dead-turn".into(),
         at: chrono::Utc::now(),
@@ -462,7 +484,14 @@ async fn a_new_message_takes_over_the_lapsed_claim_of_a_dead_abandoning_turn() {
     let claim = ResumeClaim::new(snap.clone()).lease(std::time::Duration::from_millis(1));
     t.store.claim_resume(claim, vec![record]).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    assert!(t.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
+    assert!(
+        t.agent
+            .decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     t.model.push(ScriptedTurn::text("Back again."));
     let chat = t

@@ -107,7 +107,7 @@ async fn approval_runs_the_tool_once_and_is_audited() {
     let done = answer(&s, &held, hold.approve(Some("customer confirmed by phone")).unwrap()).await;
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(s.runs.load(Ordering::SeqCst), 1);
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].decision, AuditDecision::Approve);
     assert_eq!(audit[0].reason.as_deref(), Some("customer confirmed by phone"));
@@ -128,7 +128,7 @@ async fn denial_reaches_the_model_and_the_turn_goes_on() {
     let error = seen["error"].as_str().unwrap();
     assert!(error.starts_with("the tool call was denied"), "{error}");
     assert!(error.contains("fraud suspected"), "{error}");
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit[0].decision, AuditDecision::Deny);
 }
 
@@ -236,7 +236,7 @@ async fn a_restart_with_replaced_input_is_held_again() {
             .contains("input changed")
     );
     // The gate held the revised call again: that is not an approval.
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(audit[0].decision, AuditDecision::Edit);
     assert_eq!(audit[0].input_hash, hash_json(&json!({"id": 8})));
@@ -250,7 +250,7 @@ async fn a_restart_with_replaced_input_is_held_again() {
     let done = answer(&s, &again, hold.approve(None).unwrap()).await;
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(s.runs.load(Ordering::SeqCst), 1);
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 2, "{audit:?}");
     assert_eq!(audit[0].decision, AuditDecision::Approve);
     assert_eq!(audit[0].input_hash, hash_json(&json!({"id": 8})));
@@ -268,7 +268,7 @@ async fn a_denial_with_replaced_input_is_held_again_and_not_recorded_as_a_denial
         .unwrap();
     let again = answer(&s, &held, revised).await;
     assert_eq!(again.finish_reason, FinishReason::Interrupted, "{again:?}");
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     let decisions: Vec<_> = audit.iter().map(|r| r.decision).collect();
     assert_eq!(decisions, [AuditDecision::Edit]);
 }
@@ -313,7 +313,7 @@ async fn a_restart_with_replaced_input_records_the_input_that_ran_and_the_origin
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the revised transfer ran");
     assert_eq!(last_tool_output(&model)["to"], json!("mallory"));
 
-    let audit = agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1, "{audit:?}");
     let r = &audit[0];
     assert_eq!(r.decision, AuditDecision::Edit);
@@ -410,7 +410,7 @@ async fn an_answer_after_expiry_is_an_expired_soft_failure() {
     let held = s.agent.run_text("close it").await.unwrap();
     assert!(held.interrupts()[0].expires_at().is_some());
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let pending = s.agent.pending(SnapshotQuery::default()).await.unwrap();
+    let pending = s.agent.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert!(pending[0].expired, "listings show the hold as expired");
     let hold = ToolApproval::interrupted(&held.interrupts()[0]).unwrap();
     let done = answer(&s, &held, hold.approve(None).unwrap()).await;
@@ -426,7 +426,7 @@ async fn an_answer_after_expiry_is_an_expired_soft_failure() {
             .unwrap()
             .contains("approval expired")
     );
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit[0].decision, AuditDecision::Expired);
 }
 
@@ -473,8 +473,8 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
         owner: Some("bob".into()),
         ..Default::default()
     };
-    assert_eq!(s.agent.pending(mine).await.unwrap().len(), 1);
-    assert!(s.agent.pending(theirs).await.unwrap().is_empty());
+    assert_eq!(s.agent.decisions().pending(mine).await.unwrap().len(), 1);
+    assert!(s.agent.decisions().pending(theirs).await.unwrap().is_empty());
     let respond = held.interrupts()[0]
         .respond(json!({"ok": false, "note": "closed by hand"}))
         .unwrap();
@@ -486,7 +486,7 @@ async fn respond_decisions_are_audited_and_pending_filters_by_owner() {
     conn.send(resume(vec![respond])).unwrap();
     assert_eq!(conn.output().await.unwrap().finish_reason, FinishReason::Stop);
     assert_eq!(s.runs.load(Ordering::SeqCst), 0);
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit[0].decision, AuditDecision::Respond);
     assert_eq!(audit[0].principal.as_deref(), Some("alice"));
 }
@@ -497,5 +497,5 @@ async fn a_huge_ttl_holds_without_panicking() {
     s.model.push(ScriptedTurn::tool_call("closeAccount", json!({"id": 7})));
     let held = s.agent.run_text("close it").await.unwrap();
     assert_eq!(held.finish_reason, FinishReason::Interrupted, "{held:?}");
-    assert!(!s.agent.pending(SnapshotQuery::default()).await.unwrap()[0].expired);
+    assert!(!s.agent.decisions().pending(SnapshotQuery::default()).await.unwrap()[0].expired);
 }

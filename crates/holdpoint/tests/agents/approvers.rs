@@ -212,6 +212,7 @@ async fn a_rule_holds_calls_of_an_agent_without_tool_approval_and_its_approval_r
     // Self-approval is on for this rule: the owner may answer.
     let answered = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot(&out)), who("alice", &[]))
         .await
         .unwrap();
@@ -275,7 +276,12 @@ async fn approvers_see_and_read_only_the_holds_their_roles_cover() {
         principal: Some("olga"),
         roles: &roles,
     };
-    let listed = s.agent.pending_for(SnapshotQuery::default(), olga).await.unwrap();
+    let listed = s
+        .agent
+        .decisions()
+        .pending_for(SnapshotQuery::default(), olga)
+        .await
+        .unwrap();
     let mut ids: Vec<String> = listed.iter().map(|p| p.snapshot_id.clone()).collect();
     ids.sort();
     let mut want = vec![snapshot(&big), snapshot(&bobs)];
@@ -294,12 +300,18 @@ async fn approvers_see_and_read_only_the_holds_their_roles_cover() {
         principal: Some("bob"),
         roles: &no_roles,
     };
-    let listed = s.agent.pending_for(SnapshotQuery::default(), bob).await.unwrap();
+    let listed = s
+        .agent
+        .decisions()
+        .pending_for(SnapshotQuery::default(), bob)
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].snapshot_id, snapshot(&bobs));
     assert!(s.agent.snapshot(&snapshot(&big), bob).await.unwrap().is_none());
     let err = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot(&big)), who("bob", &[]))
         .await
         .unwrap_err();
@@ -315,6 +327,7 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     // The owner (even with a finance role) may not approve.
     let err = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("alice", &["finance"]))
         .await
         .unwrap_err();
@@ -323,6 +336,7 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     // Nor may someone without the role.
     let err = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("sam", &["support"]))
         .await
         .unwrap_err();
@@ -340,6 +354,7 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
 
     let Answered::Recorded { call, counted } = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("olga", &["finance"]))
         .await
         .unwrap()
@@ -350,6 +365,7 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     assert_eq!(call.tally(), "1 of 2: olga");
     let Answered::Recorded { call, counted } = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("olga", &["finance"]))
         .await
         .unwrap()
@@ -358,13 +374,14 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     };
     assert!(!counted);
     assert_eq!(call.tally(), "1 of 2: olga");
-    let listed = s.agent.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = s.agent.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed[0].approvals.len(), 1);
     assert!(listed[0].to_string().contains("1 of 2: olga"), "{}", listed[0]);
     assert_eq!(s.moved.load(Ordering::SeqCst), 0);
 
     let Answered::Resumed(done) = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("pete", &["finance"]))
         .await
         .unwrap()
@@ -373,7 +390,7 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     };
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(s.moved.load(Ordering::SeqCst), 1);
-    let trail = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let trail = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     let mut rows: Vec<(Option<String>, AuditDecision)> = trail.iter().map(|r| (r.actor.clone(), r.decision)).collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
@@ -387,6 +404,7 @@ async fn a_quorum_needs_distinct_approvers_and_never_the_owner() {
     // Decided: nothing more to answer.
     let err = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("quinn", &["finance"]))
         .await
         .unwrap_err();
@@ -401,6 +419,7 @@ async fn any_authorised_denial_ends_the_hold_recorded_as_deny() {
     let id = snapshot(&out);
     let Answered::Recorded { .. } = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("olga", &["finance"]))
         .await
         .unwrap()
@@ -408,12 +427,18 @@ async fn any_authorised_denial_ends_the_hold_recorded_as_deny() {
         panic!("recorded")
     };
     let denial = Answer::deny(&id, Some("looks like fraud"));
-    let Answered::Resumed(done) = s.agent.answer(denial, who("pete", &["finance"])).await.unwrap() else {
+    let Answered::Resumed(done) = s
+        .agent
+        .decisions()
+        .answer(denial, who("pete", &["finance"]))
+        .await
+        .unwrap()
+    else {
         panic!("a denial decides")
     };
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(s.moved.load(Ordering::SeqCst), 0, "no transaction is made");
-    let trail = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let trail = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     let deny = trail
         .iter()
         .find(|r| r.decision == AuditDecision::Deny)
@@ -428,6 +453,7 @@ async fn a_denied_transfer_without_a_rule_is_recorded_deny() {
     let out = ask(&s, "alice", r#"transferMoney {"amount": 500, "toAccount": "x"}"#).await;
     let Answered::Resumed(_) = s
         .agent
+        .decisions()
         .answer(Answer::deny(snapshot(&out), Some("not now")), who("alice", &[]))
         .await
         .unwrap()
@@ -435,7 +461,7 @@ async fn a_denied_transfer_without_a_rule_is_recorded_deny() {
         panic!("resumed")
     };
     assert_eq!(s.moved.load(Ordering::SeqCst), 0);
-    let trail = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let trail = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(trail.len(), 1);
     assert_eq!(trail[0].decision, AuditDecision::Deny);
     assert_eq!(trail[0].reason.as_deref(), Some("not now"));
@@ -449,12 +475,17 @@ async fn two_approvers_completing_a_quorum_at_once_run_the_call_once() {
     let id = snapshot(&out);
     let _ = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), who("olga", &["finance"]))
         .await
         .unwrap();
     let (a, b) = tokio::join!(
-        s.agent.answer(Answer::approve(&id), who("pete", &["finance"])),
-        s.agent.answer(Answer::approve(&id), who("quinn", &["finance"])),
+        s.agent
+            .decisions()
+            .answer(Answer::approve(&id), who("pete", &["finance"])),
+        s.agent
+            .decisions()
+            .answer(Answer::approve(&id), who("quinn", &["finance"])),
     );
     let resumed = [&a, &b]
         .iter()
@@ -489,6 +520,7 @@ async fn an_expired_hold_cannot_be_approved() {
         .await
         .unwrap();
     let err = agent
+        .decisions()
         .answer(Answer::approve(snapshot(&out)), who("alice", &[]))
         .await
         .unwrap_err();
@@ -507,6 +539,7 @@ async fn a_rules_approval_releases_the_call_through_tool_approval_inside_it() {
     assert_eq!(out.interrupts()[0].interrupted_by(), Some(RULE_GATE));
     let answered = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot(&out)), who("sam", &["support"]))
         .await
         .unwrap();
@@ -554,6 +587,7 @@ async fn an_edit_under_a_quorum_rule_is_held_again_not_run() {
     // Two approvers decide it; it runs once, as revised.
     let first = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot(&out)), who("fiona", &["finance"]))
         .await
         .unwrap();
@@ -561,6 +595,7 @@ async fn an_edit_under_a_quorum_rule_is_held_again_not_run() {
     assert_eq!(s.moved.load(Ordering::SeqCst), 0);
     let second = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot(&out)), who("frank", &["finance"]))
         .await
         .unwrap();

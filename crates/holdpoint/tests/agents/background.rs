@@ -226,7 +226,7 @@ pub async fn a_paused_background_child_is_answered_on_its_agent(store: Arc<dyn S
     let task = reply(&first)["taskId"].as_str().unwrap().to_owned();
     let waited = say(&bg.parent, &session, format!("wait {task}")).await;
     assert_eq!(waited["status"], "paused", "{waited}");
-    let listed = bg.child.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = bg.child.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
     let approve = ToolApproval::interrupted(&listed[0].part)
         .unwrap()
@@ -376,7 +376,7 @@ pub async fn a_running_or_paused_task_is_not_told(store: Arc<dyn SessionStore>) 
     until(&bg.child, &slow, |s| s.status == SnapshotStatus::Pending).await;
     note(&bg.parent, &session, "hello").await;
     assert_eq!(notices(&last_request(&bg)), Vec::<Value>::new());
-    let listed = bg.child.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = bg.child.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
     let approve = ToolApproval::interrupted(&listed[0].part)
         .unwrap()

@@ -99,6 +99,7 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
     assert_eq!(s.agent.abort(&id, &bob).await.unwrap(), None, "bob cannot abort it");
     assert!(
         s.agent
+            .decisions()
             .in_doubt_for(SnapshotQuery::default(), &fiona())
             .await
             .unwrap()
@@ -111,6 +112,7 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
         let agent = s.agent.clone();
         async move {
             agent
+                .decisions()
                 .pending_for(SnapshotQuery::default(), &c)
                 .await
                 .unwrap()
@@ -126,6 +128,7 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
     // The owner is excluded by the rule, whatever her roles.
     let err = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id), alice.clone().with_roles(["finance"]))
         .await
         .unwrap_err();
@@ -142,6 +145,7 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
     };
     let answered = s
         .agent
+        .decisions()
         .answer(Answer::approve(&id).grant(grant), &fiona())
         .await
         .unwrap();
@@ -160,6 +164,7 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
     assert_eq!(ran_with[ROLES], json!(["finance"]));
     let trail = s
         .agent
+        .decisions()
         .audit(AuditQuery {
             session_id: Some(out.session_id.clone()),
             ..AuditQuery::default()
@@ -177,6 +182,7 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
         let agent = s.agent.clone();
         async move {
             agent
+                .decisions()
                 .grants(GrantQuery::default(), &c)
                 .await
                 .unwrap()
@@ -189,9 +195,9 @@ async fn a_typed_caller_runs_lists_answers_and_manages_grants_in_process() {
     assert!(grants(alice.clone()).await.is_empty());
     assert!(grants(bob.clone()).await.is_empty());
     // Bob may not revoke it (it does not exist for him); fiona may.
-    let err = s.agent.revoke_grant(&grant.id, &bob).await.unwrap_err();
+    let err = s.agent.decisions().revoke_grant(&grant.id, &bob).await.unwrap_err();
     assert_eq!(err.status(), Status::NotFound);
-    let revoked = s.agent.revoke_grant(&grant.id, fiona()).await.unwrap();
+    let revoked = s.agent.decisions().revoke_grant(&grant.id, fiona()).await.unwrap();
     assert_eq!(revoked.revoked_by.as_deref(), Some("Fiona F."));
 
     // Nothing waits now: the listings are empty for everyone.

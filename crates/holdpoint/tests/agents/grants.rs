@@ -113,6 +113,7 @@ async fn granted(s: &Setup, amount: u64, grant: GrantRequest) -> (AgentOutput, G
     let id = out.snapshot_id.clone().unwrap();
     let answered = s
         .agent
+        .decisions()
         .answer(Answer::approve(id).grant(grant), who("olga", &["finance"]))
         .await
         .unwrap();
@@ -224,6 +225,7 @@ async fn uses_run_out_and_conditions_narrow_a_grant() {
         .unwrap();
     let Answered::Resumed(_) = s
         .agent
+        .decisions()
         .answer(Answer::deny(held_id.snapshot_id, None), who("olga", &["finance"]))
         .await
         .unwrap()
@@ -264,6 +266,7 @@ async fn a_quorum_rule_beats_a_grant() {
     let out = ask(&s, "bob", None, 30_000).await;
     let err = s
         .agent
+        .decisions()
         .answer(
             Answer::approve(out.snapshot_id.clone().unwrap()).grant(request(GrantScope::Tool)),
             who("olga", &["finance"]),
@@ -288,12 +291,14 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
     let grant = || Answer::approve(id.clone()).grant(request(GrantScope::Tool));
     let err = s
         .agent
+        .decisions()
         .answer(grant(), who("mallory", &["support"]))
         .await
         .expect_err("no role");
     assert!(matches!(err, Error::NotFound(_)), "a hold mallory may not see: {err}");
     let err = s
         .agent
+        .decisions()
         .answer(grant(), who("alice", &["finance"]))
         .await
         .expect_err("the owner");
@@ -304,6 +309,7 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
     });
     let err = s
         .agent
+        .decisions()
         .answer(bad_cel, who("olga", &["finance"]))
         .await
         .expect_err("bad CEL");
@@ -313,6 +319,7 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
         let bad_ttl = Answer::approve(id.clone()).grant(GrantRequest::new(GrantScope::Tool).ttl(ttl));
         let err = s
             .agent
+            .decisions()
             .answer(bad_ttl, who("olga", &["finance"]))
             .await
             .expect_err("bad ttl");
@@ -323,6 +330,7 @@ async fn only_an_authorised_approver_creates_a_grant_and_bad_ones_change_nothing
     deny.grant = Some(request(GrantScope::Tool));
     let err = s
         .agent
+        .decisions()
         .answer(deny, who("olga", &["finance"]))
         .await
         .expect_err("a denial");

@@ -121,8 +121,20 @@ async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_i
     let snapshot_id = held.snapshot_id.clone().unwrap();
 
     // Before the lease lapses the claim is held: not in doubt, not settleable.
-    assert!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
-    let early = refused(ops.agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    assert!(
+        ops.agent
+            .decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let early = refused(
+        ops.agent
+            .decisions()
+            .settle(&snapshot_id, Resume::default(), Map::new())
+            .await,
+    );
     assert_eq!(early.0, Status::FailedPrecondition, "{early:?}");
 
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
@@ -138,7 +150,7 @@ async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_i
     assert_eq!(again.0, Status::Aborted, "{again:?}");
 
     // The listing shows the call as in doubt, with who approved it.
-    let listed = ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap();
+    let listed = ops.agent.decisions().in_doubt(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
     assert!(listed[0].in_doubt);
     assert_eq!(listed[0].tool, "closeAccount");
@@ -146,7 +158,12 @@ async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_i
     assert_eq!(listed[0].decided.len(), 1);
     assert_eq!(listed[0].decided[0].decision, AuditDecision::Approve);
     assert!(
-        ops.agent.pending(SnapshotQuery::default()).await.unwrap().is_empty(),
+        ops.agent
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "a call in doubt is not offered for approval"
     );
 
@@ -154,6 +171,7 @@ async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_i
     let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-1"})).unwrap()]);
     let done = ops
         .agent
+        .decisions()
         .settle(&snapshot_id, settle.clone(), by("ops-oncall"))
         .await
         .unwrap();
@@ -163,10 +181,17 @@ async fn a_resume_that_died_leaves_its_call_in_doubt_until_an_operator_settles_i
 
     // Settled: nothing in doubt, a second settlement is refused, and the
     // audit trail says who settled it.
-    assert!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
-    let twice = refused(ops.agent.settle(&snapshot_id, settle, Map::new()).await);
+    assert!(
+        ops.agent
+            .decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let twice = refused(ops.agent.decisions().settle(&snapshot_id, settle, Map::new()).await);
     assert_eq!(twice.0, Status::FailedPrecondition, "{twice:?}");
-    let trail = ops.agent.audit(AuditQuery::default()).await.unwrap();
+    let trail = ops.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(trail.len(), 2, "{trail:#?}");
     assert_eq!(trail[0].decision, AuditDecision::Respond);
     assert!(trail[0].settles);
@@ -191,17 +216,34 @@ async fn a_live_resume_renews_its_claim_and_is_never_in_doubt() {
             break;
         }
         assert!(!row.resume_lapsed(chrono::Utc::now()), "the claim was renewed: {row:?}");
-        assert!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
+        assert!(
+            ops.agent
+                .decisions()
+                .in_doubt(SnapshotQuery::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
     let done = resume.await.unwrap().unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(ops.starts.load(Ordering::SeqCst), 1);
     tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
     assert!(
-        ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty(),
+        ops.agent
+            .decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "a finished resume is not in doubt once its lease ends"
     );
-    let err = refused(ops.agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    let err = refused(
+        ops.agent
+            .decisions()
+            .settle(&snapshot_id, Resume::default(), Map::new())
+            .await,
+    );
     assert_eq!(err.0, Status::FailedPrecondition, "{err:?}");
     assert!(err.1.contains("finished"), "{err:?}");
 }
@@ -212,10 +254,16 @@ async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
     let held = die_mid_resume(&ops).await;
     let snapshot_id = held.snapshot_id.clone().unwrap();
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
-    let empty = refused(ops.agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    let empty = refused(
+        ops.agent
+            .decisions()
+            .settle(&snapshot_id, Resume::default(), Map::new())
+            .await,
+    );
     assert_eq!(empty.0, Status::InvalidArgument, "{empty:?}");
     let missing = refused(
         ops.agent
+            .decisions()
             .settle("no-such-snapshot", Resume::default(), Map::new())
             .await,
     );
@@ -227,10 +275,18 @@ async fn settling_needs_an_answer_and_a_snapshot_the_caller_owns() {
         .build()
         .unwrap();
     let answer = Resume::from_parts(vec![held.interrupts()[0].respond(json!({"closed": "a-1"})).unwrap()]);
-    let foreign = refused(other.settle(&snapshot_id, answer, Map::new()).await);
+    let foreign = refused(other.decisions().settle(&snapshot_id, answer, Map::new()).await);
     assert_eq!(foreign.0, Status::NotFound, "{foreign:?}");
     // The failed attempts changed nothing: the call is still in doubt.
-    assert_eq!(ops.agent.in_doubt(SnapshotQuery::default()).await.unwrap().len(), 1);
+    assert_eq!(
+        ops.agent
+            .decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 /// A store that acts out a resume's process freezing. While `frozen` names
@@ -392,12 +448,16 @@ async fn settle_once_lapsed(agent: &Agent, held: &AgentOutput) -> AgentOutput {
 /// [`settle_once_lapsed`], the operator answering with `output`.
 async fn settle_once_lapsed_with(agent: &Agent, held: &AgentOutput, output: Value) -> AgentOutput {
     tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
-    let listed = agent.in_doubt(SnapshotQuery::default()).await.unwrap();
+    let listed = agent.decisions().in_doubt(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
     assert_eq!(listed[0].snapshot_id, held.snapshot_id.clone().unwrap());
     let settle = Resume::from_parts(vec![listed[0].part.respond(output).unwrap()]);
     let snapshot_id = held.snapshot_id.as_deref().unwrap();
-    let settled = agent.settle(snapshot_id, settle, by("ops-oncall")).await.unwrap();
+    let settled = agent
+        .decisions()
+        .settle(snapshot_id, settle, by("ops-oncall"))
+        .await
+        .unwrap();
     assert_eq!(settled.finish_reason, FinishReason::Stop, "{settled:?}");
     settled
 }
@@ -581,7 +641,12 @@ async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Alive (beating, renewing): not settleable.
-    let live = refused(agent.settle(&snapshot_id, Resume::default(), Map::new()).await);
+    let live = refused(
+        agent
+            .decisions()
+            .settle(&snapshot_id, Resume::default(), Map::new())
+            .await,
+    );
     assert_eq!(live.0, Status::FailedPrecondition, "{live:?}");
 
     // The process freezes: renewals fail and the lease lapses. The call is

@@ -82,6 +82,7 @@ async fn in_doubt_calls_are_listed_for_and_settled_by_approvers_and_operators_on
         async move {
             let roles = vec![role.to_owned()];
             agent
+                .decisions()
                 .in_doubt_for(
                     SnapshotQuery {
                         owner: Some(who.to_owned()),
@@ -118,12 +119,14 @@ async fn in_doubt_calls_are_listed_for_and_settled_by_approvers_and_operators_on
     };
     let before = rows(Arc::clone(&store)).await;
     let refused = agent
+        .decisions()
         .settle(&snapshot, answer(), caller("alice", "customer"))
         .await
         .expect_err("the owner may not settle what the rule kept from her");
     assert_eq!(refused.status(), Status::PermissionDenied, "{refused}");
     assert!(refused.to_string().contains("close"), "names the rule: {refused}");
     let refused = agent
+        .decisions()
         .settle(&snapshot, answer(), caller("bob", "customer"))
         .await
         .expect_err("a stranger may not settle");
@@ -131,6 +134,7 @@ async fn in_doubt_calls_are_listed_for_and_settled_by_approvers_and_operators_on
     assert_eq!(rows(Arc::clone(&store)).await, before, "refusals change nothing");
 
     let settled = agent
+        .decisions()
         .settle(&snapshot, answer(), caller("fiona", "finance"))
         .await
         .unwrap();

@@ -190,7 +190,10 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
         assert!(b.snapshot(id, Access::As(None)).await.unwrap().is_none(), "{id}");
         assert_eq!(b.abort(id, Access::Full).await.unwrap(), None, "{id}");
         assert_eq!(b.abort(id, Access::As(None)).await.unwrap(), None, "{id}");
-        let settled = b.settle(id, approval.resume.clone().unwrap(), Map::new()).await;
+        let settled = b
+            .decisions()
+            .settle(id, approval.resume.clone().unwrap(), Map::new())
+            .await;
         assert_unknown(settled, &unknown_snapshot(id));
     }
     // The same answer as for an id that does not exist.
@@ -220,9 +223,21 @@ async fn another_agents_rows_read_as_unknown(store: Arc<dyn SessionStore>) {
         &marker_session,
     );
     assert!(p.store.get_latest_snapshot(&held.session_id).await.unwrap().is_none());
-    assert!(b.pending(SnapshotQuery::default()).await.unwrap().is_empty());
-    assert!(b.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty());
-    assert!(b.audit(AuditQuery::default()).await.unwrap().is_empty());
+    assert!(
+        b.decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        b.decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(b.decisions().audit(AuditQuery::default()).await.unwrap().is_empty());
 
     // A does not load the unstamped row or the marker either.
     for id in [marker.as_str(), unstamped.as_str()] {
@@ -273,7 +288,7 @@ async fn another_agents_session_cannot_be_continued() {
     assert_eq!(err.status(), Status::NotFound);
     assert_eq!(everything(p.store.as_ref()).await, before);
     // A's call still waits, for A.
-    let waiting = p.a.pending(SnapshotQuery::default()).await.unwrap();
+    let waiting = p.a.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(waiting.len(), 1);
     assert_eq!(waiting[0].snapshot_id, paused.snapshot_id.unwrap());
 }

@@ -109,7 +109,7 @@ async fn a_partial_approval_is_written_with_its_audit_row_or_not_at_all() {
     let mut olga = Map::new();
     olga.insert("principal".into(), json!("olga"));
     olga.insert("roles".into(), json!(["finance"]));
-    let answered = agent.answer(Answer::approve(&id), olga).await;
+    let answered = agent.decisions().answer(Answer::approve(&id), olga).await;
     let row = store.get_snapshot(&id).await.unwrap().unwrap();
     let trail = store.list_audit(&AuditQuery::default()).await.unwrap();
     let rows = trail.iter().filter(|r| r.actor.as_deref() == Some("olga")).count();

@@ -65,6 +65,7 @@ async fn an_approvers_page_is_filled_with_holds_it_may_answer_past_newer_ones_it
         roles: &finance,
     };
     let page = agent
+        .decisions()
         .pending_for(
             SnapshotQuery {
                 limit: Some(2),
@@ -81,6 +82,7 @@ async fn an_approvers_page_is_filled_with_holds_it_may_answer_past_newer_ones_it
         "the page holds finance's two, newest first"
     );
     let one = agent
+        .decisions()
         .pending_for(
             SnapshotQuery {
                 limit: Some(1),

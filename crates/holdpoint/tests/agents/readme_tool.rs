@@ -1,5 +1,5 @@
 //! The README's own tool (`Approval { approved: bool }`, no
-//! `ApprovalReply`) answered with approve and deny through `Agent::answer`:
+//! `ApprovalReply`) answered with approve and deny through `Decisions::answer`:
 //! a resume type with one `bool` field means yes or no with no ceremony
 //! (issue 33, item 1), and one that cannot says what to add.
 
@@ -99,6 +99,7 @@ async fn readme_tool_is_approved_and_denied_through_answer() {
 
     let done = resumed(
         agent
+            .decisions()
             .answer(Answer::approve(paused.snapshot_id.clone().unwrap()), Map::new())
             .await
             .unwrap(),
@@ -111,6 +112,7 @@ async fn readme_tool_is_approved_and_denied_through_answer() {
     let paused = agent.run_text("Transfer $500 to savings").await.unwrap();
     let denied = resumed(
         agent
+            .decisions()
             .answer(
                 Answer::deny(paused.snapshot_id.clone().unwrap(), Some("not today")),
                 Map::new(),

@@ -117,6 +117,7 @@ async fn an_approved_call_reads_a_receipt_for_its_own_input() {
 
     let answered = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot.clone()), who("olga", &["finance"]))
         .await
         .unwrap();
@@ -141,7 +142,12 @@ async fn an_approved_call_reads_a_receipt_for_its_own_input() {
     assert_eq!(claims.actors[0].roles, vec!["finance".to_owned()]);
     assert!(receipt.exp > receipt.iat);
     // Its hash is the audit record's.
-    let rows = s.agent.audit(holdpoint::session::AuditQuery::default()).await.unwrap();
+    let rows = s
+        .agent
+        .decisions()
+        .audit(holdpoint::session::AuditQuery::default())
+        .await
+        .unwrap();
     assert!(rows.iter().any(|r| r.input_hash == claims.input_sha256), "{rows:?}");
 
     // Never for another input, tool or hold.
@@ -188,6 +194,7 @@ async fn an_edited_call_binds_the_edited_input_and_not_the_original() {
     let snapshot = again.snapshot_id.clone().unwrap();
     let reference = again.interrupts()[0].as_tool_request().unwrap().reference.clone();
     s.agent
+        .decisions()
         .answer(Answer::approve(snapshot.clone()), who("fiona", &["finance"]))
         .await
         .unwrap();
@@ -215,6 +222,7 @@ async fn denied_and_never_held_calls_have_no_receipt() {
     let s = setup().await;
     let out = ask(&s, None, r#"transferMoney {"amount": 5, "toAccount": "x"}"#).await;
     s.agent
+        .decisions()
         .answer(
             Answer::deny(out.snapshot_id.clone().unwrap(), Some("no")),
             who("olga", &["finance"]),
@@ -244,6 +252,7 @@ async fn a_call_a_standing_grant_lets_through_names_the_grant() {
     };
     let answered = s
         .agent
+        .decisions()
         .answer(
             Answer::approve(out.snapshot_id.clone().unwrap()).grant(grant),
             who("olga", &["finance"]),

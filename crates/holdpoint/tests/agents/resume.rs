@@ -343,7 +343,7 @@ async fn pending_listing_and_audit_trail_follow_the_decisions() {
     let b = bank();
     b.model.push(ScriptedTurn::text("Done"));
     let paused = b.agent.run_text("Transfer $500 to savings").await.unwrap();
-    let pending = b.agent.pending(SnapshotQuery::default()).await.unwrap();
+    let pending = b.agent.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(pending.len(), 1);
     let p = &pending[0];
     assert_eq!(p.tool, "transferMoney");
@@ -357,7 +357,7 @@ async fn pending_listing_and_audit_trail_follow_the_decisions() {
         session_id: Some("someone-else".into()),
         ..Default::default()
     };
-    assert!(b.agent.pending(other).await.unwrap().is_empty());
+    assert!(b.agent.decisions().pending(other).await.unwrap().is_empty());
 
     let done = b
         .agent
@@ -369,10 +369,15 @@ async fn pending_listing_and_audit_trail_follow_the_decisions() {
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert!(
-        b.agent.pending(SnapshotQuery::default()).await.unwrap().is_empty(),
+        b.agent
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "answered calls leave the listing"
     );
-    let audit = b.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = b.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit.len(), 1);
     // `Approval { approved, reason }` means yes or no: an approval.
     assert_eq!(audit[0].decision, AuditDecision::Approve);
@@ -416,7 +421,7 @@ async fn the_audit_records_the_actor_beside_the_principal() {
         )
         .await
         .unwrap();
-    let audit = b.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = b.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert_eq!(audit[0].actor.as_deref(), Some("carol@bank"));
 }
 
@@ -500,7 +505,11 @@ async fn a_restart_equal_by_value_runs_with_the_stored_original_input() {
         .unwrap();
     assert_eq!(done.text(), "Done");
     assert_eq!(*seen.lock().unwrap(), vec![r#"{"amount":500.0}"#.to_owned()]);
-    let records = agent.audit(holdpoint::session::AuditQuery::default()).await.unwrap();
+    let records = agent
+        .decisions()
+        .audit(holdpoint::session::AuditQuery::default())
+        .await
+        .unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(
         records[0].input_hash,

@@ -173,6 +173,7 @@ async fn a_secret_is_masked_wherever_the_hold_is_read_and_the_tool_gets_it_whole
     // Listings, their one-line form, the preview and the hold's headline.
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("fiona"))
         .await
         .unwrap();
@@ -206,6 +207,7 @@ async fn a_secret_is_masked_wherever_the_hold_is_read_and_the_tool_gets_it_whole
     // receipt is of that input.
     let answered = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot.clone()), &finance("fiona"))
         .await
         .unwrap();
@@ -218,7 +220,7 @@ async fn a_secret_is_masked_wherever_the_hold_is_read_and_the_tool_gets_it_whole
     verify(receipt.as_deref().unwrap(), &s.signer.jwks(), &expect).unwrap();
 
     // The audit shows the decision, not the secret.
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     assert!(!audit.is_empty());
     assert_no_secret("the audit", &serde_json::to_string(&audit).unwrap());
 }
@@ -230,6 +232,7 @@ async fn an_answer_built_from_the_masked_listing_answers_the_real_call() {
     let snapshot = out.snapshot_id.clone().unwrap();
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("fiona"))
         .await
         .unwrap();
@@ -260,7 +263,7 @@ async fn an_answer_built_from_the_masked_listing_answers_the_real_call() {
         "held again for the rule"
     );
     assert!(s.seen.lock().unwrap().is_empty());
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     let edit_row = audit.iter().find(|r| r.decision.as_str() == "edit").unwrap();
     assert_eq!(edit_row.input.as_ref().unwrap()["amount"], json!(35.0));
     assert_no_secret("the edit's audit row", &serde_json::to_string(&audit).unwrap());
@@ -268,6 +271,7 @@ async fn an_answer_built_from_the_masked_listing_answers_the_real_call() {
     // The revised hold, approved from its masked listing part by hand.
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("frank"))
         .await
         .unwrap();
@@ -300,6 +304,7 @@ async fn a_hold_too_large_to_review_is_answered_only_by_a_denial_or_an_edit() {
     let snapshot = out.snapshot_id.clone().unwrap();
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("fiona"))
         .await
         .unwrap();
@@ -309,6 +314,7 @@ async fn a_hold_too_large_to_review_is_answered_only_by_a_denial_or_an_edit() {
     // Approving is refused, whichever way it comes, and changes nothing.
     let refused = s
         .agent
+        .decisions()
         .answer(Answer::approve(snapshot.clone()), &finance("fiona"))
         .await
         .unwrap_err();
@@ -329,6 +335,7 @@ async fn a_hold_too_large_to_review_is_answered_only_by_a_denial_or_an_edit() {
     // Nor does a standing grant let such a call through later.
     let granted = s
         .agent
+        .decisions()
         .answer(
             Answer::approve(snapshot.clone()).grant(GrantRequest::new(GrantScope::Principal)),
             &finance("fiona"),
@@ -337,6 +344,7 @@ async fn a_hold_too_large_to_review_is_answered_only_by_a_denial_or_an_edit() {
     assert!(granted.is_err());
     let still = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("fiona"))
         .await
         .unwrap();
@@ -359,18 +367,20 @@ async fn a_hold_too_large_to_review_is_answered_only_by_a_denial_or_an_edit() {
     assert_eq!(revised.finish_reason, FinishReason::Interrupted);
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("frank"))
         .await
         .unwrap();
     assert!(listed[0].unapprovable.is_none(), "{:?}", listed[0].unapprovable);
     s.agent
+        .decisions()
         .answer(Answer::approve(revised.snapshot_id.clone().unwrap()), &finance("frank"))
         .await
         .unwrap();
     assert_eq!(s.seen.lock().unwrap()[0].1, json!({"script": "echo hi"}));
 
     // The audit says why the first hold was not approved.
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     let edit_row = audit.iter().find(|r| r.decision.as_str() == "edit").unwrap();
     assert!(
         edit_row
@@ -389,11 +399,12 @@ async fn a_denial_of_an_unreviewable_hold_records_why_it_could_not_be_approved()
     let snapshot = out.snapshot_id.clone().unwrap();
     let done = s
         .agent
+        .decisions()
         .answer(Answer::deny(snapshot, Some("too long to read")), &finance("fiona"))
         .await
         .unwrap();
     assert!(matches!(done, Answered::Resumed(_)));
-    let audit = s.agent.audit(AuditQuery::default()).await.unwrap();
+    let audit = s.agent.decisions().audit(AuditQuery::default()).await.unwrap();
     let deny = audit.iter().find(|r| r.decision.as_str() == "deny").unwrap();
     let reason = deny.reason.as_deref().unwrap();
     assert!(
@@ -411,6 +422,7 @@ async fn a_preview_that_cannot_show_everything_or_fails_leaves_deny_or_edit() {
     assert_eq!(out.finish_reason, FinishReason::Interrupted);
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("fiona"))
         .await
         .unwrap();
@@ -427,6 +439,7 @@ async fn a_preview_that_cannot_show_everything_or_fails_leaves_deny_or_edit() {
     );
     let refused = s
         .agent
+        .decisions()
         .answer(Answer::approve(out.snapshot_id.clone().unwrap()), &finance("fiona"))
         .await
         .unwrap_err();
@@ -442,6 +455,7 @@ async fn a_preview_that_cannot_show_everything_or_fails_leaves_deny_or_edit() {
     );
     let listed = s
         .agent
+        .decisions()
         .pending_for(SnapshotQuery::default(), &finance("fiona"))
         .await
         .unwrap();

@@ -216,7 +216,7 @@ pub async fn two_levels_surface_and_resume(store: Arc<dyn SessionStore>) {
     assert_eq!(link["sessionId"], json!(outer.session_id));
     assert_eq!(link["tool"], "banking");
 
-    let listed = t.root.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = t.root.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
     let entry = &listed[0];
     assert_eq!(entry.tool, "transferMoney");
@@ -252,7 +252,14 @@ pub async fn two_levels_surface_and_resume(store: Arc<dyn SessionStore>) {
         let latest = agent.latest_snapshot(session, Access::Full).await.unwrap().unwrap();
         assert_eq!(latest.finish_reason, Some(FinishReason::Stop), "{latest:?}");
     }
-    assert!(t.root.pending(SnapshotQuery::default()).await.unwrap().is_empty());
+    assert!(
+        t.root
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Two children paused in one parent round are answered together: one
@@ -262,7 +269,7 @@ pub async fn two_children_paused_in_one_round(store: Arc<dyn SessionStore>) {
     let held = t.root.run_text("Transfer $500\nTransfer $70").await.unwrap();
     assert_eq!(held.finish_reason, FinishReason::Interrupted, "{held:?}");
     assert_eq!(held.interrupts().len(), 2);
-    let listed = t.root.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = t.root.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 2, "{listed:#?}");
     let big = listed.iter().find(|e| e.input["amount"] == 500).unwrap();
     let small = listed.iter().find(|e| e.input["amount"] == 70).unwrap();
@@ -283,7 +290,13 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     let held = t.root.run_text("Transfer $500").await.unwrap();
     let root_id = held.snapshot_id.clone().unwrap();
     let child_id = SurfacedHold::of(&held.interrupts()[0]).unwrap().snapshot_id;
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = t
+        .root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let init = || AgentInit::snapshot(root_id.clone());
 
     // An unknown nested ref.
@@ -331,7 +344,15 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     assert!(waiting(&store, &root_id).await, "the root still waits");
     assert!(waiting(&store, &child_id).await, "the child still waits");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
-    assert_eq!(t.root.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
+    assert_eq!(
+        t.root
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     // The real answer works once; replaying it is refused.
     let done = t.root.run(answer(&[&entry], true), init()).await.unwrap();
@@ -345,7 +366,14 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
     let held = t.root.run_text("Transfer $80").await.unwrap();
     let root_id = held.snapshot_id.clone().unwrap();
     let child = SurfacedHold::of(&held.interrupts()[0]).unwrap();
-    assert!(t.banking.pending(SnapshotQuery::default()).await.unwrap().is_empty());
+    assert!(
+        t.banking
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let direct = ToolApproval::interrupted(&child.interrupts[0])
         .unwrap()
         .approve(None)
@@ -368,7 +396,13 @@ pub async fn forged_or_stale_nested_answers_change_nothing(store: Arc<dyn Sessio
 pub async fn concurrent_double_answer_runs_inner_once(store: Arc<dyn SessionStore>) {
     let t = tree_on(store, 1, None);
     let held = t.root.run_text("Transfer $500").await.unwrap();
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = t
+        .root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let init = || AgentInit::snapshot(held.snapshot_id.clone().unwrap());
     let (a, b) = tokio::join!(
         t.root.run(answer(&[&entry], true), init()),
@@ -389,7 +423,13 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     let t = tree_on(store, 1, Some(Duration::from_secs(3600)));
     let held = t.root.run_text("Transfer $500").await.unwrap();
     let child = SurfacedHold::of(&held.interrupts()[0]).unwrap();
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = t
+        .root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let init = || AgentInit::snapshot(held.snapshot_id.clone().unwrap());
     let resume = t.root.run(answer(&[&entry], true), init());
     assert!(
@@ -399,11 +439,11 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "the transfer started");
     tokio::time::sleep(LEASE + Duration::from_millis(150)).await;
 
-    let root_doubt = t.root.in_doubt(SnapshotQuery::default()).await.unwrap();
+    let root_doubt = t.root.decisions().in_doubt(SnapshotQuery::default()).await.unwrap();
     assert_eq!(root_doubt.len(), 1, "{root_doubt:#?}");
     assert_eq!(root_doubt[0].tool, "transferMoney");
     assert_eq!(root_doubt[0].path.len(), 1);
-    let child_doubt = t.banking.in_doubt(SnapshotQuery::default()).await.unwrap();
+    let child_doubt = t.banking.decisions().in_doubt(SnapshotQuery::default()).await.unwrap();
     assert_eq!(child_doubt.len(), 1, "{child_doubt:#?}");
     assert_eq!(child_doubt[0].snapshot_id, child.snapshot_id);
 
@@ -428,6 +468,7 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     let respond = found.respond(json!({"transactionId": "tx-found"})).unwrap();
     let child_done = t
         .banking
+        .decisions()
         .settle(
             &child.snapshot_id,
             Resume::from_parts([respond]),
@@ -439,6 +480,7 @@ pub async fn dying_mid_resume_leaves_the_child_in_doubt(store: Arc<dyn SessionSt
     let answer_up = held.interrupts()[0].respond(json!(child_done.text())).unwrap();
     let root_done = t
         .root
+        .decisions()
         .settle(
             held.snapshot_id.as_deref().unwrap(),
             Resume::from_parts([answer_up]),
@@ -459,9 +501,22 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     let held = t.root.run_text("Transfer $500").await.unwrap();
     let outer = SurfacedHold::of(&held.interrupts()[0]).unwrap();
     let inner = SurfacedHold::of(&outer.interrupts[0]).unwrap();
-    assert_eq!(t.root.pending(SnapshotQuery::default()).await.unwrap().len(), 1);
+    assert_eq!(
+        t.root
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(
-        t.banking.pending(SnapshotQuery::default()).await.unwrap().is_empty(),
+        t.banking
+            .decisions()
+            .pending(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "listed on the root only"
     );
     let next = t
@@ -476,7 +531,7 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     for id in [&outer.snapshot_id, &inner.snapshot_id] {
         assert!(!waiting(&store, id).await, "child {id} was abandoned");
     }
-    let listed = t.root.pending(SnapshotQuery::default()).await.unwrap();
+    let listed = t.root.decisions().pending(SnapshotQuery::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "only the new hold: {listed:#?}");
     assert_eq!(listed[0].input["amount"], 9);
     let direct = ToolApproval::interrupted(&inner.interrupts[0])
@@ -494,7 +549,13 @@ pub async fn abandoning_the_root_abandons_paused_children(store: Arc<dyn Session
     assert_eq!(r.0, Status::FailedPrecondition, "{r:?}");
     assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
     // The new hold is answered by session id.
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = t
+        .root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let done = t
         .root
         .run(answer(&[&entry], true), AgentInit::session(held.session_id.clone()))
@@ -607,7 +668,13 @@ pub async fn levels_are_written_in_one_step(store: Arc<dyn SessionStore>) {
         assert!(waiting(&t.store, id).await, "{id} is durable and waiting");
     }
 
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = t
+        .root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let done = t
         .root
         .run(answer(&[&entry], true), AgentInit::snapshot(root_paused.clone()))
@@ -682,7 +749,12 @@ pub async fn a_dropped_parent_still_writes_its_finished_child(store: Arc<dyn Ses
     let held = root.run_text("Transfer $500").await.unwrap();
     assert_eq!(held.finish_reason, FinishReason::Interrupted, "{held:?}");
     let child = SurfacedHold::of(&held.interrupts()[0]).unwrap();
-    let entry = root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     let resume = root.run(
         answer(&[&entry], true),
         AgentInit::snapshot(held.snapshot_id.clone().unwrap()),
@@ -710,7 +782,12 @@ pub async fn a_dropped_parent_still_writes_its_finished_child(store: Arc<dyn Ses
     assert_eq!(finished.finish_reason, Some(FinishReason::Stop), "{finished:?}");
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
     assert!(
-        t.banking.in_doubt(SnapshotQuery::default()).await.unwrap().is_empty(),
+        t.banking
+            .decisions()
+            .in_doubt(SnapshotQuery::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "the child is done, not in doubt"
     );
     assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "never re-run");
@@ -839,7 +916,7 @@ async fn the_roots_output_answers_a_nested_hold_directly() {
         let t = tree_on(Arc::new(InMemoryStore::new()), 2, None);
         let held = t.root.run_text("Transfer $700 to my savings account.").await.unwrap();
         assert_eq!(held.finish_reason, FinishReason::Interrupted, "{how}: {held:?}");
-        let listed = t.root.pending(SnapshotQuery::default()).await.unwrap();
+        let listed = t.root.decisions().pending(SnapshotQuery::default()).await.unwrap();
         let holds = held.holds();
         assert_eq!(holds.len(), 1, "{how}: {holds:#?}");
         assert_eq!(
@@ -884,7 +961,14 @@ async fn the_roots_output_answers_a_nested_hold_directly() {
             "{how}: {again:?}"
         );
         assert_eq!(t.transfers.load(Ordering::SeqCst), 1, "{how}: exactly once");
-        assert!(t.root.pending(SnapshotQuery::default()).await.unwrap().is_empty());
+        assert!(
+            t.root
+                .decisions()
+                .pending(SnapshotQuery::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 }
 
@@ -910,7 +994,7 @@ async fn a_plain_denial_of_a_sub_agent_call_denies_its_only_hold() {
     assert_eq!(t.transfers.load(Ordering::SeqCst), 0);
 }
 
-/// `Agent::answer` takes the ref the root's output shows for the sub-agent
+/// `Decisions::answer` takes the ref the root's output shows for the sub-agent
 /// call: it picks the one hold that call surfaced.
 #[tokio::test]
 async fn an_answer_by_the_surfacing_calls_ref_picks_its_only_hold() {
@@ -923,7 +1007,7 @@ async fn an_answer_by_the_surfacing_calls_ref_picks_its_only_hold() {
         .clone()
         .unwrap();
     let answer = holdpoint::agent::Answer::approve(held.snapshot_id.clone().unwrap()).reference(surfacing);
-    let answered = t.root.answer(answer, serde_json::Map::new()).await.unwrap();
+    let answered = t.root.decisions().answer(answer, serde_json::Map::new()).await.unwrap();
     assert!(
         matches!(answered, holdpoint::agent::Answered::Resumed(ref out) if out.finish_reason == FinishReason::Stop),
         "{answered:?}"
@@ -940,7 +1024,13 @@ async fn a_refusal_about_a_sub_agents_hold_names_the_callers_snapshot() {
     let held = t.root.run_text("Transfer $500").await.unwrap();
     let root_id = held.snapshot_id.clone().unwrap();
     let child_id = SurfacedHold::of(&held.interrupts()[0]).unwrap().snapshot_id;
-    let entry = t.root.pending(SnapshotQuery::default()).await.unwrap().remove(0);
+    let entry = t
+        .root
+        .decisions()
+        .pending(SnapshotQuery::default())
+        .await
+        .unwrap()
+        .remove(0);
     // The child's hold is claimed under the root (a resume of it that
     // died, say): the root still waits, its answer can no longer go down.
     store

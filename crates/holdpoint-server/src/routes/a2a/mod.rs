@@ -37,9 +37,9 @@ use crate::auth::{Caller, Identity};
 use crate::envelope::ApiPath;
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
+use crate::routes::agents::{self as turns, claim_conflict};
 use crate::routes::agui::resume;
 use crate::state::AppState;
-use crate::routes::agents::{self as turns, claim_conflict};
 
 pub(crate) use self::card::card;
 
@@ -301,6 +301,7 @@ impl Ctx {
         };
         match self
             .agent
+            .decisions()
             .answer(answer, self.caller.request_context())
             .await
             .map_err(RpcError::from_core)?

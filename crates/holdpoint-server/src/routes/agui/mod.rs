@@ -43,8 +43,8 @@ use crate::auth::{Caller, Identity};
 use crate::envelope::{ApiJson, ApiPath};
 use crate::error::ApiError;
 use crate::metrics::TurnMeta;
-use crate::state::AppState;
 use crate::routes::agents::{self as turns, TurnEvent, claim_conflict};
+use crate::state::AppState;
 
 /// AG-UI's `RunAgentInput`: the fields this endpoint reads (the rest —
 /// `tools`, `context`, `state`, `forwardedProps` — is accepted and

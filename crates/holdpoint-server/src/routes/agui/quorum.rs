@@ -1,7 +1,7 @@
 //! One approval toward a quorum over AG-UI (docs/reference.md §19): a
 //! resume cannot decide a hold whose rule needs several approvers, so a
 //! plain approval of the one open call under such a rule is recorded
-//! through [`Agent::answer`], the same path `POST /agents/{name}/answer`
+//! through [`Decisions::answer`], the same path `POST /agents/{name}/answer`
 //! takes. Until the quorum is met the run ends with the same interrupt,
 //! its `metadata.holdpoint.approvals` now naming this approver; the
 //! approval that meets it resumes the turn, and the run reports that turn.
@@ -53,7 +53,7 @@ pub(super) async fn record(
         tool: Some(call.tool.clone()),
         ..Answer::approve(snapshot.snapshot_id.clone())
     };
-    let result = agent.answer(answer, caller.request_context()).await;
+    let result = agent.decisions().answer(answer, caller.request_context()).await;
     let done = match result {
         Ok(Answered::Recorded { call, .. }) => {
             let m = models_in(Some(&snapshot)).saturating_sub(1);

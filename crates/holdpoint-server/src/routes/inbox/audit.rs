@@ -165,6 +165,7 @@ pub(crate) async fn audit(
         }
         seen_hold |= hold_visible;
         let records = agent
+            .decisions()
             .audit(AuditQuery {
                 session_id: nonempty(&query.session_id),
                 limit: Some(SCAN_LIMIT),

@@ -362,6 +362,7 @@ pub(crate) async fn inbox(
     let mut definitions = Definitions::new();
     for agent in agents_of(&state, &caller, query.agent.as_deref())? {
         let listed = agent
+            .decisions()
             .pending_for(
                 SnapshotQuery {
                     owner: caller.principal().map(str::to_owned),

@@ -224,7 +224,7 @@ impl AgentBuilder {
     /// let held = support.run_text("Transfer $500 to savings").await?;
     /// assert_eq!(held.finish_reason, FinishReason::Interrupted);
     /// // The root lists the real question, under a compound ref.
-    /// let entry = support.pending(SnapshotQuery::default()).await?.remove(0);
+    /// let entry = support.decisions().pending(SnapshotQuery::default()).await?.remove(0);
     /// assert_eq!(entry.tool, "transferMoney");
     /// assert_eq!(entry.path[0].agent, "bankingAgent");
     /// // The output answers it directly too: `holds()` shows the same
