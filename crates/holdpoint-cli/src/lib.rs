@@ -86,6 +86,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use holdpoint::agent::Agent;
+use holdpoint_deploy::{StoreOrigin, StoreSetting};
 
 pub use backend::{Backend, Decision, StoreBackend};
 pub use commands::SessionRow;
@@ -126,15 +127,12 @@ async fn run_cli(cli: args::Cli, agents: Vec<Agent>) -> Result<(), CliError> {
     let backend = match (&cli.server, &cli.store) {
         (Some(url), _) => Backend::Server(http::HttpBackend::new(url, cli.api_key.clone())),
         (None, Some(url)) => {
-            let store = holdpoint_stores::open_store(url).await.map_err(|e| {
-                if e.status() == holdpoint::Status::InvalidArgument {
-                    CliError::Usage(e.to_string())
-                } else {
-                    CliError::Usage(format!(
-                        "store cannot be opened: {e} (is the database running and --store right?)"
-                    ))
-                }
-            })?;
+            // Checked and opened as every deployment opens its store.
+            let store = StoreSetting::given(StoreOrigin::Flag("--store".into()), url)
+                .map_err(|e| CliError::Usage(e.to_string()))?
+                .open()
+                .await
+                .map_err(|e| CliError::Usage(e.to_string()))?;
             Backend::Store(StoreBackend {
                 store,
                 agents: agents.clone(),
