@@ -36,6 +36,10 @@ pub enum DeployError {
         /// Why (the missing store capability).
         source: holdpoint::Error,
     },
+    /// A command-line flag standing for a `[server]` key has a value that
+    /// cannot be used (an `--addr` that is not `IP:PORT`).
+    #[error("{0}")]
+    Flag(String),
     /// `[auth.jwt]` cannot build its verifier.
     #[error("{}: [auth.jwt]: {source}", file.display())]
     Jwt {

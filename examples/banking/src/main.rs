@@ -147,27 +147,24 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Serve(args) => {
             let config = load(args.config.as_deref())?;
-            let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
             let api_key = args.api_key.filter(|k| !k.is_empty());
             // A flag wins over the file; the file over the defaults.
-            let addr = match (args.addr, file.listen) {
-                (Some(a), _) => a,
-                (None, Some(listen)) => listen.to_string(),
-                (None, None) => "127.0.0.1:8080".to_owned(),
+            let flags = holdpoint_deploy::ServerFlags {
+                addr: args.addr,
+                data_dir: args.data_dir,
+                metrics_open: args.metrics_open,
+                allowed_hosts: args.allowed_hosts,
             };
+            let mut serving = holdpoint_deploy::Serving::resolve(flags, config.as_ref()).map_err(|e| e.to_string())?;
             let authenticated = api_key.is_some() || config.as_ref().is_some_and(|c| c.has_auth());
-            let listener = serve::bind(&addr, authenticated).await?;
+            let listener = serve::bind(serving.listen, authenticated).await?;
             let store = wiring::open_store(&wiring::choose_store(args.store.as_deref(), config.as_ref())?).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
-            let data_dir = match args.data_dir.or(file.data_dir) {
+            let data_dir = match serving.data_dir.take() {
                 Some(d) => d,
                 None => wiring::data_dir()?,
             };
-            let allowed_hosts = if args.allowed_hosts.is_empty() {
-                file.allowed_hosts
-            } else {
-                args.allowed_hosts
-            };
+            serving.data_dir = Some(data_dir.clone());
             serve::run(serve::ServeConfig {
                 listener,
                 model,
@@ -175,8 +172,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 api_key,
                 config,
                 data_dir,
-                metrics_open: args.metrics_open || file.metrics_open.unwrap_or(false),
-                allowed_hosts,
+                serving,
             })
             .await
         }
