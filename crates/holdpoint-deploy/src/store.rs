@@ -19,7 +19,7 @@ use holdpoint_stores::{StoreUrl, parse_store_url};
 use crate::config::{Config, StoreOrigin, StoreSetting};
 
 /// Why a store URL cannot be used. The message starts with where the URL
-/// was given (`--store: …`, `FILE:LINE:COLUMN: \`server.store\`: …`).
+/// was given (`--store: …`, ``FILE:LINE:COLUMN: `server.store`: …``).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {

@@ -48,7 +48,7 @@ pub enum StoreOrigin {
 }
 
 impl fmt::Display for StoreOrigin {
-    /// `--store`, `FILE:LINE:COLUMN: \`server.store\``, or `the default
+    /// `--store`, ``FILE:LINE:COLUMN: `server.store` ``, or `the default
     /// store`: the prefix of an error about the URL.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
