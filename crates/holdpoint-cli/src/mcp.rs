@@ -14,9 +14,13 @@ use holdpoint_mcp::{McpServer, ServerStatus};
 use crate::error::CliError;
 use crate::output::{Table, print, print_json};
 
-/// Connects to every server of the file (a failure is that server's
-/// status, not the command's) and prints them.
-pub async fn list(path: &Path, json: bool) -> Result<(), CliError> {
+/// Connects to every server of the `--config` file (a failure is that
+/// server's status, not the command's) and prints them; without a file,
+/// a usage error.
+pub async fn list(path: Option<&Path>, json: bool) -> Result<(), CliError> {
+    let path = path.ok_or_else(|| {
+        CliError::Usage("mcp list needs the configuration file: --config FILE (or HOLDPOINT_CONFIG)".into())
+    })?;
     let configs = Config::load(path)?.mcp_servers().to_vec();
     let mut statuses: Vec<ServerStatus> = Vec::with_capacity(configs.len());
     for config in configs {

@@ -2,6 +2,7 @@
 //! the `--config` file (docs/reference.md §15).
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
 use holdpoint::agent::Agent;
@@ -60,13 +61,18 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, CliError> {
     })
 }
 
-pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
+pub(crate) async fn serve(
+    args: ServeArgs,
+    config: Option<&Path>,
+    api_key: Option<String>,
+    agents: Vec<Agent>,
+) -> Result<(), CliError> {
     if agents.is_empty() {
         return Err(CliError::Usage(
             "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
         ));
     }
-    let config = args.config.as_deref().map(Config::load).transpose()?;
+    let config = config.map(Config::load).transpose()?;
     let serving = Serving::resolve(
         ServerFlags {
             addr: args.addr,

@@ -36,6 +36,7 @@ fn holdpoint(args: &[&str]) -> (bool, String, String) {
         .env_remove("HOLDPOINT_STORE")
         .env_remove("HOLDPOINT_SERVER")
         .env_remove("HOLDPOINT_API_KEY")
+        .env_remove("HOLDPOINT_CONFIG")
         .output()
         .unwrap();
     (
@@ -89,6 +90,12 @@ fn mcp_list_shows_each_servers_status_and_tools() {
         !ok && err.contains(&format!("{path}:2:1: `server.addr`: unknown key")),
         "{err}"
     );
+    // `--config` is global: before the command too; without it, one line.
+    std::fs::write(&file, "").unwrap();
+    let (ok, out, err) = holdpoint(&["--config", &path, "mcp", "list", "--json"]);
+    assert!(ok && out.trim() == "[]", "{out}{err}");
+    let (ok, _, err) = holdpoint(&["mcp", "list"]);
+    assert!(!ok && err.contains("--config FILE"), "{err}");
 }
 
 fn last_tool_output(model: &ScriptedModel) -> Value {
