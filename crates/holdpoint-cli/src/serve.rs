@@ -85,12 +85,9 @@ pub(crate) async fn serve(
     .map_err(|e| CliError::Usage(e.to_string()))?;
     let addr = serving.listen;
     let api_key = api_key.filter(|k| !k.is_empty());
-    let configured_auth = config.as_ref().is_some_and(Config::has_auth);
-    if api_key.is_none() && !configured_auth && !addr.ip().is_loopback() {
-        return Err(CliError::Usage(format!(
-            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY (or API keys in --config), or listen on 127.0.0.1"
-        )));
-    }
+    serving
+        .check_exposure(api_key.as_deref(), config.as_ref())
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     if config.as_ref().is_some_and(|c| c.server().store.is_some()) {
         eprintln!("note: `[server] store` is not used by serve here: the agents use the stores they were built with");
     }

@@ -73,6 +73,19 @@ impl Serving {
         })
     }
 
+    /// Refuses to serve anonymous callers beyond loopback: with no
+    /// `operator_key` and no credentials in `config` (API keys or
+    /// `[auth.jwt]`), `listen` must be a loopback address
+    /// ([`authenticate`](crate::authenticate) then allows anonymous
+    /// callers). Call it before binding.
+    pub fn check_exposure(&self, operator_key: Option<&str>, config: Option<&Config>) -> Result<(), DeployError> {
+        let authenticated = operator_key.is_some_and(|k| !k.is_empty()) || config.is_some_and(Config::has_auth);
+        if authenticated || self.listen.ip().is_loopback() {
+            return Ok(());
+        }
+        Err(DeployError::Exposed(self.listen))
+    }
+
     /// `builder` with `/metrics` access, the allowed hosts (when any) and
     /// the data directory (when set). Where to listen is the caller's.
     pub fn apply(&self, mut builder: ServerBuilder) -> ServerBuilder {
@@ -117,6 +130,29 @@ mod tests {
         assert_eq!(both.data_dir, Some("/tmp/d".into()));
         assert!(both.metrics_open, "either opens metrics");
         assert_eq!(both.allowed_hosts, ["proxy.example"]);
+    }
+
+    #[test]
+    fn anonymous_callers_are_served_on_loopback_only() {
+        let at = |addr: &str| {
+            let flags = ServerFlags {
+                addr: Some(addr.into()),
+                ..ServerFlags::default()
+            };
+            Serving::resolve(flags, None).unwrap()
+        };
+        assert!(at("127.0.0.1:0").check_exposure(None, None).is_ok());
+        assert!(at("[::1]:0").check_exposure(Some(""), None).is_ok());
+        let e = at("0.0.0.0:0").check_exposure(None, None).unwrap_err().to_string();
+        assert!(e.starts_with("listening on 0.0.0.0:0 without --api-key"), "{e}");
+        assert!(
+            at("0.0.0.0:0").check_exposure(Some(""), None).is_err(),
+            "an empty key is none"
+        );
+        assert!(at("0.0.0.0:0").check_exposure(Some("k-op"), None).is_ok());
+        let keys = "[[auth.api_keys]]\nprincipal = \"a\"\nkey = \"k-a-0123456789\"\n";
+        let config = Config::parse(keys, "holdpoint.toml").unwrap();
+        assert!(at("0.0.0.0:0").check_exposure(None, Some(&config)).is_ok());
     }
 
     #[test]

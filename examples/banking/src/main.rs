@@ -156,8 +156,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 allowed_hosts: args.allowed_hosts,
             };
             let mut serving = holdpoint_deploy::Serving::resolve(flags, config.as_ref()).map_err(|e| e.to_string())?;
-            let authenticated = api_key.is_some() || config.as_ref().is_some_and(|c| c.has_auth());
-            let listener = serve::bind(serving.listen, authenticated).await?;
+            serving
+                .check_exposure(api_key.as_deref(), config.as_ref())
+                .map_err(|e| e.to_string())?;
+            let listener = serve::bind(serving.listen).await?;
             let store = wiring::open_store(&wiring::choose_store(args.store.as_deref(), config.as_ref())?).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
             let data_dir = match serving.data_dir.take() {

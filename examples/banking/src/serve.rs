@@ -32,15 +32,10 @@ pub struct ServeConfig {
     pub serving: Serving,
 }
 
-/// Checks `addr` against the key policy (no credentials: loopback only)
-/// and binds it, before anything else is set up (so a busy port is the
-/// only line printed).
-pub async fn bind(addr: SocketAddr, authenticated: bool) -> Result<tokio::net::TcpListener, String> {
-    if !authenticated && !addr.ip().is_loopback() {
-        return Err(format!(
-            "listening on {addr} without --api-key would let anyone on the network approve transfers: pass --api-key KEY (or HOLDPOINT_API_KEY, or API keys in --config), or listen on 127.0.0.1"
-        ));
-    }
+/// Binds `addr` (checked against the key policy already:
+/// [`Serving::check_exposure`]), before anything else is set up (so a busy
+/// port is the only line printed).
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| match e.kind() {
         std::io::ErrorKind::AddrInUse => {
             format!("{addr} is already in use: stop the other server or pick another port with --addr 127.0.0.1:PORT")
