@@ -84,7 +84,6 @@ mod receipt;
 mod serve;
 
 use std::process::ExitCode;
-
 use std::sync::Arc;
 
 use clap::Parser;
