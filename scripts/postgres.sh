@@ -10,6 +10,21 @@
 # port of 127.0.0.1 with trust authentication. Tests read DATABASE_URL and
 # each makes a database of its own on that server. Only the export lines go
 # to stdout; progress goes to stderr.
+#
+# NOT DURABLE: for speed the server runs with fsync=off,
+# synchronous_commit=off and full_page_writes=off. A commit is acknowledged
+# before its WAL is written, so a crash of the server's processes
+# (`pg_ctl restart -m immediate`, a kill -9) loses the last acknowledged
+# commits, and a crash of the machine can lose more or corrupt the cluster.
+# Never point a deployment at it. A test that restarts or crashes this
+# server and checks what survived must turn durability on first:
+# holdpoint-cluster (scripts/cluster.sh) runs `ALTER ROLE postgres SET
+# synchronous_commit = on` before its immediate restart (`--pg-durable`,
+# on by default; crates/holdpoint-cluster/src/infra.rs, durable_commits).
+# That covers a process crash; fsync stays off, which only a machine crash
+# would expose. Tests that stop their own private server use
+# holdpoint-testkit's TempPostgres, which stops it with `-m fast` (committed
+# work is flushed). Do not restart a server other tests are using.
 set -euo pipefail
 
 say() { printf 'postgres.sh: %s\n' "$*" >&2; }
@@ -61,7 +76,8 @@ start() {
   port="$(free_port)"
   say "initdb in $dir/data ($bin)"
   as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync --no-instructions >&2
-  # Test settings: no fsync (a throwaway server), room for many pools.
+  # Test settings, not durable (see the header): no fsync, asynchronous
+  # commits, no full-page writes; room for many pools.
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
     start >&2 || { cat "$dir/server.log" >&2; die "the server did not start"; }

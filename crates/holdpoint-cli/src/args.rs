@@ -9,9 +9,16 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "holdpoint", version, about)]
 pub struct Cli {
     /// Session store to read and write directly: memory:, sqlite:PATH or
-    /// postgres://… (default with registered agents: their own store).
+    /// postgres://… (default: the --config file's `[server] store`, else,
+    /// with registered agents, their own store).
     #[arg(long, global = true, env = "HOLDPOINT_STORE", conflicts_with = "server")]
     pub store: Option<String>,
+    /// The deployment's TOML configuration file (docs/reference.md,
+    /// "Configuration"): what `serve` serves with and `mcp list` lists, and
+    /// the store other commands use when --store is not given (its
+    /// `[server] store`). A flag given as well wins over the file.
+    #[arg(long, global = true, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// A running holdpoint server, e.g. http://127.0.0.1:8080.
     #[arg(long, global = true, env = "HOLDPOINT_SERVER")]
     pub server: Option<String>,
@@ -202,13 +209,9 @@ pub struct AnswerArgs {
 /// `mcp …`.
 #[derive(Subcommand, Debug)]
 pub enum McpCommand {
-    /// Connect to each `[[mcp.servers]]` entry of the file and list its
-    /// status and tools.
-    List {
-        /// The TOML file with `[[mcp.servers]]`.
-        #[arg(long, env = "HOLDPOINT_CONFIG")]
-        config: PathBuf,
-    },
+    /// Connect to each `[[mcp.servers]]` entry of the --config file and
+    /// list its status and tools.
+    List,
 }
 
 /// `settle` arguments.
@@ -230,7 +233,10 @@ pub struct SettleArgs {
     pub rerun: bool,
 }
 
-/// `serve` options.
+/// `serve` options. The global --config file gives API keys with roles,
+/// JWT/OIDC, approval rules, notification channels, MCP servers and
+/// `[server]` settings; a flag given as well wins over the file's setting,
+/// and --api-key adds an `operator` key beside the file's keys.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Where to listen (default: the file's `[server] listen`, else
@@ -238,12 +244,6 @@ pub struct ServeArgs {
     /// credentials in --config).
     #[arg(long)]
     pub addr: Option<String>,
-    /// A TOML configuration file: API keys with roles, JWT/OIDC, approval
-    /// rules, notification channels, MCP servers (docs/reference.md,
-    /// "Configuration"). A flag given as well wins over the file's setting;
-    /// --api-key adds an `operator` key beside the file's keys.
-    #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
     /// Where the state-signing keys are kept.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,

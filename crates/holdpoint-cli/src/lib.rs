@@ -1,6 +1,7 @@
 //! `holdpoint`: the operator's command line for Holdpoint agents.
 //!
-//! Point it at a session store (`--store sqlite:PATH`, `postgres://…`) or at
+//! Point it at a session store (`--store sqlite:PATH`, `postgres://…`, or
+//! `--config FILE` whose `[server] store` names one; `--store` wins) or at
 //! a running server (`--server http://HOST:PORT`, with `--api-key`), then:
 //!
 //! | command | what |
@@ -83,9 +84,12 @@ mod receipt;
 mod serve;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 use holdpoint::agent::Agent;
+use holdpoint::session::SessionStore;
+use holdpoint_deploy::{Config, StoreOrigin, StoreSetting, choose_store};
 
 pub use backend::{Backend, Decision, StoreBackend};
 pub use commands::SessionRow;
@@ -116,42 +120,58 @@ where
 
 async fn run_cli(cli: args::Cli, agents: Vec<Agent>) -> Result<(), CliError> {
     // `mcp list` reads a configuration file and needs no store or server.
-    if let args::Command::Mcp(args::McpCommand::List { config }) = &cli.command {
-        return mcp::list(config, cli.json).await;
+    if let args::Command::Mcp(args::McpCommand::List) = &cli.command {
+        return mcp::list(cli.config.as_deref(), cli.json).await;
     }
     // `receipt verify` checks a token offline: no store or server.
     if let args::Command::Receipt(command) = cli.command {
         return receipt::run(command, cli.json).await;
     }
-    let backend = match (&cli.server, &cli.store) {
+    let serve = matches!(cli.command, args::Command::Serve(_));
+    let backend = match (&cli.server, store(&cli, serve).await?) {
         (Some(url), _) => Backend::Server(http::HttpBackend::new(url, cli.api_key.clone())),
-        (None, Some(url)) => {
-            let store = holdpoint_stores::open_store(url).await.map_err(|e| {
-                if e.status() == holdpoint::Status::InvalidArgument {
-                    CliError::Usage(e.to_string())
-                } else {
-                    CliError::Usage(format!(
-                        "store cannot be opened: {e} (is the database running and --store right?)"
-                    ))
-                }
-            })?;
-            Backend::Store(StoreBackend {
-                store,
-                agents: agents.clone(),
-            })
-        }
+        (None, Some(store)) => Backend::Store(StoreBackend {
+            store,
+            agents: agents.clone(),
+        }),
         (None, None) => match agents.iter().find_map(|a| a.store().cloned()) {
-            Some(store) if !matches!(cli.command, args::Command::Serve(_)) => Backend::Store(StoreBackend {
+            Some(store) if !serve => Backend::Store(StoreBackend {
                 store,
                 agents: agents.clone(),
             }),
-            _ if matches!(cli.command, args::Command::Serve(_)) => Backend::Server(http::HttpBackend::new("", None)),
+            _ if serve => Backend::Server(http::HttpBackend::new("", None)),
             _ => {
                 return Err(CliError::Usage(
-                    "say where to look: --store URL (sqlite:PATH, postgres://…) or --server http://HOST:PORT".into(),
+                    "say where to look: --store URL (sqlite:PATH, postgres://…), --config FILE with a `[server] store`, or --server http://HOST:PORT".into(),
                 ));
             }
         },
     };
     commands::dispatch(cli, backend, agents).await
+}
+
+/// The store the command reads and writes directly, chosen as every
+/// deployment chooses it ([`holdpoint_deploy::choose_store`]): `--store`,
+/// else the `--config` file's `[server] store` (not for `serve`, whose
+/// agents keep the stores they were built with); `None` without either, or
+/// with `--server`.
+async fn store(cli: &args::Cli, serve: bool) -> Result<Option<Arc<dyn SessionStore>>, CliError> {
+    if cli.server.is_some() {
+        return Ok(None);
+    }
+    let flag = match &cli.store {
+        Some(url) => Some(
+            StoreSetting::given(StoreOrigin::Flag("--store".into()), url)
+                .map_err(|e| CliError::Usage(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let config = match (&flag, &cli.config) {
+        (None, Some(path)) if !serve => Some(Config::load(path)?),
+        _ => None,
+    };
+    match choose_store(flag, config.as_ref()) {
+        Some(chosen) => Ok(Some(chosen.open().await.map_err(|e| CliError::Usage(e.to_string()))?)),
+        None => Ok(None),
+    }
 }

@@ -1,52 +1,27 @@
 //! `holdpoint mcp list`: the `[[mcp.servers]]` of a configuration file,
 //! connected one by one, with their status and tools.
+//!
+//! The file is read by the deployment's own loader
+//! ([`holdpoint_deploy::Config::load`]), so a file this command accepts is
+//! one `serve --config` accepts: the whole file is checked, and a mistake
+//! anywhere in it is named by file, line and key.
 
 use std::path::Path;
 
-use holdpoint_mcp::{McpServer, ServerConfig, ServerStatus};
-use serde::Deserialize;
+use holdpoint_deploy::Config;
+use holdpoint_mcp::{McpServer, ServerStatus};
 
 use crate::error::CliError;
 use crate::output::{Table, print, print_json};
 
-/// The part of a configuration file this command reads; other tables are
-/// ignored.
-#[derive(Deserialize)]
-struct File {
-    #[serde(default)]
-    mcp: Option<Section>,
-}
-
-#[derive(Deserialize)]
-struct Section {
-    #[serde(default)]
-    servers: Vec<ServerConfig>,
-}
-
-/// The servers of the file at `path`, checked.
-fn servers(path: &Path) -> Result<Vec<ServerConfig>, CliError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
-    let file: File = toml::from_str(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
-    let servers = file.mcp.map(|m| m.servers).unwrap_or_default();
-    for (i, s) in servers.iter().enumerate() {
-        s.transport()
-            .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
-        if servers[..i].iter().any(|o| o.name == s.name) {
-            return Err(CliError::Usage(format!(
-                "{}: two [[mcp.servers]] are named \"{}\"",
-                path.display(),
-                s.name
-            )));
-        }
-    }
-    Ok(servers)
-}
-
-/// Connects to every server of the file (a failure is that server's
-/// status, not the command's) and prints them.
-pub async fn list(path: &Path, json: bool) -> Result<(), CliError> {
-    let configs = servers(path)?;
+/// Connects to every server of the `--config` file (a failure is that
+/// server's status, not the command's) and prints them; without a file,
+/// a usage error.
+pub async fn list(path: Option<&Path>, json: bool) -> Result<(), CliError> {
+    let path = path.ok_or_else(|| {
+        CliError::Usage("mcp list needs the configuration file: --config FILE (or HOLDPOINT_CONFIG)".into())
+    })?;
+    let configs = Config::load(path)?.mcp_servers().to_vec();
     let mut statuses: Vec<ServerStatus> = Vec::with_capacity(configs.len());
     for config in configs {
         let server = McpServer::new(config).map_err(|e| CliError::Usage(e.to_string()))?;

@@ -2,12 +2,12 @@
 //! the `--config` file (docs/reference.md §15).
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
 use holdpoint::agent::Agent;
-use holdpoint_deploy::Config;
-use holdpoint_deploy::config::ServerSettings;
-use holdpoint_server::{Server, ServerBuilder};
+use holdpoint_deploy::{Config, ServerFlags, Serving};
+use holdpoint_server::Server;
 
 use crate::args::ServeArgs;
 use crate::error::CliError;
@@ -48,18 +48,6 @@ fn check_prebuilt(agents: &[Agent], config: &Config) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Where to listen: `--addr` wins over the file's `[server] listen`, which
-/// wins over `127.0.0.1:8080`.
-fn listen_addr(flag: Option<&str>, file: Option<SocketAddr>) -> Result<SocketAddr, CliError> {
-    match (flag, file) {
-        (Some(a), _) => a
-            .parse()
-            .map_err(|_| CliError::Usage(format!("--addr {a:?} is not IP:PORT, e.g. 127.0.0.1:8080"))),
-        (None, Some(listen)) => Ok(listen),
-        (None, None) => Ok(SocketAddr::from(([127, 0, 0, 1], 8080))),
-    }
-}
-
 /// Binds `addr`, a busy port explained.
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, CliError> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| {
@@ -73,41 +61,34 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, CliError> {
     })
 }
 
-/// The server's settings of the flags and the file's `[server]` (a flag
-/// wins over the file): `/metrics` access, allowed hosts, the data directory.
-fn settings(mut builder: ServerBuilder, args: &ServeArgs, file: &ServerSettings) -> ServerBuilder {
-    builder = builder.metrics_open(args.metrics_open || file.metrics_open.unwrap_or(false));
-    let allowed_hosts = if args.allowed_hosts.is_empty() {
-        &file.allowed_hosts
-    } else {
-        &args.allowed_hosts
-    };
-    if !allowed_hosts.is_empty() {
-        builder = builder.allowed_hosts(allowed_hosts.iter().cloned());
-    }
-    if let Some(dir) = args.data_dir.as_ref().or(file.data_dir.as_ref()) {
-        builder = builder.data_dir(dir);
-    }
-    builder
-}
-
-pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<Agent>) -> Result<(), CliError> {
+pub(crate) async fn serve(
+    args: ServeArgs,
+    config: Option<&Path>,
+    api_key: Option<String>,
+    agents: Vec<Agent>,
+) -> Result<(), CliError> {
     if agents.is_empty() {
         return Err(CliError::Usage(
             "the stock holdpoint binary has no agents to serve: call holdpoint_cli::run(agents) from your own main (see the holdpoint-cli docs)".into(),
         ));
     }
-    let config = args.config.as_deref().map(Config::load).transpose()?;
-    let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
-    let addr = listen_addr(args.addr.as_deref(), file.listen)?;
+    let config = config.map(Config::load).transpose()?;
+    let serving = Serving::resolve(
+        ServerFlags {
+            addr: args.addr,
+            data_dir: args.data_dir,
+            metrics_open: args.metrics_open,
+            allowed_hosts: args.allowed_hosts,
+        },
+        config.as_ref(),
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let addr = serving.listen;
     let api_key = api_key.filter(|k| !k.is_empty());
-    let configured_auth = config.as_ref().is_some_and(Config::has_auth);
-    if api_key.is_none() && !configured_auth && !addr.ip().is_loopback() {
-        return Err(CliError::Usage(format!(
-            "listening on {addr} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY (or API keys in --config), or listen on 127.0.0.1"
-        )));
-    }
-    if file.store.is_some() {
+    serving
+        .check_exposure(api_key.as_deref(), config.as_ref())
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    if config.as_ref().is_some_and(|c| c.server().store.is_some()) {
         eprintln!("note: `[server] store` is not used by serve here: the agents use the stores they were built with");
     }
     if let Some(c) = &config {
@@ -124,7 +105,7 @@ pub(crate) async fn serve(args: ServeArgs, api_key: Option<String>, agents: Vec<
         }
         _ => None,
     };
-    let mut builder = settings(Server::builder().agents(agents).metrics(metrics), &args, &file);
+    let mut builder = serving.apply(Server::builder().agents(agents).metrics(metrics));
     // Operators (the `operator` role) see the outbox at /notifications.
     if let Some(store) = outbox.filter(|_| notifications.is_some()) {
         builder = builder.notifications(store);

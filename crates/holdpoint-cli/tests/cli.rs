@@ -13,6 +13,7 @@ fn holdpoint<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) -> (bool, 
         .env_remove("HOLDPOINT_STORE")
         .env_remove("HOLDPOINT_SERVER")
         .env_remove("HOLDPOINT_API_KEY")
+        .env_remove("HOLDPOINT_CONFIG")
         .output()
         .unwrap();
     (
@@ -69,6 +70,32 @@ async fn store_listings_show_the_paused_transfer_and_the_stock_binary_asks_for_a
     assert!(!ok);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--server"), "{err}");
+}
+
+/// `--config FILE` names the store by its `[server] store` when `--store`
+/// is not given (`--store` wins); a bad store in the file is refused with
+/// the file, line and key; with neither, the binary asks where to look.
+#[tokio::test]
+async fn the_config_files_store_is_used_unless_store_is_given() {
+    let (dir, url, agent) = seeded().await;
+    agent.run_text("Transfer $500 to savings").await.unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    let config = path.to_str().unwrap();
+    std::fs::write(&path, format!("[server]\nstore = {url:?}\n")).unwrap();
+    let pending = json_of(&["--config", config, "pending", "--json"]);
+    assert_eq!(pending[0]["tool"], "transferMoney", "{pending}");
+    let empty = json_of(&["--config", config, "--store", "memory:", "pending", "--json"]);
+    assert_eq!(empty, json!([]), "--store wins over the file");
+
+    std::fs::write(&path, "[server]\nstore = \"sqlite:\"\n").unwrap();
+    let (ok, _, err) = holdpoint(&["--config", config, "pending"]);
+    assert!(!ok && err.contains(&format!("{config}:2:9: `server.store`")), "{err}");
+    std::fs::write(&path, "").unwrap();
+    let (ok, _, err) = holdpoint(&["--config", config, "pending"]);
+    assert!(
+        !ok && err.contains("--store URL") && err.contains("--config FILE"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

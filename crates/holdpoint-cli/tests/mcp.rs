@@ -36,6 +36,7 @@ fn holdpoint(args: &[&str]) -> (bool, String, String) {
         .env_remove("HOLDPOINT_STORE")
         .env_remove("HOLDPOINT_SERVER")
         .env_remove("HOLDPOINT_API_KEY")
+        .env_remove("HOLDPOINT_CONFIG")
         .output()
         .unwrap();
     (
@@ -51,7 +52,7 @@ fn mcp_list_shows_each_servers_status_and_tools() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("holdpoint.toml");
     let config = format!(
-        "[server]\naddr = \"127.0.0.1:0\"\n\n[[mcp.servers]]\nname = \"everything\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[[mcp.servers]]\nname = \"broken\"\ncommand = \"false\"\nmax_restarts = 0\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[mcp.servers]]\nname = \"everything\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[[mcp.servers]]\nname = \"broken\"\ncommand = \"false\"\nmax_restarts = 0\n",
         bin.display().to_string()
     );
     std::fs::write(&file, config).unwrap();
@@ -80,6 +81,21 @@ fn mcp_list_shows_each_servers_status_and_tools() {
     std::fs::write(&file, "[[mcp.servers]]\nname = \"x\"\n").unwrap();
     let (ok, _, err) = holdpoint(&["mcp", "list", "--config", &path]);
     assert!(!ok && err.contains("`command`"), "{err}");
+
+    // The file is read as `serve --config` reads it: a mistake outside
+    // `[[mcp.servers]]` is refused too, by file, line and key.
+    std::fs::write(&file, "[server]\naddr = \"127.0.0.1:0\"\n").unwrap();
+    let (ok, _, err) = holdpoint(&["mcp", "list", "--config", &path]);
+    assert!(
+        !ok && err.contains(&format!("{path}:2:1: `server.addr`: unknown key")),
+        "{err}"
+    );
+    // `--config` is global: before the command too; without it, one line.
+    std::fs::write(&file, "").unwrap();
+    let (ok, out, err) = holdpoint(&["--config", &path, "mcp", "list", "--json"]);
+    assert!(ok && out.trim() == "[]", "{out}{err}");
+    let (ok, _, err) = holdpoint(&["mcp", "list"]);
+    assert!(!ok && err.contains("--config FILE"), "{err}");
 }
 
 fn last_tool_output(model: &ScriptedModel) -> Value {

@@ -36,6 +36,17 @@ pub enum DeployError {
         /// Why (the missing store capability).
         source: holdpoint::Error,
     },
+    /// A command-line flag standing for a `[server]` key has a value that
+    /// cannot be used (an `--addr` that is not `IP:PORT`).
+    #[error("{0}")]
+    Flag(String),
+    /// No credentials (no operator key, no API keys or JWT in the file) and
+    /// an address beyond loopback: anyone on the network could answer
+    /// paused calls.
+    #[error(
+        "listening on {0} without --api-key would let anyone on the network answer paused calls: pass --api-key KEY (or HOLDPOINT_API_KEY, or API keys in --config), or listen on 127.0.0.1"
+    )]
+    Exposed(std::net::SocketAddr),
     /// `[auth.jwt]` cannot build its verifier.
     #[error("{}: [auth.jwt]: {source}", file.display())]
     Jwt {

@@ -7,9 +7,10 @@
 //!
 //! | section | checked into | started by |
 //! |---|---|---|
-//! | `[server]` | [`ServerSettings`](config::ServerSettings) | the caller (flags win over the file) |
+//! | `[server]` | [`ServerSettings`](config::ServerSettings) | [`Serving::resolve`] (flags win over the file), [`Serving::apply`] |
+//! | `[server] store` | [`StoreSetting`] (a `holdpoint-stores` URL) | [`choose_store`], [`StoreSetting::open`] |
 //! | `[auth]` | `holdpoint_server::auth` providers | [`authenticate`] |
-//! | `[[approval.rules]]` | [`holdpoint::approval::Policy`] and [`RuleTimers`](config::RuleTimers) | the agents' builders |
+//! | `[[approval.rules]]` | [`holdpoint::approval::Policy`] of [`RuleSpec`](holdpoint::approval::RuleSpec)s, timers and all | the agents' builders |
 //! | `[notify]` | [`holdpoint_notify::NotifyConfig`] | [`start_notifications`] |
 //! | `[[mcp.servers]]` | [`holdpoint_mcp::ServerConfig`] | [`mcp_servers`], [`mcp_tools`] |
 //!
@@ -23,6 +24,8 @@
 //! | `auth` | the file's API keys, JWT and page sign-in onto a server builder |
 //! | `mcp` | connecting the file's MCP servers, their tools per agent |
 //! | `notify` | the notification worker over a store, timers answered by the served agents |
+//! | `server` | `[server]` with the command line's flags over it: [`Serving`] |
+//! | `store` | which store (flag, file, default) and opening it: [`StoreError`] |
 //! | `error` | [`DeployError`] |
 #![deny(missing_docs)]
 
@@ -31,9 +34,13 @@ pub mod config;
 mod error;
 mod mcp;
 mod notify;
+mod server;
+mod store;
 
 pub use auth::authenticate;
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, StoreOrigin, StoreSetting};
 pub use error::DeployError;
 pub use mcp::{mcp_servers, mcp_tools};
 pub use notify::start_notifications;
+pub use server::{DEFAULT_LISTEN, ServerFlags, Serving};
+pub use store::{StoreError, choose_store};

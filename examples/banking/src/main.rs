@@ -41,7 +41,8 @@ enum Command {
 }
 
 const STORE_HELP: &str = "Session store URL: memory:, sqlite:PATH or postgres://… \
-(default: sqlite: $XDG_DATA_HOME/holdpoint/banking.db, created on first use)";
+(default: the --config file's `[server] store`, else sqlite: $XDG_DATA_HOME/holdpoint/banking.db, \
+created on first use)";
 
 #[derive(clap::Args, Debug)]
 struct ChatArgs {
@@ -52,8 +53,8 @@ struct ChatArgs {
     /// the scripted demo model).
     #[arg(long, env = "HOLDPOINT_MODEL")]
     model: Option<String>,
-    #[arg(long, env = "HOLDPOINT_STORE", default_value = wiring::DEFAULT_STORE, help = STORE_HELP)]
-    store: String,
+    #[arg(long, env = "HOLDPOINT_STORE", help = STORE_HELP)]
+    store: Option<String>,
     /// Continue this stored session (after a crash, or later): a call it
     /// left waiting is shown and answered first. Needs the store it ran on
     /// (a sqlite: file or postgres; memory: forgets sessions on exit).
@@ -61,7 +62,8 @@ struct ChatArgs {
     session: Option<String>,
     /// A TOML configuration file whose `[[approval.rules]]` govern the
     /// chat's calls (as `banking serve --config`): a call a rule holds is
-    /// left to the rule's approvers (`holdpoint approve`).
+    /// left to the rule's approvers (`holdpoint approve`). Its `[server]
+    /// store` is the chat's store unless --store is given.
     #[arg(long, env = "HOLDPOINT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
 }
@@ -73,7 +75,7 @@ impl Default for ChatArgs {
             config: std::env::var_os("HOLDPOINT_CONFIG").map(PathBuf::from),
             message: None,
             model: std::env::var("HOLDPOINT_MODEL").ok(),
-            store: std::env::var("HOLDPOINT_STORE").unwrap_or_else(|_| wiring::DEFAULT_STORE.to_owned()),
+            store: std::env::var("HOLDPOINT_STORE").ok(),
         }
     }
 }
@@ -117,21 +119,24 @@ struct ServeArgs {
     allowed_hosts: Vec<String>,
 }
 
+/// The `--config` file, checked whole (a mistake is one line naming the
+/// file, the line and the key).
+fn load(path: Option<&std::path::Path>) -> Result<Option<holdpoint_deploy::Config>, String> {
+    path.map(holdpoint_deploy::Config::load)
+        .transpose()
+        .map_err(|e| e.to_string())
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command.unwrap_or(Command::Chat(ChatArgs::default())) {
         Command::Demo => demo::run().await.map_err(|e| format!("{e} ({})", e.status())),
         Command::Chat(args) => {
-            let store = wiring::open_store(&args.store).await?;
+            let config = load(args.config.as_deref())?;
+            let chosen = wiring::choose_store(args.store.as_deref(), config.as_ref())?;
+            let store = wiring::open_store(&chosen).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
-            let durable = !args.store.trim().starts_with("memory");
-            let policy = match &args.config {
-                Some(path) => Some(
-                    holdpoint_deploy::Config::load(path)
-                        .map_err(|e| e.to_string())?
-                        .approval_policy(),
-                ),
-                None => None,
-            };
+            let durable = !chosen.is_memory();
+            let policy = config.as_ref().map(holdpoint_deploy::Config::approval_policy);
             let start = match args.session {
                 Some(id) => chat::Start::Continue(id, args.message),
                 None => chat::Start::New(args.message),
@@ -141,36 +146,27 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| format!("{e} ({})", e.status()))
         }
         Command::Serve(args) => {
-            let config = match &args.config {
-                Some(path) => Some(holdpoint_deploy::Config::load(path).map_err(|e| e.to_string())?),
-                None => None,
-            };
-            let file = config.as_ref().map(|c| c.server().clone()).unwrap_or_default();
+            let config = load(args.config.as_deref())?;
             let api_key = args.api_key.filter(|k| !k.is_empty());
             // A flag wins over the file; the file over the defaults.
-            let addr = match (args.addr, file.listen) {
-                (Some(a), _) => a,
-                (None, Some(listen)) => listen.to_string(),
-                (None, None) => "127.0.0.1:8080".to_owned(),
+            let flags = holdpoint_deploy::ServerFlags {
+                addr: args.addr,
+                data_dir: args.data_dir,
+                metrics_open: args.metrics_open,
+                allowed_hosts: args.allowed_hosts,
             };
-            let authenticated = api_key.is_some() || config.as_ref().is_some_and(|c| c.has_auth());
-            let listener = serve::bind(&addr, authenticated).await?;
-            let store_url = match (args.store, &file.store) {
-                (Some(s), _) => s,
-                (None, Some(s)) => s.expose().to_owned(),
-                (None, None) => wiring::DEFAULT_STORE.to_owned(),
-            };
-            let store = wiring::open_store(&store_url).await?;
+            let mut serving = holdpoint_deploy::Serving::resolve(flags, config.as_ref()).map_err(|e| e.to_string())?;
+            serving
+                .check_exposure(api_key.as_deref(), config.as_ref())
+                .map_err(|e| e.to_string())?;
+            let listener = serve::bind(serving.listen).await?;
+            let store = wiring::open_store(&wiring::choose_store(args.store.as_deref(), config.as_ref())?).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
-            let data_dir = match args.data_dir.or(file.data_dir) {
+            let data_dir = match serving.data_dir.take() {
                 Some(d) => d,
                 None => wiring::data_dir()?,
             };
-            let allowed_hosts = if args.allowed_hosts.is_empty() {
-                file.allowed_hosts
-            } else {
-                args.allowed_hosts
-            };
+            serving.data_dir = Some(data_dir.clone());
             serve::run(serve::ServeConfig {
                 listener,
                 model,
@@ -178,8 +174,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 api_key,
                 config,
                 data_dir,
-                metrics_open: args.metrics_open || file.metrics_open.unwrap_or(false),
-                allowed_hosts,
+                serving,
             })
             .await
         }

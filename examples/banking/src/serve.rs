@@ -9,7 +9,7 @@ use holdpoint::Model;
 use holdpoint::agent::AgentBuilder;
 use holdpoint::approval::Policy;
 use holdpoint::session::SessionStore;
-use holdpoint_deploy::Config;
+use holdpoint_deploy::{Config, Serving};
 use holdpoint_receipt::ReceiptSigner;
 use holdpoint_server::{Metrics, Server};
 
@@ -25,26 +25,17 @@ pub struct ServeConfig {
     pub api_key: Option<String>,
     /// The `--config` file, if any.
     pub config: Option<Config>,
-    /// Where the state-signing keys live.
+    /// Where the state-signing keys and the receipt keys live.
     pub data_dir: PathBuf,
-    /// Serve `GET /metrics` without credentials.
-    pub metrics_open: bool,
-    /// Host names an anonymous server answers besides the loopback ones.
-    pub allowed_hosts: Vec<String>,
+    /// `[server]` with the flags over it (`data_dir` set to [`Self::data_dir`]):
+    /// `/metrics` access, allowed hosts.
+    pub serving: Serving,
 }
 
-/// Checks `addr` against the key policy (no credentials: loopback only)
-/// and binds it, before anything else is set up (so a busy port is the
-/// only line printed).
-pub async fn bind(addr: &str, authenticated: bool) -> Result<tokio::net::TcpListener, String> {
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|_| format!("--addr {addr:?} is not IP:PORT, e.g. 127.0.0.1:8080"))?;
-    if !authenticated && !addr.ip().is_loopback() {
-        return Err(format!(
-            "listening on {addr} without --api-key would let anyone on the network approve transfers: pass --api-key KEY (or HOLDPOINT_API_KEY, or API keys in --config), or listen on 127.0.0.1"
-        ));
-    }
+/// Binds `addr` (checked against the key policy already:
+/// [`Serving::check_exposure`]), before anything else is set up (so a busy
+/// port is the only line printed).
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| match e.kind() {
         std::io::ErrorKind::AddrInUse => {
             format!("{addr} is already in use: stop the other server or pick another port with --addr 127.0.0.1:PORT")
@@ -141,19 +132,15 @@ pub async fn run(config: ServeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?,
         None => None,
     };
-    let mut builder = Server::builder()
+    let builder = Server::builder()
         .metrics(metrics)
         .agent(agent)
         .agent(support)
-        .data_dir(&config.data_dir)
-        .receipt_keys(receipt_keys)
-        .metrics_open(config.metrics_open);
+        .receipt_keys(receipt_keys);
+    let mut builder = config.serving.apply(builder);
     // Operators (the `operator` role) see the outbox at /notifications.
     if notifications.is_some() {
         builder = builder.notifications(Arc::clone(&config.store));
-    }
-    if !config.allowed_hosts.is_empty() {
-        builder = builder.allowed_hosts(config.allowed_hosts.iter().cloned());
     }
     // The file's API keys, JWT and page sign-in, and `--api-key` as the
     // operator's key (it may also see and steer the notification pipe).

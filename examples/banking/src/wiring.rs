@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use holdpoint::Model;
 use holdpoint::session::SessionStore;
+use holdpoint_deploy::{Config, StoreOrigin, StoreSetting};
 
-/// The default store: `sqlite:` a file in the platform data directory.
+/// `--store default`: `sqlite:` a file in the platform data directory (also
+/// what is used when neither `--store` nor the file names a store).
 pub const DEFAULT_STORE: &str = "default";
 
 /// `$XDG_DATA_HOME/holdpoint` or `$HOME/.local/share/holdpoint`.
@@ -61,40 +63,41 @@ pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
-/// Opens `url`; [`DEFAULT_STORE`] is a SQLite file in [`data_dir`],
-/// created on first use (the folder `0700`, the file `0600` on Unix).
-pub async fn open_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
-    let url = if url == DEFAULT_STORE {
-        let dir = data_dir()?;
-        create_private_dir(&dir).map_err(|e| {
-            format!(
-                "cannot create {}: {e} (pass --store memory: or another --store)",
-                dir.display()
-            )
-        })?;
-        format!("sqlite:{}", dir.join("banking.db").display())
-    } else if url == "memory" {
-        "memory:".to_owned()
-    } else {
-        url.to_owned()
+/// The store of the command line and the file, as every deployment chooses
+/// it ([`holdpoint_deploy::choose_store`]): `--store` (or
+/// `HOLDPOINT_STORE`), else the `--config` file's `[server] store`, else a
+/// SQLite file in [`data_dir`]. `--store default` asks for that file by
+/// name, `--store memory` means `memory:`.
+pub fn choose_store(flag: Option<&str>, config: Option<&Config>) -> Result<StoreSetting, String> {
+    let given = |url: &str| StoreSetting::given(StoreOrigin::Flag("--store".into()), url).map_err(|e| e.to_string());
+    let flag = match flag.map(str::trim) {
+        None => None,
+        Some(DEFAULT_STORE) => return default_store(),
+        Some("memory") => Some(given("memory:")?),
+        Some(url) => Some(given(url)?),
     };
-    if let Some(path) = url.strip_prefix("sqlite:").map(|p| p.split('?').next().unwrap_or(p))
-        && let Some(parent) = std::path::Path::new(path).parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.exists()
-    {
-        return Err(format!(
-            "store: the directory {} does not exist (create it, or pass another --store)",
-            parent.display()
-        ));
+    match holdpoint_deploy::choose_store(flag, config) {
+        Some(chosen) => Ok(chosen),
+        None => default_store(),
     }
-    holdpoint_stores::open_store(&url).await.map_err(|e| {
-        if e.status() == holdpoint::Status::InvalidArgument {
-            format!("unsupported store URL: {e}")
-        } else {
-            format!(
-                "store cannot be opened: {e} (is the database running and the URL right? --store memory: needs nothing)"
-            )
-        }
-    })
+}
+
+/// [`DEFAULT_STORE`]: a SQLite file in [`data_dir`], the folder created
+/// now (`0700` on Unix), the file on first use (`0600`).
+fn default_store() -> Result<StoreSetting, String> {
+    let dir = data_dir()?;
+    create_private_dir(&dir).map_err(|e| {
+        format!(
+            "cannot create {}: {e} (pass --store memory: or another --store)",
+            dir.display()
+        )
+    })?;
+    let url = format!("sqlite:{}", dir.join("banking.db").display());
+    StoreSetting::given(StoreOrigin::Default, &url).map_err(|e| e.to_string())
+}
+
+/// Opens the chosen store; the one line it fails with names where the URL
+/// came from (`--store`, or the file's line and key) and never quotes it.
+pub async fn open_store(store: &StoreSetting) -> Result<Arc<dyn SessionStore>, String> {
+    store.open().await.map_err(|e| e.to_string())
 }

@@ -341,3 +341,57 @@ fn serve_with_a_bad_config_file_names_the_file_line_and_key() {
         assert!(!err.contains(key), "{err}");
     }
 }
+
+/// The `--config` file's `[server] store` is the chat's store unless
+/// `--store` is given (a flag wins over the file); a bad or unreachable one
+/// is one line naming the file, the line and the key, never the URL.
+#[test]
+fn config_store_is_used_unless_store_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("from-file.db");
+    let path = dir.path().join("holdpoint.toml");
+    let write = |store: &str| std::fs::write(&path, format!("[server]\nstore = {store:?}\n")).unwrap();
+    let chat = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_banking"))
+            .args([
+                "chat",
+                "--config",
+                path.to_str().unwrap(),
+                "--message",
+                "what is my balance",
+            ])
+            .args(extra)
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env_remove("HOLDPOINT_STORE")
+            .env_remove("HOLDPOINT_MODEL")
+            .env_remove("GEMINI_API_KEY")
+            .env_remove("GOOGLE_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    write(&format!("sqlite:{}", db.display()));
+    let (ok, err) = chat(&["--store", "memory:"]);
+    assert!(ok, "{err}");
+    assert!(!db.exists(), "--store wins over the file");
+    let (ok, err) = chat(&[]);
+    assert!(ok, "{err}");
+    assert!(db.exists(), "the file's store is used");
+    assert!(!dir.path().join("data/holdpoint").exists(), "the default is not made");
+
+    let at = format!("{}:2:9: `server.store`: ", path.display());
+    write("redis://user:pw-9035@host");
+    let (ok, err) = chat(&[]);
+    assert!(
+        !ok && err.contains(&at) && err.contains("unsupported store URL"),
+        "{err}"
+    );
+    assert!(!err.contains("pw-9035") && err.trim().lines().count() == 1, "{err}");
+    write("postgres://nobody:pw-9035@127.0.0.1:1/none");
+    let (ok, err) = chat(&[]);
+    assert!(!ok && err.contains(&format!("{at}store cannot be opened")), "{err}");
+    assert!(!err.contains("pw-9035") && err.trim().lines().count() == 1, "{err}");
+}

@@ -69,11 +69,11 @@ pub async fn dispatch(cli: Cli, backend: Backend, agents: Vec<Agent>) -> Result<
             "denied",
         ),
         Command::Answer(a) => answer::answer(&backend, a, cli.json).await,
-        Command::Mcp(McpCommand::List { config }) => crate::mcp::list(&config, cli.json).await,
+        Command::Mcp(McpCommand::List) => crate::mcp::list(cli.config.as_deref(), cli.json).await,
         Command::Respond(r) => answer::respond(&backend, r, cli.json).await,
         Command::Audit(a) => read::audit(&backend, agent, a, cli.json).await,
         Command::Notifications(c) => crate::notifications::run(c, cli.json, &backend).await,
-        Command::Serve(s) => crate::serve::serve(s, cli.api_key, agents).await,
+        Command::Serve(s) => crate::serve::serve(s, cli.config.as_deref(), cli.api_key, agents).await,
         Command::Prune(p) => crate::prune::prune(p, &backend, agent, cli.json).await,
         Command::Receipt(r) => crate::receipt::run(r, cli.json).await,
     }

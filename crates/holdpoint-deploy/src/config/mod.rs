@@ -73,22 +73,10 @@ use holdpoint_server::auth::{ApiKeys, JwksError, JwksSource, JwtVerifier};
 
 pub use duration::{MAX_DURATION, parse_duration};
 pub use error::{ConfigError, ConfigErrorKind};
-pub use types::{ApiKeyConfig, EVENTS, JwtConfig, JwtKeys, JwtPrincipal, OnExpire, RuleTimers, ServerSettings};
+pub use types::{ApiKeyConfig, EVENTS, JwtConfig, JwtKeys, JwtPrincipal, ServerSettings, StoreOrigin, StoreSetting};
 
 /// The largest configuration file read, in bytes.
 pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
-
-/// One approval rule as configured: what [`Policy`] checks, and the timers
-/// the notification machinery runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalRuleConfig {
-    /// The rule (`name`, `agent`, `tool`, `when`, `approvers`, `quorum`,
-    /// `self_approval`).
-    pub spec: RuleSpec,
-    /// `remind_after`, `escalate_after`, `escalate_to`, `expire_after`,
-    /// `on_expire`.
-    pub timers: RuleTimers,
-}
 
 /// A checked configuration file. See the module docs.
 #[derive(Debug, Clone)]
@@ -99,7 +87,7 @@ pub struct Config {
     roles: BTreeSet<String>,
     api_keys: Vec<ApiKeyConfig>,
     jwt: Option<JwtConfig>,
-    rules: Vec<ApprovalRuleConfig>,
+    rules: Vec<RuleSpec>,
     policy: Policy,
     notify: NotifyConfig,
     mcp: Vec<McpServerConfig>,
@@ -143,8 +131,9 @@ impl Config {
         self.policy.clone()
     }
 
-    /// The rules with their timers, in order.
-    pub fn approval_rules(&self) -> &[ApprovalRuleConfig] {
+    /// The rules, in order, each with its timers
+    /// ([`RuleSpec::timers`]: the core's own type, stamped on its holds).
+    pub fn approval_rules(&self) -> &[RuleSpec] {
         &self.rules
     }
 

@@ -28,7 +28,7 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawServer {
     pub listen: Option<S<String>>,
-    pub store: Option<String>,
+    pub store: Option<S<String>>,
     pub data_dir: Option<String>,
     pub metrics_open: Option<bool>,
     pub allowed_hosts: Option<Vec<String>>,

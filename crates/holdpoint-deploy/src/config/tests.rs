@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use holdpoint::session::OnExpire;
 use holdpoint_mcp::Transport as McpTransport;
 use holdpoint_notify::SmtpTls;
 use holdpoint_secret::Secret;
@@ -119,6 +120,16 @@ fn every_section_parses_into_plain_data() {
     assert_eq!(c.public_url(), Some("https://holdpoint.example"));
     assert_eq!(c.server().listen, Some("127.0.0.1:8080".parse().unwrap()));
     assert_eq!(c.server().metrics_open, Some(true));
+    let store = c.server().store.as_ref().unwrap();
+    assert_eq!(store.url().expose(), "postgres://hp:db-password-1@db/hp");
+    assert_eq!(
+        store.origin(),
+        &StoreOrigin::File {
+            file: FILE.into(),
+            line: 6,
+            column: 9
+        }
+    );
     assert_eq!(c.api_key_entries().len(), 2);
     assert_eq!(c.api_key_entries()[1].scope, AgentScope::only(["bankingAgent"]));
     assert_eq!(
@@ -368,6 +379,24 @@ fn bad_durations_and_values_are_refused() {
     assert_at(&e, ConfigErrorKind::Invalid, 1, "mcp.servers[0]");
     let e = err("[[auth.api_keys]]\nprincipal = \"jwt:x\"\nkey = \"k\"\n");
     assert_at(&e, ConfigErrorKind::Invalid, 2, "auth.api_keys[0].principal");
+}
+
+/// `[server] store` is checked by the URL parser that opens it, at its
+/// line and key, and the URL (which may hold a password) is not quoted.
+#[test]
+fn a_bad_store_url_is_refused_at_its_line_and_key() {
+    let e = err("[server]\nlisten = \"127.0.0.1:8080\"\nstore = \"redis://u:pw-4821@h\"\n");
+    assert_at(&e, ConfigErrorKind::Invalid, 3, "server.store");
+    assert!(e.message.contains("unsupported store URL scheme \"redis\""), "{e}");
+    assert!(!e.to_string().contains("pw-4821"), "{e}");
+    let e = err("\n[server]\nstore = \"sqlite:\"\n");
+    assert_at(&e, ConfigErrorKind::Invalid, 3, "server.store");
+    let e = err("[server]\nstore = \"sqlite:s.db?synchronous=sometimes\"\n");
+    assert_at(&e, ConfigErrorKind::Invalid, 2, "server.store");
+    for good in ["memory:", "sqlite:s.db?synchronous=normal", "postgres://hp@db/hp"] {
+        let c = Config::parse(&format!("[server]\nstore = {good:?}\n"), FILE).unwrap();
+        assert_eq!(c.server().store.as_ref().unwrap().url().expose(), good);
+    }
 }
 
 #[test]

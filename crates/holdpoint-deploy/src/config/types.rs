@@ -1,9 +1,10 @@
 //! The validated configuration of the sections this crate owns (`[server]`,
-//! `[auth]`, the rules' timers): plain data, every value checked. `[notify]`
-//! and `[[mcp.servers]]` are checked into the settings types of
+//! `[auth]`): plain data, every value checked. `[[approval.rules]]`,
+//! `[notify]` and `[[mcp.servers]]` are checked into the types of the core,
 //! `holdpoint-notify` and `holdpoint-mcp` themselves.
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,14 +16,90 @@ use holdpoint_server::auth::AgentScope;
 pub struct ServerSettings {
     /// `listen`: the socket address (`127.0.0.1:8080`).
     pub listen: Option<std::net::SocketAddr>,
-    /// `store`: the session store URL (may hold a database password).
-    pub store: Option<Secret>,
+    /// `store`: the session store URL, checked (see [`StoreSetting`]).
+    pub store: Option<StoreSetting>,
     /// `data_dir`: where the state-signing keys are kept.
     pub data_dir: Option<PathBuf>,
     /// `metrics_open`: serve `GET /metrics` without credentials.
     pub metrics_open: Option<bool>,
     /// `allowed_hosts`: host names an anonymous server answers.
     pub allowed_hosts: Vec<String>,
+}
+
+/// Where a store URL was given: every error about it names this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreOrigin {
+    /// A command-line flag (or the environment variable standing for it),
+    /// by its name: `--store`.
+    Flag(String),
+    /// The configuration file's `[server] store`, at this line and column
+    /// (1-based).
+    File {
+        /// The configuration file.
+        file: PathBuf,
+        /// The line of the value.
+        line: usize,
+        /// The column of the value.
+        column: usize,
+    },
+    /// The binary's own default (no flag, no file setting).
+    Default,
+}
+
+impl fmt::Display for StoreOrigin {
+    /// `--store`, ``FILE:LINE:COLUMN: `server.store` ``, or `the default
+    /// store`: the prefix of an error about the URL.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreOrigin::Flag(name) => f.write_str(name),
+            StoreOrigin::File { file, line, column } => {
+                write!(f, "{}:{line}:{column}: `server.store`", file.display())
+            }
+            StoreOrigin::Default => f.write_str("the default store"),
+        }
+    }
+}
+
+/// A session store URL that `holdpoint-stores` understands (`memory:`,
+/// `sqlite:PATH`, `postgres://…`), with where it was given.
+///
+/// Invariant: the URL parsed when this value was made (from the file by
+/// [`Config::load`](crate::Config::load), from a flag by
+/// [`StoreSetting::given`]); it is held as a [`Secret`] (a PostgreSQL URL
+/// may carry a password). [`StoreSetting::open`] opens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSetting {
+    url: Secret,
+    origin: StoreOrigin,
+}
+
+impl StoreSetting {
+    /// `url`, already parsed by `holdpoint_stores::parse_store_url`.
+    pub(crate) fn checked(url: &str, origin: StoreOrigin) -> Self {
+        StoreSetting {
+            url: Secret::new(url.trim()),
+            origin,
+        }
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &Secret {
+        &self.url
+    }
+
+    /// Where it was given.
+    pub fn origin(&self) -> &StoreOrigin {
+        &self.origin
+    }
+
+    /// Whether it is `memory:`: sessions end with the process.
+    pub fn is_memory(&self) -> bool {
+        matches!(
+            holdpoint_stores::parse_store_url(self.url.expose()),
+            Ok(holdpoint_stores::StoreUrl::Memory)
+        )
+    }
 }
 
 /// One `[[auth.api_keys]]` entry.
@@ -81,33 +158,6 @@ pub struct JwtConfig {
     /// `page_client_id`: the approval page signs people in at `issuer`
     /// with OpenID Connect as this public client (docs/reference.md §12.9).
     pub page_client_id: Option<String>,
-}
-
-/// What `on_expire` does to a hold nobody answered in time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OnExpire {
-    /// `"expire"` (the default): the hold ends as `expire`.
-    #[default]
-    Expire,
-    /// `"deny"`: the hold is denied (the model is told).
-    Deny,
-}
-
-/// The timers of one `[[approval.rules]]` entry (consumed by the
-/// notification and escalation machinery).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RuleTimers {
-    /// `remind_after`: notify the same approvers again after this long.
-    pub remind_after: Option<Duration>,
-    /// `escalate_after`: after this long, `escalate_to` may answer too.
-    pub escalate_after: Option<Duration>,
-    /// `escalate_to`: the roles added at escalation.
-    pub escalate_to: Vec<String>,
-    /// `expire_after`: the hold ends after this long.
-    pub expire_after: Option<Duration>,
-    /// `on_expire`: how it ends.
-    pub on_expire: OnExpire,
 }
 
 /// The Standard Webhooks events a channel can take: every event type the

@@ -16,7 +16,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use holdpoint::approval::{Policy, PolicyField};
-use holdpoint_secret::Secret;
 use toml::Spanned;
 
 use super::error::{ConfigError, ConfigErrorKind as K, Source};
@@ -66,7 +65,7 @@ impl Checker<'_, '_> {
             None => None,
         };
         let rules = self.rules(&raw.approval.rules, &roles)?;
-        let policy = Policy::new(rules.iter().map(|r| r.spec.clone())).map_err(|e| {
+        let policy = Policy::new(rules.iter().cloned()).map_err(|e| {
             let rule = &raw.approval.rules[e.rule];
             let key = format!("approval.rules[{}].{}", e.rule, e.field.key());
             let r = rule.get_ref();
@@ -129,13 +128,32 @@ impl Checker<'_, '_> {
             })?),
             None => None,
         };
+        let store = match &raw.store {
+            Some(url) => Some(self.store(url)?),
+            None => None,
+        };
         Ok(ServerSettings {
             listen,
-            store: raw.store.map(Secret::new),
+            store,
             data_dir: raw.data_dir.map(Into::into),
             metrics_open: raw.metrics_open,
             allowed_hosts: raw.allowed_hosts.unwrap_or_default(),
         })
+    }
+
+    /// `[server] store`: a URL `holdpoint-stores` parses (its error never
+    /// quotes the URL, which may hold a password), remembered with its
+    /// position so that a failure to open it later names the line too.
+    fn store(&self, url: &Spanned<String>) -> Result<StoreSetting, ConfigError> {
+        holdpoint_stores::parse_store_url(url.get_ref())
+            .map_err(|e| self.err(url, "server.store", K::Invalid, e.to_string()))?;
+        let (line, column) = self.src.position(at(url));
+        let origin = StoreOrigin::File {
+            file: self.src.file.to_owned(),
+            line,
+            column,
+        };
+        Ok(StoreSetting::checked(url.get_ref(), origin))
     }
 
     fn role_names(&self, roles: &[Spanned<String>], key: &str) -> Result<BTreeSet<String>, ConfigError> {

@@ -1,15 +1,16 @@
-//! The `[[approval.rules]]` section: approvers, quorum and timers.
+//! The `[[approval.rules]]` section: approvers, quorum and timers, checked
+//! straight into the core's [`RuleSpec`] (its timers the core's
+//! [`HoldTimers`], the type a hold's deadlines are stamped from).
 
 use std::collections::BTreeSet;
 
 use holdpoint::approval::RuleSpec;
+use holdpoint::session::{HoldTimers, OnExpire};
 use toml::Spanned;
 
 use super::Checker;
-use crate::config::ApprovalRuleConfig;
 use crate::config::error::{ConfigError, ConfigErrorKind as K};
 use crate::config::raw::*;
-use crate::config::types::*;
 
 /// What a rule lets the approver see and answer with.
 struct Review {
@@ -23,7 +24,7 @@ impl Checker<'_, '_> {
         &self,
         raw: &[Spanned<RawRule>],
         roles: &BTreeSet<String>,
-    ) -> Result<Vec<ApprovalRuleConfig>, ConfigError> {
+    ) -> Result<Vec<RuleSpec>, ConfigError> {
         let mut out = Vec::new();
         for (i, rule) in raw.iter().enumerate() {
             let r = rule.get_ref();
@@ -56,16 +57,7 @@ impl Checker<'_, '_> {
                 // docs/reference.md §10.5: the owner may answer its own
                 // holds unless a rule says otherwise.
                 self_approval: r.self_approval.unwrap_or(true),
-                timers: holdpoint::session::HoldTimers {
-                    remind_after: timers.remind_after,
-                    escalate_after: timers.escalate_after,
-                    escalate_to: timers.escalate_to.clone(),
-                    expire_after: timers.expire_after,
-                    on_expire: match timers.on_expire {
-                        OnExpire::Deny => holdpoint::session::OnExpire::Deny,
-                        OnExpire::Expire => holdpoint::session::OnExpire::Expire,
-                    },
-                },
+                timers,
                 confirm: r.confirm.unwrap_or(false),
                 deny_reasons,
                 reason_required: r.reason_required.unwrap_or(false),
@@ -73,14 +65,14 @@ impl Checker<'_, '_> {
                 max_review_bytes,
                 require_preview: r.require_preview.unwrap_or(false),
             };
-            out.push(ApprovalRuleConfig { spec, timers });
+            out.push(spec);
         }
         Ok(out)
     }
 
     /// `remind_after`, `escalate_after` with `escalate_to` (both or
     /// neither), `expire_after` and its `on_expire`.
-    fn timers(&self, r: &RawRule, p: &str, roles: &BTreeSet<String>) -> Result<RuleTimers, ConfigError> {
+    fn timers(&self, r: &RawRule, p: &str, roles: &BTreeSet<String>) -> Result<HoldTimers, ConfigError> {
         let remind_after = self.duration(&r.remind_after, format!("{p}.remind_after"))?;
         let escalate_after = self.duration(&r.escalate_after, format!("{p}.escalate_after"))?;
         let expire_after = self.duration(&r.expire_after, format!("{p}.expire_after"))?;
@@ -119,21 +111,17 @@ impl Checker<'_, '_> {
                 if r.expire_after.is_none() {
                     return Err(self.err(o, format!("{p}.on_expire"), K::Invalid, "needs `expire_after`"));
                 }
-                match o.get_ref().as_str() {
-                    "expire" => OnExpire::Expire,
-                    "deny" => OnExpire::Deny,
-                    _ => {
-                        return Err(self.err(
-                            o,
-                            format!("{p}.on_expire"),
-                            K::Invalid,
-                            "must be \"deny\" or \"expire\"",
-                        ));
-                    }
-                }
+                OnExpire::parse(o.get_ref()).ok_or_else(|| {
+                    self.err(
+                        o,
+                        format!("{p}.on_expire"),
+                        K::Invalid,
+                        "must be \"deny\" or \"expire\"",
+                    )
+                })?
             }
         };
-        Ok(RuleTimers {
+        Ok(HoldTimers {
             remind_after,
             escalate_after,
             escalate_to,
