@@ -25,9 +25,12 @@
 //! write of the batch as UNAVAILABLE, since whether it committed may be
 //! unknown.
 
+use std::sync::Arc;
+
 use holdpoint::{Error, Result};
+use holdpoint_store_sql::claim::FirstClaim;
 use holdpoint_store_sql::outbox::OutboxColumns;
-use holdpoint_store_sql::row::{AuditColumns, Columns};
+use holdpoint_store_sql::row::Columns;
 use sqlx::PgPool;
 use tokio::sync::oneshot;
 
@@ -36,21 +39,6 @@ use crate::error::{Kind, classify, store_error};
 
 /// The most writes one statement carries.
 const MAX_BATCH: usize = 128;
-
-/// A first claim of a resume, ready to write.
-pub(crate) struct Claim {
-    /// The claimed row.
-    pub id: String,
-    /// `resumed_at_ns`.
-    pub at_ns: i64,
-    /// The JSON members appended to the stored document (`"resumedAt":…,
-    /// "resumeLeaseUntil":…`, without braces).
-    pub members: String,
-    /// The audit rows written only when the claim takes.
-    pub audit: Vec<AuditColumns>,
-    /// The outbox rows written only when the claim takes.
-    pub events: Vec<OutboxColumns>,
-}
 
 /// A row to insert and the outbox rows written only when it is.
 pub(crate) struct Insert {
@@ -64,8 +52,9 @@ pub(crate) struct Insert {
 pub(crate) enum Op {
     /// Insert the row with these columns, if no row has its id.
     Insert(Box<Insert>),
-    /// Claim a row that was never claimed.
-    Claim(Box<Claim>),
+    /// Claim a row that was never claimed, in place (see
+    /// [`crate::claim`]).
+    Claim(Arc<FirstClaim>),
 }
 
 impl Op {
@@ -166,9 +155,9 @@ async fn flush(pool: &PgPool, batch: Vec<Job>) {
 
 /// Every write of a batch in one statement (see the module doc). `$1`–`$12`
 /// are the inserted rows' columns, `$13`–`$16` the claims (with their
-/// index in the batch; `holdpoint_claim`, see migration 2, claims them one
-/// by one), `$17`–`$24` the claims' audit rows (with the index of their
-/// claim), `$25`–`$31` the outbox rows of inserts and claims (with the
+/// index in the batch; `holdpoint_claim`, migrations 2 and 3, claims them
+/// one by one with [`crate::claim::IN_PLACE`]), `$17`–`$24` the claims'
+/// audit rows (with the index of their claim), `$25`–`$31` the outbox rows of inserts and claims (with the
 /// index of their write, and whether it is a claim), written only with a
 /// write that took; `$32` the inserted rows' `approvers` (migration 0009). Returns one row per write that took: a claim's batch
 /// index, or an inserted row's id.
@@ -356,7 +345,7 @@ struct ClaimArrays<'a> {
 }
 
 impl<'a> ClaimArrays<'a> {
-    fn push(&mut self, n: i32, claim: &'a Claim) {
+    fn push(&mut self, n: i32, claim: &'a FirstClaim) {
         self.n.push(n);
         self.id.push(&claim.id);
         self.at_ns.push(claim.at_ns);

@@ -29,6 +29,8 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod claim;
+mod dialect;
 mod endpoints;
 mod error;
 mod grants;

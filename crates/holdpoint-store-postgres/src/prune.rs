@@ -7,9 +7,10 @@
 use holdpoint::Result;
 use holdpoint::session::{PruneOutcome, PruneRequest};
 use holdpoint_store_sql::prune::{Candidate, audit_where, candidates_sql, snapshots_where};
-use holdpoint_store_sql::row::{Placeholder, sql_limit};
+use holdpoint_store_sql::row::sql_limit;
 use sqlx::{PgConnection, PgPool};
 
+use crate::dialect::Postgres;
 use crate::error::store_error;
 
 type Walked = (String, String, Option<String>, i64, i64);
@@ -19,7 +20,7 @@ pub(crate) async fn step(pool: &PgPool, request: &PruneRequest) -> Result<PruneO
     request.check()?;
     let err = |e| store_error("prune sessions", e);
     let mut tx = pool.begin().await.map_err(err)?;
-    let walked: Vec<Walked> = sqlx::query_as(sqlx::AssertSqlSafe(candidates_sql(Placeholder::Dollar)))
+    let walked: Vec<Walked> = sqlx::query_as(sqlx::AssertSqlSafe(candidates_sql(Postgres)))
         .bind(request.after.as_deref().unwrap_or(""))
         .bind(sql_limit(request.batch))
         .fetch_all(&mut *tx)
@@ -43,23 +44,9 @@ pub(crate) async fn step(pool: &PgPool, request: &PruneRequest) -> Result<PruneO
         if !candidate.prunable(request.older_than)? {
             continue;
         }
-        outcome.snapshots += run(
-            &mut tx,
-            request.dry_run,
-            snapshots_where(Placeholder::Dollar),
-            &candidate,
-            true,
-        )
-        .await?;
+        outcome.snapshots += run(&mut tx, request.dry_run, &snapshots_where(Postgres), &candidate, true).await?;
         if request.audit {
-            outcome.audit_records += run(
-                &mut tx,
-                request.dry_run,
-                audit_where(Placeholder::Dollar),
-                &candidate,
-                false,
-            )
-            .await?;
+            outcome.audit_records += run(&mut tx, request.dry_run, &audit_where(Postgres), &candidate, false).await?;
         }
         outcome.sessions += 1;
     }

@@ -8,8 +8,9 @@ use holdpoint::Result;
 use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus, WaitingCount};
 use sqlx::PgPool;
 
+use crate::dialect::Postgres;
 use crate::error::store_error;
-use holdpoint_store_sql::row::{self, Listing, Placeholder};
+use holdpoint_store_sql::row::{self, Listing};
 
 /// Snapshot `id` as a reader sees it now.
 pub(crate) async fn snapshot(pool: &PgPool, id: &str) -> Result<Option<Snapshot>> {
@@ -57,7 +58,7 @@ fn list_sql(query: &SnapshotQuery) -> Listing {
     row::snapshot_listing(
         query,
         "SELECT s.snapshot_id, s.data::text FROM holdpoint_snapshots s",
-        Placeholder::Dollar,
+        Postgres,
     )
 }
 
@@ -74,7 +75,7 @@ pub(crate) async fn list(pool: &PgPool, query: &SnapshotQuery) -> Result<Vec<Sna
 /// `count_waiting`: one aggregate over the partial index of waiting rows
 /// (see [`row::waiting_count`]).
 pub(crate) async fn count_waiting(pool: &PgPool, agent: Option<&str>) -> Result<WaitingCount> {
-    let count = row::waiting_count(agent, Placeholder::Dollar);
+    let count = row::waiting_count(agent, Postgres);
     let mut query = sqlx::query_as(sqlx::AssertSqlSafe(count.sql));
     for arg in count.args {
         query = query.bind(arg);
@@ -87,11 +88,7 @@ pub(crate) async fn count_waiting(pool: &PgPool, agent: Option<&str>) -> Result<
 }
 
 fn audit_sql(query: &AuditQuery) -> Listing {
-    row::audit_listing(
-        query,
-        "SELECT seq, data::text FROM holdpoint_audit",
-        Placeholder::Dollar,
-    )
+    row::audit_listing(query, "SELECT seq, data::text FROM holdpoint_audit", Postgres)
 }
 
 /// `list_audit`: the filters of [`AuditQuery`], newest first.
@@ -189,7 +186,7 @@ mod tests {
         assert!(!plan.contains("Sort"), "{plan}");
         // The waiting count reads an index too, never the whole table.
         for agent in [None, Some("agent-7")] {
-            let mut count = row::waiting_count(agent, Placeholder::Dollar);
+            let mut count = row::waiting_count(agent, Postgres);
             // The plan helper binds a limit as the last parameter.
             count.sql.push_str(&format!(" LIMIT ${}", count.args.len() + 1));
             count.limit = 1;

@@ -117,7 +117,7 @@ const BACKFILL_BATCH: i64 = 500;
 /// walk of the partial index of waiting rows when there is nothing to do.
 async fn backfill_approvers(tx: &mut sqlx::PgConnection) -> Result<()> {
     let err = |e| store_error("fill in the approvers of waiting rows", e);
-    let select = holdpoint_store_sql::row::approvers_backfill(holdpoint_store_sql::row::Placeholder::Dollar)
+    let select = holdpoint_store_sql::row::approvers_backfill(crate::dialect::Postgres)
         .replace("s.data FROM", "s.data::text FROM");
     loop {
         let rows: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(select.as_str()))
@@ -166,8 +166,8 @@ mod tests {
         assert_eq!(files, listed);
     }
 
-    /// The function the group commit claims rows with runs the claim rule
-    /// as `holdpoint-store-sql` writes it, word for word.
+    /// The function the group commit claims rows with runs the claim in
+    /// place as `claim.rs` writes it, word for word.
     #[test]
     fn the_claim_function_runs_the_claim_rule() {
         let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -176,7 +176,7 @@ mod tests {
             .rev()
             .find(|m| m.sql.contains("FUNCTION holdpoint_claim"))
             .unwrap();
-        let rule = words(holdpoint_store_sql::claim::POSTGRES_CLAIM);
+        let rule = words(crate::claim::IN_PLACE);
         assert!(words(newest.sql).contains(&format!("{rule};")), "{}", newest.sql);
     }
 }

@@ -244,22 +244,11 @@ impl SessionStore for PostgresStore {
     }
 
     /// The claim and its audit records, both or neither: a first claim
-    /// through the group commit, a takeover of a lapsed claim in a
-    /// transaction of its own.
+    /// through the group commit, else in a transaction of its own (see
+    /// `claim.rs`).
     #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "postgres", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
-        if !claim.takeover {
-            let inner = &self.inner;
-            return write::claim(
-                &inner.committer,
-                &inner.pool,
-                &claim.snapshot_id,
-                claim.lease_until,
-                &audit,
-            )
-            .await;
-        }
-        write::claim_whole(&self.inner.pool, claim, &audit).await
+        crate::claim::claim(&self.inner.committer, &self.inner.pool, claim, &audit).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "postgres", snapshot_id = snapshot_id), err(Display))]

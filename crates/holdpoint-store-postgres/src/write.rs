@@ -1,17 +1,15 @@
 //! The writing half of the store: one snapshot save and audit appends,
-//! each inside a transaction the caller opened, and the first claim of a
-//! resume through the group commit.
+//! each inside a transaction the caller opened (a claim's steps are in
+//! [`crate::claim`]).
 
 use holdpoint::Result;
-use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, prepare_row};
+use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use sqlx::PgConnection;
 
 use crate::error::store_error;
-use crate::group::{Claim, Committer, Op};
 use crate::outbox;
 use crate::schema::LOCK_SPACE_ROWS;
-use holdpoint::session::outbox::{decided_events, hold_events};
-use holdpoint_store_sql::claim;
+use holdpoint::session::outbox::hold_events;
 use holdpoint_store_sql::row::{self, AuditColumns, Columns};
 
 const SELECT_FOR_UPDATE: &str = "SELECT data::text FROM holdpoint_snapshots WHERE snapshot_id = $1 FOR UPDATE";
@@ -97,8 +95,13 @@ async fn upsert(conn: &mut PgConnection, cols: &Columns) -> std::result::Result<
 
 /// Appends audit records on `conn`.
 pub(crate) async fn insert_audit(conn: &mut PgConnection, records: &[AuditRecord]) -> Result<()> {
-    for record in records {
-        let cols = AuditColumns::of(record)?;
+    let rows = records.iter().map(AuditColumns::of).collect::<Result<Vec<_>>>()?;
+    insert_audit_rows(conn, &rows).await
+}
+
+/// Appends encoded audit rows on `conn`, in order.
+pub(crate) async fn insert_audit_rows(conn: &mut PgConnection, rows: &[AuditColumns]) -> Result<()> {
+    for cols in rows {
         sqlx::query(INSERT_AUDIT)
             .bind(&cols.record_id)
             .bind(cols.at_ns)
@@ -109,78 +112,7 @@ pub(crate) async fn insert_audit(conn: &mut PgConnection, records: &[AuditRecord
             .bind(&cols.data)
             .execute(&mut *conn)
             .await
-            .map_err(|e| store_error(&format!("append audit record {}", record.id), e))?;
+            .map_err(|e| store_error(&format!("append audit record {}", cols.record_id), e))?;
     }
     Ok(())
-}
-
-/// The first claim of a resume on row `id`, with its audit `records`, both
-/// or neither, through the group commit (see [`crate::group`]), by the
-/// claim rule of [`holdpoint_store_sql::claim`] ([`claim::POSTGRES_CLAIM`]):
-/// the row is claimed only while `resumed_at_ns` is unset, and
-/// `"resumedAt"` and `"resumeLeaseUntil"` are appended to its stored
-/// document then. That path takes only a document naming neither key (a
-/// waiting row leaves both out while unset), so it stays one JSON object
-/// without repeated keys. When the claim did not take,
-/// [`claim::POSTGRES_CLAIMED`] tells why: `NOT_FOUND` for a missing row,
-/// `ABORTED` ("already resumed") when it was claimed before; any other
-/// unclaimed row (say, saved with a lease but no `resumedAt`) is claimed by
-/// [`claim_whole`]. A takeover of a lapsed claim goes through [`save_in`]
-/// too.
-pub(crate) async fn claim(
-    committer: &Committer,
-    pool: &sqlx::PgPool,
-    id: &str,
-    lease_until: chrono::DateTime<chrono::Utc>,
-    records: &[AuditRecord],
-) -> Result<()> {
-    let what = format!("claim snapshot {id}");
-    let now = chrono::Utc::now();
-    let at_ns = now
-        .timestamp_nanos_opt()
-        .ok_or_else(|| holdpoint::Error::Internal(format!("the time {now} is outside the range a store can keep")))?;
-    let members = claim::claim_members(now, lease_until)?;
-    let audit = records.iter().map(AuditColumns::of).collect::<Result<_>>()?;
-    let events = outbox::columns(&decided_events(id, lease_until, records))?;
-    let op = Op::Claim(Box::new(Claim {
-        id: id.to_owned(),
-        at_ns,
-        members,
-        audit,
-        events,
-    }));
-    if committer.write(op).await? {
-        return Ok(());
-    }
-    let resumed: Option<bool> = sqlx::query_scalar(claim::POSTGRES_CLAIMED)
-        .bind(id)
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| store_error(&what, e))?;
-    match resumed {
-        Some(true) => Err(holdpoint::Error::AlreadyResumed(id.to_owned())),
-        Some(false) => {
-            let claim = ResumeClaim {
-                snapshot_id: id.to_owned(),
-                lease_until,
-                takeover: false,
-            };
-            claim_whole(pool, claim, records).await
-        }
-        None => Err(holdpoint::Error::NotFound(format!("snapshot {id} not found"))),
-    }
-}
-
-/// `claim` and its audit `records` in a transaction of its own, the row
-/// read, decoded and written back whole: a takeover, and a first claim the
-/// in-place path of [`claim`] did not take.
-pub(crate) async fn claim_whole(pool: &sqlx::PgPool, claim: ResumeClaim, records: &[AuditRecord]) -> Result<()> {
-    let what = format!("claim snapshot {}", claim.snapshot_id);
-    let snapshot_id = claim.snapshot_id.clone();
-    let events = outbox::columns(&decided_events(&snapshot_id, claim.lease_until, records))?;
-    let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
-    save_in(&mut tx, &snapshot_id, claim_update(claim)).await?;
-    insert_audit(&mut tx, records).await?;
-    outbox::insert(&mut tx, &events).await?;
-    tx.commit().await.map_err(|e| store_error(&what, e))
 }

@@ -1,23 +1,20 @@
-//! The prune step's statements (docs/reference.md §11.4), written once for
-//! both dialects: the walk over sessions in id order with each one's latest
+//! The prune step's statements (docs/reference.md §11.4), in SQL both
+//! dialects share (parameters spelled by the driver's [`Dialect`]): the walk over sessions in id order with each one's latest
 //! row, and the deletes and counts of one session's rows.
 
 use chrono::{DateTime, Utc};
 use holdpoint::Result;
 use holdpoint::session::{SnapshotStatus, prunable};
 
-use crate::row::{Placeholder, corrupt_row};
+use crate::row::{Dialect, corrupt_row};
 
 /// The next `batch` sessions after an id (parameter 1, `''` for the
 /// first) with each one's latest row (greatest `createdAt`, then greatest
 /// id): `session_id, status, finish_reason, updated_at_ns, created_at_ns`,
 /// in session-id order. The inner walk reads the session index in order
 /// and stops after `batch` sessions (parameter 2).
-pub fn candidates_sql(placeholder: Placeholder) -> String {
-    let (after, batch) = match placeholder {
-        Placeholder::Question => ("?1", "?2"),
-        Placeholder::Dollar => ("$1", "$2"),
-    };
+pub fn candidates_sql(dialect: impl Dialect) -> String {
+    let (after, batch) = (dialect.parameter(1), dialect.parameter(2));
     format!(
         "SELECT t.session_id, t.status, t.finish_reason, t.updated_at_ns, t.created_at_ns \
          FROM (SELECT DISTINCT session_id FROM holdpoint_snapshots WHERE session_id > {after} \
@@ -32,19 +29,17 @@ pub fn candidates_sql(placeholder: Placeholder) -> String {
 /// One session's rows up to its latest (parameter 1 the session, 2 the
 /// latest row's `created_at_ns`): a row written after the walk read the
 /// session is newer, and stays.
-pub fn snapshots_where(placeholder: Placeholder) -> &'static str {
-    match placeholder {
-        Placeholder::Question => "FROM holdpoint_snapshots WHERE session_id = ?1 AND created_at_ns <= ?2",
-        Placeholder::Dollar => "FROM holdpoint_snapshots WHERE session_id = $1 AND created_at_ns <= $2",
-    }
+pub fn snapshots_where(dialect: impl Dialect) -> String {
+    format!(
+        "FROM holdpoint_snapshots WHERE session_id = {} AND created_at_ns <= {}",
+        dialect.parameter(1),
+        dialect.parameter(2)
+    )
 }
 
 /// One session's audit records (parameter 1 the session).
-pub fn audit_where(placeholder: Placeholder) -> &'static str {
-    match placeholder {
-        Placeholder::Question => "FROM holdpoint_audit WHERE session_id = ?1",
-        Placeholder::Dollar => "FROM holdpoint_audit WHERE session_id = $1",
-    }
+pub fn audit_where(dialect: impl Dialect) -> String {
+    format!("FROM holdpoint_audit WHERE session_id = {}", dialect.parameter(1))
 }
 
 /// A session the walk read, with the columns of its latest row.

@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod conn;
+mod dialect;
 mod endpoints;
 mod error;
 mod files;

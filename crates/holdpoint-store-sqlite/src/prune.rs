@@ -6,16 +6,17 @@
 use holdpoint::Result;
 use holdpoint::session::{PruneOutcome, PruneRequest};
 use holdpoint_store_sql::prune::{Candidate, audit_where, candidates_sql, snapshots_where};
-use holdpoint_store_sql::row::{Placeholder, sql_limit};
+use holdpoint_store_sql::row::sql_limit;
 use rusqlite::{Connection, params};
 
+use crate::dialect::Sqlite;
 use crate::error::store_error;
 
 /// Runs one prune step (see `PruneStore::prune_sessions`).
 pub(crate) fn step(conn: &Connection, request: &PruneRequest) -> Result<PruneOutcome> {
     let after = request.after.as_deref().unwrap_or("");
     let walked: Vec<Candidate> = conn
-        .prepare_cached(&candidates_sql(Placeholder::Question))
+        .prepare_cached(&candidates_sql(Sqlite))
         .and_then(|mut s| {
             s.query_map(params![after, sql_limit(request.batch)], |r| {
                 Ok(Candidate {
@@ -36,10 +37,7 @@ pub(crate) fn step(conn: &Connection, request: &PruneRequest) -> Result<PruneOut
             .flatten(),
         ..PruneOutcome::default()
     };
-    let (rows, audit) = (
-        snapshots_where(Placeholder::Question),
-        audit_where(Placeholder::Question),
-    );
+    let (rows, audit) = (snapshots_where(Sqlite), audit_where(Sqlite));
     for candidate in &walked {
         if !candidate.prunable(request.older_than)? {
             continue;
@@ -60,9 +58,9 @@ pub(crate) fn step(conn: &Connection, request: &PruneRequest) -> Result<PruneOut
             n.map_err(|e| store_error(&what, e))
         };
         let verb = if request.dry_run { "SELECT count(*)" } else { "DELETE" };
-        outcome.snapshots += run(verb, rows, &[&session, &candidate.created_at_ns])?;
+        outcome.snapshots += run(verb, &rows, &[&session, &candidate.created_at_ns])?;
         if request.audit {
-            outcome.audit_records += run(verb, audit, &[&session])?;
+            outcome.audit_records += run(verb, &audit, &[&session])?;
         }
         outcome.sessions += 1;
     }

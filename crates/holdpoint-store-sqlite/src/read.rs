@@ -7,10 +7,11 @@
 use holdpoint::Result;
 use holdpoint::session::{AuditQuery, AuditRecord, Snapshot, SnapshotQuery, SnapshotStatus, WaitingCount};
 use holdpoint_store_sql::row;
-use holdpoint_store_sql::row::{Listing, Placeholder};
+use holdpoint_store_sql::row::Listing;
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::dialect::Sqlite;
 use crate::error::store_error;
 
 /// Row `id`'s stored JSON, or `None` when absent.
@@ -65,11 +66,7 @@ fn listed<T>(
 }
 
 fn list_sql(query: &SnapshotQuery) -> Listing {
-    row::snapshot_listing(
-        query,
-        "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s",
-        Placeholder::Question,
-    )
+    row::snapshot_listing(query, "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s", Sqlite)
 }
 
 /// `list_snapshots`: the filters of [`SnapshotQuery`], newest first (see
@@ -85,7 +82,7 @@ pub(crate) fn list(conn: &Connection, query: &SnapshotQuery) -> Result<Vec<Snaps
 /// `count_waiting`: one aggregate over the partial index of waiting rows
 /// (see [`row::waiting_count`]).
 pub(crate) fn count_waiting(conn: &Connection, agent: Option<&str>) -> Result<WaitingCount> {
-    let count = row::waiting_count(agent, Placeholder::Question);
+    let count = row::waiting_count(agent, Sqlite);
     let args: Vec<&dyn ToSql> = count.args.iter().map(|a| a as &dyn ToSql).collect();
     let (n, oldest): (i64, Option<i64>) = conn
         .prepare_cached(&count.sql)
@@ -95,7 +92,7 @@ pub(crate) fn count_waiting(conn: &Connection, agent: Option<&str>) -> Result<Wa
 }
 
 fn audit_sql(query: &AuditQuery) -> Listing {
-    row::audit_listing(query, "SELECT seq, data FROM holdpoint_audit", Placeholder::Question)
+    row::audit_listing(query, "SELECT seq, data FROM holdpoint_audit", Sqlite)
 }
 
 /// `list_audit`: the filters of [`AuditQuery`], newest first.
@@ -148,7 +145,7 @@ mod tests {
         assert!(!waiting.contains("TEMP B-TREE"), "{waiting}");
         // The waiting count reads an index too, never the whole table.
         for agent in [None, Some("agent-7")] {
-            let mut count = row::waiting_count(agent, Placeholder::Question);
+            let mut count = row::waiting_count(agent, Sqlite);
             // The plan helper binds a limit as the last parameter.
             count.sql.push_str(&format!(" LIMIT ?{}", count.args.len() + 1));
             count.limit = 1;

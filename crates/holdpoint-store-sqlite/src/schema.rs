@@ -105,7 +105,7 @@ const BACKFILL_BATCH: i64 = 500;
 /// walk of the partial index of waiting rows when there is nothing to do.
 fn backfill_approvers(tx: &Connection) -> Result<()> {
     let err = |e| store_error("fill in the approvers of waiting rows", e);
-    let select = holdpoint_store_sql::row::approvers_backfill(holdpoint_store_sql::row::Placeholder::Question);
+    let select = holdpoint_store_sql::row::approvers_backfill(crate::dialect::Sqlite);
     loop {
         let rows: Vec<(String, String)> = tx
             .prepare(&select)

@@ -5,7 +5,6 @@
 
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, prepare_row};
 use holdpoint::{Error, Result};
-use holdpoint_store_sql::claim;
 use holdpoint_store_sql::row::{self, AuditColumns, Columns};
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -158,14 +157,20 @@ pub(crate) fn upsert(conn: &Connection, cols: &Columns) -> rusqlite::Result<()> 
     Ok(())
 }
 
-/// Writes a first claim into row `id` by the claim rule
-/// ([`claim::SQLITE_CLAIM`]): its document `data` (with the claim appended)
-/// and `resumed_at_ns`, the only columns a claim changes, only while the
-/// row is unclaimed. `false` (nothing written) when it was claimed.
+/// The first claim of row `?1` in place (see
+/// [`holdpoint_store_sql::claim`]): its document `?2` (the stored one with
+/// [`with_claim_members`](holdpoint_store_sql::claim::with_claim_members)
+/// applied) and `resumed_at_ns` `?3`, the only columns a claim changes,
+/// only while unclaimed. One row changed when the claim took, none
+/// otherwise.
+const CLAIM: &str =
+    "UPDATE holdpoint_snapshots SET data = ?2, resumed_at_ns = ?3 WHERE snapshot_id = ?1 AND resumed_at_ns IS NULL";
+
+/// Writes a first claim into row `id` by [`CLAIM`]: its document `data`
+/// (with the claim appended) and `resumed_at_ns`, only while the row is
+/// unclaimed. `false` (nothing written) when it was claimed.
 pub(crate) fn claim(conn: &Connection, id: &str, data: &str, resumed_at_ns: i64) -> rusqlite::Result<bool> {
-    let written = conn
-        .prepare_cached(claim::SQLITE_CLAIM)?
-        .execute(params![id, data, resumed_at_ns])?;
+    let written = conn.prepare_cached(CLAIM)?.execute(params![id, data, resumed_at_ns])?;
     Ok(written == 1)
 }
 

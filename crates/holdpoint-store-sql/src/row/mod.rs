@@ -1,7 +1,8 @@
 //! Snapshots and audit records as SQL table rows: the JSON document plus
 //! the columns copied out of it for lookups, and the listing statements
-//! built over those columns. The SQL stores (SQLite, PostgreSQL) share it,
-//! so they encode and select rows alike.
+//! built over those columns in the SQL both dialects share, with what each
+//! spells its own way asked of the driver's [`Dialect`]. The SQL stores
+//! (SQLite, PostgreSQL) share it, so they encode and select rows alike.
 
 use chrono::{DateTime, Utc};
 
@@ -124,12 +125,12 @@ const MAX_ROLE_PARAMETERS: usize = 4;
 /// rows whose `approvers` is `NULL`: those written before migration 0009,
 /// which a store fills in when it opens, before it takes any work, so
 /// that a viewer's listing reads them from the index like any other.
-pub fn approvers_backfill(placeholder: Placeholder) -> String {
+pub fn approvers_backfill(dialect: impl Dialect) -> String {
     format!(
         "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s \
          WHERE s.status = 'completed' AND s.finish_reason = 'interrupted' AND s.resumed_at_ns IS NULL \
            AND s.approvers IS NULL LIMIT {}",
-        placeholder.nth(1)
+        dialect.parameter(1)
     )
 }
 
@@ -217,23 +218,22 @@ pub fn decode_listed(rows: Vec<(String, String)>, query: &SnapshotQuery) -> Resu
     Ok(out)
 }
 
-/// How a SQL dialect spells the `n`th statement parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Placeholder {
-    /// `?1`, `?2`, … (SQLite).
-    Question,
-    /// `$1`, `$2`, … (PostgreSQL).
-    Dollar,
-}
+/// What a SQL dialect spells its own way in the statements built here.
+/// Each driver implements it for its dialect (this crate names none), and
+/// passes it to the builders ([`snapshot_listing`], [`audit_listing`],
+/// [`waiting_count`], [`approvers_backfill`], the prune statements).
+pub trait Dialect: Copy {
+    /// The `n`th statement parameter, from 1 (`?1` in SQLite, `$1` in
+    /// PostgreSQL).
+    fn parameter(self, n: usize) -> String;
 
-impl Placeholder {
-    fn nth(self, n: usize) -> String {
-        match self {
-            Placeholder::Question => format!("?{n}"),
-            Placeholder::Dollar => format!("${n}"),
-        }
-    }
+    /// A term true when the text in `column` contains the text `needle` (a
+    /// parameter).
+    fn contains(self, column: &str, needle: &str) -> String;
+
+    /// A term true when the text in `column` contains any string of
+    /// `needles`, a parameter holding them as a JSON array.
+    fn contains_any(self, column: &str, needles: &str) -> String;
 }
 
 /// A listing statement of the SQL stores: its text, its text arguments (the
@@ -250,10 +250,18 @@ impl Placeholder {
 ///
 /// ```
 /// use holdpoint::session::SnapshotQuery;
-/// use holdpoint_store_sql::row::{Placeholder, snapshot_listing};
+/// use holdpoint_store_sql::row::snapshot_listing;
+/// # #[derive(Clone, Copy)]
+/// # struct Numbered;
+/// # impl holdpoint_store_sql::row::Dialect for Numbered {
+/// #     fn parameter(self, n: usize) -> String { format!("${n}") }
+/// #     fn contains(self, column: &str, needle: &str) -> String { format!("strpos({column}, {needle}) > 0") }
+/// #     fn contains_any(self, _: &str, _: &str) -> String { unimplemented!() }
+/// # }
 ///
+/// // `Numbered` spells parameters `$1`, `$2`, … (as PostgreSQL's driver does).
 /// let query = SnapshotQuery { agent: Some("teller".into()), ..Default::default() };
-/// let listing = snapshot_listing(&query, "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s", Placeholder::Dollar);
+/// let listing = snapshot_listing(&query, "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s", Numbered);
 /// assert!(listing.sql.contains("s.agent = $1"));
 /// assert!(listing.sql.ends_with("LIMIT $2"));
 /// assert_eq!(listing.args, ["teller"]);
@@ -278,18 +286,18 @@ impl Listing {
     }
 
     /// Adds `AND <column> = <parameter>` for a filter that is set.
-    fn equals(&mut self, column: &str, value: Option<&String>, placeholder: Placeholder) {
+    fn equals(&mut self, column: &str, value: Option<&String>, dialect: impl Dialect) {
         if let Some(value) = value {
             self.args.push(value.clone());
-            let parameter = placeholder.nth(self.args.len());
+            let parameter = dialect.parameter(self.args.len());
             self.sql.push_str(&format!(" AND {column} = {parameter}"));
         }
     }
 
     /// Ends with the order and the limit.
-    fn finish(mut self, order: &str, limit: i64, placeholder: Placeholder) -> Self {
+    fn finish(mut self, order: &str, limit: i64, dialect: impl Dialect) -> Self {
         self.limit = limit;
-        let parameter = placeholder.nth(self.args.len() + 1);
+        let parameter = dialect.parameter(self.args.len() + 1);
         self.sql.push_str(&format!(" ORDER BY {order} LIMIT {parameter}"));
         self
     }
@@ -308,13 +316,13 @@ impl Listing {
 /// beside the agent and the order (migration 0009), so the rows the caller
 /// may not see are skipped without reading them; then only the chosen rows
 /// are read.
-pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeholder) -> Listing {
+pub fn snapshot_listing(query: &SnapshotQuery, select: &str, dialect: impl Dialect) -> Listing {
     const ORDER: &str = "s.created_at_ns DESC, s.snapshot_id DESC";
     if query.viewer.is_none() {
-        return snapshot_filter(query, select, placeholder).finish(ORDER, list_limit(query), placeholder);
+        return snapshot_filter(query, select, dialect).finish(ORDER, list_limit(query), dialect);
     }
-    let inner = snapshot_filter(query, "SELECT s.snapshot_id FROM holdpoint_snapshots s", placeholder);
-    let limit = placeholder.nth(inner.args.len() + 1);
+    let inner = snapshot_filter(query, "SELECT s.snapshot_id FROM holdpoint_snapshots s", dialect);
+    let limit = dialect.parameter(inner.args.len() + 1);
     Listing {
         sql: format!(
             "{select} WHERE s.snapshot_id IN ({} ORDER BY {ORDER} LIMIT {limit}) ORDER BY {ORDER} LIMIT {limit}",
@@ -326,11 +334,11 @@ pub fn snapshot_listing(query: &SnapshotQuery, select: &str, placeholder: Placeh
 }
 
 /// The terms of [`snapshot_listing`], without order and limit.
-fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder) -> Listing {
+fn snapshot_filter(query: &SnapshotQuery, select: &str, dialect: impl Dialect) -> Listing {
     let mut listing = Listing::new(select);
-    listing.equals("s.agent", query.agent.as_ref(), placeholder);
-    listing.equals("s.session_id", query.session_id.as_ref(), placeholder);
-    listing.equals("s.owner", query.owner.as_ref(), placeholder);
+    listing.equals("s.agent", query.agent.as_ref(), dialect);
+    listing.equals("s.session_id", query.session_id.as_ref(), dialect);
+    listing.equals("s.owner", query.owner.as_ref(), dialect);
     if query.waiting_only || query.in_doubt_only {
         // The waiting rows' partial index has exactly this condition.
         listing
@@ -359,7 +367,7 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
         listing.sql.push_str(" AND (s.owner IS NULL");
         if let Some(principal) = &viewer.principal {
             listing.args.push(principal.clone());
-            let parameter = placeholder.nth(listing.args.len());
+            let parameter = dialect.parameter(listing.args.len());
             listing.sql.push_str(&format!(" OR s.owner = {parameter}"));
         }
         if !viewer.roles.is_empty() {
@@ -371,27 +379,18 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
             // for every row it tests, cost it seven times as much).
             for role in &viewer.roles {
                 listing.args.push(approver_needle(role));
-                let parameter = placeholder.nth(listing.args.len());
-                listing.sql.push_str(&match placeholder {
-                    Placeholder::Question => format!(" OR instr(s.approvers, {parameter}) > 0"),
-                    Placeholder::Dollar => format!(" OR strpos(s.approvers, {parameter}) > 0"),
-                });
+                let parameter = dialect.parameter(listing.args.len());
+                listing.sql.push_str(" OR ");
+                listing.sql.push_str(&dialect.contains("s.approvers", &parameter));
             }
         } else if !viewer.roles.is_empty() {
             // More roles: one JSON array of needles, one statement text
             // whatever their number.
             let needles: Vec<String> = viewer.roles.iter().map(|r| approver_needle(r)).collect();
             listing.args.push(serde_json::Value::from(needles).to_string());
-            let parameter = placeholder.nth(listing.args.len());
-            listing.sql.push_str(&match placeholder {
-                Placeholder::Question => {
-                    format!(" OR EXISTS (SELECT 1 FROM json_each({parameter}) r WHERE instr(s.approvers, r.value) > 0)")
-                }
-                Placeholder::Dollar => format!(
-                    " OR EXISTS (SELECT 1 FROM json_array_elements_text({parameter}::json) AS r(v) \
-                       WHERE strpos(s.approvers, r.v) > 0)"
-                ),
-            });
+            let parameter = dialect.parameter(listing.args.len());
+            listing.sql.push_str(" OR ");
+            listing.sql.push_str(&dialect.contains_any("s.approvers", &parameter));
         }
         listing.sql.push(')');
     }
@@ -407,15 +406,22 @@ fn snapshot_filter(query: &SnapshotQuery, select: &str, placeholder: Placeholder
 /// statement has no `LIMIT`).
 ///
 /// ```
-/// use holdpoint_store_sql::row::{Placeholder, waiting_count};
+/// use holdpoint_store_sql::row::waiting_count;
+/// # #[derive(Clone, Copy)]
+/// # struct Numbered;
+/// # impl holdpoint_store_sql::row::Dialect for Numbered {
+/// #     fn parameter(self, n: usize) -> String { format!("${n}") }
+/// #     fn contains(self, column: &str, needle: &str) -> String { format!("strpos({column}, {needle}) > 0") }
+/// #     fn contains_any(self, _: &str, _: &str) -> String { unimplemented!() }
+/// # }
 ///
-/// let count = waiting_count(Some("teller"), Placeholder::Question);
+/// let count = waiting_count(Some("teller"), Numbered);
 /// assert!(count.sql.starts_with("SELECT count(*), min(s.created_at_ns) FROM holdpoint_snapshots s"));
-/// assert!(count.sql.contains("s.agent = ?1"));
+/// assert!(count.sql.contains("s.agent = $1"));
 /// assert!(!count.sql.contains("LIMIT"));
 /// assert_eq!(count.args, ["teller"]);
 /// ```
-pub fn waiting_count(agent: Option<&str>, placeholder: Placeholder) -> Listing {
+pub fn waiting_count(agent: Option<&str>, dialect: impl Dialect) -> Listing {
     let query = SnapshotQuery {
         agent: agent.map(str::to_owned),
         waiting_only: true,
@@ -424,7 +430,7 @@ pub fn waiting_count(agent: Option<&str>, placeholder: Placeholder) -> Listing {
     snapshot_filter(
         &query,
         "SELECT count(*), min(s.created_at_ns) FROM holdpoint_snapshots s",
-        placeholder,
+        dialect,
     )
 }
 
@@ -438,12 +444,12 @@ pub fn waiting_counted(count: i64, oldest_ns: Option<i64>) -> WaitingCount {
 
 /// The `list_audit` statement for `query` over `select` (a `SELECT seq, …
 /// FROM holdpoint_audit`), newest first.
-pub fn audit_listing(query: &AuditQuery, select: &str, placeholder: Placeholder) -> Listing {
+pub fn audit_listing(query: &AuditQuery, select: &str, dialect: impl Dialect) -> Listing {
     let mut listing = Listing::new(select);
-    listing.equals("agent", query.agent.as_ref(), placeholder);
-    listing.equals("session_id", query.session_id.as_ref(), placeholder);
-    listing.equals("principal", query.principal.as_ref(), placeholder);
-    listing.finish("seq DESC", sql_limit(query.limit()), placeholder)
+    listing.equals("agent", query.agent.as_ref(), dialect);
+    listing.equals("session_id", query.session_id.as_ref(), dialect);
+    listing.equals("principal", query.principal.as_ref(), dialect);
+    listing.finish("seq DESC", sql_limit(query.limit()), dialect)
 }
 
 /// The SQL `LIMIT` of a `list_snapshots` query: none for `in_doubt_only`,

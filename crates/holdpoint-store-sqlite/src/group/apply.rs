@@ -3,8 +3,7 @@
 
 use holdpoint::Error;
 use holdpoint::session::outbox::decided_events;
-use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate, claim_update, insert_refused};
-use holdpoint_store_sql::claim;
+use holdpoint::session::{Snapshot, SnapshotUpdate, insert_refused};
 use holdpoint_store_sql::outbox::OutboxColumns;
 use holdpoint_store_sql::row::Columns;
 use rusqlite::Connection;
@@ -23,10 +22,18 @@ pub(super) enum Fail {
     Batch(Error),
 }
 
+/// A refusal of one write (a failed update or check, an unclaimable row)
+/// fails only its caller.
+impl From<Error> for Fail {
+    fn from(err: Error) -> Self {
+        Fail::Caller(err)
+    }
+}
+
 /// Runs one write inside the batch's transaction.
 pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fail> {
     match op {
-        Op::Save { id, update } => save(conn, &id, update, &[], &[]),
+        Op::Save { id, update } => save(conn, &id, update),
         Op::Insert { row, cols, events } => {
             let what = || format!("save snapshot {}", cols.snapshot_id);
             if !write::insert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
@@ -39,11 +46,7 @@ pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Sna
         Op::Claim { claim, audit } => {
             let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, &audit))
                 .map_err(Fail::Caller)?;
-            if !claim.takeover && claim_in_place(conn, &claim, &audit, &events)? {
-                return Ok(None);
-            }
-            let id = claim.snapshot_id.clone();
-            save(conn, &id, claim_update(claim), &audit, &events)
+            super::claim::run(conn, claim, &audit, events).map(|()| None)
         }
         Op::Outbox(run) => {
             let savepoint =
@@ -82,80 +85,27 @@ fn insert_all(conn: &Connection, rows: &[(Columns, Vec<OutboxColumns>)]) -> std:
     step("RELEASE holdpoint_insert_all")
 }
 
-/// A first claim of a resume without decoding the row: refused when the
-/// row is missing (`NOT_FOUND`) or was claimed (`ABORTED`), else the claim
-/// is appended to the stored document (see [`claim::with_claim_members`])
-/// and written with its audit records. `false` (nothing written) for a
-/// document that cannot take it as it is: the caller claims the row whole.
-/// Saves the decode and re-encode of the paused row that the general path
-/// pays on every resume.
-fn claim_in_place(
-    conn: &Connection,
-    claim: &ResumeClaim,
-    audit: &[AuditRecord],
-    events: &[OutboxColumns],
-) -> std::result::Result<bool, Fail> {
-    let id = &claim.snapshot_id;
-    let what = || format!("claim snapshot {id}");
-    let Some(stored) = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))? else {
-        return Err(Fail::Caller(Error::NotFound(format!("snapshot {id} not found"))));
-    };
-    if stored.resumed_at_ns.is_some() {
-        return Err(Fail::Caller(Error::AlreadyResumed(id.clone())));
-    }
-    let now = chrono::Utc::now();
-    let at_ns = now.timestamp_nanos_opt().ok_or_else(|| {
-        Fail::Caller(Error::Internal(format!(
-            "the time {now} is outside the range a store can keep"
-        )))
-    })?;
-    let members = claim::claim_members(now, claim.lease_until).map_err(Fail::Caller)?;
-    let Some(data) = claim::with_claim_members(&stored.data, &members) else {
-        return Ok(false);
-    };
-    let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
-    if !write::claim(conn, id, &data, at_ns).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
-        return Err(Fail::Caller(Error::AlreadyResumed(id.clone())));
-    }
-    write::audit(conn, &audit).map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
-    outbox::insert(conn, events).map_err(|e| Fail::Batch(store_error(&format!("append outbox events of {id}"), e)))?;
-    Ok(true)
-}
-
-/// Reads row `id`, runs `update` and checks the result together with the
-/// `audit` records; only then writes the row, the records, the claim's
-/// outbox `events` and those of a new hold.
-fn save(
-    conn: &Connection,
-    id: &str,
-    update: SnapshotUpdate,
-    audit: &[AuditRecord],
-    events: &[OutboxColumns],
-) -> std::result::Result<Option<Snapshot>, Fail> {
+/// Reads row `id`, runs `update` and checks the result; only then writes
+/// the row and the outbox rows of a new hold.
+pub(super) fn save(conn: &Connection, id: &str, update: SnapshotUpdate) -> std::result::Result<Option<Snapshot>, Fail> {
     let what = || format!("save snapshot {id}");
     let stored = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     let was_waiting = stored.as_ref().is_some_and(write::Stored::is_waiting);
     let prepared = write::prepare(id, stored.as_ref(), update).map_err(Fail::Caller)?;
-    let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
     let held = match &prepared {
         Some((row, _)) => {
             outbox::columns(&holdpoint::session::outbox::hold_events(was_waiting, row)).map_err(Fail::Caller)?
         }
         None => Vec::new(),
     };
-    outbox::insert(conn, events).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     outbox::insert(conn, &held).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
-    let row = match prepared {
-        Some((row, cols)) => {
-            let written = match &stored {
-                Some(old) => write::update(conn, old, &cols),
-                None => write::upsert(conn, &cols),
-            };
-            written.map_err(|e| Fail::Batch(store_error(&what(), e)))?;
-            Some(row)
-        }
-        None => None,
+    let Some((row, cols)) = prepared else {
+        return Ok(None);
     };
-    write::audit(conn, &audit).map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
-    Ok(row)
+    let written = match &stored {
+        Some(old) => write::update(conn, old, &cols),
+        None => write::upsert(conn, &cols),
+    };
+    written.map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    Ok(Some(row))
 }

@@ -28,6 +28,7 @@
 //! inside the transaction is in [`apply`].
 
 mod apply;
+mod claim;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
