@@ -1,0 +1,12 @@
+-- No parallel workers for reads of the snapshots table. Every listing reads
+-- an index in order and stops at its LIMIT, which is a statement parameter:
+-- once a connection's prepared listing switches to its generic plan (after
+-- five executions; sooner when the inbox's LIMIT 100000 read and the first
+-- page's LIMIT 50 share the statement), the planner guesses the LIMIT and
+-- the rows, and chose a Gather Merge over two workers for an approver's
+-- first page. The page's work took 0.5 ms; starting the workers 10 - 30 ms
+-- on a busy machine (p50 33 ms, p99 100 ms at 1M sessions; BENCHMARKS.md,
+-- "The approver's first page at 1M"). Only whole-table reads (a count of
+-- every agent's waiting sessions, the approvers backfill on opening) lose
+-- their workers, and they take seconds at 1M either way.
+ALTER TABLE holdpoint_snapshots SET (parallel_workers = 0);
