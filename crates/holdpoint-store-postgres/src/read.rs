@@ -214,8 +214,10 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_approvers_page_starts_no_parallel_workers() {
-        let Some(pg) = TempPostgres::start_or_skip("an_approvers_page_starts_no_parallel_workers") else {
+    async fn an_approvers_page_starts_no_parallel_workers_and_opening_reads_no_table() {
+        let Some(pg) =
+            TempPostgres::start_or_skip("an_approvers_page_starts_no_parallel_workers_and_opening_reads_no_table")
+        else {
             return;
         };
         let pool = PgPool::connect(pg.url()).await.unwrap();
@@ -253,5 +255,14 @@ mod tests {
         let plan = generic_plan(&mut conn, &list_sql(&page)).await;
         assert!(plan.contains("holdpoint_snapshots_waiting_agent"), "{plan}");
         assert!(!plan.contains("Gather") && !plan.contains("Parallel"), "{plan}");
+        // The search for unset approvers on opening reads its own (empty)
+        // index, never the whole table.
+        let backfill = Listing {
+            sql: row::approvers_backfill(Placeholder::Dollar),
+            args: Vec::new(),
+            limit: 1000,
+        };
+        let plan = generic_plan(&mut conn, &backfill).await;
+        assert!(plan.contains("holdpoint_snapshots_approvers_unset"), "{plan}");
     }
 }

@@ -61,8 +61,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 10,
-        name: "serial_snapshot_reads",
-        sql: include_str!("../migrations/0010_serial_snapshot_reads.sql"),
+        name: "snapshot_read_plans",
+        sql: include_str!("../migrations/0010_snapshot_read_plans.sql"),
     },
 ];
 
