@@ -209,4 +209,57 @@ mod tests {
             );
         }
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_approvers_page_starts_no_parallel_workers_and_opening_reads_no_table() {
+        let Some(pg) =
+            TempPostgres::start_or_skip("an_approvers_page_starts_no_parallel_workers_and_opening_reads_no_table")
+        else {
+            return;
+        };
+        let pool = PgPool::connect(pg.url()).await.unwrap();
+        crate::schema::migrate(&pool).await.unwrap();
+        let mut conn = pool.acquire().await.unwrap();
+        sqlx::raw_sql(ROWS).execute(&mut *conn).await.unwrap();
+        // One agent with many waiting sessions, a role in twenty on each (as
+        // the scale bench fills them), and workers made free: the planner
+        // takes them wherever it may (it did for this page at 1M sessions,
+        // whose 0.5 ms of work then waited 10 - 30 ms for them to start).
+        sqlx::raw_sql(
+            "INSERT INTO holdpoint_snapshots (snapshot_id, session_id, created_at_ns, updated_at_ns,
+                     status, finish_reason, agent, owner, approvers, data)
+                 SELECT 'teller-' || i, 'teller-session-' || i, 10000 + i, 10000 + i,
+                        'completed', 'interrupted', 'teller', 'owner-' || (i % 100),
+                        chr(31) || '\"role-' || (i % 20) || '\"' || chr(31), '{}'
+                 FROM generate_series(1, 20000) AS i;
+             ANALYZE holdpoint_snapshots;
+             SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+             SET min_parallel_index_scan_size = 0; SET min_parallel_table_scan_size = 0;",
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        let page = SnapshotQuery {
+            agent: Some("teller".into()),
+            waiting_only: true,
+            limit: Some(50),
+            viewer: Some(holdpoint::session::Viewer {
+                principal: Some("approver".into()),
+                roles: vec!["role-7".into()],
+            }),
+            ..Default::default()
+        };
+        let plan = generic_plan(&mut conn, &list_sql(&page)).await;
+        assert!(plan.contains("holdpoint_snapshots_waiting_agent"), "{plan}");
+        assert!(!plan.contains("Gather") && !plan.contains("Parallel"), "{plan}");
+        // The search for unset approvers on opening reads its own (empty)
+        // index, never the whole table.
+        let backfill = Listing {
+            sql: row::approvers_backfill(Placeholder::Dollar),
+            args: Vec::new(),
+            limit: 1000,
+        };
+        let plan = generic_plan(&mut conn, &backfill).await;
+        assert!(plan.contains("holdpoint_snapshots_approvers_unset"), "{plan}");
+    }
 }

@@ -59,6 +59,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "waiting_approvers",
         sql: include_str!("../migrations/0009_waiting_approvers.sql"),
     },
+    Migration {
+        version: 10,
+        name: "snapshot_read_plans",
+        sql: include_str!("../migrations/0010_snapshot_read_plans.sql"),
+    },
 ];
 
 /// Advisory-lock key spaces (the first of `pg_advisory_xact_lock`'s two
