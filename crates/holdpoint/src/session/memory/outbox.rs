@@ -116,6 +116,25 @@ impl Rows {
         );
     }
 
+    /// Before row `id` is rewritten in place (an escalation records the
+    /// roles it adds on the hold): the rows that build their payload from
+    /// it take it now, from the row as it still is, so every row's payload
+    /// stays the one of the row it reports. A scan of the outbox, on
+    /// rewrites only (saves under a new id, and claims, do not scan).
+    pub(super) fn freeze_payloads(&mut self, id: &str) {
+        for i in 0..self.outbox.len() {
+            let row = &self.outbox[i];
+            if !matches!(row.source, Source::Call(_)) || row.event.snapshot_id != id {
+                continue;
+            }
+            if let Some(data) = self.payload(row) {
+                let row = &mut self.outbox[i];
+                row.event.data = data;
+                row.source = Source::Whole;
+            }
+        }
+    }
+
     /// The payload of `row`, built now; `None` when its snapshot is gone.
     fn payload(&self, row: &Queued) -> Option<Value> {
         let event = &row.event;

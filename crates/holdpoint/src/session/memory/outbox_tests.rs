@@ -167,3 +167,36 @@ async fn a_payload_is_built_at_delivery_from_the_saved_row() {
     );
     assert!(rows[0].last_error.as_deref().unwrap_or_default().contains("pruned"));
 }
+
+/// An escalation rewrites the held row in place (the roles it adds become
+/// approvers): the rows written before keep the payload of the row they
+/// reported — the reminder still names the first approvers.
+#[tokio::test]
+async fn a_rewrite_in_place_keeps_the_payloads_written_before() {
+    let store = InMemoryStore::new();
+    let held = save(&store, timed()).await;
+    let written = hold_events(false, &held);
+    let roles = vec!["cfo".to_owned()];
+    let escalate = Box::new(move |existing: Option<&Snapshot>| {
+        Ok(existing.and_then(|row| crate::session::outbox::escalated_hold(row, Some("r1"), "transferMoney", &roles)))
+    });
+    store
+        .save_snapshot(Some(&held.snapshot_id), escalate)
+        .await
+        .unwrap()
+        .expect("escalated");
+    let query = OutboxQuery {
+        snapshot_id: Some(held.snapshot_id.clone()),
+        ..OutboxQuery::default()
+    };
+    let listed = store.list_outbox(&query).await.unwrap();
+    assert_eq!(listed.len(), written.len(), "a rewrite writes no new hold rows");
+    for event in &written {
+        let now = listed.iter().find(|e| e.kind == event.kind).unwrap();
+        assert_eq!(now.data, event.data, "{}", event.kind);
+    }
+    assert_eq!(
+        listed.iter().find(|e| e.kind == HOLD_CREATED).unwrap().data["approvers"],
+        json!(["finance"])
+    );
+}

@@ -79,10 +79,14 @@ impl Rows {
             }
         };
         let was_waiting = existing.is_some_and(Snapshot::is_waiting);
+        let rewrite = existing.is_some();
         let Some(next) = update(existing)? else {
             return Ok(None);
         };
         let row = prepare_row(id, existing, next)?;
+        if rewrite {
+            self.freeze_payloads(id);
+        }
         // The events of a new hold, under the same lock as the row.
         self.queue_hold(was_waiting, &row);
         let status = row.as_read_status();
