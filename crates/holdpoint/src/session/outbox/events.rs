@@ -82,10 +82,11 @@ fn call_events(row: &Snapshot, part: &Part, now: DateTime<Utc>, out: &mut Vec<Ou
 /// The payload's `data` of the `kind` event about the paused call `call`
 /// of `row` (its index among the calls the hold stands for, as
 /// [`hold_stubs`] numbers them): what [`hold_events`] writes, built again
-/// from the same row. `None` when `row` holds no such call. A snapshot row
-/// never changes apart from its claim fields, which neither the calls nor
-/// the data read, so building it at delivery gives what building it at
-/// the write gave.
+/// from the same row. `None` when `row` holds no such call. Neither the
+/// calls nor the data read the claim fields, so a claim since changes
+/// nothing; a row rewritten in place (an escalation records its added
+/// roles on the hold) would, so a store that builds payloads at delivery
+/// builds those of the row's events before it rewrites the row.
 pub fn call_payload(kind: &str, row: &Snapshot, call: usize) -> Option<Value> {
     let calls = held_calls(row);
     let part = calls.get(call)?;

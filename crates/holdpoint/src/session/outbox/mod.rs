@@ -12,10 +12,11 @@
 //!
 //! A store may keep a row as its kind, ids and due time only and build
 //! its payload when the row is claimed or listed: [`hold_stubs`] and
-//! [`call_payload`] for a hold's rows (from the held snapshot, which never
-//! changes apart from its claim fields), [`decision_payload`] for a
-//! claim's (from its audit records). The payload is the one the whole row
-//! would have carried.
+//! [`call_payload`] for a hold's rows (from the held snapshot: a claim does
+//! not change what it reads; before a rewrite in place, an escalation's,
+//! the store builds the payloads of the row's events), [`decision_payload`]
+//! for a claim's (from its audit records). The payload is the one the
+//! whole row would have carried.
 //!
 //! | module | what |
 //! |---|---|
