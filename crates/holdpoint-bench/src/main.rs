@@ -35,6 +35,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::{InMemoryStore, SessionStore};
 
 use cycle::counting;
@@ -103,7 +104,9 @@ struct Args {
 
 async fn open_store(url: &str, pool: Option<u32>) -> Result<Arc<dyn SessionStore>, String> {
     match url {
-        "memory" | "memory:" => Ok(Arc::new(InMemoryStore::new())),
+        // No notification channel runs here: the store writes only the
+        // timers that act (what a server without `[notify]` builds).
+        "memory" | "memory:" => Ok(Arc::new(InMemoryStore::with_outbox_writes(OutboxWrites::Timers))),
         pg if pool.is_some() && (pg.starts_with("postgres://") || pg.starts_with("postgresql://")) => {
             let mut options =
                 holdpoint_stores::PostgresStoreOptions::new(pg).map_err(|e| format!("store {pg}: {e}"))?;

@@ -1,8 +1,10 @@
 //! `InMemoryStore`: a session store in process memory, for tests and demos.
 //! Its rows and how they are packed (`stored`), its tables and the row
-//! write (`rows`), its outbox (`outbox`) and its standing grants
-//! (`grants`) each live in a file of their own.
+//! write (`rows`), its outbox (`outbox`: rows of kind and ids, their
+//! payload built when claimed or listed), its audit log (`audit`) and its
+//! standing grants (`grants`) each live in a file of their own.
 
+mod audit;
 mod grants;
 mod outbox;
 mod prune;
@@ -25,7 +27,7 @@ use super::audit::AuditRecord;
 use super::capability::{AuditStore, Capabilities, GrantStore, OutboxStore, PruneStore, SnapshotListing, WaitingCount};
 use super::claim::ResumeClaim;
 use super::listing::filter_snapshots;
-use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, decided_events};
+use super::outbox::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxSettle, OutboxWrites};
 use super::query::{AuditQuery, SnapshotQuery};
 use super::snapshot::SnapshotUpdate;
 use super::snapshot::{Snapshot, SnapshotStatus};
@@ -57,9 +59,26 @@ pub struct InMemoryStore {
 }
 
 impl InMemoryStore {
-    /// An empty store.
+    /// An empty store that writes every outbox row
+    /// ([`OutboxWrites::All`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store that writes the outbox rows `writes` keeps: build it
+    /// with [`OutboxWrites::Timers`] when no notification channel is
+    /// configured.
+    pub fn with_outbox_writes(writes: OutboxWrites) -> Self {
+        let store = Self::default();
+        store.lock().writes = writes;
+        store
+    }
+
+    /// Changes which outbox rows the store writes from now on (what a
+    /// restart with another configuration does to a durable store):
+    /// rows written before stay as they are.
+    pub fn set_outbox_writes(&self, writes: OutboxWrites) {
+        self.lock().writes = writes;
     }
 
     fn lock(&self) -> MutexGuard<'_, Rows> {
@@ -158,9 +177,11 @@ impl SessionStore for InMemoryStore {
             return Err(Error::NotFound(format!("snapshot {} not found", claim.snapshot_id)));
         };
         stored.claim(&claim)?;
-        let events = decided_events(&claim.snapshot_id, claim.lease_until, &audit);
-        rows.outbox.extend(events.into_iter().map(|e| (e, None)));
-        rows.audit.extend(audit);
+        // The claim's rows build their payload from its records at
+        // delivery: the batch is shared, not copied.
+        let batch: Arc<[AuditRecord]> = audit.into();
+        rows.queue_decided(&claim, &batch);
+        rows.audit.push(batch);
         Ok(())
     }
 
@@ -245,8 +266,7 @@ impl AuditStore for InMemoryStore {
         let rows = self.lock();
         Ok(rows
             .audit
-            .iter()
-            .rev()
+            .newest_first()
             .filter(|r| query.matches(r))
             .take(query.limit())
             .cloned()
@@ -317,7 +337,10 @@ impl OutboxStore for InMemoryStore {
 
     async fn outbox_stats(&self, now: DateTime<Utc>) -> Result<crate::session::OutboxStats> {
         let rows = self.lock();
-        Ok(crate::session::OutboxStats::of(rows.outbox.iter().map(|(e, _)| e), now))
+        Ok(crate::session::OutboxStats::of(
+            rows.outbox.iter().map(|q| &q.event),
+            now,
+        ))
     }
 
     async fn stop_endpoint(&self, stop: crate::session::EndpointStop) -> Result<()> {
@@ -341,7 +364,7 @@ impl OutboxStore for InMemoryStore {
     }
 
     async fn enqueue_outbox(&self, events: Vec<OutboxEvent>) -> Result<()> {
-        self.lock().outbox.extend(events.into_iter().map(|e| (e, None)));
+        self.lock().enqueue(events);
         Ok(())
     }
 
@@ -361,5 +384,7 @@ impl PruneStore for InMemoryStore {
     }
 }
 
+#[cfg(test)]
+mod outbox_tests;
 #[cfg(test)]
 mod tests;

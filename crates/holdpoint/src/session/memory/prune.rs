@@ -54,13 +54,12 @@ impl Rows {
         outcome.sessions = doomed.len() as u64;
         let doomed: HashSet<String> = doomed.into_iter().collect();
         if request.audit {
-            let before = self.audit.len();
-            if request.dry_run {
-                outcome.audit_records = self.audit.iter().filter(|r| doomed.contains(&r.session_id)).count() as u64;
+            let picks = |r: &crate::session::audit::AuditRecord| doomed.contains(&r.session_id);
+            outcome.audit_records = if request.dry_run {
+                self.audit.count(picks)
             } else {
-                self.audit.retain(|r| !doomed.contains(&r.session_id));
-                outcome.audit_records = (before - self.audit.len()) as u64;
-            }
+                self.audit.remove(picks)
+            } as u64;
         }
         if request.dry_run {
             return Ok(outcome);

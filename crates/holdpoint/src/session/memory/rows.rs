@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::audit::AuditLog;
+use super::outbox::Queued;
 use super::stored::{ReadStatus, Stored};
 use crate::error::Result;
 use crate::hold::Grant;
-use crate::session::audit::AuditRecord;
-use crate::session::outbox::{OutboxEvent, hold_events};
+use crate::session::outbox::OutboxWrites;
 use crate::session::snapshot::SnapshotUpdate;
 use crate::session::snapshot::{Snapshot, SnapshotStatus};
 use crate::session::write::prepare_row;
@@ -36,10 +37,11 @@ pub(super) struct Rows {
     /// window is packed (waiting or claimed: either way it is history by
     /// then, read rarely).
     pub(super) hot: VecDeque<Arc<str>>,
-    pub(super) audit: Vec<AuditRecord>,
-    /// The outbox, in the order written; each row with the token of its
-    /// current claim.
-    pub(super) outbox: Vec<(OutboxEvent, Option<String>)>,
+    pub(super) audit: AuditLog,
+    /// The outbox, in the order written.
+    pub(super) outbox: Vec<Queued>,
+    /// Which outbox rows the writes make.
+    pub(super) writes: OutboxWrites,
     /// Endpoints stopped for good (HTTP 410), by channel.
     pub(super) stopped: Vec<crate::session::EndpointStop>,
     pub(super) watchers: HashMap<String, watch::Sender<SnapshotStatus>, Hasher>,
@@ -77,13 +79,16 @@ impl Rows {
             }
         };
         let was_waiting = existing.is_some_and(Snapshot::is_waiting);
+        let rewrite = existing.is_some();
         let Some(next) = update(existing)? else {
             return Ok(None);
         };
         let row = prepare_row(id, existing, next)?;
+        if rewrite {
+            self.freeze_payloads(id);
+        }
         // The events of a new hold, under the same lock as the row.
-        let events = hold_events(was_waiting, &row);
-        self.outbox.extend(events.into_iter().map(|e| (e, None)));
+        self.queue_hold(was_waiting, &row);
         let status = row.as_read_status();
         let stored = Stored::Live(Box::new(row.clone()));
         let key = match self.rows.get_key_value(id).map(|(key, _)| Arc::clone(key)) {

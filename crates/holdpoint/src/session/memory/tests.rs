@@ -6,7 +6,7 @@ use crate::model::FinishReason;
 use crate::session::SessionState;
 use serde_json::json;
 
-fn waiting(interrupt: serde_json::Value) -> Snapshot {
+pub(super) fn waiting(interrupt: serde_json::Value) -> Snapshot {
     let mut paused = Part::tool_request("transferMoney", Some("r1".into()), Some(json!({"amount": 0.1 + 0.2})));
     paused.set_meta(metadata::INTERRUPT, interrupt);
     let mut state = SessionState::new("s1");
@@ -16,7 +16,7 @@ fn waiting(interrupt: serde_json::Value) -> Snapshot {
     row
 }
 
-async fn save(store: &InMemoryStore, row: Snapshot) -> Snapshot {
+pub(super) async fn save(store: &InMemoryStore, row: Snapshot) -> Snapshot {
     store
         .save_snapshot(None, Box::new(move |_| Ok(Some(row))))
         .await
@@ -30,7 +30,7 @@ fn is_packed(store: &InMemoryStore, id: &str) -> bool {
 
 /// Saves enough newer waiting rows (of another session) that every
 /// waiting row saved before leaves the decoded window.
-async fn push_out_of_window(store: &InMemoryStore) {
+pub(super) async fn push_out_of_window(store: &InMemoryStore) {
     for _ in 0..HOT_WAITING {
         let mut row = waiting(json!(true));
         row.session_id = "other".into();

@@ -1,6 +1,6 @@
 //! The rows a store writes in the transaction of the change they report:
-//! a hold's `hold.created` and timers, a claim's `hold.decided` and
-//! in-doubt timer, a partial approval.
+//! a hold's `hold.created` and timers, and their payload, built from the
+//! held snapshot (at the write, or again at delivery).
 
 use std::borrow::Cow;
 
@@ -11,11 +11,10 @@ use serde_json::{Map, Value, json};
 use super::event::OutboxEvent;
 use super::timers::{OnExpire, parse_time, rfc3339};
 use super::{
-    APPROVERS, ESCALATE_AT, ESCALATE_TO, HOLD_CREATED, HOLD_DECIDED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_IN_DOUBT,
-    HOLD_PARTIALLY_APPROVED, HOLD_REMINDED, ON_EXPIRE, REMIND_AT,
+    APPROVERS, ESCALATE_AT, ESCALATE_TO, HOLD_CREATED, HOLD_ESCALATED, HOLD_EXPIRED, HOLD_REMINDED, ON_EXPIRE,
+    REMIND_AT,
 };
 use crate::message::{Part, ToolRequest, metadata};
-use crate::session::audit::AuditRecord;
 use crate::session::snapshot::Snapshot;
 
 /// The events a store writes with a save of `row`, when `row` waits for an
@@ -32,25 +31,31 @@ pub fn hold_events(was_waiting: bool, row: &Snapshot) -> Vec<OutboxEvent> {
     if was_waiting || !row.is_waiting() || row.is_state_claim() {
         return Vec::new();
     }
-    let Some(state) = row.state.as_ref() else {
-        return Vec::new();
-    };
-    if runs_as_subagent(state) {
-        return Vec::new();
-    }
-    let Some(last) = state.messages.last() else {
-        return Vec::new();
-    };
     let now = Utc::now();
-    let mut calls = Vec::new();
-    for part in last.interrupts() {
-        nested_calls(Cow::Borrowed(part), 0, &mut calls);
-    }
     let mut out = Vec::new();
-    for part in &calls {
+    for part in &held_calls(row) {
         call_events(row, part, now, &mut out);
     }
     out
+}
+
+/// The calls `row`'s hold stands for, as its events tell them (see
+/// [`hold_events`]): nothing for a foreground sub-agent's row.
+pub(super) fn held_calls(row: &Snapshot) -> Vec<Cow<'_, Part>> {
+    let mut calls = Vec::new();
+    let Some(state) = row.state.as_ref() else {
+        return calls;
+    };
+    if runs_as_subagent(state) {
+        return calls;
+    }
+    let Some(last) = state.messages.last() else {
+        return calls;
+    };
+    for part in last.interrupts() {
+        nested_calls(Cow::Borrowed(part), 0, &mut calls);
+    }
+    calls
 }
 
 /// The `hold.created` event of the paused call `part` of `row`, then the
@@ -60,15 +65,66 @@ fn call_events(row: &Snapshot, part: &Part, now: DateTime<Utc>, out: &mut Vec<Ou
     let interrupt = part.interrupt_data().unwrap_or_default();
     // What the timers need is read before the interrupt moves into the
     // event's data.
-    let timers = Timers::of(part, &interrupt);
+    let timers = Timers::of(part, Some(&interrupt));
     let data = hold_data(row, part, req, interrupt, timers.expires_at);
     let event = |kind: &str, data: Value, due: DateTime<Utc>| {
         OutboxEvent::new(kind, &row.snapshot_id, &row.session_id, row.agent.as_deref(), data, due)
     };
-    // The timers copy the data; `hold.created` takes it.
-    let mut timer_events = timers.events(&data, &event);
+    // Each timer copies the data; `hold.created` takes it.
+    let mut timer_events = Vec::new();
+    for (kind, due) in timers.dues() {
+        timer_events.push(event(kind, timers.data(kind, data.clone()), due).as_timer());
+    }
     out.push(event(HOLD_CREATED, data, now));
     out.append(&mut timer_events);
+}
+
+/// The payload's `data` of the `kind` event about the paused call `call`
+/// of `row` (its index among the calls the hold stands for, as
+/// [`hold_stubs`] numbers them): what [`hold_events`] writes, built again
+/// from the same row. `None` when `row` holds no such call. Neither the
+/// calls nor the data read the claim fields, so a claim since changes
+/// nothing; a row rewritten in place (an escalation records its added
+/// roles on the hold) would, so a store that builds payloads at delivery
+/// builds those of the row's events before it rewrites the row.
+pub fn call_payload(kind: &str, row: &Snapshot, call: usize) -> Option<Value> {
+    let calls = held_calls(row);
+    let part = calls.get(call)?;
+    let req = part.as_tool_request()?;
+    let interrupt = part.interrupt_data().unwrap_or_default();
+    let timers = Timers::of(part, Some(&interrupt));
+    let data = hold_data(row, part, req, interrupt, timers.expires_at);
+    Some(if kind == HOLD_CREATED {
+        data
+    } else {
+        timers.data(kind, data)
+    })
+}
+
+/// The rows [`hold_events`] writes for a save of `row`, as kind, call and
+/// due only: `(kind, the call's index, due)`, in the same order. A store
+/// that keeps these builds each payload at delivery with
+/// [`call_payload`].
+pub fn hold_stubs(was_waiting: bool, row: &Snapshot) -> Vec<(&'static str, usize, DateTime<Utc>)> {
+    if was_waiting || !row.is_waiting() || row.is_state_claim() {
+        return Vec::new();
+    }
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for (call, part) in held_calls(row).iter().enumerate() {
+        if part.as_tool_request().is_none() {
+            continue;
+        }
+        let interrupt = if part.is_interrupt() {
+            metadata::marker_object(part.metadata.as_ref(), metadata::INTERRUPT)
+        } else {
+            None
+        };
+        let timers = Timers::of(part, interrupt);
+        out.push((HOLD_CREATED, call, now));
+        out.extend(timers.dues().map(|(kind, due)| (kind, call, due)));
+    }
+    out
 }
 
 /// The data of a hold's events: where it is, the call (its input masked
@@ -138,55 +194,61 @@ struct Timers {
 }
 
 impl Timers {
-    fn of(part: &Part, interrupt: &Map<String, Value>) -> Timers {
-        let at = |key: &str| interrupt.get(key).and_then(Value::as_str).and_then(parse_time);
+    fn of(part: &Part, interrupt: Option<&Map<String, Value>>) -> Timers {
+        let get = |key: &str| interrupt.and_then(|i| i.get(key));
+        let at = |key: &str| get(key).and_then(Value::as_str).and_then(parse_time);
         Timers {
             remind_at: at(REMIND_AT),
             escalation: at(ESCALATE_AT).map(|due| {
-                let to = interrupt.get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([]));
+                let to = get(ESCALATE_TO).cloned().unwrap_or_else(|| json!([]));
                 (due, to)
             }),
             expires_at: part.expires_at(),
-            on_expire: interrupt
-                .get(ON_EXPIRE)
+            on_expire: get(ON_EXPIRE)
                 .and_then(Value::as_str)
                 .and_then(OnExpire::parse)
                 .unwrap_or_default(),
         }
     }
 
-    /// The timer rows, each with its own copy of the hold's `data`.
-    fn events(self, data: &Value, event: &impl Fn(&str, Value, DateTime<Utc>) -> OutboxEvent) -> Vec<OutboxEvent> {
-        let mut timers = Vec::new();
-        if let Some(due) = self.remind_at {
-            timers.push(event(HOLD_REMINDED, data.clone(), due).as_timer());
-        }
-        if let Some((due, to)) = self.escalation {
-            let mut escalated = data.clone();
-            let mut roles: Vec<Value> = escalated
-                .get(APPROVERS)
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            for extra in to.as_array().into_iter().flatten() {
-                if !roles.contains(extra) {
-                    roles.push(extra.clone());
+    /// The timer rows' kinds and dues, in the order they are written.
+    fn dues(&self) -> impl Iterator<Item = (&'static str, DateTime<Utc>)> {
+        let remind = self.remind_at.map(|due| (HOLD_REMINDED, due));
+        let escalate = self.escalation.as_ref().map(|(due, _)| (HOLD_ESCALATED, *due));
+        let expire = self.expires_at.map(|due| (HOLD_EXPIRED, due));
+        remind.into_iter().chain(escalate).chain(expire)
+    }
+
+    /// The data of the timer row `kind`, from the hold's `data`: an
+    /// escalation adds its roles to the approvers, an expiry says what it
+    /// does.
+    fn data(&self, kind: &str, mut data: Value) -> Value {
+        match kind {
+            HOLD_ESCALATED => {
+                let to = self.escalation.as_ref().map_or_else(|| json!([]), |(_, to)| to.clone());
+                let mut roles: Vec<Value> = data
+                    .get(APPROVERS)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for extra in to.as_array().into_iter().flatten() {
+                    if !roles.contains(extra) {
+                        roles.push(extra.clone());
+                    }
+                }
+                if let Some(obj) = data.as_object_mut() {
+                    obj.insert(APPROVERS.into(), Value::Array(roles));
+                    obj.insert(ESCALATE_TO.into(), to);
                 }
             }
-            if let Some(obj) = escalated.as_object_mut() {
-                obj.insert(APPROVERS.into(), Value::Array(roles));
-                obj.insert(ESCALATE_TO.into(), to);
+            HOLD_EXPIRED => {
+                if let Some(obj) = data.as_object_mut() {
+                    obj.insert(ON_EXPIRE.into(), Value::String(self.on_expire.as_str().into()));
+                }
             }
-            timers.push(event(HOLD_ESCALATED, escalated, due).as_timer());
+            _ => {}
         }
-        if let Some(due) = self.expires_at {
-            let mut expired = data.clone();
-            if let Some(obj) = expired.as_object_mut() {
-                obj.insert(ON_EXPIRE.into(), Value::String(self.on_expire.as_str().into()));
-            }
-            timers.push(event(HOLD_EXPIRED, expired, due).as_timer());
-        }
-        timers
+        data
     }
 }
 
@@ -232,100 +294,4 @@ fn nested_calls<'a>(part: Cow<'a, Part>, depth: usize, out: &mut Vec<Cow<'a, Par
         }
         nested_calls(Cow::Owned(child), depth + 1, out);
     }
-}
-
-/// The events a store writes with a resume claim carrying `audit` (the
-/// decisions about the claimed snapshot's calls), claimed until
-/// `lease_until`: a `hold.decided` per decision, and one `hold.in_doubt`
-/// timer at `lease_until`, which the worker pushes back while the lease is
-/// renewed and cancels once the resume wrote its outcome.
-pub fn decided_events(snapshot_id: &str, lease_until: DateTime<Utc>, audit: &[AuditRecord]) -> Vec<OutboxEvent> {
-    let Some(first) = audit.first() else {
-        return Vec::new();
-    };
-    let now = Utc::now();
-    let decisions: Vec<Value> = audit.iter().map(decision_json).collect();
-    let mut out: Vec<OutboxEvent> = audit
-        .iter()
-        .zip(&decisions)
-        .map(|(r, decision)| {
-            let data = json!({
-                "agent": r.agent,
-                "sessionId": r.session_id,
-                "snapshotId": r.snapshot_id,
-                "ref": r.reference,
-                "tool": r.tool,
-                "input": r.input.clone().unwrap_or(Value::Null),
-                "interrupt": Value::Null,
-                "approvers": [],
-                "decisions": [decision.clone()],
-            });
-            OutboxEvent::new(HOLD_DECIDED, snapshot_id, &r.session_id, r.agent.as_deref(), data, now)
-        })
-        .collect();
-    let data = json!({
-        "agent": first.agent,
-        "sessionId": first.session_id,
-        "snapshotId": snapshot_id,
-        "ref": Value::Null,
-        "tool": Value::Null,
-        "input": Value::Null,
-        "interrupt": Value::Null,
-        "approvers": [],
-        "decisions": decisions,
-    });
-    out.push(
-        OutboxEvent::new(
-            HOLD_IN_DOUBT,
-            snapshot_id,
-            &first.session_id,
-            first.agent.as_deref(),
-            data,
-            lease_until,
-        )
-        .as_timer(),
-    );
-    out
-}
-
-/// The event of an approval that does not yet complete a hold's quorum:
-/// the hook the quorum's store path writes in the transaction that records
-/// the approval. `decisions` are the approvals so far.
-pub fn partial_approval_event(
-    row: &Snapshot,
-    reference: Option<&str>,
-    tool: &str,
-    decisions: &[AuditRecord],
-) -> OutboxEvent {
-    let data = json!({
-        "agent": row.agent,
-        "sessionId": row.session_id,
-        "snapshotId": row.snapshot_id,
-        "ref": reference,
-        "tool": tool,
-        "input": Value::Null,
-        "interrupt": Value::Null,
-        "approvers": [],
-        "decisions": decisions.iter().map(decision_json).collect::<Vec<_>>(),
-    });
-    OutboxEvent::new(
-        HOLD_PARTIALLY_APPROVED,
-        &row.snapshot_id,
-        &row.session_id,
-        row.agent.as_deref(),
-        data,
-        Utc::now(),
-    )
-}
-
-fn decision_json(r: &AuditRecord) -> Value {
-    json!({
-        "decision": r.decision.as_str(),
-        "actor": r.actor,
-        "principal": r.principal,
-        "reason": r.reason,
-        "at": rfc3339(r.at),
-        "ref": r.reference,
-        "tool": r.tool,
-    })
 }

@@ -10,17 +10,28 @@
 //! each row is in flight in one process at a time, and settles them
 //! ([`OutboxStore::settle_outbox`](super::OutboxStore::settle_outbox)).
 //!
+//! A store may keep a row as its kind, ids and due time only and build
+//! its payload when the row is claimed or listed: [`hold_stubs`] and
+//! [`call_payload`] for a hold's rows (from the held snapshot: a claim does
+//! not change what it reads; before a rewrite in place, an escalation's,
+//! the store builds the payloads of the row's events), [`decision_payload`]
+//! for a claim's (from its audit records). The payload is the one the
+//! whole row would have carried.
+//!
 //! | module | what |
 //! |---|---|
 //! | `event` | the row ([`OutboxEvent`]), its claim, outcome and listing query |
 //! | `timers` | what a rule's timers write into a hold ([`HoldTimers`], [`OnExpire`]) |
-//! | `events` | the rows a store writes with a hold or a claim |
+//! | `events` | the rows a store writes with a hold, and their payload |
+//! | `decided` | the rows a store writes with a claim or a partial approval |
+//! | `writes` | which rows a store writes ([`OutboxWrites`]) |
 //! | `apply` | how a settle, a retry or a batch of settles moves rows |
 //! | `endpoint` | endpoints stopped for good (HTTP 410), kept in the store |
 //! | `escalate` | what an escalation records on the hold: the roles it adds |
 //! | `summary` | a hold in words: the one line the inbox and notifications show |
 
 mod apply;
+mod decided;
 mod endpoint;
 mod escalate;
 mod event;
@@ -29,14 +40,17 @@ mod summary;
 #[cfg(test)]
 mod tests;
 mod timers;
+mod writes;
 
 pub use apply::{OutboxSettle, apply_outcome, apply_retry, lease_lost};
+pub use decided::{Decisions, decided_events, decision_payload, partial_approval_event};
 pub use endpoint::{EndpointStop, OutboxStats};
 pub use escalate::{ESCALATED_TO, escalated_hold};
 pub use event::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, OutboxState};
-pub use events::{decided_events, hold_events, partial_approval_event};
+pub use events::{call_payload, hold_events, hold_stubs};
 pub use summary::{group_thousands, hold_summary, is_amount_key, readable_input};
 pub use timers::{HoldTimers, OnExpire};
+pub use writes::OutboxWrites;
 
 /// `hold.created`: a call was held and waits for an answer.
 pub const HOLD_CREATED: &str = "hold.created";

@@ -64,9 +64,8 @@ fn a_waiting_row_makes_one_created_event_per_call_and_its_timers() {
     assert!(hold_events(false, &done).is_empty());
 }
 
-#[test]
-fn a_claim_makes_decided_events_and_an_in_doubt_timer() {
-    let record = AuditRecord {
+fn record() -> AuditRecord {
+    AuditRecord {
         id: "a1".into(),
         at: Utc::now(),
         principal: Some("bob".into()),
@@ -86,7 +85,12 @@ fn a_claim_makes_decided_events_and_an_in_doubt_timer() {
         settles: false,
         mcp: None,
         grant: None,
-    };
+    }
+}
+
+#[test]
+fn a_claim_makes_decided_events_and_an_in_doubt_timer() {
+    let record = record();
     let lease = Utc::now() + chrono::Duration::seconds(60);
     let events = decided_events("snap", lease, &[record]);
     assert_eq!(events.len(), 2);
@@ -221,6 +225,81 @@ fn a_surfaced_hold_is_told_as_its_nested_call_on_the_root_only() {
         );
     }
     assert_eq!(hold_events(false, &child).len(), 1);
+    assert_rebuilds(&root);
+    assert_rebuilds(&child);
+}
+
+/// The stubs of `row`'s hold name the rows `hold_events` writes, in order,
+/// and each payload built again from the row is the one written.
+fn assert_rebuilds(row: &Snapshot) {
+    let events = hold_events(false, row);
+    let stubs = hold_stubs(false, row);
+    assert_eq!(events.len(), stubs.len());
+    for (event, (kind, call, due)) in events.iter().zip(&stubs) {
+        assert_eq!(event.kind, *kind);
+        assert_eq!(event.timer, *kind != HOLD_CREATED);
+        if event.timer {
+            assert_eq!(event.due_at, *due);
+        }
+        assert_eq!(call_payload(kind, row, *call).as_ref(), Some(&event.data), "{kind}");
+    }
+}
+
+#[test]
+fn a_hold_payload_is_built_again_from_its_row() {
+    let mut data = Map::new();
+    data.insert(APPROVERS.into(), json!(["finance"]));
+    let timers = HoldTimers {
+        remind_after: Some(Duration::from_secs(60)),
+        escalate_after: Some(Duration::from_secs(120)),
+        escalate_to: vec!["cfo".into()],
+        expire_after: Some(Duration::from_secs(180)),
+        on_expire: OnExpire::Deny,
+    };
+    timers.stamp(&mut data, Utc::now());
+    let mut row = held(Value::Object(data));
+    assert_rebuilds(&row);
+    // A claim since changes nothing the payload reads.
+    let stubs = hold_stubs(false, &row);
+    let before = call_payload(HOLD_CREATED, &row, stubs[0].1);
+    row.resumed_at = Some(Utc::now());
+    assert_eq!(call_payload(HOLD_CREATED, &row, stubs[0].1), before);
+    assert_eq!(call_payload(HOLD_CREATED, &row, 7), None, "no such call");
+    assert_rebuilds(&held(json!(true)));
+}
+
+#[test]
+fn a_claim_payload_is_built_again_from_its_records() {
+    let mut second = record();
+    second.reference = Some("r2".into());
+    second.decision = AuditDecision::Deny;
+    let records = [record(), second];
+    let events = decided_events("snap", Utc::now(), &records);
+    assert_eq!(events.len(), 3);
+    for (i, event) in events[..2].iter().enumerate() {
+        assert_eq!(
+            decision_payload("snap", &records, Decisions::One(i)).as_ref(),
+            Some(&event.data)
+        );
+    }
+    assert_eq!(
+        decision_payload("snap", &records, Decisions::All).as_ref(),
+        Some(&events[2].data)
+    );
+    assert_eq!(events[2].data["decisions"][1]["decision"], "deny");
+    assert_eq!(decision_payload("snap", &records, Decisions::One(2)), None);
+}
+
+#[test]
+fn without_a_channel_only_acting_timers_are_written() {
+    let all = OutboxWrites::default();
+    let timers = OutboxWrites::Timers;
+    for kind in EVENT_TYPES {
+        assert!(all.writes(kind));
+    }
+    let kept: Vec<_> = EVENT_TYPES.iter().filter(|k| timers.writes(k)).collect();
+    assert_eq!(kept, [&HOLD_ESCALATED, &HOLD_EXPIRED, &HOLD_IN_DOUBT]);
+    assert!(all.tells() && !timers.tells());
 }
 
 /// Every `pub const HOLD_…` event name of this module is in [`EVENT_TYPES`]
