@@ -255,7 +255,7 @@ mod tests {
         // The search for unset approvers on opening reads its own (empty)
         // index, never the whole table.
         let backfill = Listing {
-            sql: row::approvers_backfill(Placeholder::Dollar),
+            sql: row::approvers_backfill(Postgres),
             args: Vec::new(),
             limit: 1000,
         };
