@@ -105,7 +105,8 @@ struct Args {
 async fn open_store(url: &str, pool: Option<u32>) -> Result<Arc<dyn SessionStore>, String> {
     match url {
         // No notification channel runs here: the store writes only the
-        // timers that act (what a server without `[notify]` builds).
+        // timers that act (what a server without `[notify]` could build;
+        // no deployment switches to it yet).
         "memory" | "memory:" => Ok(Arc::new(InMemoryStore::with_outbox_writes(OutboxWrites::Timers))),
         pg if pool.is_some() && (pg.starts_with("postgres://") || pg.starts_with("postgresql://")) => {
             let mut options =
