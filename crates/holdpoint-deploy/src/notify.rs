@@ -67,9 +67,14 @@ impl DeliveryObserver for ServerMetrics {
 }
 
 /// Starts the notification worker over `store` when the file configures a
-/// channel (`None` otherwise); expiry and escalation timers are answered by
-/// the served `agents`, and deliveries are counted in `metrics` (the
-/// server's `/metrics`).
+/// channel or an approval rule with a timer (`None` otherwise: nothing
+/// would be delivered and no timer is stamped); expiry and escalation
+/// timers are answered by the served `agents`, and deliveries are counted
+/// in `metrics` (the server's `/metrics`).
+///
+/// A rule's `expire_after` or `escalate_after` acts through this worker
+/// even with no channel: the hold is denied, expired or escalated on time,
+/// and the event no channel takes is settled `cancelled` (unrouted).
 pub fn start_notifications(
     config: &Config,
     store: Arc<dyn SessionStore>,
@@ -77,7 +82,9 @@ pub fn start_notifications(
     metrics: &holdpoint_server::Metrics,
 ) -> Result<Option<WorkerHandle>, DeployError> {
     let settings = config.notify();
-    if settings.webhooks.is_empty() && settings.slack.is_empty() && settings.email.is_empty() {
+    let no_channel = settings.webhooks.is_empty() && settings.slack.is_empty() && settings.email.is_empty();
+    let no_timer = config.approval_rules().iter().all(|rule| rule.timers.is_empty());
+    if no_channel && no_timer {
         return Ok(None);
     }
     let notifier = Notifier::new(settings.clone()).map_err(|source| DeployError::Notify {

@@ -3,12 +3,8 @@
 //! the server, so the server (or the agent) implements [`HoldActions`].
 
 use async_trait::async_trait;
-use holdpoint::agent::AgentInit;
-use holdpoint::agent::{Agent, AgentInput, RunOptions};
-use holdpoint::session::Snapshot;
-use holdpoint::session::outbox::escalated_hold;
-use holdpoint::{Error, Result, Resume};
-use serde_json::json;
+use holdpoint::Result;
+use holdpoint::agent::{Agent, Expired};
 
 /// The held call a timer is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,86 +48,34 @@ pub trait HoldActions: Send + Sync {
     }
 }
 
-/// An agent answers its own expired holds: it resumes the held snapshot
-/// with a denial of the call, as its owner. Because the answer comes after
-/// the hold's `expiresAt`, the resume records the decision as expired and
-/// tells the model the approval expired (docs/reference.md §4.5), and the
+/// An agent answers its own expired holds through its decision path
+/// ([`Decisions::expire`](holdpoint::agent::Decisions::expire)): the
+/// tool's own deny data (as a person's denial would be), a hold a
+/// sub-agent surfaced answered on the root and routed down, the audit
+/// recording the expiry and the model told (docs/reference.md §4.5); the
 /// resume claim makes it exactly-once.
 #[async_trait]
 impl HoldActions for Agent {
     async fn expire(&self, hold: &HoldRef) -> Result<ExpireOutcome> {
-        let Some(store) = self.store() else {
-            return Err(Error::FailedPrecondition(format!(
-                "agent {} has no store: it cannot answer expired holds",
-                self.name()
-            )));
-        };
-        let Some(row) = store.get_snapshot(&hold.snapshot_id).await? else {
-            return Err(Error::NotFound(format!("snapshot {} not found", hold.snapshot_id)));
-        };
-        if !row.is_waiting() {
-            return Ok(ExpireOutcome::AlreadyAnswered);
-        }
-        let directive = denial(&row, hold)?;
-        let mut options = RunOptions::new(AgentInit::snapshot(hold.snapshot_id.clone()));
-        if let Some(owner) = &row.owner {
-            options = options.principal(owner.clone());
-        }
-        match self
-            .run_with(AgentInput::resume(Resume::from_parts([directive])), options)
-            .await
-        {
-            Ok(_) => Ok(ExpireOutcome::Denied),
-            Err(Error::AlreadyResumed(_)) => Ok(ExpireOutcome::AlreadyAnswered),
-            Err(e) => Err(e),
-        }
+        let done = self
+            .decisions()
+            .expire(&hold.snapshot_id, hold.reference.as_deref(), &hold.tool)
+            .await?;
+        Ok(match done {
+            Expired::AlreadyAnswered => ExpireOutcome::AlreadyAnswered,
+            _ => ExpireOutcome::Denied,
+        })
     }
 
     /// Records `roles` as approvers of the held call on the snapshot itself
-    /// (one atomic read-modify-write of the row), so from then on every
-    /// replica lists the hold to them, shows them its transcript and takes
-    /// their answer; a hold answered meanwhile, or escalated already, is
-    /// left as it is.
+    /// (and on each sub-agent level below a surfaced hold) through
+    /// [`Decisions::escalate`](holdpoint::agent::Decisions::escalate): one
+    /// compare-and-set per row, so from then on every replica lists the
+    /// hold to them, shows them its transcript and takes their answer; a
+    /// hold answered meanwhile, or escalated already, is left as it is.
     async fn escalate(&self, hold: &HoldRef, roles: &[String]) -> Result<()> {
-        let Some(store) = self.store() else {
-            return Err(Error::FailedPrecondition(format!(
-                "agent {} has no store: it cannot escalate holds",
-                self.name()
-            )));
-        };
-        let (reference, tool, roles) = (hold.reference.clone(), hold.tool.clone(), roles.to_vec());
-        store
-            .save_snapshot(
-                Some(&hold.snapshot_id),
-                Box::new(move |existing| {
-                    Ok(existing.and_then(|row| escalated_hold(row, reference.as_deref(), &tool, &roles)))
-                }),
-            )
-            .await?;
-        Ok(())
+        self.decisions()
+            .escalate(&hold.snapshot_id, hold.reference.as_deref(), &hold.tool, roles)
+            .await
     }
-}
-
-/// The denial of the held call `hold` names, from the snapshot that holds it.
-fn denial(row: &Snapshot, hold: &HoldRef) -> Result<holdpoint::Part> {
-    let part = row
-        .state
-        .as_ref()
-        .and_then(|s| s.messages.last())
-        .and_then(|m| {
-            m.interrupts().find(|p| {
-                p.as_tool_request()
-                    .is_some_and(|r| r.name == hold.tool && r.reference == hold.reference)
-            })
-        })
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "snapshot {} holds no call of {} with that ref",
-                hold.snapshot_id, hold.tool
-            ))
-        })?;
-    part.restart(Some(json!({
-        holdpoint::message::metadata::TOOL_APPROVED: false,
-        "reason": "the approval expired",
-    })))
 }

@@ -395,3 +395,221 @@ fn config_store_is_used_unless_store_is_given() {
     assert!(!ok && err.contains(&format!("{at}store cannot be opened")), "{err}");
     assert!(!err.contains("pw-9035") && err.trim().lines().count() == 1, "{err}");
 }
+
+/// A rule's expiry acts with no `[notify]` channel in the file: the hold is
+/// denied on time (nobody answers it) with the tool's own deny data, and
+/// the audit log records it as expired. Before, the notification worker
+/// (which fires timers) started only with a channel, so such a hold waited
+/// forever; and the expiry's denial was `{toolApproved: false}`, which a
+/// typed resumable tool (`transferMoney`'s `{approved}`) cannot decode, so
+/// it failed and was retried until dead.
+#[tokio::test]
+async fn a_rule_expiry_denies_an_unanswered_hold_with_no_notify_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    let config = r#"
+[[auth.api_keys]]
+principal = "alice"
+key = "k-alice-0123456789"
+roles = ["customer"]
+
+[[auth.api_keys]]
+principal = "fiona"
+key = "k-fiona-0123456789"
+roles = ["finance"]
+
+[[approval.rules]]
+agent = "bankingAgent"
+tool = "transferMoney"
+approvers = ["finance"]
+expire_after = "2s"
+on_expire = "deny"
+"#;
+    std::fs::write(&path, config).unwrap();
+    let s = serve(&["--config", path.to_str().unwrap()]);
+    let http = reqwest::Client::new();
+    let key = "k-alice-0123456789";
+    let turn: serde_json::Value = http
+        .post(format!("{}/agents/bankingAgent", s.base))
+        .header("x-api-key", key)
+        .json(&serde_json::json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+    let session = turn["result"]["sessionId"].as_str().unwrap().to_owned();
+    let audit = || async {
+        let body: serde_json::Value = http
+            .get(format!("{}/agents/bankingAgent/audit?sessionId={session}", s.base))
+            .header("x-api-key", key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["result"].as_array().cloned().unwrap_or_else(|| panic!("{body}"))
+    };
+    // The timer is due 2 s after the hold; the worker polls twice a second.
+    let mut rows = audit().await;
+    for _ in 0..120 {
+        if !rows.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        rows = audit().await;
+    }
+    assert_eq!(rows.len(), 1, "the expiry decided the hold once: {rows:#?}");
+    assert_eq!(rows[0]["decision"], "expire", "{rows:#?}");
+    assert_eq!(rows[0]["tool"], "transferMoney", "{rows:#?}");
+
+    // The same rule on the hold supportAgent's sub-agent surfaces: the
+    // expiry answers it on the root, routed down; the model is told.
+    let turn: serde_json::Value = http
+        .post(format!("{}/agents/supportAgent", s.base))
+        .header("x-api-key", key)
+        .json(&serde_json::json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+    let session = turn["result"]["sessionId"].as_str().unwrap().to_owned();
+    let last_words = || async {
+        let body: serde_json::Value = http
+            .post(format!("{}/agents/supportAgent/getSnapshot", s.base))
+            .header("x-api-key", key)
+            .json(&serde_json::json!({"data": {"sessionId": session}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let messages = body["result"]["state"]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        messages.last().map(|m| m["content"].to_string()).unwrap_or_default()
+    };
+    let mut words = last_words().await;
+    for _ in 0..120 {
+        if words.contains("expired") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        words = last_words().await;
+    }
+    assert!(words.contains("approval expired"), "{words}");
+    for agent in ["bankingAgent", "supportAgent"] {
+        let pending: serde_json::Value = http
+            .get(format!("{}/agents/{agent}/pending", s.base))
+            .header("x-api-key", "k-fiona-0123456789")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(pending["result"].as_array().unwrap().len(), 0, "{agent}: {pending}");
+    }
+}
+
+/// A rule's escalation on the hold supportAgent's sub-agent surfaces, with
+/// no `[notify]` channel: before it fires the added role neither sees nor
+/// may answer the hold; after, it is in that approver's inbox and their
+/// approval runs the transfer (the role was added on the root, where the
+/// hold is listed, and on the child's session, where the answer is checked
+/// again).
+#[tokio::test]
+async fn a_rule_escalation_lets_the_added_role_answer_a_sub_agents_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("holdpoint.toml");
+    let config = r#"
+[[auth.api_keys]]
+principal = "alice"
+key = "k-alice-0123456789"
+roles = ["customer"]
+
+[[auth.api_keys]]
+principal = "fiona"
+key = "k-fiona-0123456789"
+roles = ["finance"]
+
+[[auth.api_keys]]
+principal = "carol"
+key = "k-carol-0123456789"
+roles = ["cfo"]
+
+[[approval.rules]]
+agent = "bankingAgent"
+tool = "transferMoney"
+approvers = ["finance"]
+escalate_after = "3s"
+escalate_to = ["cfo"]
+"#;
+    std::fs::write(&path, config).unwrap();
+    let s = serve(&["--config", path.to_str().unwrap()]);
+    let http = reqwest::Client::new();
+    let carol = "k-carol-0123456789";
+    let turn: serde_json::Value = http
+        .post(format!("{}/agents/supportAgent", s.base))
+        .header("x-api-key", "k-alice-0123456789")
+        .json(&serde_json::json!({"data": {"message": {"role": "user", "content": [{"text": "Transfer $500 to savings"}]}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(turn["result"]["finishReason"], "interrupted", "{turn}");
+    let inbox = || async {
+        let body: serde_json::Value = http
+            .get(format!("{}/inbox", s.base))
+            .header("x-api-key", carol)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["result"]["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| panic!("{body}"))
+    };
+    let answer = |snapshot: String, reference: String| {
+        http.post(format!("{}/agents/supportAgent/answer", s.base))
+            .header("x-api-key", carol)
+            .json(&serde_json::json!({"data": {"snapshotId": snapshot, "ref": reference, "decision": "approve"}}))
+            .send()
+    };
+    let snapshot = turn["result"]["snapshotId"].as_str().unwrap().to_owned();
+    assert!(inbox().await.is_empty(), "carol sees the hold before it is escalated");
+    let early = answer(snapshot, "any".into()).await.unwrap();
+    assert!(early.status().is_client_error(), "{}", early.status());
+    let mut items = inbox().await;
+    for _ in 0..120 {
+        if !items.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        items = inbox().await;
+    }
+    assert_eq!(items.len(), 1, "{items:#?}");
+    assert_eq!(items[0]["tool"], "transferMoney", "{items:#?}");
+    let reference = items[0]["ref"].as_str().unwrap().to_owned();
+    assert!(reference.contains('/'), "a surfaced hold's compound ref: {reference}");
+    let snapshot = items[0]["snapshotId"].as_str().unwrap().to_owned();
+    let done = answer(snapshot, reference).await.unwrap();
+    let status = done.status();
+    let body: serde_json::Value = done.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["decided"], true, "{body}");
+    assert!(body.to_string().contains("txn-"), "the transfer ran: {body}");
+}

@@ -232,7 +232,7 @@ pub(super) async fn answer(agent: &Agent, answer: Answer, context: Map<String, V
 /// one paused call it answers: `NOT_FOUND` for a snapshot or call that is
 /// not there, `ALREADY_RESUMED` once answered, and a refusal when the
 /// snapshot holds several calls (answered together, by a resume).
-async fn find_call(
+pub(super) async fn find_call(
     agent: &Agent,
     store: &dyn crate::session::SessionStore,
     answer: &Answer,
@@ -339,7 +339,7 @@ fn authorise(
 /// The restart directive that carries the answer: the tool's own reply
 /// shape when it declares one, else `{toolApproved, reason}`; a
 /// withdrawal is marked.
-fn directive(answer: &Answer, call: &PendingApproval, reason: Option<&str>) -> Result<crate::message::Part> {
+pub(super) fn directive(answer: &Answer, call: &PendingApproval, reason: Option<&str>) -> Result<crate::message::Part> {
     let approve = answer.decision == AnswerKind::Approve;
     let data = match &call.reply {
         Some(shape) => shape.answer(approve, reason),

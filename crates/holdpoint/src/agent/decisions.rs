@@ -79,17 +79,10 @@ impl<'d> Decisions<'d> {
         access: impl Into<Access<'a>>,
     ) -> Result<Vec<PendingApproval>> {
         let access = access.into();
-        let query = match access {
-            Access::Full => query,
-            Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
-                owner: principal.map(str::to_owned),
-                ..query
-            },
-            Access::Caller { .. } => {
-                return super::pending_page::approvers_page(self.agent, SnapshotQuery { owner: None, ..query }, access)
-                    .await;
-            }
-        };
+        let query = scoped(query, access);
+        if let Access::Caller { roles: [_, ..], .. } = access {
+            return super::pending_page::approvers_page(self.agent, query, access).await;
+        }
         let mut calls = self.pending(query).await?;
         calls.retain(|c| access.sees_call(c));
         Ok(calls)
@@ -109,6 +102,37 @@ impl<'d> Decisions<'d> {
     /// expired hold cannot be approved (`FAILED_PRECONDITION`).
     pub async fn answer(self, answer: Answer, caller: impl AsCaller) -> Result<Answered> {
         answer::answer(self.agent, answer, caller.into_context()).await
+    }
+
+    /// Lets `roles` answer a held call too (what a rule's `escalate_after`
+    /// with `escalate_to` does when its timer fires, docs/reference.md
+    /// §11.3): the call `tool` / `reference` of `snapshot_id` — a hold a
+    /// sub-agent surfaced named as listings show it, on the root — gets the
+    /// roles as approvers on its own row and on every sub-agent level the
+    /// answer goes down through, so the new approvers both see it and may
+    /// answer it. A hold answered meanwhile, or escalated to these roles
+    /// already, is left as it is.
+    pub async fn escalate(
+        self,
+        snapshot_id: &str,
+        reference: Option<&str>,
+        tool: &str,
+        roles: &[String],
+    ) -> Result<()> {
+        super::escalate::escalate(self.agent, snapshot_id, reference, tool, roles).await
+    }
+
+    /// Denies an expired hold as the system, not a person (what a rule's
+    /// `on_expire = "deny"` does when its timer fires, docs/reference.md
+    /// §11.3): the paused call `tool` (with `reference`, to tell calls
+    /// apart) of `snapshot_id` — a hold a sub-agent surfaced is named as
+    /// listings show it, on the root — is answered with the tool's own deny
+    /// data and [`EXPIRED_REASON`](super::EXPIRED_REASON), the audit records
+    /// `expire`, and the turn goes on. [`Expired::AlreadyAnswered`](super::Expired)
+    /// when it was answered first; `FAILED_PRECONDITION` before its
+    /// `expiresAt`, with nothing changed.
+    pub async fn expire(self, snapshot_id: &str, reference: Option<&str>, tool: &str) -> Result<super::Expired> {
+        super::expire::expire(self.agent, snapshot_id, reference, tool).await
     }
 
     /// The paused calls of this agent's sessions that are *in doubt*
@@ -152,15 +176,7 @@ impl<'d> Decisions<'d> {
         access: impl Into<Access<'a>>,
     ) -> Result<Vec<PendingApproval>> {
         let access = access.into();
-        let query = match access {
-            Access::Full => query,
-            Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
-                owner: principal.map(str::to_owned),
-                ..query
-            },
-            Access::Caller { .. } => SnapshotQuery { owner: None, ..query },
-        };
-        let mut calls = self.in_doubt(query).await?;
+        let mut calls = self.in_doubt(scoped(query, access)).await?;
         calls.retain(|c| access.may_settle(c));
         Ok(calls)
     }
@@ -191,5 +207,20 @@ impl<'d> Decisions<'d> {
             ..query
         };
         self.agent.require_audit()?.list_audit(&query).await
+    }
+}
+
+/// `query` as wide as `access` may read before its calls are filtered:
+/// every session for [`Access::Full`]; the principal's own for a caller
+/// without roles; every owner for a caller with roles, who may answer
+/// others' holds (each call is then checked against its rule).
+fn scoped(query: SnapshotQuery, access: Access<'_>) -> SnapshotQuery {
+    match access {
+        Access::Full => query,
+        Access::As(principal) | Access::Caller { principal, roles: [] } => SnapshotQuery {
+            owner: principal.map(str::to_owned),
+            ..query
+        },
+        Access::Caller { .. } => SnapshotQuery { owner: None, ..query },
     }
 }

@@ -33,6 +33,8 @@ mod decide;
 mod decisions;
 mod detach;
 mod direct;
+mod escalate;
+mod expire;
 mod failed;
 mod grant_answer;
 mod grants;
@@ -68,6 +70,7 @@ pub use connection::Connection;
 pub use decide::OPERATOR_ROLE;
 pub use decisions::Decisions;
 pub use direct::DirectCall;
+pub use expire::{EXPIRED_REASON, Expired};
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
 
