@@ -7,15 +7,14 @@
 
 use chrono::{DateTime, Utc};
 use holdpoint::approval::{Grant, GrantQuery};
-use holdpoint::session::outbox::hold_events;
-use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate};
+use holdpoint::session::AuditRecord;
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::outbox::saturating_nanos;
 use holdpoint_store_sql::row::sql_limit;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::store_error;
-use crate::{outbox, write};
+use crate::write;
 
 fn encode(grant: &Grant) -> Result<String> {
     serde_json::to_string(grant)
@@ -129,30 +128,4 @@ pub(crate) fn revoke(conn: &Connection, id: &str, by: &str, at: DateTime<Utc>) -
         }
         None => Ok(Some(grant)),
     }
-}
-
-/// Runs `update` on row `id` and, when it writes a row, writes it with
-/// `audit` (see `AuditStore::save_snapshot_audited`).
-pub(crate) fn save_audited(
-    conn: &Connection,
-    id: &str,
-    update: SnapshotUpdate,
-    audit: &[AuditRecord],
-) -> Result<Option<Snapshot>> {
-    let what = || format!("save snapshot {id}");
-    let stored = write::stored(conn, id).map_err(|e| store_error(&what(), e))?;
-    let was_waiting = stored.as_ref().is_some_and(write::Stored::is_waiting);
-    let Some((row, cols)) = write::prepare(id, stored.as_ref(), update)? else {
-        return Ok(None);
-    };
-    let audit = write::audit_columns(audit)?;
-    let held = outbox::columns(&hold_events(was_waiting, &row))?;
-    match &stored {
-        Some(old) => write::update(conn, old, &cols),
-        None => write::upsert(conn, &cols),
-    }
-    .map_err(|e| store_error(&what(), e))?;
-    outbox::insert(conn, &held).map_err(|e| store_error(&what(), e))?;
-    write::audit(conn, &audit).map_err(|e| store_error(&format!("append audit records of {id}"), e))?;
-    Ok(Some(row))
 }

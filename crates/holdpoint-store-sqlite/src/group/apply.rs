@@ -3,7 +3,7 @@
 
 use holdpoint::Error;
 use holdpoint::session::outbox::decided_events;
-use holdpoint::session::{Snapshot, SnapshotUpdate, insert_refused};
+use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, insert_refused};
 use holdpoint_store_sql::outbox::OutboxColumns;
 use holdpoint_store_sql::row::Columns;
 use rusqlite::Connection;
@@ -33,7 +33,7 @@ impl From<Error> for Fail {
 /// Runs one write inside the batch's transaction.
 pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fail> {
     match op {
-        Op::Save { id, update } => save(conn, &id, update),
+        Op::Save { id, update } => save(conn, &id, update, &[]),
         Op::Insert { row, cols, events } => {
             let what = || format!("save snapshot {}", cols.snapshot_id);
             if !write::insert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
@@ -87,25 +87,26 @@ fn insert_all(conn: &Connection, rows: &[(Columns, Vec<OutboxColumns>)]) -> std:
 
 /// Reads row `id`, runs `update` and checks the result; only then writes
 /// the row and the outbox rows of a new hold.
-pub(super) fn save(conn: &Connection, id: &str, update: SnapshotUpdate) -> std::result::Result<Option<Snapshot>, Fail> {
+pub(super) fn save(
+    conn: &Connection,
+    id: &str,
+    update: SnapshotUpdate,
+    audit: &[AuditRecord],
+) -> std::result::Result<Option<Snapshot>, Fail> {
     let what = || format!("save snapshot {id}");
     let stored = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
     let was_waiting = stored.as_ref().is_some_and(write::Stored::is_waiting);
-    let prepared = write::prepare(id, stored.as_ref(), update).map_err(Fail::Caller)?;
-    let held = match &prepared {
-        Some((row, _)) => {
-            outbox::columns(&holdpoint::session::outbox::hold_events(was_waiting, row)).map_err(Fail::Caller)?
-        }
-        None => Vec::new(),
-    };
-    outbox::insert(conn, &held).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
-    let Some((row, cols)) = prepared else {
+    let Some((row, cols)) = write::prepare(id, stored.as_ref(), update).map_err(Fail::Caller)? else {
         return Ok(None);
     };
+    let held = outbox::columns(&holdpoint::session::outbox::hold_events(was_waiting, &row)).map_err(Fail::Caller)?;
+    let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
     let written = match &stored {
         Some(old) => write::update(conn, old, &cols),
         None => write::upsert(conn, &cols),
     };
     written.map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    outbox::insert(conn, &held).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
+    write::audit(conn, &audit).map_err(|e| Fail::Batch(store_error(&format!("append audit records of {id}"), e)))?;
     Ok(Some(row))
 }

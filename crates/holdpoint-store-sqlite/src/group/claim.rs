@@ -65,7 +65,7 @@ impl ClaimTx for Steps<'_> {
     }
 
     async fn save(&mut self, id: &str, update: SnapshotUpdate) -> std::result::Result<Option<Snapshot>, Fail> {
-        save(self.0, id, update)
+        save(self.0, id, update, &[])
     }
 
     async fn append_audit(&mut self, rows: &[AuditColumns]) -> std::result::Result<(), Fail> {

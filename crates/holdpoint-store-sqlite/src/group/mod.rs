@@ -47,6 +47,19 @@ use crate::watch::Watchers;
 use crate::{conn, schema};
 use apply::{Fail, apply};
 
+/// Runs `update` on row `id` and, when it writes a row, writes it with
+/// `audit` and the outbox rows of a new hold, all or nothing inside the
+/// caller's transaction (see `AuditStore::save_snapshot_audited`): the
+/// batch's own save with records.
+pub(crate) fn save_audited(
+    conn: &Connection,
+    id: &str,
+    update: SnapshotUpdate,
+    audit: &[AuditRecord],
+) -> Result<Option<Snapshot>> {
+    apply::save(conn, id, update, audit).map_err(|(Fail::Caller(e) | Fail::Batch(e))| e)
+}
+
 const TARGET: &str = "holdpoint::store::sqlite";
 
 /// The most writes one transaction carries.

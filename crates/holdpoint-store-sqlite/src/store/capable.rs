@@ -66,7 +66,7 @@ impl AuditStore for SqliteStore {
     ) -> Result<Option<Snapshot>> {
         let id = snapshot_id.to_owned();
         let saved = self
-            .outbox_write(move |conn| crate::grants::save_audited(conn, &id, update, &audit))
+            .outbox_write(move |conn| crate::group::save_audited(conn, &id, update, &audit))
             .await?;
         if let Some(row) = &saved {
             self.inner
