@@ -1,5 +1,5 @@
 //! `InMemoryStore`: a session store in process memory, for tests and demos.
-//! Its rows and how they are packed (`stored`), its tables and the row
+//! Its rows (`stored`) and the packed form of settled ones (`packed`), its tables and the row
 //! write (`rows`), its outbox (`outbox`: rows of kind and ids, their
 //! payload built when claimed or listed), its audit log (`audit`) and its
 //! standing grants (`grants`) each live in a file of their own.
@@ -7,6 +7,7 @@
 mod audit;
 mod grants;
 mod outbox;
+mod packed;
 mod prune;
 mod rows;
 mod stored;

@@ -73,7 +73,7 @@ impl Rows {
                 due,
             );
             event.timer = kind != HOLD_CREATED;
-            self.outbox.push(Queued::new(event, Source::Call(call)));
+            self.outbox.push(Box::new(Queued::new(event, Source::Call(call))));
         }
     }
 
@@ -87,7 +87,7 @@ impl Rows {
             for (i, r) in batch.iter().enumerate() {
                 let event = OutboxEvent::new(HOLD_DECIDED, id, &r.session_id, r.agent.as_deref(), Value::Null, now);
                 let source = Source::Claim(Arc::clone(batch), Decisions::One(i));
-                self.outbox.push(Queued::new(event, source));
+                self.outbox.push(Box::new(Queued::new(event, source)));
             }
         }
         if self.writes.writes(HOLD_IN_DOUBT) {
@@ -100,7 +100,7 @@ impl Rows {
                 claim.lease_until,
             );
             let source = Source::Claim(Arc::clone(batch), Decisions::All);
-            self.outbox.push(Queued::new(event.as_timer(), source));
+            self.outbox.push(Box::new(Queued::new(event.as_timer(), source)));
         }
     }
 
@@ -112,7 +112,7 @@ impl Rows {
             events
                 .into_iter()
                 .filter(|e| writes.writes(&e.kind))
-                .map(|e| Queued::new(e, Source::Whole)),
+                .map(|e| Box::new(Queued::new(e, Source::Whole))),
         );
     }
 
@@ -212,7 +212,12 @@ impl Rows {
     /// See `OutboxStore::list_outbox`: each row with its payload (`null`
     /// when its snapshot was pruned before delivery).
     pub(super) fn list_outbox(&self, query: &OutboxQuery) -> Vec<OutboxEvent> {
-        let mut out: Vec<&Queued> = self.outbox.iter().filter(|q| query.matches(&q.event)).collect();
+        let mut out: Vec<&Queued> = self
+            .outbox
+            .iter()
+            .map(|q| &**q)
+            .filter(|q| query.matches(&q.event))
+            .collect();
         out.sort_by_key(|q| q.event.due_at);
         out.into_iter()
             .skip(query.offset())

@@ -3,6 +3,7 @@
 //! deletes a consistent set of rows.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::{Rows, Stored};
 use crate::error::Result;
@@ -13,10 +14,10 @@ impl Rows {
     /// session-id order) and deletes those [`prunable_snapshot`] keeps out.
     pub(super) fn prune(&mut self, request: &PruneRequest) -> Result<PruneOutcome> {
         request.check()?;
-        let mut sessions: Vec<&String> = self
+        let mut sessions: Vec<&Arc<str>> = self
             .by_session
             .keys()
-            .filter(|s| request.after.as_deref().is_none_or(|after| s.as_str() > after))
+            .filter(|s| request.after.as_deref().is_none_or(|after| &***s > after))
             .collect();
         let more = sessions.len() > request.batch;
         if more {
@@ -28,7 +29,7 @@ impl Rows {
         let mut outcome = PruneOutcome {
             examined: sessions.len() as u64,
             next: if more {
-                sessions.last().map(|s| (*s).clone())
+                sessions.last().map(|s| s.to_string())
             } else {
                 None
             },
@@ -43,12 +44,16 @@ impl Rows {
                 .iter()
                 .filter_map(|id| self.rows.get(id).map(|row| (row.created_at(), id, row)))
                 .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-            // A packed row was saved waiting for an answer: never prunable.
-            if let Some((_, _, Stored::Live(row))) = latest
-                && prunable_snapshot(row, request.older_than)
-            {
+            let prunable = match latest {
+                Some((_, _, Stored::Live(row))) => prunable_snapshot(row, request.older_than),
+                // Packed: decoded to be judged (a waiting row never is
+                // prunable, a finished one may be).
+                Some((_, id, packed)) => prunable_snapshot(&packed.to_snapshot(id)?, request.older_than),
+                None => false,
+            };
+            if prunable {
                 outcome.snapshots += ids.len() as u64;
-                doomed.push(session.clone());
+                doomed.push(session.to_string());
             }
         }
         outcome.sessions = doomed.len() as u64;
@@ -66,7 +71,7 @@ impl Rows {
         }
         let mut removed: HashSet<std::sync::Arc<str>> = HashSet::new();
         for session in &doomed {
-            for id in self.by_session.remove(session).unwrap_or_default() {
+            for id in self.by_session.remove(session.as_str()).unwrap_or_default() {
                 self.rows.remove(&id);
                 // Dropping the sender ends the row's watch streams.
                 self.watchers.remove(&*id);

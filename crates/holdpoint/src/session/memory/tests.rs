@@ -102,10 +102,33 @@ async fn a_row_claimed_in_the_window_is_packed_with_its_claim() {
 }
 
 #[tokio::test]
-async fn a_finished_row_stays_decoded() {
+async fn a_finished_row_is_packed_when_saved_and_reads_back_equal() {
     let store = InMemoryStore::new();
     let mut row = waiting(json!(true));
     row.finish_reason = Some(FinishReason::Stop);
+    row.parent_id = Some("p1".into());
+    row.owner = Some("olga".into());
+    row.agent = Some("bank".into());
+    row.heartbeat_at = Some(row.created_at);
+    if let Some(state) = row.state.as_mut() {
+        state.custom = json!({"step": 2});
+        state.artifacts.push(crate::session::Artifact::text("plan", "pay"));
+    }
+    let saved = save(&store, row).await;
+    assert!(is_packed(&store, &saved.snapshot_id));
+    assert_eq!(
+        store.get_snapshot(&saved.snapshot_id).await.unwrap(),
+        Some(saved.clone())
+    );
+    assert_eq!(store.get_latest_snapshot("s1").await.unwrap(), Some(saved));
+}
+
+#[tokio::test]
+async fn a_pending_row_stays_decoded() {
+    let store = InMemoryStore::new();
+    let mut row = waiting(json!(true));
+    row.finish_reason = None;
+    row.status = SnapshotStatus::Pending;
     let saved = save(&store, row).await;
     push_out_of_window(&store).await;
     assert!(!is_packed(&store, &saved.snapshot_id));
