@@ -27,6 +27,9 @@ use crate::session::{
 pub(crate) struct Hold {
     store: Arc<dyn SessionStore>,
     snapshot_id: String,
+    /// [`successor_id`] of `snapshot_id`, derived once per claim (a hash:
+    /// the outcome, a detach and an error message all name it).
+    successor: String,
     lease: Duration,
     /// The claim took over a lapsed one (an operator settling calls in
     /// doubt).
@@ -47,6 +50,7 @@ impl Hold {
         Hold {
             store,
             snapshot_id: claim.snapshot_id.clone(),
+            successor: successor_id(&claim.snapshot_id),
             lease,
             takeover: claim.takeover,
             state: Mutex::new(HoldState {
@@ -128,8 +132,8 @@ impl Hold {
     }
 
     /// The id the turn's outcome is written under.
-    pub(crate) fn successor(&self) -> String {
-        successor_id(&self.snapshot_id)
+    pub(crate) fn successor(&self) -> &str {
+        &self.successor
     }
 
     /// Writes the turn's outcome `row` under [`successor`](Self::successor):
@@ -139,7 +143,7 @@ impl Hold {
     /// outcome replaces. Anything else there is another writer's outcome:
     /// [`Error::ClaimLost`], nothing written.
     pub(crate) async fn write_outcome(&self, row: Snapshot) -> Result<Snapshot> {
-        let id = self.successor();
+        let id = self.successor.clone();
         let written = if self.takeover {
             let (replacing, parent) = (id.clone(), self.snapshot_id.clone());
             self.store

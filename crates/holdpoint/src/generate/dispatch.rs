@@ -1,6 +1,7 @@
 //! Running the tool calls of one model message concurrently and turning
 //! their outcomes into parts, in request order.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -204,9 +205,10 @@ pub(crate) fn pending_value(outcome: &ToolOutcome) -> Option<Value> {
     }
 }
 
-/// Marks a request part as paused with `data`, held by `held_by`.
-pub(crate) fn mark_interrupt(part: &mut Part, data: &Map<String, Value>, held_by: Option<&HeldBy>) {
-    let mut data = std::borrow::Cow::Borrowed(data);
+/// Marks a request part as paused with `data`, held by `held_by`. Owned
+/// data moves into the part; borrowed data is copied.
+pub(crate) fn mark_interrupt(part: &mut Part, data: Cow<'_, Map<String, Value>>, held_by: Option<&HeldBy>) {
+    let mut data = data;
     // The rule and reply of this hold only: a part paused again carries
     // no keys of its earlier hold.
     for (carried, key) in metadata::CARRIED_META {

@@ -206,11 +206,15 @@ async fn run_calls(
     if paused {
         if let Some(last) = history.last_mut() {
             let requests = last.content.iter_mut().filter(|p| p.as_tool_request().is_some());
-            for (part, result) in requests.zip(&results) {
-                match &result.outcome {
-                    ToolOutcome::Interrupt(data) => dispatch::mark_interrupt(part, data, result.held_by.as_ref()),
+            // The results end here: their interrupt data moves into the
+            // paused parts.
+            for (part, result) in requests.zip(results) {
+                match result.outcome {
+                    ToolOutcome::Interrupt(data) => {
+                        dispatch::mark_interrupt(part, std::borrow::Cow::Owned(data), result.held_by.as_ref());
+                    }
                     other => {
-                        if let Some(v) = dispatch::pending_value(other) {
+                        if let Some(v) = dispatch::pending_value(&other) {
                             part.set_meta(metadata::PENDING_OUTPUT, v);
                         }
                     }

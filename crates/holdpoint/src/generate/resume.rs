@@ -353,7 +353,7 @@ fn answer(
             let result = &results[i];
             match &result.outcome {
                 ToolOutcome::Interrupt(data) => {
-                    dispatch::mark_interrupt(part, data, result.held_by.as_ref());
+                    dispatch::mark_interrupt(part, std::borrow::Cow::Borrowed(data), result.held_by.as_ref());
                     None
                 }
                 outcome => dispatch::response_part(&name, reference.as_deref(), outcome),

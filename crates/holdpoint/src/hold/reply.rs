@@ -142,7 +142,8 @@ impl ReplyShape {
 
     /// The shape a paused part carries, if any.
     pub fn on(part: &Part) -> Option<ReplyShape> {
-        serde_json::from_value(part.meta(metadata::APPROVAL_REPLY)?.clone()).ok()
+        // Decoded from the borrowed metadata: no copy of it first.
+        ReplyShape::deserialize(part.meta(metadata::APPROVAL_REPLY)?).ok()
     }
 
     /// The resume data of an approval (`true`) or a denial, with `reason`.

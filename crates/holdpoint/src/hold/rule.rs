@@ -67,7 +67,7 @@ impl From<Refusal> for Error {
 impl HoldRule {
     /// The rule a paused part records, if any.
     pub fn on(part: &Part) -> Option<HoldRule> {
-        serde_json::from_value(part.meta(metadata::APPROVAL_RULE)?.clone()).ok()
+        HoldRule::deserialize(part.meta(metadata::APPROVAL_RULE)?).ok()
     }
 
     /// Whether a caller with `roles` is one of its approvers.

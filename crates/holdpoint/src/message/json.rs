@@ -64,18 +64,17 @@ pub fn canonical_json(value: &Value) -> String {
     fn write(v: &Value, out: &mut String) {
         match v {
             Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
+                // Entries sorted by key (keys are unique): no lookup per key.
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
                 out.push('{');
-                for (i, k) in keys.iter().enumerate() {
+                for (i, (k, child)) in entries.into_iter().enumerate() {
                     if i > 0 {
                         out.push(',');
                     }
-                    out.push_str(&Value::String((*k).clone()).to_string());
+                    write_str(k, out);
                     out.push(':');
-                    if let Some(child) = map.get(*k) {
-                        write(child, out);
-                    }
+                    write(child, out);
                 }
                 out.push('}');
             }
@@ -90,12 +89,24 @@ pub fn canonical_json(value: &Value) -> String {
                 out.push(']');
             }
             Value::Number(n) => write_number(n, out),
-            other => out.push_str(&other.to_string()),
+            Value::String(s) => write_str(s, out),
+            Value::Bool(true) => out.push_str("true"),
+            Value::Bool(false) => out.push_str("false"),
+            Value::Null => out.push_str("null"),
         }
     }
-    let mut out = String::new();
+    let mut out = String::with_capacity(64);
     write(value, &mut out);
     out
+}
+
+/// Writes `s` as a JSON string, escaped as serde_json writes it (what a
+/// `Value::String`'s `to_string` gives).
+fn write_str(s: &str, out: &mut String) {
+    // Serialising a string cannot fail.
+    if let Ok(quoted) = serde_json::to_string(s) {
+        out.push_str(&quoted);
+    }
 }
 
 #[cfg(test)]

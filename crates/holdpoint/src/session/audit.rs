@@ -166,11 +166,10 @@ pub fn hash_json(value: &Value) -> String {
 /// the revised call again); `approve` / `deny` by the tool's declared
 /// [`ReplyShape`] or a gate's `toolApproved`; else `restart`.
 pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (AuditDecision, Option<String>) {
-    let data = metadata::marker(d.metadata.as_ref(), metadata::RESUMED)
-        .ok()
-        .flatten()
-        .map(metadata::Marker::into_object)
-        .unwrap_or_default();
+    // Borrowed: a bare flag, or anything that is not an object, reads as
+    // no data.
+    let empty = serde_json::Map::new();
+    let data = metadata::marker_object(d.metadata.as_ref(), metadata::RESUMED).unwrap_or(&empty);
     let reason = data.get("reason").and_then(Value::as_str).map(str::to_owned);
     if target.expires_at().is_some_and(|t| t <= now) {
         return (AuditDecision::Expired, reason);
@@ -185,7 +184,7 @@ pub(crate) fn restart_decision(target: &Part, d: &Part, now: DateTime<Utc>) -> (
     } else {
         AuditDecision::Deny
     };
-    if let Some((yes, why)) = ReplyShape::on(target).and_then(|shape| shape.read(&data)) {
+    if let Some((yes, why)) = ReplyShape::on(target).and_then(|shape| shape.read(data)) {
         let decision = if yes { AuditDecision::Approve } else { no };
         return (decision, why);
     }

@@ -16,6 +16,14 @@ use crate::error::{Error, Result};
 /// write (see [`SessionStore::insert_snapshot`](super::SessionStore::insert_snapshot)). A UUID (version 8) made
 /// of the first 16 bytes of SHA-256 over a fixed prefix and the id: as
 /// unguessable as the id it follows.
+///
+/// The derivation is part of the stored format and must not change: a
+/// claim made by one version may be settled (or its frozen resume wake up)
+/// under another, after an upgrade or in a cluster upgraded one replica at
+/// a time. With a new derivation the two would write under two ids, and
+/// the paused snapshot would get two successors (or keep a detached
+/// resume's unfinished pending row beside the settlement's outcome). A
+/// resume derives it once per claim (its hold keeps it), not per use.
 pub fn successor_id(snapshot_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::new()

@@ -57,7 +57,7 @@ type ToolFn<In, Out, Res> =
 pub struct ResumableTool<In, Out, Res> {
     inner: Arc<Inner<In, Out, Res>>,
     /// How its resume type says yes or no, when it declares one.
-    reply: Option<Arc<ReplyShape>>,
+    reply: Option<Arc<Reply>>,
     /// How its held calls are shown (redaction, preview).
     view: Option<Arc<HoldView>>,
 }
@@ -71,6 +71,22 @@ struct Inner<In, Out, Res> {
     input: SchemaValidator,
     output: SchemaValidator,
     f: Box<ToolFn<In, Out, Res>>,
+}
+
+/// A tool's [`ReplyShape`] and its JSON, serialised once: every hold of
+/// the tool carries a copy under `approvalReply`.
+struct Reply {
+    shape: ReplyShape,
+    /// `None` if the shape did not serialise (its holds then carry none,
+    /// as before the JSON was kept).
+    value: Option<Value>,
+}
+
+impl Reply {
+    fn new(shape: ReplyShape) -> Arc<Reply> {
+        let value = serde_json::to_value(&shape).ok();
+        Arc::new(Reply { shape, value })
+    }
 }
 
 impl<In, Out, Res> Clone for ResumableTool<In, Out, Res> {
@@ -136,7 +152,7 @@ where
                 "resumable tool \"{name}\": the resume type must be a struct or map (a JSON object), its schema is {res_schema}"
             )));
         }
-        let reply = ReplyShape::infer::<Res>(&res_schema).map(Arc::new);
+        let reply = ReplyShape::infer::<Res>(&res_schema).map(Reply::new);
         Ok(ResumableTool {
             reply,
             ..Self::build(name, description.into(), f)
@@ -210,7 +226,7 @@ where
     where
         Res: ApprovalReply,
     {
-        self.reply = Some(Arc::new(ReplyShape::of::<Res>()?));
+        self.reply = Some(Reply::new(ReplyShape::of::<Res>()?));
         Ok(self)
     }
 
@@ -232,7 +248,12 @@ where
         if req.name != self.inner.definition.name || !part.is_interrupt() || part.interrupted_by().is_some() {
             return None;
         }
-        let input: In = serde_json::from_value(req.input.clone().unwrap_or_else(|| Value::Object(Map::new()))).ok()?;
+        // Decoded from the borrowed input (a missing one reads as `{}`).
+        let input = match &req.input {
+            Some(value) => In::deserialize(value),
+            None => In::deserialize(&Value::Object(Map::new())),
+        }
+        .ok()?;
         Some(Interrupted {
             input,
             part: part.clone(),
@@ -249,7 +270,7 @@ where
         let Some(map) = resumed else {
             return Ok(None);
         };
-        match serde_json::from_value::<Res>(Value::Object(map.clone())) {
+        match Res::deserialize(map) {
             Ok(res) => Ok(Some(res)),
             Err(_) if map.is_empty() => Ok(Some(Res::default())),
             Err(e) => Err(Error::InvalidArgument(format!(
@@ -294,9 +315,7 @@ where
                 })
             }
             Err(ToolError::Interrupt(mut data)) => {
-                if let Some(reply) = &self.reply
-                    && let Ok(value) = serde_json::to_value(reply.as_ref())
-                {
+                if let Some(value) = self.reply.as_ref().and_then(|r| r.value.clone()) {
                     data.insert(crate::message::metadata::CARRIED_META[1].0.to_owned(), value);
                 }
                 Ok(ToolOutcome::Interrupt(data))
@@ -320,7 +339,7 @@ where
     }
 
     fn approval_reply(&self) -> Option<&ReplyShape> {
-        self.reply.as_deref()
+        self.reply.as_deref().map(|r| &r.shape)
     }
 
     fn hold_view(&self) -> Option<&HoldView> {

@@ -37,10 +37,12 @@ fn record(
     replacement: Option<Value>,
 ) -> Option<AuditRecord> {
     let req = request.as_tool_request()?;
-    let held = req.input.clone().unwrap_or(Value::Null);
+    // Borrowed: without a replacement the held input is only hashed.
+    let null = Value::Null;
+    let held = req.input.as_ref().unwrap_or(&null);
     let (input_hash, mut input, mut original_input, original_input_hash) = match replacement {
-        Some(new) => (hash_json(&new), Some(new), Some(held.clone()), Some(hash_json(&held))),
-        None => (hash_json(&held), None, None, None),
+        Some(new) => (hash_json(&new), Some(new), Some(held.clone()), Some(hash_json(held))),
+        None => (hash_json(held), None, None, None),
     };
     // The hashes cover the real inputs; the record shows them masked
     // (docs/reference.md §22.1).

@@ -47,7 +47,7 @@ impl Claimed {
     /// successor when the turn holds a stored claim (its outcome would
     /// take that id), else a fresh one.
     pub fn successor(&self) -> Option<String> {
-        self.hold.as_ref().map(|h| h.successor())
+        self.hold.as_ref().map(|h| h.successor().to_owned())
     }
 }
 

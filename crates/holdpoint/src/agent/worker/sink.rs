@@ -353,7 +353,7 @@ async fn commit(
     if let Some(parent) = parent
         && hold.as_ref().is_none_or(|h| !h.takes_over())
     {
-        let id = hold.as_ref().map_or_else(mint_id, |h| h.successor());
+        let id = hold.as_ref().map_or_else(mint_id, |h| h.successor().to_owned());
         let row = prepare_row(&id, None, row)?;
         // The conversation goes up with the row; the session keeps what
         // the run's output reports.
@@ -370,9 +370,11 @@ async fn commit(
     }
     let children = levels.take_children();
     let saved = match hold {
-        Some(hold) if !hold.takes_over() => handoff::write_with(store.as_ref(), children, (hold.successor(), row))
-            .await
-            .map_err(|e| hold.outcome_refused(e))?,
+        Some(hold) if !hold.takes_over() => {
+            handoff::write_with(store.as_ref(), children, (hold.successor().to_owned(), row))
+                .await
+                .map_err(|e| hold.outcome_refused(e))?
+        }
         Some(hold) => {
             handoff::write_alone(store.as_ref(), children).await;
             hold.write_outcome(row).await?

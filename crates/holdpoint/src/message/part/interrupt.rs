@@ -103,17 +103,35 @@ impl Part {
     /// # Ok::<(), holdpoint::Error>(())
     /// ```
     pub fn interrupt_as<T: serde::de::DeserializeOwned>(&self) -> std::result::Result<T, InterruptAsError> {
-        let Some(data) = self.interrupt_data() else {
-            let what = match self.as_tool_request() {
-                Some(req) => format!("tool request \"{}\" is not paused (or was already answered)", req.name),
-                None => format!("a {} part", self.kind.key()),
-            };
-            return Err(InterruptAsError::NotAnInterrupt { what });
+        let empty = serde_json::Map::new();
+        // Decoded from the borrowed data: no copy of it first.
+        let data = match self.interrupt_object() {
+            Some(data) => data.unwrap_or(&empty),
+            None => {
+                let what = match self.as_tool_request() {
+                    Some(req) => format!("tool request \"{}\" is not paused (or was already answered)", req.name),
+                    None => format!("a {} part", self.kind.key()),
+                };
+                return Err(InterruptAsError::NotAnInterrupt { what });
+            }
         };
-        serde_json::from_value(Value::Object(data)).map_err(|source| InterruptAsError::Decode {
+        T::deserialize(data).map_err(|source| InterruptAsError::Decode {
             tool: self.as_tool_request().map(|r| r.name.clone()).unwrap_or_default(),
             message: source.to_string(),
         })
+    }
+
+    /// [`interrupt_data`](Self::interrupt_data) borrowed: `None` exactly
+    /// when that is `None`, `Some(None)` for a bare `true` (read as `{}`).
+    fn interrupt_object(&self) -> Option<Option<&serde_json::Map<String, Value>>> {
+        if !self.is_interrupt() {
+            return None;
+        }
+        match self.meta(metadata::INTERRUPT) {
+            Some(Value::Bool(true)) => Some(None),
+            Some(Value::Object(data)) => Some(Some(data)),
+            _ => None,
+        }
     }
 
     fn paused_request(&self) -> Result<&ToolRequest> {
