@@ -54,7 +54,7 @@ def axis(ax, title, ylabel, log_y=False):
     ax.legend(fontsize=8)
 
 
-NOTE = "2 shared cores, 4 other builds running: absolute figures are noisy, compare the shape"
+NOTE = "2 shared cores beside other builds (load in BENCHMARKS.md): absolute figures are noisy, compare the shape"
 
 
 def main():
@@ -74,13 +74,15 @@ def main():
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(f"{out}/scale-cycles.svg")
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
+    fig, axes = plt.subplots(3, 2, figsize=(10, 10.5))
     panels = (
         (("pendingAgent", "p99Ms"), "pending, first page (50), one agent"),
-        (("pendingRole", "latency", "p99Ms"), "pending for one approver role, first page (50)"),
+        (("pendingRolePage", "p99Ms"), "pending for one approver role, first page (50)"),
+        (("pendingRole", "latency", "p99Ms"), "role inbox: all of the role's holds, then a page"),
         (("auditSession", "p99Ms"), "audit listing of one session"),
         (("getSnapshot", "p99Ms"), "getSnapshot by id"),
     )
+    axes.flat[-1].set_visible(False)
     for ax, (path, title) in zip(axes.flat, panels):
         for i, (store, rows) in enumerate(sorted(runs.items())):
             color = f"C{i}"
@@ -88,6 +90,8 @@ def main():
             ax.plot(xs, ys, "-o", color=color, label=f"{store} p99")
             xs, ys = series(rows, *path[:-1], "p50Ms")
             ax.plot(xs, ys, ":x", color=color, label=f"{store} p50")
+        if "first page" in title:
+            ax.axhline(5, color="grey", linewidth=0.8, linestyle="--", label="target p99 at 1M")
         axis(ax, title, "ms", log_y=True)
     fig.text(0.01, 0.005, NOTE, fontsize=7)
     fig.tight_layout(rect=(0, 0.02, 1, 1))

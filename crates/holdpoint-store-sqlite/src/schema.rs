@@ -55,6 +55,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "waiting_approvers",
         sql: include_str!("../migrations/0009_waiting_approvers.sql"),
     },
+    Migration {
+        version: 10,
+        name: "approvers_unset",
+        sql: include_str!("../migrations/0010_approvers_unset.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS holdpoint_schema_migrations (
@@ -143,5 +148,23 @@ mod tests {
             .map(|m| format!("{:04}_{}.sql", m.version, m.name))
             .collect();
         assert_eq!(files, listed);
+    }
+
+    /// The search [`backfill_approvers`] runs on every open reads an index
+    /// that holds only the rows it looks for (none once filled in), not
+    /// every waiting row and its table row.
+    #[test]
+    fn the_approvers_backfill_reads_only_unset_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let select = holdpoint_store_sql::row::approvers_backfill(crate::dialect::Sqlite);
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {select}"))
+            .unwrap()
+            .query_map([BACKFILL_BATCH], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(plan, ["SCAN s USING INDEX holdpoint_snapshots_approvers_unset"]);
     }
 }
