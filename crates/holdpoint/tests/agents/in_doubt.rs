@@ -677,3 +677,72 @@ async fn a_detached_resume_that_died_is_settled_in_its_pending_rows_place() {
     assert_only_successor(&agent, &held, &settled).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1, "the tool ran once");
 }
+
+/// A call edited by its approver is held again as the revised call; once
+/// that is approved and its process dies, the call in doubt is listed with
+/// the input it ran with (the original kept beside it) and settled once
+/// without running again.
+#[tokio::test]
+async fn an_edited_call_left_in_doubt_is_listed_with_the_input_it_ran_with() {
+    let ops = ops(Duration::from_secs(3600));
+    let held = ops.agent.run_text("close a-1").await.unwrap();
+    let part = held.interrupts()[0].clone();
+    let edited = part
+        .restart_with_input(json!({"account": "a-2"}), Some(json!({"toolApproved": true})))
+        .unwrap();
+    let revised = ops
+        .agent
+        .run(
+            AgentInput::resume(Resume::from_parts(vec![edited])),
+            AgentInit::snapshot(held.snapshot_id.clone().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        revised.finish_reason,
+        FinishReason::Interrupted,
+        "an edit is held again"
+    );
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 0, "nothing ran on the edit");
+
+    let resume = ops.agent.run(
+        approve(&revised),
+        AgentInit::snapshot(revised.snapshot_id.clone().unwrap()),
+    );
+    let early = tokio::time::timeout(Duration::from_millis(100), resume).await;
+    assert!(early.is_err(), "the revised call is still running: {early:?}");
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+
+    let listed = ops.agent.decisions().in_doubt(SnapshotQuery::default()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(
+        listed[0].input,
+        json!({"account": "a-2"}),
+        "the input the call ran with"
+    );
+    assert_eq!(listed[0].decided[0].decision, AuditDecision::Approve);
+    let trail = ops.agent.decisions().audit(AuditQuery::default()).await.unwrap();
+    let edit = trail
+        .iter()
+        .find(|r| r.decision == AuditDecision::Edit)
+        .unwrap_or_else(|| panic!("the edit is audited: {trail:#?}"));
+    assert_eq!(edit.input, Some(json!({"account": "a-2"})));
+    assert_eq!(edit.original_input, Some(json!({"account": "a-1"})));
+    assert_eq!(
+        listed[0].part.metadata.as_ref().and_then(|m| m.get("replacedInput")),
+        Some(&json!({"account": "a-1"})),
+        "the original input is kept beside it"
+    );
+
+    let settle = Resume::from_parts(vec![listed[0].part.respond(json!({"closed": "a-2"})).unwrap()]);
+    let done = ops
+        .agent
+        .decisions()
+        .settle(&listed[0].snapshot_id, settle, by("ops-oncall"))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert!(done.message.unwrap().text().contains("a-2"));
+    assert_eq!(ops.starts.load(Ordering::SeqCst), 1, "never ran a second time");
+}
