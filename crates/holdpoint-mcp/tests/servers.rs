@@ -730,3 +730,104 @@ async fn a_question_while_several_calls_are_open_is_never_routed_to_a_guess() {
     let done = running.await.unwrap().unwrap();
     assert!(matches!(done, ToolOutcome::Output { .. }), "{done:?}");
 }
+
+/// A grant on an MCP tool (docs/reference.md §10.9): an approver's grant to
+/// alice lets alice's next call of the server's tool run without a hold,
+/// audited with the grant and the MCP origin; bob's call of the same tool is
+/// still held, and a grant narrowed by a condition holds what it does not match.
+#[tokio::test]
+async fn a_grant_on_an_mcp_tool_covers_its_principal_and_nobody_else() {
+    use holdpoint::agent::{Answer, Answered, RunOptions};
+    use holdpoint::approval::{GrantRequest, GrantScope, Policy, RuleSpec};
+    use holdpoint::session::AuditQuery;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    let Some(bin) = everything() else { return };
+    let server = McpServer::connect(stdio_config(&bin)).await.unwrap();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let echo: Arc<dyn Tool> = Arc::new(Counted {
+        inner: tool(&server, "everything_echo"),
+        runs: Arc::clone(&runs),
+    });
+    let model = ScriptedModel::from_fn("scripted/echo", |request, _| {
+        let last = request.messages.last()?;
+        if last.role == Role::Tool {
+            return Some(ScriptedTurn::text("done"));
+        }
+        Some(ScriptedTurn::tool_call(
+            "everything_echo",
+            json!({"message": last.text()}),
+        ))
+    });
+    let policy = Policy::new([RuleSpec {
+        name: Some("echoes".into()),
+        tool: Some("everything_echo".into()),
+        approvers: vec!["ops".into()],
+        ..RuleSpec::default()
+    }])
+    .unwrap();
+    let agent = Agent::builder("mcp-granted")
+        .model(Arc::new(model))
+        .tools([echo])
+        .approval_policy(policy)
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap();
+    let ask = |owner: &'static str, text: &'static str| {
+        let agent = agent.clone();
+        async move {
+            agent
+                .run_with(
+                    AgentInput::text(text),
+                    RunOptions::new(AgentInit::new()).principal(owner),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let olga = {
+        let mut m = serde_json::Map::new();
+        m.insert("principal".into(), json!("olga"));
+        m.insert("roles".into(), json!(["ops"]));
+        m
+    };
+
+    let first = ask("alice", "hello").await;
+    assert_eq!(first.finish_reason, FinishReason::Interrupted, "the rule holds it");
+    let grant = GrantRequest {
+        scope: GrantScope::Principal,
+        when: Some("input.message.startsWith('hel')".into()),
+        ttl: None,
+        uses: None,
+    };
+    let answered = agent
+        .decisions()
+        .answer(Answer::approve(first.snapshot_id.clone().unwrap()).grant(grant), olga)
+        .await
+        .unwrap();
+    let Answered::Granted { grant, .. } = answered else {
+        panic!("an approval with a grant grants")
+    };
+    assert_eq!(runs.load(SeqCst), 1);
+
+    let again = ask("alice", "help").await;
+    assert_eq!(again.finish_reason, FinishReason::Stop, "the grant stands in for alice");
+    assert_eq!(runs.load(SeqCst), 2);
+    let other = ask("alice", "bye").await;
+    assert_eq!(
+        other.finish_reason,
+        FinishReason::Interrupted,
+        "outside the grant's condition"
+    );
+    let bob = ask("bob", "hello").await;
+    assert_eq!(bob.finish_reason, FinishReason::Interrupted, "not bob's grant");
+    assert_eq!(runs.load(SeqCst), 2, "nothing ran without a decision");
+
+    let trail = agent.decisions().audit(AuditQuery::default()).await.unwrap();
+    let used: Vec<_> = trail.iter().filter(|r| r.grant.is_some()).collect();
+    assert_eq!(used.len(), 1, "{trail:#?}");
+    assert_eq!(used[0].grant.as_ref().map(|g| g.id.as_str()), Some(grant.id.as_str()));
+    assert_eq!(used[0].principal.as_deref(), Some("alice"));
+    let origin = used[0].mcp.as_ref().expect("the MCP origin on the grant's record");
+    assert_eq!((origin.server.as_str(), origin.tool.as_str()), ("everything", "echo"));
+}
