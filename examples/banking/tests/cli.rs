@@ -422,6 +422,7 @@ roles = ["finance"]
 agent = "bankingAgent"
 tool = "transferMoney"
 approvers = ["finance"]
+self_approval = false
 expire_after = "2s"
 on_expire = "deny"
 "#;
@@ -465,6 +466,10 @@ on_expire = "deny"
     assert_eq!(rows.len(), 1, "the expiry decided the hold once: {rows:#?}");
     assert_eq!(rows[0]["decision"], "expire", "{rows:#?}");
     assert_eq!(rows[0]["tool"], "transferMoney", "{rows:#?}");
+    assert_eq!(
+        rows[0]["actor"], "holdpoint:expiry",
+        "the timer acted, not the owner: {rows:#?}"
+    );
 
     // The same rule on the hold supportAgent's sub-agent surfaces: the
     // expiry answers it on the root, routed down; the model is told.

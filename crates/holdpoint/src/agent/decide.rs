@@ -71,6 +71,17 @@ impl<'a> Decider<'a> {
         }
     }
 
+    /// A rule's timer answering (an expiry's denial): no person, so no
+    /// person's authority to check.
+    pub(crate) fn timer(purpose: Purpose) -> Self {
+        Decider {
+            actor: None,
+            roles: Vec::new(),
+            settles: purpose == Purpose::Settle,
+            counts_quorum: purpose == Purpose::Resume,
+        }
+    }
+
     fn is_operator(&self) -> bool {
         self.actor.is_none() || self.roles.iter().any(|r| r == OPERATOR_ROLE)
     }
@@ -167,7 +178,11 @@ pub(crate) async fn check(
         // The parent checked these answers before its own claim.
         return Ok(Vec::new());
     }
-    let decider = Decider::of(context, purpose);
+    let decider = if session.by_timer {
+        Decider::timer(purpose)
+    } else {
+        Decider::of(context, purpose)
+    };
     let level = Level {
         def: Some(def),
         messages,

@@ -12,12 +12,17 @@
 use serde_json::{Map, Value};
 
 use super::answer::{Answer, directive, find_call};
-use super::{Access, Agent, PRINCIPAL, load};
+use super::{ACTOR, Access, Agent, PRINCIPAL, load};
 use crate::error::{Error, Result};
 use crate::generate::Resume;
 
 /// The reason an expiry's denial gives the model and the audit.
 pub const EXPIRED_REASON: &str = "the approval expired";
+
+/// The `actor` an expiry's audit record names: the rule's timer acted, not
+/// the session's owner (who stays its `principal`, on whose behalf the turn
+/// goes on).
+pub const EXPIRY_ACTOR: &str = "holdpoint:expiry";
 
 /// What [`Decisions::expire`](super::Decisions::expire) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,11 +54,13 @@ pub(super) async fn expire(agent: &Agent, snapshot_id: &str, reference: Option<&
     }
     let directive = directive(&answer, &call, Some(EXPIRED_REASON))?;
     let owner = snapshot.owner.clone();
-    let session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
+    let mut session = load::loaded(&agent.def, snapshot, owner.as_deref())?;
+    session.by_timer = true;
     let mut context = Map::new();
     if let Some(owner) = owner {
         context.insert(PRINCIPAL.to_owned(), Value::String(owner));
     }
+    context.insert(ACTOR.to_owned(), Value::String(EXPIRY_ACTOR.to_owned()));
     let input = super::AgentInput::resume(Resume::from_parts(vec![directive]));
     match agent.drive(session, input, context, None).await {
         Ok(_) => Ok(Expired::Denied),

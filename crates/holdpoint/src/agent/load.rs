@@ -33,6 +33,11 @@ pub(crate) struct Session {
     /// The partial approvals the loaded snapshot recorded for its paused
     /// calls (docs/reference.md §10.7).
     pub approvals: Vec<HoldApproval>,
+    /// Whether the answer this turn resumes with is a rule's timer's
+    /// (`on_expire = "deny"`), not a person's: set only in process, by
+    /// `Decisions::expire`, so no person's authority is checked (the
+    /// agent's own process answers, as for an operator).
+    pub by_timer: bool,
 }
 
 /// The paused calls of the snapshot a session continues.
@@ -129,6 +134,7 @@ impl Session {
             holds: self.holds,
             latest: self.latest,
             approvals: self.approvals.clone(),
+            by_timer: self.by_timer,
         }
     }
 }
@@ -183,6 +189,7 @@ pub(crate) fn from_snapshot(snapshot: Snapshot, principal: Option<&str>) -> Sess
         holds,
         latest: false,
         approvals: snapshot.approvals,
+        by_timer: false,
     }
 }
 
@@ -225,6 +232,7 @@ impl Session {
             holds: Holds::None,
             latest: true,
             approvals: Vec::new(),
+            by_timer: false,
         }
     }
 }

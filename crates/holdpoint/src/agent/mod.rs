@@ -70,7 +70,7 @@ pub use connection::Connection;
 pub use decide::OPERATOR_ROLE;
 pub use decisions::Decisions;
 pub use direct::DirectCall;
-pub use expire::{EXPIRED_REASON, Expired};
+pub use expire::{EXPIRED_REASON, EXPIRY_ACTOR, Expired};
 pub use io::{AgentInit, AgentInput, AgentOutput, AgentStreamChunk, FailureReason, TurnEnd, TurnStart};
 pub use turn::{Responder, Turn};
 
