@@ -23,6 +23,7 @@ mod resume;
 mod review;
 mod state;
 mod subagents;
+mod timers;
 
 mod bank;
 
