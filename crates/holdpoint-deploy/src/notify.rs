@@ -82,9 +82,8 @@ pub fn start_notifications(
     metrics: &holdpoint_server::Metrics,
 ) -> Result<Option<WorkerHandle>, DeployError> {
     let settings = config.notify();
-    let no_channel = settings.webhooks.is_empty() && settings.slack.is_empty() && settings.email.is_empty();
     let no_timer = config.approval_rules().iter().all(|rule| rule.timers.is_empty());
-    if no_channel && no_timer {
+    if !config.has_channel() && no_timer {
         return Ok(None);
     }
     let notifier = Notifier::new(settings.clone()).map_err(|source| DeployError::Notify {

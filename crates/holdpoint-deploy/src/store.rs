@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use holdpoint::session::SessionStore;
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint_stores::{StoreUrl, parse_store_url};
 
 use crate::config::{Config, StoreOrigin, StoreSetting};
@@ -64,8 +65,16 @@ impl StoreSetting {
     }
 
     /// Opens the store (a `sqlite:` file is created on first use, its
-    /// folder must exist).
+    /// folder must exist), writing every outbox row.
     pub async fn open(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
+        self.open_with(OutboxWrites::All).await
+    }
+
+    /// Opens the store as [`open`](Self::open) does, writing the outbox
+    /// rows `writes` keeps (a server passes [`Config::outbox_writes`]).
+    ///
+    /// [`Config::outbox_writes`]: crate::Config::outbox_writes
+    pub async fn open_with(&self, writes: OutboxWrites) -> Result<Arc<dyn SessionStore>, StoreError> {
         let url = self.url().expose();
         let origin = || self.origin().clone();
         // Parsed when this value was made; parsed again for its parts.
@@ -83,7 +92,7 @@ impl StoreSetting {
                 dir: dir.to_owned(),
             });
         }
-        holdpoint_stores::open_store(url).await.map_err(|source| {
+        holdpoint_stores::open_store_with(url, writes).await.map_err(|source| {
             if source.status() == holdpoint::Status::InvalidArgument {
                 StoreError::Url {
                     origin: origin(),

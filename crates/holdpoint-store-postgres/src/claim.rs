@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use holdpoint::Result;
-use holdpoint::session::outbox::decided_events;
+use holdpoint::session::outbox::{OutboxWrites, decided_events};
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate};
 use holdpoint_store_sql::claim::{self, ClaimTx, FirstClaim, InPlace};
 use holdpoint_store_sql::outbox::OutboxColumns;
@@ -55,13 +55,15 @@ pub(crate) async fn claim(
     pool: &PgPool,
     claim: ResumeClaim,
     records: &[AuditRecord],
+    writes: OutboxWrites,
 ) -> Result<()> {
     let what = format!("claim snapshot {}", claim.snapshot_id);
-    let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, records))?;
+    let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, records), writes)?;
     let mut steps = Steps {
         committer,
         pool,
         tx: None,
+        writes,
     };
     claim::claim(&mut steps, claim, records, events).await?;
     if let Some(tx) = steps.tx {
@@ -76,6 +78,8 @@ struct Steps<'a> {
     committer: &'a Committer,
     pool: &'a PgPool,
     tx: Option<Transaction<'static, Postgres>>,
+    /// Which outbox rows the general path's save writes.
+    writes: OutboxWrites,
 }
 
 impl Steps<'_> {
@@ -113,7 +117,8 @@ impl ClaimTx for Steps<'_> {
     }
 
     async fn save(&mut self, id: &str, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
-        save_in(self.tx().await?, id, update).await
+        let writes = self.writes;
+        save_in(self.tx().await?, id, update, writes).await
     }
 
     async fn append_audit(&mut self, rows: &[AuditColumns]) -> Result<()> {

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use holdpoint::approval::{Grant, GrantQuery};
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate};
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::outbox::saturating_nanos;
@@ -139,10 +140,11 @@ pub(crate) async fn save_audited(
     id: &str,
     update: SnapshotUpdate,
     audit: &[AuditRecord],
+    writes: OutboxWrites,
 ) -> Result<Option<Snapshot>> {
     let what = format!("save snapshot {id}");
     let mut tx = pool.begin().await.map_err(|e| store_error(&what, e))?;
-    let Some(row) = write::save_in(&mut tx, id, update).await? else {
+    let Some(row) = write::save_in(&mut tx, id, update, writes).await? else {
         return Ok(None);
     };
     write::insert_audit(&mut tx, audit).await?;

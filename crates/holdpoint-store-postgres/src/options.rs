@@ -3,6 +3,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::{Error, Result};
 use sqlx::postgres::PgConnectOptions;
 
@@ -24,6 +25,7 @@ pub struct PostgresStoreOptions {
     pub(crate) acquire_timeout: Duration,
     pub(crate) lock_timeout: Duration,
     pub(crate) resync_interval: Duration,
+    pub(crate) outbox_writes: OutboxWrites,
 }
 
 impl PostgresStoreOptions {
@@ -40,6 +42,7 @@ impl PostgresStoreOptions {
             acquire_timeout: Duration::from_secs(10),
             lock_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(2),
+            outbox_writes: OutboxWrites::All,
         })
     }
 
@@ -70,6 +73,15 @@ impl PostgresStoreOptions {
     /// `expired`; 2 s unless changed.
     pub fn resync_interval(mut self, interval: Duration) -> Self {
         self.resync_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Which outbox rows this handle writes; [`OutboxWrites::All`] unless
+    /// changed. A deployment with no notification channel writes only
+    /// [`OutboxWrites::Timers`] (the rows that act); a handle opened later
+    /// with `All` (a channel added) writes every change from then on.
+    pub fn outbox_writes(mut self, writes: OutboxWrites) -> Self {
+        self.outbox_writes = writes;
         self
     }
 }

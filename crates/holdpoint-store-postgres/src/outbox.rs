@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use holdpoint::session::OutboxSettle;
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::outbox::{apply_outcome, apply_retry, lease_lost};
 use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, lease_end, mint_id};
 use holdpoint::{Error, Result};
@@ -17,9 +18,14 @@ use crate::error::store_error;
 const INSERT: &str = "INSERT INTO holdpoint_outbox (event_id, snapshot_id, state, due_at_ns, lease_until_ns, data) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::text[]::json[])";
 
-/// The columns of `events`, checked before anything is written.
-pub(crate) fn columns(events: &[OutboxEvent]) -> Result<Vec<OutboxColumns>> {
-    events.iter().map(OutboxColumns::of).collect()
+/// The columns of the `events` that `writes` keeps, checked before
+/// anything is written.
+pub(crate) fn columns(events: &[OutboxEvent], writes: OutboxWrites) -> Result<Vec<OutboxColumns>> {
+    events
+        .iter()
+        .filter(|e| writes.writes(&e.kind))
+        .map(OutboxColumns::of)
+        .collect()
 }
 
 /// Appends outbox rows in the transaction on `conn`.
@@ -209,9 +215,10 @@ pub(crate) async fn retry(pool: &PgPool, id: &str) -> Result<Option<OutboxEvent>
     Ok(Some(event))
 }
 
-/// Writes rows on their own.
+/// Writes rows on their own: rows enqueued by name are written whatever
+/// the handle's `outbox_writes`, as the in-memory store does.
 pub(crate) async fn enqueue(pool: &PgPool, events: &[OutboxEvent]) -> Result<()> {
-    let cols = columns(events)?;
+    let cols = columns(events, OutboxWrites::All)?;
     let mut conn = pool
         .acquire()
         .await

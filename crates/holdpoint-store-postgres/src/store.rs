@@ -176,7 +176,7 @@ impl SessionStore for PostgresStore {
             let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            let events = outbox::columns(&hold_events(false, &row))?;
+            let events = outbox::columns(&hold_events(false, &row), self.inner.options.outbox_writes)?;
             if !self
                 .inner
                 .committer
@@ -192,7 +192,7 @@ impl SessionStore for PostgresStore {
         let id = id.to_owned();
         let what = format!("save snapshot {id}");
         let mut tx = self.inner.pool.begin().await.map_err(|e| store_error(&what, e))?;
-        let saved = write::save_in(&mut tx, &id, update).await?;
+        let saved = write::save_in(&mut tx, &id, update, self.inner.options.outbox_writes).await?;
         if let Some(row) = &saved {
             tx.commit().await.map_err(|e| store_error(&what, e))?;
             tracing::debug!(target: TARGET, snapshot_id = %id, status = row.status.as_str(), "saved");
@@ -206,7 +206,7 @@ impl SessionStore for PostgresStore {
         // the statement writes it only if the id is free.
         let row = prepare_row(snapshot_id, None, row)?;
         let cols = Columns::of(&row)?;
-        let events = outbox::columns(&hold_events(false, &row))?;
+        let events = outbox::columns(&hold_events(false, &row), self.inner.options.outbox_writes)?;
         if !self
             .inner
             .committer
@@ -226,7 +226,7 @@ impl SessionStore for PostgresStore {
         for (id, row) in rows {
             let row = prepare_row(&id, None, row)?;
             let cols = Columns::of(&row)?;
-            let events = outbox::columns(&hold_events(false, &row))?;
+            let events = outbox::columns(&hold_events(false, &row), self.inner.options.outbox_writes)?;
             inserts.push(Insert { cols, events });
             written.push(row);
         }
@@ -248,7 +248,8 @@ impl SessionStore for PostgresStore {
     /// `claim.rs`).
     #[tracing::instrument(name = "store", skip_all, fields(op = "claim_resume", store = "postgres", snapshot_id = %claim.snapshot_id, takeover = claim.takeover, records = audit.len()), err(Display))]
     async fn claim_resume(&self, claim: ResumeClaim, audit: Vec<AuditRecord>) -> Result<()> {
-        crate::claim::claim(&self.inner.committer, &self.inner.pool, claim, &audit).await
+        let writes = self.inner.options.outbox_writes;
+        crate::claim::claim(&self.inner.committer, &self.inner.pool, claim, &audit, writes).await
     }
 
     #[tracing::instrument(name = "store", skip_all, fields(op = "watch_status", store = "postgres", snapshot_id = snapshot_id), err(Display))]

@@ -9,7 +9,7 @@ use sqlx::PgConnection;
 use crate::error::store_error;
 use crate::outbox;
 use crate::schema::LOCK_SPACE_ROWS;
-use holdpoint::session::outbox::hold_events;
+use holdpoint::session::outbox::{OutboxWrites, hold_events};
 use holdpoint_store_sql::row::{self, AuditColumns, Columns};
 
 const SELECT_FOR_UPDATE: &str = "SELECT data::text FROM holdpoint_snapshots WHERE snapshot_id = $1 FOR UPDATE";
@@ -37,7 +37,12 @@ const INSERT_AUDIT: &str = "INSERT INTO holdpoint_audit \
 /// there is no row yet to lock, at an advisory lock on the id (held until
 /// commit), after which the row is looked up again, since the lock's
 /// previous holder may have created it.
-pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotUpdate) -> Result<Option<Snapshot>> {
+pub(crate) async fn save_in(
+    conn: &mut PgConnection,
+    id: &str,
+    update: SnapshotUpdate,
+    writes: OutboxWrites,
+) -> Result<Option<Snapshot>> {
     let what = format!("save snapshot {id}");
     let err = |e| store_error(&what, e);
     let mut data: Option<String> = sqlx::query_scalar(SELECT_FOR_UPDATE)
@@ -65,7 +70,7 @@ pub(crate) async fn save_in(conn: &mut PgConnection, id: &str, update: SnapshotU
     };
     let row = prepare_row(id, existing.as_ref(), next)?;
     let cols = Columns::of(&row)?;
-    let events = outbox::columns(&hold_events(was_waiting, &row))?;
+    let events = outbox::columns(&hold_events(was_waiting, &row), writes)?;
     upsert(&mut *conn, &cols).await.map_err(err)?;
     outbox::insert(&mut *conn, &events).await?;
     Ok(Some(row))

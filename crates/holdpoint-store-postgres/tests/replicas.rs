@@ -70,3 +70,21 @@ async fn resume_through_two_replicas_is_exactly_once() {
     let b = PostgresStore::connect(pg.url()).await.unwrap();
     holdpoint_testkit::resume::exactly_once_resume(Arc::new(a), Arc::new(b)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_without_a_channel_writes_only_the_timers_that_act() {
+    use holdpoint::session::outbox::OutboxWrites;
+    let Some(pg) = TempPostgres::start_or_skip("a_replica_without_a_channel_writes_only_the_timers_that_act") else {
+        return;
+    };
+    let options = PostgresStoreOptions::new(pg.url())
+        .unwrap()
+        .outbox_writes(OutboxWrites::Timers);
+    let timers = PostgresStore::connect_with(options).await.unwrap();
+    let all = PostgresStore::connect(pg.url()).await.unwrap();
+    holdpoint_testkit::store_suite::a_store_without_a_channel_writes_only_the_timers_that_act(
+        Arc::new(timers),
+        Arc::new(all),
+    )
+    .await;
+}

@@ -1,5 +1,6 @@
 //! [`SqliteStoreOptions`]: where the file is and how hard to push writes to disk.
 
+use holdpoint::session::outbox::OutboxWrites;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,6 +64,7 @@ pub struct SqliteStoreOptions {
     pub(crate) busy_timeout: Duration,
     pub(crate) max_connections: u32,
     pub(crate) poll_interval: Duration,
+    pub(crate) outbox_writes: OutboxWrites,
 }
 
 impl SqliteStoreOptions {
@@ -75,6 +77,7 @@ impl SqliteStoreOptions {
             busy_timeout: Duration::from_secs(10),
             max_connections: 4,
             poll_interval: Duration::from_millis(100),
+            outbox_writes: OutboxWrites::All,
         }
     }
 
@@ -112,6 +115,15 @@ impl SqliteStoreOptions {
     /// through the same handle are reported at once.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Which outbox rows this handle writes; [`OutboxWrites::All`] unless
+    /// changed. A deployment with no notification channel writes only
+    /// [`OutboxWrites::Timers`] (the rows that act); a handle opened later
+    /// with `All` (a channel added) writes every change from then on.
+    pub fn outbox_writes(mut self, writes: OutboxWrites) -> Self {
+        self.outbox_writes = writes;
         self
     }
 }

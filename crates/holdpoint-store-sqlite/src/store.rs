@@ -214,7 +214,7 @@ impl SessionStore for SqliteStore {
             let Some((row, cols)) = row::fresh_row(update)? else {
                 return Ok(None);
             };
-            let events = crate::outbox::columns(&hold_events(false, &row))?;
+            let events = crate::outbox::columns(&hold_events(false, &row), self.inner.options.outbox_writes)?;
             let op = Op::Insert {
                 row: Box::new(row),
                 cols: Box::new(cols),
@@ -232,7 +232,7 @@ impl SessionStore for SqliteStore {
         // writes it only if the id is free.
         let row = prepare_row(snapshot_id, None, row)?;
         let cols = row::Columns::of(&row)?;
-        let events = crate::outbox::columns(&hold_events(false, &row))?;
+        let events = crate::outbox::columns(&hold_events(false, &row), self.inner.options.outbox_writes)?;
         let op = Op::Insert {
             row: Box::new(row),
             cols: Box::new(cols),
@@ -254,7 +254,7 @@ impl SessionStore for SqliteStore {
         for (id, row) in rows {
             let row = prepare_row(&id, None, row)?;
             let cols = row::Columns::of(&row)?;
-            let events = crate::outbox::columns(&hold_events(false, &row))?;
+            let events = crate::outbox::columns(&hold_events(false, &row), self.inner.options.outbox_writes)?;
             encoded.push((cols, events));
             written.push(row);
         }

@@ -30,3 +30,20 @@ async fn one_shared_file_passes_the_suite() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_without_a_channel_writes_only_the_timers_that_act() {
+    use holdpoint::session::outbox::OutboxWrites;
+    use holdpoint_store_sqlite::SqliteStoreOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("timers.db");
+    let timers = SqliteStore::open_with(SqliteStoreOptions::new(&path).outbox_writes(OutboxWrites::Timers))
+        .await
+        .unwrap();
+    let all = SqliteStore::open(&path).await.unwrap();
+    holdpoint_testkit::store_suite::a_store_without_a_channel_writes_only_the_timers_that_act(
+        Arc::new(timers),
+        Arc::new(all),
+    )
+    .await;
+}

@@ -25,6 +25,7 @@
 
 use std::sync::Arc;
 
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::{InMemoryStore, SessionStore};
 use holdpoint::{Error, Result};
 pub use holdpoint_store_postgres::{PostgresStore, PostgresStoreOptions};
@@ -110,16 +111,26 @@ fn parse_sqlite(rest: &str) -> Result<StoreUrl> {
 /// with the store's own errors (`UNAVAILABLE` when the file or server
 /// cannot be reached) otherwise.
 pub async fn open_store(url: &str) -> Result<Arc<dyn SessionStore>> {
+    open_store_with(url, OutboxWrites::All).await
+}
+
+/// Opens the store `url` names, writing the outbox rows `writes` keeps:
+/// [`OutboxWrites::Timers`] for a deployment that configures no
+/// notification channel (see [`OutboxWrites`]). Fails as [`open_store`].
+pub async fn open_store_with(url: &str, writes: OutboxWrites) -> Result<Arc<dyn SessionStore>> {
     Ok(match parse_store_url(url)? {
-        StoreUrl::Memory => Arc::new(InMemoryStore::new()),
+        StoreUrl::Memory => Arc::new(InMemoryStore::with_outbox_writes(writes)),
         StoreUrl::Sqlite { path, synchronous } => {
-            let mut options = SqliteStoreOptions::new(path);
+            let mut options = SqliteStoreOptions::new(path).outbox_writes(writes);
             if let Some(sync) = synchronous {
                 options = options.synchronous(sync);
             }
             Arc::new(SqliteStore::open_with(options).await?)
         }
-        StoreUrl::Postgres(url) => Arc::new(PostgresStore::connect(&url).await?),
+        StoreUrl::Postgres(url) => {
+            let options = PostgresStoreOptions::new(&url)?.outbox_writes(writes);
+            Arc::new(PostgresStore::connect_with(options).await?)
+        }
     })
 }
 

@@ -160,7 +160,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .check_exposure(api_key.as_deref(), config.as_ref())
                 .map_err(|e| e.to_string())?;
             let listener = serve::bind(serving.listen).await?;
-            let store = wiring::open_store(&wiring::choose_store(args.store.as_deref(), config.as_ref())?).await?;
+            let chosen = wiring::choose_store(args.store.as_deref(), config.as_ref())?;
+            let store = wiring::open_served_store(&chosen, config.as_ref()).await?;
             let model = wiring::pick_model(args.model.as_deref())?;
             let data_dir = match serving.data_dir.take() {
                 Some(d) => d,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use holdpoint::Model;
 use holdpoint::session::SessionStore;
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint_deploy::{Config, StoreOrigin, StoreSetting};
 
 /// `--store default`: `sqlite:` a file in the platform data directory (also
@@ -100,4 +101,12 @@ fn default_store() -> Result<StoreSetting, String> {
 /// came from (`--store`, or the file's line and key) and never quotes it.
 pub async fn open_store(store: &StoreSetting) -> Result<Arc<dyn SessionStore>, String> {
     store.open().await.map_err(|e| e.to_string())
+}
+
+/// Opens the chosen store for `banking serve`: with no notification
+/// channel in the file (or no file) it writes only the outbox rows that act
+/// ([`holdpoint_deploy::Config::outbox_writes`]).
+pub async fn open_served_store(store: &StoreSetting, config: Option<&Config>) -> Result<Arc<dyn SessionStore>, String> {
+    let writes = config.map_or(OutboxWrites::Timers, Config::outbox_writes);
+    store.open_with(writes).await.map_err(|e| e.to_string())
 }

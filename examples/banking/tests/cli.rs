@@ -418,6 +418,11 @@ principal = "fiona"
 key = "k-fiona-0123456789"
 roles = ["finance"]
 
+[[auth.api_keys]]
+principal = "olga"
+key = "k-olga-0123456789"
+roles = ["operator"]
+
 [[approval.rules]]
 agent = "bankingAgent"
 tool = "transferMoney"
@@ -469,6 +474,30 @@ on_expire = "deny"
     assert_eq!(
         rows[0]["actor"], "holdpoint:expiry",
         "the timer acted, not the owner: {rows:#?}"
+    );
+    // No channel: the store wrote only the timers that act, no event
+    // nobody would read (the operator's view of the outbox).
+    let listed: serde_json::Value = http
+        .get(format!("{}/notifications", s.base))
+        .header("x-api-key", "k-olga-0123456789")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = listed["result"]["notifications"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|n| n["type"].as_str())
+        .collect();
+    assert!(kinds.contains(&"hold.expired"), "{listed}");
+    assert!(
+        kinds
+            .iter()
+            .all(|k| ["hold.expired", "hold.escalated", "hold.in_doubt"].contains(k)),
+        "{listed}"
     );
 
     // The same rule on the hold supportAgent's sub-agent surfaces: the

@@ -66,6 +66,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use holdpoint::approval::{Policy, RuleSpec};
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint_mcp::ServerConfig as McpServerConfig;
 use holdpoint_notify::NotifyConfig;
 
@@ -205,6 +206,25 @@ impl Config {
     /// `[notify]` (and `public_url`), as `holdpoint-notify` takes it.
     pub fn notify(&self) -> &NotifyConfig {
         &self.notify
+    }
+
+    /// Whether `[notify]` configures a channel (a webhook, Slack or email).
+    pub fn has_channel(&self) -> bool {
+        let n = &self.notify;
+        !(n.webhooks.is_empty() && n.slack.is_empty() && n.email.is_empty())
+    }
+
+    /// Which outbox rows a store served with this file writes: every row
+    /// when a channel is configured, else only the timers that act
+    /// (expiry, escalation, in doubt), so a server with no channel writes
+    /// no event nobody reads. A channel added to the file later is told
+    /// every change made once the server runs with it.
+    pub fn outbox_writes(&self) -> OutboxWrites {
+        if self.has_channel() {
+            OutboxWrites::All
+        } else {
+            OutboxWrites::Timers
+        }
     }
 
     /// `[[mcp.servers]]`, in order, as `holdpoint-mcp` takes them.

@@ -58,7 +58,14 @@ impl AuditStore for PostgresStore {
         update: SnapshotUpdate,
         audit: Vec<AuditRecord>,
     ) -> Result<Option<Snapshot>> {
-        grants::save_audited(&self.inner.pool, snapshot_id, update, &audit).await
+        grants::save_audited(
+            &self.inner.pool,
+            snapshot_id,
+            update,
+            &audit,
+            self.inner.options.outbox_writes,
+        )
+        .await
     }
 }
 

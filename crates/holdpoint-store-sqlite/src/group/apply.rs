@@ -2,7 +2,7 @@
 //! written, and which failures fail only its caller and which the batch.
 
 use holdpoint::Error;
-use holdpoint::session::outbox::decided_events;
+use holdpoint::session::outbox::{OutboxWrites, decided_events};
 use holdpoint::session::{AuditRecord, Snapshot, SnapshotUpdate, insert_refused};
 use holdpoint_store_sql::outbox::OutboxColumns;
 use holdpoint_store_sql::row::Columns;
@@ -31,9 +31,9 @@ impl From<Error> for Fail {
 }
 
 /// Runs one write inside the batch's transaction.
-pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Snapshot>, Fail> {
+pub(super) fn apply(conn: &Connection, op: Op, writes: OutboxWrites) -> std::result::Result<Option<Snapshot>, Fail> {
     match op {
-        Op::Save { id, update } => save(conn, &id, update, &[]),
+        Op::Save { id, update } => save(conn, &id, update, &[], writes),
         Op::Insert { row, cols, events } => {
             let what = || format!("save snapshot {}", cols.snapshot_id);
             if !write::insert(conn, &cols).map_err(|e| Fail::Batch(store_error(&what(), e)))? {
@@ -44,9 +44,9 @@ pub(super) fn apply(conn: &Connection, op: Op) -> std::result::Result<Option<Sna
         }
         Op::InsertAll { rows } => insert_all(conn, &rows).map(|()| None),
         Op::Claim { claim, audit } => {
-            let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, &audit))
+            let events = outbox::columns(&decided_events(&claim.snapshot_id, claim.lease_until, &audit), writes)
                 .map_err(Fail::Caller)?;
-            super::claim::run(conn, claim, &audit, events).map(|()| None)
+            super::claim::run(conn, claim, &audit, events, writes).map(|()| None)
         }
         Op::Outbox(run) => {
             let savepoint =
@@ -92,6 +92,7 @@ pub(super) fn save(
     id: &str,
     update: SnapshotUpdate,
     audit: &[AuditRecord],
+    writes: OutboxWrites,
 ) -> std::result::Result<Option<Snapshot>, Fail> {
     let what = || format!("save snapshot {id}");
     let stored = write::stored(conn, id).map_err(|e| Fail::Batch(store_error(&what(), e)))?;
@@ -99,7 +100,8 @@ pub(super) fn save(
     let Some((row, cols)) = write::prepare(id, stored.as_ref(), update).map_err(Fail::Caller)? else {
         return Ok(None);
     };
-    let held = outbox::columns(&holdpoint::session::outbox::hold_events(was_waiting, &row)).map_err(Fail::Caller)?;
+    let held =
+        outbox::columns(&holdpoint::session::outbox::hold_events(was_waiting, &row), writes).map_err(Fail::Caller)?;
     let audit = write::audit_columns(audit).map_err(Fail::Caller)?;
     let written = match &stored {
         Some(old) => write::update(conn, old, &cols),

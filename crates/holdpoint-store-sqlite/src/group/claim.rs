@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use holdpoint::Error;
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate};
 use holdpoint_store_sql::claim::{self, ClaimTx, FirstClaim, InPlace, with_claim_members};
 use holdpoint_store_sql::outbox::OutboxColumns;
@@ -25,7 +26,7 @@ use crate::{outbox, write};
 /// The claim's steps on the writer's connection, inside the batch's
 /// transaction. A refusal fails only the claim's caller, a statement that
 /// fails the whole batch (see [`Fail`]).
-struct Steps<'c>(&'c Connection);
+struct Steps<'c>(&'c Connection, OutboxWrites);
 
 /// Claims `claim` with its audit `records` and outbox `events`, all or
 /// nothing, inside the batch's transaction on `conn`.
@@ -34,8 +35,9 @@ pub(super) fn run(
     claim: ResumeClaim,
     records: &[AuditRecord],
     events: Vec<OutboxColumns>,
+    writes: OutboxWrites,
 ) -> std::result::Result<(), Fail> {
-    claim::claim(&mut Steps(conn), claim, records, events)
+    claim::claim(&mut Steps(conn, writes), claim, records, events)
         .now_or_never()
         // Unreachable: no step of `Steps` ever waits.
         .unwrap_or_else(|| Err(Fail::Batch(Error::Internal("sqlite store: a claim step waited".into()))))
@@ -65,7 +67,7 @@ impl ClaimTx for Steps<'_> {
     }
 
     async fn save(&mut self, id: &str, update: SnapshotUpdate) -> std::result::Result<Option<Snapshot>, Fail> {
-        save(self.0, id, update, &[])
+        save(self.0, id, update, &[], self.1)
     }
 
     async fn append_audit(&mut self, rows: &[AuditColumns]) -> std::result::Result<(), Fail> {

@@ -34,6 +34,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::{AuditRecord, ResumeClaim, Snapshot, SnapshotUpdate};
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::outbox::OutboxColumns;
@@ -56,8 +57,9 @@ pub(crate) fn save_audited(
     id: &str,
     update: SnapshotUpdate,
     audit: &[AuditRecord],
+    writes: OutboxWrites,
 ) -> Result<Option<Snapshot>> {
-    apply::save(conn, id, update, audit).map_err(|(Fail::Caller(e) | Fail::Batch(e))| e)
+    apply::save(conn, id, update, audit, writes).map_err(|(Fail::Caller(e) | Fail::Batch(e))| e)
 }
 
 const TARGET: &str = "holdpoint::store::sqlite";
@@ -325,7 +327,7 @@ impl Shared {
                 let err = store_error(&format!("begin a batch of {} writes", jobs.len()), e);
                 jobs.into_iter().map(|j| (j.reply, Err(err.clone()))).collect()
             }
-            Ok(()) => run_in_transaction(conn, jobs),
+            Ok(()) => run_in_transaction(conn, jobs, self.options.outbox_writes),
         };
         if !conn.is_autocommit() {
             // A transaction is still open (its ROLLBACK failed): start over
@@ -356,12 +358,16 @@ impl Shared {
 /// and the result checked, and only then written. An update that fails has
 /// written nothing, so the others go on without a savepoint; a failing SQL
 /// statement fails (and rolls back) the whole batch.
-fn run_in_transaction(conn: &Connection, jobs: Vec<Job>) -> Vec<(Reply, Result<Option<Snapshot>>)> {
+fn run_in_transaction(
+    conn: &Connection,
+    jobs: Vec<Job>,
+    writes: OutboxWrites,
+) -> Vec<(Reply, Result<Option<Snapshot>>)> {
     let batch_len = jobs.len();
     let mut out: Vec<(Reply, Result<Option<Snapshot>>)> = Vec::with_capacity(batch_len);
     let mut jobs = jobs.into_iter();
     while let Some(Job { op, reply }) = jobs.next() {
-        match apply(conn, op) {
+        match apply(conn, op, writes) {
             Ok(row) => out.push((reply, Ok(row))),
             Err(Fail::Caller(err)) => out.push((reply, Err(err))),
             Err(Fail::Batch(err)) => {

@@ -65,8 +65,9 @@ impl AuditStore for SqliteStore {
         audit: Vec<AuditRecord>,
     ) -> Result<Option<Snapshot>> {
         let id = snapshot_id.to_owned();
+        let writes = self.inner.options.outbox_writes;
         let saved = self
-            .outbox_write(move |conn| crate::group::save_audited(conn, &id, update, &audit))
+            .outbox_write(move |conn| crate::group::save_audited(conn, &id, update, &audit, writes))
             .await?;
         if let Some(row) = &saved {
             self.inner
@@ -191,7 +192,9 @@ impl OutboxStore for SqliteStore {
         if events.is_empty() {
             return Ok(());
         }
-        let cols = crate::outbox::columns(&events)?;
+        // Rows enqueued by name are written whatever the handle's
+        // `outbox_writes`, as the in-memory store does.
+        let cols = crate::outbox::columns(&events, holdpoint::session::outbox::OutboxWrites::All)?;
         self.outbox_write(move |conn| {
             crate::outbox::insert(conn, &cols).map_err(|e| crate::error::store_error("append outbox events", e))
         })

@@ -21,6 +21,7 @@ mod grants;
 mod listing;
 mod outbox;
 mod outbox_ops;
+mod outbox_writes;
 mod prune;
 mod quorum;
 mod recency;
@@ -68,6 +69,7 @@ pub use outbox::{
     two_handles_claim_outbox_once,
 };
 pub use outbox_ops::outbox_batches_pages_and_stopped_endpoints;
+pub use outbox_writes::a_store_without_a_channel_writes_only_the_timers_that_act;
 pub use prune::prune_deletes_only_old_sessions_that_are_over;
 pub use quorum::{partial_approvals_are_durable_and_written_only_while_waiting, two_handles_complete_a_quorum_once};
 pub use recency::{
