@@ -40,6 +40,17 @@ pub(crate) fn open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection>
 /// of 4,000 pages is about 16 MiB).
 pub(crate) const CHECKPOINT_PAGES: i64 = 4000;
 
+/// The most memory each connection's page cache may take, in KiB (`PRAGMA
+/// cache_size` with a negative value; SQLite's default is 2,000 KiB). The
+/// cache grows only as pages are read, so a small file never fills it.
+///
+/// A listing reads the newest entries of the waiting rows' indexes and
+/// those rows' pages; with the default, a large store's reader re-read
+/// them from the file on every page (BENCHMARKS.md, "The approver's page
+/// at 1M on SQLite"). Five connections (the writer and four readers) may
+/// hold up to 320 MiB between them on a file far larger than that.
+pub(crate) const CACHE_KIB: i64 = 65_536;
+
 fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = if batches_wal_writes(options.synchronous) {
@@ -55,9 +66,26 @@ fn try_open(options: &SqliteStoreOptions) -> rusqlite::Result<Connection> {
     }
     conn.pragma_update(None, "synchronous", options.synchronous.pragma())?;
     conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
+    plan_without_arguments(&conn)?;
     // The writer's statements and the readers' few queries stay prepared.
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
+}
+
+/// Makes SQLite plan each statement from its text alone, never from the
+/// values bound to it (the query planner stability guarantee).
+///
+/// Otherwise SQLite reads a bound value while it checks whether a
+/// partial index fits a term (`owner = ?2` against the owner index's
+/// `owner IS NOT NULL`), and a statement run again with another value is
+/// parsed and planned again first: every role page and audit listing was
+/// (BENCHMARKS.md, "The approver's page at 1M on SQLite"). The store's
+/// statements name the partial indexes' conditions in their text, so
+/// their plans do not need the values.
+pub(crate) fn plan_without_arguments(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(())
 }
 
 /// Whether connections go through [`vfs`], which writes a commit's WAL

@@ -3,7 +3,8 @@
 
 use holdpoint_store_sql::row::Dialect;
 
-/// SQLite: `?n` parameters, `instr`, and `json_each` over a JSON array.
+/// SQLite: `?n` parameters, `instr`, `json_each` over a JSON array, and
+/// rows chosen by `rowid`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sqlite;
 
@@ -18,5 +19,11 @@ impl Dialect for Sqlite {
 
     fn contains_any(self, column: &str, needles: &str) -> String {
         format!("EXISTS (SELECT 1 FROM json_each({needles}) r WHERE instr({column}, r.value) > 0)")
+    }
+
+    fn row_key(self) -> &'static str {
+        // The table has a rowid: the chosen rows are read by it directly,
+        // not through the primary key's index.
+        "rowid"
     }
 }

@@ -66,17 +66,27 @@ fn listed<T>(
 }
 
 fn list_sql(query: &SnapshotQuery) -> Listing {
-    row::snapshot_listing(query, "SELECT s.snapshot_id, s.data FROM holdpoint_snapshots s", Sqlite)
+    row::snapshot_listing(
+        query,
+        "SELECT s.snapshot_id, s.data, s.approvers FROM holdpoint_snapshots s",
+        Sqlite,
+    )
 }
 
 /// `list_snapshots`: the filters of [`SnapshotQuery`], newest first (see
-/// [`row::snapshot_listing`]: each filter is answered from its index).
+/// [`row::snapshot_listing`]: each filter is answered from its index). A
+/// viewer is checked on each row from its `approvers` column where that
+/// is recorded ([`row::decode_viewed`]).
 pub(crate) fn list(conn: &Connection, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
     let rows = listed(conn, &list_sql(query), |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        Ok(row::Listed {
+            snapshot_id: r.get(0)?,
+            data: r.get(1)?,
+            approvers: r.get(2)?,
+        })
     })
     .map_err(|e| store_error("list snapshots", e))?;
-    row::decode_listed(rows, query)
+    row::decode_viewed(rows, query)
 }
 
 /// `count_waiting`: one aggregate over the partial index of waiting rows
@@ -113,6 +123,7 @@ mod tests {
     /// How SQLite runs `listing` on the store's schema.
     fn plan(listing: &Listing) -> String {
         let mut conn = Connection::open_in_memory().unwrap();
+        crate::conn::plan_without_arguments(&conn).unwrap();
         crate::schema::migrate(&mut conn).unwrap();
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", listing.sql)).unwrap();
         let mut args: Vec<&dyn ToSql> = listing.args.iter().map(|a| a as &dyn ToSql).collect();
@@ -157,5 +168,47 @@ mod tests {
             let plan = plan(&audit_sql(&query));
             assert!(plan.contains(index), "{query:?} should use {index}: {plan}");
         }
+    }
+
+    /// An approver's listing, run again for another role and another
+    /// principal, reuses its prepared statement: SQLite neither parses nor
+    /// plans it again (it did while it planned from the bound values).
+    #[test]
+    fn a_listing_is_not_prepared_again_for_other_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::options::SqliteStoreOptions::new(dir.path().join("p.db"));
+        let mut conn = crate::conn::open(&options).unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        let query = |principal: &str, role: &str| SnapshotQuery {
+            agent: Some("teller".into()),
+            waiting_only: true,
+            limit: Some(50),
+            viewer: Some(holdpoint::session::Viewer {
+                principal: Some(principal.into()),
+                roles: vec![role.into()],
+            }),
+            ..SnapshotQuery::default()
+        };
+        let runs = [("olga", "finance"), ("olga", "legal"), ("ivan", "audit")];
+        for (principal, role) in runs {
+            assert!(list(&conn, &query(principal, role)).unwrap().is_empty());
+        }
+        let reprepared = |sql: &str| {
+            let stmt = conn.prepare_cached(sql).unwrap();
+            stmt.get_status(rusqlite::StatementStatus::RePrepare)
+        };
+        assert_eq!(reprepared(&list_sql(&query("olga", "finance")).sql), 0);
+        for (principal, role) in runs {
+            let audit = AuditQuery {
+                session_id: Some(format!("{principal}-{role}")),
+                ..AuditQuery::default()
+            };
+            assert!(super::audit(&conn, &audit).unwrap().is_empty());
+        }
+        let audit = audit_sql(&AuditQuery {
+            session_id: Some("x".into()),
+            ..AuditQuery::default()
+        });
+        assert_eq!(reprepared(&audit.sql), 0);
     }
 }

@@ -206,11 +206,64 @@ pub fn decode(id: &str, data: &str) -> Result<Snapshot> {
 /// The `(snapshot_id, data)` rows a `list_snapshots` query selected,
 /// decoded as read now, keeping those that pass `query`'s row filters
 /// (the lease of `in_doubt_only` lives in the document), up to its limit.
+/// A [`viewer`](SnapshotQuery::viewer) is checked on each decoded row
+/// ([`Viewer::sees_row`](holdpoint::session::Viewer::sees_row)); see
+/// [`decode_viewed`] for rows read with their `approvers` column.
 pub fn decode_listed(rows: Vec<(String, String)>, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
-    let mut out = Vec::with_capacity(rows.len());
-    for (id, data) in rows {
-        let snapshot = decode(&id, &data)?.as_read();
-        if query.matches_row(&snapshot) {
+    let rows = rows.into_iter().map(|(id, data)| Listed {
+        snapshot_id: id,
+        data,
+        approvers: None,
+    });
+    decode_viewed(rows, query)
+}
+
+/// One row a `list_snapshots` statement selected, with its `approvers`
+/// column when the statement read it (see [`decode_viewed`]).
+pub struct Listed {
+    /// `snapshotId`.
+    pub snapshot_id: String,
+    /// The whole snapshot as JSON.
+    pub data: String,
+    /// The `approvers` column as stored ([`approvers_column`]), or `None`
+    /// when not read or not recorded.
+    pub approvers: Option<String>,
+}
+
+/// [`decode_listed`] for rows read with their `approvers` column: a row
+/// whose roles are recorded there ([`approvers_column`], kept by every
+/// write from the same document) is checked against the
+/// [`viewer`](SnapshotQuery::viewer) from that column and its owner,
+/// without deriving its roles from the document again; a row without
+/// them (`NULL`, [`APPROVERS_NOT_RECORDED`]) is checked on the decoded
+/// document, as [`decode_listed`] checks every row. So a row the
+/// statement let through that the viewer may not see is still dropped.
+pub fn decode_viewed(rows: impl IntoIterator<Item = Listed>, query: &SnapshotQuery) -> Result<Vec<Snapshot>> {
+    let viewed = query.viewer.as_ref().map(|viewer| {
+        let needles: Vec<String> = viewer.roles.iter().map(|r| approver_needle(r)).collect();
+        (
+            viewer,
+            needles,
+            SnapshotQuery {
+                viewer: None,
+                ..query.clone()
+            },
+        )
+    });
+    let mut out = Vec::new();
+    for row in rows {
+        let snapshot = decode(&row.snapshot_id, &row.data)?.as_read();
+        let recorded = row.approvers.as_deref().filter(|a| *a != APPROVERS_NOT_RECORDED);
+        let passes = match (&viewed, recorded) {
+            (Some((viewer, needles, unviewed)), Some(column)) => {
+                unviewed.matches_row(&snapshot)
+                    && (snapshot.owner.is_none()
+                        || snapshot.owner == viewer.principal
+                        || needles.iter().any(|n| column.contains(n.as_str())))
+            }
+            _ => query.matches_row(&snapshot),
+        };
+        if passes {
             out.push(snapshot);
         }
     }
@@ -234,6 +287,15 @@ pub trait Dialect: Copy {
     /// A term true when the text in `column` contains any string of
     /// `needles`, a parameter holding them as a JSON array.
     fn contains_any(self, column: &str, needles: &str) -> String;
+
+    /// The column that names a row of `holdpoint_snapshots` most cheaply:
+    /// a viewer's listing chooses its rows by it ([`snapshot_listing`]).
+    /// `snapshot_id` (the primary key) unless the dialect has a cheaper
+    /// one (SQLite's `rowid`, which every index entry holds, so the chosen
+    /// rows are read without a search of the primary key's index).
+    fn row_key(self) -> &'static str {
+        "snapshot_id"
+    }
 }
 
 /// A listing statement of the SQL stores: its text, its text arguments (the
@@ -311,7 +373,8 @@ impl Listing {
 /// ([`decode_listed`]).
 ///
 /// With a [`viewer`](SnapshotQuery::viewer), the rows are first chosen by
-/// id alone (`s.snapshot_id IN (SELECT s.snapshot_id … LIMIT n)`), from the
+/// key alone (`s.snapshot_id IN (SELECT s.snapshot_id … LIMIT n)`, or the
+/// dialect's [`row_key`](Dialect::row_key)), from the
 /// partial index of waiting rows that holds the owner and the approvers
 /// beside the agent and the order (migration 0009), so the rows the caller
 /// may not see are skipped without reading them; then only the chosen rows
@@ -321,11 +384,12 @@ pub fn snapshot_listing(query: &SnapshotQuery, select: &str, dialect: impl Diale
     if query.viewer.is_none() {
         return snapshot_filter(query, select, dialect).finish(ORDER, list_limit(query), dialect);
     }
-    let inner = snapshot_filter(query, "SELECT s.snapshot_id FROM holdpoint_snapshots s", dialect);
+    let key = dialect.row_key();
+    let inner = snapshot_filter(query, &format!("SELECT s.{key} FROM holdpoint_snapshots s"), dialect);
     let limit = dialect.parameter(inner.args.len() + 1);
     Listing {
         sql: format!(
-            "{select} WHERE s.snapshot_id IN ({} ORDER BY {ORDER} LIMIT {limit}) ORDER BY {ORDER} LIMIT {limit}",
+            "{select} WHERE s.{key} IN ({} ORDER BY {ORDER} LIMIT {limit}) ORDER BY {ORDER} LIMIT {limit}",
             inner.sql
         ),
         args: inner.args,
