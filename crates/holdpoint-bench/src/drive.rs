@@ -137,10 +137,10 @@ impl Driver {
 
     /// Starts a session and runs it to the pause.
     pub async fn pause(&self) -> holdpoint::Result<Paused> {
-        let out = self.turn(AgentInput::text(REQUEST), AgentInit::new()).await?;
+        let mut out = self.turn(AgentInput::text(REQUEST), AgentInit::new()).await?;
         check(out.finish_reason == FinishReason::Interrupted, "turn 1 pauses")?;
         let part = out
-            .interrupts()
+            .take_interrupts()
             .into_iter()
             .next()
             .ok_or_else(|| Error::Internal("no interrupt".into()))?;
@@ -183,7 +183,7 @@ impl Driver {
             return answerers.answer(paused).await;
         }
         let call = tool
-            .interrupted(&paused.part)
+            .interrupted_owned(paused.part)
             .ok_or_else(|| Error::Internal("claim refused".into()))?;
         let details: Details = call.interrupt_as()?;
         check(details.details == "Transfer $500.00 to savings", "interrupt payload")?;

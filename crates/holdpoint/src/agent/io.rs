@@ -335,6 +335,15 @@ impl AgentOutput {
             .unwrap_or_default()
     }
 
+    /// [`interrupts`](Self::interrupts), moved out of the output's
+    /// message instead of copied: the output is left without its message.
+    pub fn take_interrupts(&mut self) -> Vec<Part> {
+        match self.message.take() {
+            Some(m) => m.content.into_iter().filter(Part::is_interrupt).collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// Whether the turn failed.
     pub fn is_failed(&self) -> bool {
         self.finish_reason == FinishReason::Failed

@@ -244,17 +244,15 @@ impl Turn {
     }
 
     /// The session state as the turn left it, with the output message and
-    /// finish reason.
+    /// finish reason. A `None` message stands for the state's
+    /// [`last_model`] message, read there when the output needs it (not
+    /// copied out here).
     pub(crate) fn into_parts(self) -> (SessionState, Option<Message>, FinishReason) {
         // The turn is over: its state moves out instead of being copied (a
         // handler that kept a clone of the turn sees an emptied state).
         let mut s = self.lock();
         let state = std::mem::take(&mut s.state);
-        let message = s
-            .message
-            .take()
-            .or_else(|| state.messages.iter().rev().find(|m| m.role == Role::Model).cloned());
-        (state, message, s.finish_reason.unwrap_or(FinishReason::Stop))
+        (state, s.message.take(), s.finish_reason.unwrap_or(FinishReason::Stop))
     }
 
     /// Moves the session's messages out of the turn, leaving none (for the
@@ -263,4 +261,10 @@ impl Turn {
     pub(crate) fn take_messages(&self) -> Vec<Message> {
         std::mem::take(&mut self.lock().state.messages)
     }
+}
+
+/// The last model message of `messages`: a turn's output message when its
+/// handler set none.
+pub(crate) fn last_model(messages: &[Message]) -> Option<&Message> {
+    messages.iter().rev().find(|m| m.role == Role::Model)
 }

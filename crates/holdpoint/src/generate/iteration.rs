@@ -28,6 +28,11 @@ pub(super) struct Loop {
     pub(super) last_request: Option<GenerateRequest>,
     /// Whether to keep `last_request` (a copy of every request) at all.
     pub(super) keep_request: bool,
+    /// Whether the final model message stays only in the history, its
+    /// last entry, with `response.message` left `None` (an agent's turn
+    /// reads it there: no copy of the message). `generate` callers get
+    /// it in the response as well.
+    pub(super) message_in_history: bool,
     /// How long the history was at the last seam. The loop only appends
     /// after a seam (and marks parts of messages appended since), so
     /// `history[..seam]` is the history as it stood there.
@@ -56,9 +61,13 @@ impl Loop {
     }
 
     pub(super) fn interrupted(&mut self, history: Vec<Message>) -> Generation {
+        let message = match history.last() {
+            Some(last) if self.message_in_history && last.role == Role::Model => None,
+            last => last.cloned(),
+        };
         Generation {
             response: GenerateResponse {
-                message: history.last().cloned(),
+                message,
                 finish_reason: Some(FinishReason::Interrupted),
                 finish_message: Some(INTERRUPTED_MESSAGE.to_owned()),
                 usage: self.usage.clone(),
@@ -90,7 +99,13 @@ impl Step {
                 outcome: IterationOutcome::Continue,
             },
             Step::Done(g) => IterationReport {
-                message: g.response.message.clone(),
+                // A message left in the history (`Loop::message_in_history`)
+                // is its last entry, a model message.
+                message: g
+                    .response
+                    .message
+                    .clone()
+                    .or_else(|| g.messages.last().filter(|m| m.role == Role::Model).cloned()),
                 outcome: if g.is_interrupted() {
                     IterationOutcome::Interrupted
                 } else {
@@ -122,8 +137,12 @@ pub(super) async fn iteration(
         .collect();
     lp.index += 1;
     if calls.is_empty() {
-        history.push(message.clone());
-        response.message = Some(message);
+        if lp.message_in_history {
+            history.push(message);
+        } else {
+            history.push(message.clone());
+            response.message = Some(message);
+        }
         response.usage = lp.usage.clone();
         response.request = lp.last_request.take();
         response

@@ -174,7 +174,8 @@ pub(crate) enum Caller {
     /// the decision path before its claim (`agent/decide.rs`), so it is
     /// not checked again;
     /// each model call gets the request without a copy being kept (turns
-    /// never read it).
+    /// never read it); the final model message is left in the history
+    /// only (the response's `message` is `None`), where the turn reads it.
     Turn,
 }
 

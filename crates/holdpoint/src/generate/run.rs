@@ -35,6 +35,7 @@ pub(super) async fn run(
         index: 0,
         last_request: None,
         keep_request,
+        message_in_history: caller == Caller::Turn,
         seam: None,
     };
     let mut history = options.messages;

@@ -244,21 +244,41 @@ where
             let first = ours.next()?;
             return ours.next().is_none().then_some(first);
         }
-        let req = part.as_tool_request()?;
-        if req.name != self.inner.definition.name || !part.is_interrupt() || part.interrupted_by().is_some() {
-            return None;
-        }
-        // Decoded from the borrowed input (a missing one reads as `{}`).
-        let input = match &req.input {
-            Some(value) => In::deserialize(value),
-            None => In::deserialize(&Value::Object(Map::new())),
-        }
-        .ok()?;
+        let input = self.own_input(part)?;
         Some(Interrupted {
             input,
             part: part.clone(),
             tool: self.clone(),
         })
+    }
+
+    /// [`interrupted`](Self::interrupted), keeping `part` instead of a
+    /// copy of it.
+    pub fn interrupted_owned(&self, part: Part) -> Option<Interrupted<In, Out, Res>> {
+        if crate::message::surfaced::SurfacedHold::is_surfaced(&part) {
+            return self.interrupted(&part);
+        }
+        let input = self.own_input(&part)?;
+        Some(Interrupted {
+            input,
+            part,
+            tool: self.clone(),
+        })
+    }
+
+    /// The decoded input of `part` when it is this tool's own unresolved
+    /// interrupt (not a middleware's hold).
+    fn own_input(&self, part: &Part) -> Option<In> {
+        let req = part.as_tool_request()?;
+        if req.name != self.inner.definition.name || !part.is_interrupt() || part.interrupted_by().is_some() {
+            return None;
+        }
+        // Decoded from the borrowed input (a missing one reads as `{}`).
+        match &req.input {
+            Some(value) => In::deserialize(value),
+            None => In::deserialize(&Value::Object(Map::new())),
+        }
+        .ok()
     }
 
     /// Shares this tool as a trait object for an agent or generation.

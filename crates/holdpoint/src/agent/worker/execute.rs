@@ -29,6 +29,7 @@ use crate::session::SessionState;
 /// turn's hold on its claim (confirmed before the outcome is written).
 pub(super) struct TurnDone {
     pub state: SessionState,
+    /// `None`: the last model message of `state` (see `Turn::into_parts`).
     pub message: Option<Message>,
     pub finish: FinishReason,
     pub hold: Option<Box<Hold>>,

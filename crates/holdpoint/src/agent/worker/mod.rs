@@ -39,7 +39,7 @@ use super::AgentDef;
 use super::handoff::HandedUp;
 use super::io::{AgentInput, AgentOutput, AgentStreamChunk, TurnStart};
 use super::load::Session;
-use super::turn::Responder;
+use super::turn::{Responder, last_model};
 use crate::error::{Error, Result};
 use crate::message::{Message, Role};
 use crate::model::FinishReason;
@@ -94,7 +94,9 @@ struct Worker {
     /// Set to `true` once an abort is requested on a detached run's row.
     abort_tx: watch::Sender<bool>,
     abort_rx: watch::Receiver<bool>,
-    /// The last settled turn's message and finish (the run's output).
+    /// The last settled turn's message and finish (the run's output); a
+    /// `None` message stands for the session state's last model message
+    /// (see `Turn::into_parts`).
     last_message: Option<Message>,
     last_finish: FinishReason,
     /// How many turns started on this connection (the next `turnStart`'s
@@ -175,7 +177,7 @@ impl Worker {
             last_finish,
             ..
         } = self;
-        sink.finish(&def, &session, last_message, last_finish).await;
+        sink.finish(&def, session, last_message, last_finish).await;
     }
 
     /// Ends the run early, as `outcome` says.
@@ -371,15 +373,19 @@ impl Worker {
             hold,
             children,
         } = done;
+        let parent = self.parent_turn();
+        // A row handed up to the parent takes the conversation with it:
+        // the output message is copied out of it first.
+        let message = match message {
+            None if parent.is_some() => last_model(&state.messages).cloned(),
+            message => message,
+        };
         let finished = Finished {
             state,
             message: message.as_ref(),
             finish,
             hold,
-            levels: Levels {
-                children,
-                parent: self.parent_turn(),
-            },
+            levels: Levels { children, parent },
         };
         if let Some(end) = self
             .sink

@@ -21,7 +21,7 @@ use super::super::handoff::{self, HandedUp};
 use super::super::hold::Hold;
 use super::super::io::{AgentOutput, AgentStreamChunk, TurnEnd};
 use super::super::load::{Holds, Session};
-use super::super::turn::Responder;
+use super::super::turn::{Responder, last_model};
 use crate::error::{Error, Result};
 use crate::message::{Message, Role};
 use crate::model::{FinishReason, GenerateChunk};
@@ -215,13 +215,23 @@ impl Sink {
     }
 
     /// Ends the run after its last input: the output of its last turn, or
-    /// the pending row completed.
-    pub async fn finish(self, def: &AgentDef, session: &Session, message: Option<Message>, finish: FinishReason) {
+    /// the pending row completed. A `None` message stands for the
+    /// session's last model message.
+    pub async fn finish(self, def: &AgentDef, mut session: Session, message: Option<Message>, finish: FinishReason) {
         match self {
-            Sink::Attached(mut a) => a.send(output(def, session, message, finish, None)),
+            Sink::Attached(mut a) => {
+                let message = match message {
+                    Some(message) => Some(message),
+                    // A client-managed agent's output carries its state,
+                    // the message included: copied then.
+                    None if def.store.is_none() => last_model(&session.state.messages).cloned(),
+                    // The session ends here: the message moves out of it.
+                    None => take_last_model(&mut session.state.messages),
+                };
+                a.send(output(def, &session, message, finish, None));
+            }
             Sink::Detached(d) => {
-                d.finalize(SnapshotStatus::Completed, session.state.clone(), finish, None)
-                    .await;
+                d.finalize(SnapshotStatus::Completed, session.state, finish, None).await;
             }
         }
     }
@@ -247,7 +257,7 @@ impl Attached {
 /// tool-role chunk), then its `turnEnd`.
 fn announce(session: &Session, responder: &Responder, message: Option<&Message>, finish: FinishReason) {
     if finish == FinishReason::Interrupted
-        && let Some(m) = message
+        && let Some(m) = message.or_else(|| last_model(&session.state.messages))
     {
         for p in m.interrupts() {
             tracing::info!(
@@ -263,6 +273,13 @@ fn announce(session: &Session, responder: &Responder, message: Option<&Message>,
         }
     }
     turn_end(responder, finish, session.snapshot_id.clone());
+}
+
+/// Moves the last model message out of `messages` (their order is not
+/// kept: they are dropped after).
+fn take_last_model(messages: &mut Vec<Message>) -> Option<Message> {
+    let at = messages.iter().rposition(|m| m.role == Role::Model)?;
+    Some(messages.swap_remove(at))
 }
 
 fn turn_end(responder: &Responder, finish_reason: FinishReason, snapshot_id: Option<String>) {
