@@ -18,15 +18,7 @@ use crate::error::store_error;
 const INSERT: &str = "INSERT INTO holdpoint_outbox (event_id, snapshot_id, state, due_at_ns, lease_until_ns, data) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::text[]::json[])";
 
-/// The columns of the `events` that `writes` keeps, checked before
-/// anything is written.
-pub(crate) fn columns(events: &[OutboxEvent], writes: OutboxWrites) -> Result<Vec<OutboxColumns>> {
-    events
-        .iter()
-        .filter(|e| writes.writes(&e.kind))
-        .map(OutboxColumns::of)
-        .collect()
-}
+pub(crate) use holdpoint_store_sql::outbox::columns;
 
 /// Appends outbox rows in the transaction on `conn`.
 pub(crate) async fn insert(conn: &mut PgConnection, rows: &[OutboxColumns]) -> Result<()> {

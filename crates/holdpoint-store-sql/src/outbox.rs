@@ -4,6 +4,7 @@
 //! column (never in listings).
 
 use chrono::{DateTime, Utc};
+use holdpoint::session::outbox::OutboxWrites;
 use holdpoint::session::{OutboxEvent, OutboxState};
 use holdpoint::{Error, Result};
 
@@ -38,6 +39,16 @@ impl OutboxColumns {
                 .map_err(|e| Error::Internal(format!("outbox event {} does not encode: {e}", event.id)))?,
         })
     }
+}
+
+/// The columns of the `events` that `writes` keeps (a store's
+/// `outbox_writes`), each checked before anything is written.
+pub fn columns(events: &[OutboxEvent], writes: OutboxWrites) -> Result<Vec<OutboxColumns>> {
+    events
+        .iter()
+        .filter(|e| writes.writes(&e.kind))
+        .map(OutboxColumns::of)
+        .collect()
 }
 
 /// Decodes the `data` column of an outbox row.

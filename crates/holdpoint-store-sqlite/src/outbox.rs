@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use holdpoint::session::OutboxSettle;
-use holdpoint::session::outbox::{OutboxWrites, apply_outcome, apply_retry, lease_lost};
+use holdpoint::session::outbox::{apply_outcome, apply_retry, lease_lost};
 use holdpoint::session::{OutboxEvent, OutboxLease, OutboxOutcome, OutboxQuery, lease_end, mint_id};
 use holdpoint::{Error, Result};
 use holdpoint_store_sql::outbox::{OutboxColumns, decode_outbox, saturating_nanos, state_name};
@@ -16,15 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::store_error;
 
-/// The columns of the `events` that `writes` keeps, checked before
-/// anything is written.
-pub(crate) fn columns(events: &[OutboxEvent], writes: OutboxWrites) -> Result<Vec<OutboxColumns>> {
-    events
-        .iter()
-        .filter(|e| writes.writes(&e.kind))
-        .map(OutboxColumns::of)
-        .collect()
-}
+pub(crate) use holdpoint_store_sql::outbox::columns;
 
 /// Appends outbox rows.
 pub(crate) fn insert(conn: &Connection, rows: &[OutboxColumns]) -> rusqlite::Result<()> {
